@@ -1,0 +1,96 @@
+package snapshot
+
+import (
+	"encoding/binary"
+	"sort"
+)
+
+// Builder fills a Snapshot while a reader decodes, interning frames, stacks
+// and strings so that repeated ones are stored once.
+type Builder struct {
+	Snap     *Snapshot
+	frameIdx map[Frame]FrameID
+	stackIdx map[string]StackID
+	strIdx   map[string]uint32
+	threadIdx map[[2]string]uint16
+	keyBuf   []byte
+}
+
+// NewBuilder starts an empty Snapshot for the given source.
+func NewBuilder(src Source) *Builder {
+	b := &Builder{
+		Snap:      &Snapshot{Source: src, Stacks: [][]FrameID{nil}, Strings: []string{""}, Threads: []Thread{{}}},
+		frameIdx:  make(map[Frame]FrameID),
+		stackIdx:  map[string]StackID{"": 0},
+		strIdx:    map[string]uint32{"": 0},
+		threadIdx: map[[2]string]uint16{{"", ""}: 0},
+	}
+	return b
+}
+
+// Frame interns a frame and returns its ID.
+func (b *Builder) Frame(f Frame) FrameID {
+	if id, ok := b.frameIdx[f]; ok {
+		return id
+	}
+	id := FrameID(len(b.Snap.Frames))
+	b.Snap.Frames = append(b.Snap.Frames, f)
+	b.frameIdx[f] = id
+	return id
+}
+
+// Stack interns a stack (innermost frame first) and returns its ID; the
+// empty stack is 0. The slice is copied.
+func (b *Builder) Stack(frames []FrameID) StackID {
+	if len(frames) == 0 {
+		return 0
+	}
+	b.keyBuf = b.keyBuf[:0]
+	for _, f := range frames {
+		b.keyBuf = binary.LittleEndian.AppendUint32(b.keyBuf, uint32(f))
+	}
+	if id, ok := b.stackIdx[string(b.keyBuf)]; ok {
+		return id
+	}
+	id := StackID(len(b.Snap.Stacks))
+	b.Snap.Stacks = append(b.Snap.Stacks, append([]FrameID(nil), frames...))
+	b.stackIdx[string(b.keyBuf)] = id
+	return id
+}
+
+// String interns a metadata string and returns its index in Snapshot.Strings.
+func (b *Builder) String(s string) uint32 {
+	if id, ok := b.strIdx[s]; ok {
+		return id
+	}
+	id := uint32(len(b.Snap.Strings))
+	b.Snap.Strings = append(b.Snap.Strings, s)
+	b.strIdx[s] = id
+	return id
+}
+
+// Thread interns a thread by pid and tid and returns its index.
+func (b *Builder) Thread(pid, tid string) uint16 {
+	k := [2]string{pid, tid}
+	if id, ok := b.threadIdx[k]; ok {
+		return id
+	}
+	if len(b.Snap.Threads) >= 1<<16-1 {
+		return 0
+	}
+	id := uint16(len(b.Snap.Threads))
+	b.Snap.Threads = append(b.Snap.Threads, Thread{PID: pid, TID: tid})
+	b.threadIdx[k] = id
+	return id
+}
+
+// Device returns the device with this ID, creating it if needed.
+func (b *Builder) Device(id int, kind DeviceKind) *Device {
+	if d := b.Snap.Device(id); d != nil {
+		return d
+	}
+	d := &Device{ID: id, Kind: kind, Baseline: -1}
+	b.Snap.Devices = append(b.Snap.Devices, d)
+	sort.Slice(b.Snap.Devices, func(i, j int) bool { return b.Snap.Devices[i].ID < b.Snap.Devices[j].ID })
+	return d
+}

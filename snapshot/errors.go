@@ -1,0 +1,37 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error is a problem with an input file: which file, what is wrong, and the
+// byte offset where it was found (−1 when not known). Its message is one line.
+type Error struct {
+	Path   string
+	Offset int64
+	Msg    string
+}
+
+// Error formats "PATH: MSG at byte offset N".
+func (e *Error) Error() string {
+	p := e.Path
+	if p == "" {
+		p = "<input>"
+	}
+	if e.Offset >= 0 {
+		return fmt.Sprintf("%s: %s at byte offset %d", p, e.Msg, e.Offset)
+	}
+	return fmt.Sprintf("%s: %s", p, e.Msg)
+}
+
+// IsInputError reports whether err is (or wraps) an *Error, i.e. bad input
+// rather than a failure of torchmem or the machine.
+func IsInputError(err error) bool {
+	var e *Error
+	return errors.As(err, &e)
+}
+
+func errorf(path string, off int64, format string, args ...any) *Error {
+	return &Error{Path: path, Offset: off, Msg: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,772 @@
+package snapshot
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+)
+
+// This file is the opcode machine of torchmem's own pickle decoder. It
+// implements the data opcodes of protocols 0–5 and refuses every opcode that
+// would import or call code. Containers are reduced into the model as soon as
+// they are appended to a list (see pickle_schema.go), so a multi-GB snapshot
+// never exists as a generic object tree.
+
+type kind uint8
+
+const (
+	kNone kind = iota
+	kBool
+	kInt   // n holds the value
+	kUint  // n holds the bits of a value in [2^63, 2^64)
+	kBig   // p holds *big.Int
+	kFloat // n holds the float64 bits
+	kStr
+	kBytes
+	kDict  // p holds *pdict
+	kList  // p holds *plist (lists and sets)
+	kTuple // p holds *plist
+	kFrame // n holds a FrameID: a frame dict already interned
+	kStack // n holds a StackID: a frames list already interned
+	kGone  // a container already consumed into the model (tombstone in the memo)
+	kMark  // stack marker used by the reference converter only
+)
+
+// value is one pickle value on the machine's stack or in its memo.
+type value struct {
+	k kind
+	n int64
+	s string
+	p any
+}
+
+// pdict is a Python dict in insertion order. Snapshot dicts are small, so
+// lookups are linear.
+type pdict struct {
+	keys, vals []value
+	memo       int // memo index + 1, 0 when not memoized
+}
+
+func (d *pdict) get(key string) (value, bool) {
+	for i, k := range d.keys {
+		if k.k == kStr && k.s == key {
+			return d.vals[i], true
+		}
+	}
+	return value{}, false
+}
+
+func (d *pdict) has(key string) bool { _, ok := d.get(key); return ok }
+
+// plist is a Python list, set or tuple. Items that match a snapshot schema are
+// kept reduced in a typed slice instead of items.
+type plist struct {
+	items  []value
+	memo   int
+	frames []FrameID
+	events []Event
+	blocks []Block
+	segs   []Segment
+	annots []rawAnnotation
+}
+
+// opcode names for messages.
+var opNames = map[byte]string{
+	'(': "MARK", '.': "STOP", '0': "POP", '1': "POP_MARK", '2': "DUP", 'F': "FLOAT", 'I': "INT",
+	'J': "BININT", 'K': "BININT1", 'L': "LONG", 'M': "BININT2", 'N': "NONE", 'P': "PERSID",
+	'Q': "BINPERSID", 'R': "REDUCE", 'S': "STRING", 'T': "BINSTRING", 'U': "SHORT_BINSTRING",
+	'V': "UNICODE", 'X': "BINUNICODE", 'a': "APPEND", 'b': "BUILD", 'c': "GLOBAL", 'd': "DICT",
+	'}': "EMPTY_DICT", 'e': "APPENDS", 'g': "GET", 'h': "BINGET", 'i': "INST", 'j': "LONG_BINGET",
+	'l': "LIST", ']': "EMPTY_LIST", 'o': "OBJ", 'p': "PUT", 'q': "BINPUT", 'r': "LONG_BINPUT",
+	's': "SETITEM", 't': "TUPLE", ')': "EMPTY_TUPLE", 'u': "SETITEMS", 'G': "BINFLOAT",
+	0x80: "PROTO", 0x81: "NEWOBJ", 0x82: "EXT1", 0x83: "EXT2", 0x84: "EXT4", 0x85: "TUPLE1",
+	0x86: "TUPLE2", 0x87: "TUPLE3", 0x88: "NEWTRUE", 0x89: "NEWFALSE", 0x8a: "LONG1", 0x8b: "LONG4",
+	'B': "BINBYTES", 'C': "SHORT_BINBYTES", 0x8c: "SHORT_BINUNICODE", 0x8d: "BINUNICODE8",
+	0x8e: "BINBYTES8", 0x8f: "EMPTY_SET", 0x90: "ADDITEMS", 0x91: "FROZENSET", 0x92: "NEWOBJ_EX",
+	0x93: "STACK_GLOBAL", 0x94: "MEMOIZE", 0x95: "FRAME", 0x96: "BYTEARRAY8", 0x97: "NEXT_BUFFER",
+	0x98: "READONLY_BUFFER",
+}
+
+func opName(op byte) string {
+	if n, ok := opNames[op]; ok {
+		return n
+	}
+	return fmt.Sprintf("unknown opcode 0x%02x", op)
+}
+
+// maxLongBytes bounds LONG1/LONG4 integers: snapshot integers fit in 9 bytes.
+const maxLongBytes = 1024
+
+// vm decodes one pickle stream.
+type vm struct {
+	r      *bufio.Reader
+	off    int64 // bytes consumed
+	opOff  int64 // offset of the current opcode
+	stack  []value
+	marks  []int
+	memo   []value
+	sparse map[int]value // memo entries put far beyond the end (hostile or odd)
+	proto  int
+	opts   Options
+	path   string
+	sch    *schema
+	strs   map[string]string // interned short strings
+	buf    []byte
+	curOp  byte
+}
+
+func (m *vm) fail(format string, args ...any) error {
+	return &Error{Path: m.path, Offset: m.opOff, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (m *vm) truncated(what string) error {
+	return &Error{Path: m.path, Offset: m.off, Msg: "truncated pickle: file ends inside " + what}
+}
+
+func (m *vm) readN(n int64, what string) ([]byte, error) {
+	if n < 0 {
+		return nil, m.fail("negative length %d in %s", n, what)
+	}
+	if n <= int64(cap(m.buf)) || n <= 1<<16 {
+		if int64(cap(m.buf)) < n {
+			m.buf = make([]byte, n)
+		}
+		b := m.buf[:n]
+		k, err := io.ReadFull(m.r, b)
+		m.off += int64(k)
+		if err != nil {
+			return nil, m.readErr(err, what)
+		}
+		return b, nil
+	}
+	// Large claims are read in chunks so that a short file cannot make us
+	// reserve the claimed size up front.
+	var out []byte
+	for rem := n; rem > 0; {
+		c := min(rem, 1<<20)
+		start := len(out)
+		out = append(out, make([]byte, c)...)
+		k, err := io.ReadFull(m.r, out[start:])
+		m.off += int64(k)
+		if err != nil {
+			return nil, m.readErr(err, what)
+		}
+		rem -= c
+	}
+	return out, nil
+}
+
+func (m *vm) readErr(err error, what string) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return m.truncated(what)
+	}
+	if errors.Is(err, errTooLarge) {
+		return err
+	}
+	return &Error{Path: m.path, Offset: m.off, Msg: "read error: " + err.Error()}
+}
+
+func (m *vm) readLine(what string) (string, error) {
+	line, err := m.r.ReadSlice('\n')
+	m.off += int64(len(line))
+	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return "", m.fail("%s argument longer than %d bytes", what, len(line))
+		}
+		return "", m.readErr(err, what)
+	}
+	return string(line[:len(line)-1]), nil
+}
+
+func (m *vm) uint(n int, what string) (uint64, error) {
+	b, err := m.readN(int64(n), what)
+	if err != nil {
+		return 0, err
+	}
+	switch n {
+	case 1:
+		return uint64(b[0]), nil
+	case 2:
+		return uint64(binary.LittleEndian.Uint16(b)), nil
+	case 4:
+		return uint64(binary.LittleEndian.Uint32(b)), nil
+	}
+	return binary.LittleEndian.Uint64(b), nil
+}
+
+func (m *vm) str(n uint64, what string) (string, error) {
+	if int64(n) > m.opts.MaxStringBytes || n > math.MaxInt64 {
+		return "", m.fail("%s claims a string of %d bytes, over the limit of %d", what, n, m.opts.MaxStringBytes)
+	}
+	b, err := m.readN(int64(n), what)
+	if err != nil {
+		return "", err
+	}
+	if len(b) <= 64 {
+		if s, ok := m.strs[string(b)]; ok {
+			return s, nil
+		}
+		s := string(b)
+		if len(m.strs) < 1<<20 {
+			m.strs[s] = s
+		}
+		return s, nil
+	}
+	return string(b), nil
+}
+
+func (m *vm) push(v value) { m.stack = append(m.stack, v) }
+
+func (m *vm) pop() (value, error) {
+	base := 0
+	if len(m.marks) > 0 {
+		base = m.marks[len(m.marks)-1]
+	}
+	if len(m.stack) <= base {
+		return value{}, m.fail("%s on an empty stack", opName(m.curOp))
+	}
+	v := m.stack[len(m.stack)-1]
+	m.stack = m.stack[:len(m.stack)-1]
+	return v, nil
+}
+
+func (m *vm) top() (*value, error) {
+	base := 0
+	if len(m.marks) > 0 {
+		base = m.marks[len(m.marks)-1]
+	}
+	if len(m.stack) <= base {
+		return nil, m.fail("%s on an empty stack", opName(m.curOp))
+	}
+	return &m.stack[len(m.stack)-1], nil
+}
+
+// popMark returns the items above the last MARK and removes them and the mark.
+func (m *vm) popMark() ([]value, error) {
+	if len(m.marks) == 0 {
+		return nil, m.fail("%s without a MARK", opName(m.curOp))
+	}
+	at := m.marks[len(m.marks)-1]
+	m.marks = m.marks[:len(m.marks)-1]
+	items := m.stack[at:]
+	m.stack = m.stack[:at]
+	return items, nil
+}
+
+func (m *vm) memoPut(idx int, v value) {
+	switch {
+	case idx < len(m.memo):
+		m.memo[idx] = v
+	case idx == len(m.memo):
+		m.memo = append(m.memo, v)
+	default:
+		if m.sparse == nil {
+			m.sparse = make(map[int]value)
+		}
+		m.sparse[idx] = v
+	}
+	switch v.k {
+	case kDict:
+		if d := v.p.(*pdict); d.memo == 0 {
+			d.memo = idx + 1
+		}
+	case kList:
+		if l := v.p.(*plist); l.memo == 0 {
+			l.memo = idx + 1
+		}
+	}
+}
+
+func (m *vm) memoGet(idx int) (value, error) {
+	var v value
+	ok := false
+	if idx >= 0 && idx < len(m.memo) {
+		v, ok = m.memo[idx], true
+	} else if m.sparse != nil {
+		v, ok = m.sparse[idx]
+	}
+	if !ok {
+		return value{}, m.fail("%s of memo entry %d, which was never stored", opName(m.curOp), idx)
+	}
+	if v.k == kGone {
+		return value{}, m.fail("%s of memo entry %d, a trace entry or block referenced twice (not produced by PyTorch)", opName(m.curOp), idx)
+	}
+	return v, nil
+}
+
+// replaceMemo swaps a reduced container's memo slot for its compact form.
+func (m *vm) replaceMemo(memo int, v value) {
+	if memo == 0 {
+		return
+	}
+	idx := memo - 1
+	if idx < len(m.memo) {
+		m.memo[idx] = v
+	} else if m.sparse != nil {
+		m.sparse[idx] = v
+	}
+}
+
+// refused are the opcodes that import or call code. No snapshot has one.
+var refused = map[byte]bool{
+	'c': true, 0x93: true, 'R': true, 'i': true, 'o': true, 0x81: true, 0x92: true, 'b': true,
+	'P': true, 'Q': true, 0x82: true, 0x83: true, 0x84: true, 0x97: true, 0x98: true,
+}
+
+// run executes opcodes until STOP and returns the result.
+func (m *vm) run() (value, error) {
+	for {
+		m.opOff = m.off
+		op, err := m.r.ReadByte()
+		if err != nil {
+			if m.off == 0 {
+				return value{}, &Error{Path: m.path, Offset: 0, Msg: "empty pickle"}
+			}
+			return value{}, m.readErr(err, "the pickle: no STOP opcode")
+		}
+		m.off++
+		m.curOp = op
+		if refused[op] {
+			return value{}, m.fail("refusing pickle opcode %s (0x%02x): it would import or call code, and snapshots never need that", opName(op), op)
+		}
+		if op == '.' {
+			if len(m.marks) > 0 {
+				return value{}, m.fail("STOP with an open MARK")
+			}
+			if len(m.stack) != 1 {
+				return value{}, m.fail("STOP with %d values on the stack, want 1", len(m.stack))
+			}
+			return m.stack[0], nil
+		}
+		if err := m.step(op); err != nil {
+			return value{}, err
+		}
+	}
+}
+
+func (m *vm) step(op byte) error {
+	switch op {
+	case 0x80: // PROTO
+		p, err := m.uint(1, "PROTO")
+		if err != nil {
+			return err
+		}
+		if p > 5 {
+			return m.fail("unsupported pickle protocol %d (newest is 5)", p)
+		}
+		m.proto = int(p)
+	case 0x95: // FRAME: a read-ahead hint
+		if _, err := m.uint(8, "FRAME"); err != nil {
+			return err
+		}
+	case '(':
+		if len(m.marks) >= m.opts.MaxDepth {
+			return m.fail("more than %d nested MARKs", m.opts.MaxDepth)
+		}
+		m.marks = append(m.marks, len(m.stack))
+	case '0':
+		_, err := m.pop()
+		return err
+	case '1':
+		_, err := m.popMark()
+		return err
+	case '2':
+		t, err := m.top()
+		if err != nil {
+			return err
+		}
+		m.push(*t)
+	case 'N':
+		m.push(value{k: kNone})
+	case 0x88:
+		m.push(value{k: kBool, n: 1})
+	case 0x89:
+		m.push(value{k: kBool})
+	case 'K':
+		v, err := m.uint(1, "BININT1")
+		if err != nil {
+			return err
+		}
+		m.push(value{k: kInt, n: int64(v)})
+	case 'M':
+		v, err := m.uint(2, "BININT2")
+		if err != nil {
+			return err
+		}
+		m.push(value{k: kInt, n: int64(v)})
+	case 'J':
+		v, err := m.uint(4, "BININT")
+		if err != nil {
+			return err
+		}
+		m.push(value{k: kInt, n: int64(int32(uint32(v)))})
+	case 0x8a, 0x8b: // LONG1, LONG4
+		var n uint64
+		var err error
+		if op == 0x8a {
+			n, err = m.uint(1, "LONG1")
+		} else {
+			n, err = m.uint(4, "LONG4")
+		}
+		if err != nil {
+			return err
+		}
+		if n > maxLongBytes {
+			return m.fail("%s integer of %d bytes (at most %d supported; snapshot integers fit in 9)", opName(op), n, maxLongBytes)
+		}
+		b, err := m.readN(int64(n), opName(op))
+		if err != nil {
+			return err
+		}
+		m.push(decodeLong(b))
+	case 'G':
+		v, err := m.uint(8, "BINFLOAT")
+		if err != nil {
+			return err
+		}
+		m.push(value{k: kFloat, n: int64(bswap(v))})
+	case 'I', 'L', 'F':
+		return m.textNumber(op)
+	case 0x8c, 'X', 0x8d: // SHORT_BINUNICODE, BINUNICODE, BINUNICODE8
+		n, err := m.uint(map[byte]int{0x8c: 1, 'X': 4, 0x8d: 8}[op], opName(op))
+		if err != nil {
+			return err
+		}
+		s, err := m.str(n, opName(op))
+		if err != nil {
+			return err
+		}
+		m.push(value{k: kStr, s: s})
+	case 'U', 'T', 'C', 'B', 0x8e, 0x96: // byte strings
+		w := map[byte]int{'U': 1, 'T': 4, 'C': 1, 'B': 4, 0x8e: 8, 0x96: 8}[op]
+		n, err := m.uint(w, opName(op))
+		if err != nil {
+			return err
+		}
+		s, err := m.str(n, opName(op))
+		if err != nil {
+			return err
+		}
+		if op == 'U' || op == 'T' {
+			m.push(value{k: kStr, s: s})
+		} else {
+			m.push(value{k: kBytes, s: s})
+		}
+	case 'V', 'S': // protocol 0 text strings
+		line, err := m.readLine(opName(op))
+		if err != nil {
+			return err
+		}
+		if op == 'S' {
+			if u, err := strconv.Unquote(pyQuoteToGo(line)); err == nil {
+				line = u
+			}
+		}
+		m.push(value{k: kStr, s: line})
+	case '}':
+		m.push(value{k: kDict, p: &pdict{}})
+	case ']', 0x8f:
+		m.push(value{k: kList, p: &plist{}})
+	case ')':
+		m.push(value{k: kTuple, p: &plist{}})
+	case 'd', 'l', 't', 0x91: // DICT, LIST, TUPLE, FROZENSET from mark
+		items, err := m.popMark()
+		if err != nil {
+			return err
+		}
+		switch op {
+		case 'd':
+			if len(items)%2 != 0 {
+				return m.fail("DICT with an odd number (%d) of keys and values", len(items))
+			}
+			d := &pdict{}
+			for i := 0; i < len(items); i += 2 {
+				d.keys = append(d.keys, items[i])
+				d.vals = append(d.vals, items[i+1])
+			}
+			m.push(value{k: kDict, p: d})
+		case 't':
+			m.push(value{k: kTuple, p: &plist{items: append([]value(nil), items...)}})
+		default:
+			l := &plist{}
+			for _, it := range items {
+				m.sch.appendItem(l, it)
+			}
+			m.push(value{k: kList, p: l})
+		}
+	case 0x85, 0x86, 0x87: // TUPLE1-3
+		n := int(op - 0x84)
+		base := 0
+		if len(m.marks) > 0 {
+			base = m.marks[len(m.marks)-1]
+		}
+		if len(m.stack)-base < n {
+			return m.fail("%s needs %d values on the stack", opName(op), n)
+		}
+		items := append([]value(nil), m.stack[len(m.stack)-n:]...)
+		m.stack = m.stack[:len(m.stack)-n]
+		m.push(value{k: kTuple, p: &plist{items: items}})
+	case 'a': // APPEND
+		v, err := m.pop()
+		if err != nil {
+			return err
+		}
+		t, err := m.top()
+		if err != nil {
+			return err
+		}
+		if t.k != kList {
+			return m.fail("APPEND to a %s, not a list", kindName(t.k))
+		}
+		m.sch.appendItem(t.p.(*plist), v)
+	case 'e', 0x90: // APPENDS, ADDITEMS
+		items, err := m.popMark()
+		if err != nil {
+			return err
+		}
+		t, err := m.top()
+		if err != nil {
+			return err
+		}
+		if t.k != kList {
+			return m.fail("%s to a %s, not a list", opName(op), kindName(t.k))
+		}
+		l := t.p.(*plist)
+		for _, it := range items {
+			m.sch.appendItem(l, it)
+		}
+		clear(items)
+	case 's': // SETITEM
+		v, err := m.pop()
+		if err != nil {
+			return err
+		}
+		k, err := m.pop()
+		if err != nil {
+			return err
+		}
+		t, err := m.top()
+		if err != nil {
+			return err
+		}
+		if t.k != kDict {
+			return m.fail("SETITEM on a %s, not a dict", kindName(t.k))
+		}
+		d := t.p.(*pdict)
+		d.keys = append(d.keys, k)
+		d.vals = append(d.vals, v)
+	case 'u': // SETITEMS
+		items, err := m.popMark()
+		if err != nil {
+			return err
+		}
+		if len(items)%2 != 0 {
+			return m.fail("SETITEMS with an odd number (%d) of keys and values", len(items))
+		}
+		t, err := m.top()
+		if err != nil {
+			return err
+		}
+		if t.k != kDict {
+			return m.fail("SETITEMS on a %s, not a dict", kindName(t.k))
+		}
+		d := t.p.(*pdict)
+		for i := 0; i < len(items); i += 2 {
+			d.keys = append(d.keys, items[i])
+			d.vals = append(d.vals, items[i+1])
+		}
+		clear(items)
+	case 0x94: // MEMOIZE
+		t, err := m.top()
+		if err != nil {
+			return err
+		}
+		m.memoPut(len(m.memo), *t)
+	case 'q', 'r', 'p': // BINPUT, LONG_BINPUT, PUT
+		var idx uint64
+		var err error
+		switch op {
+		case 'q':
+			idx, err = m.uint(1, "BINPUT")
+		case 'r':
+			idx, err = m.uint(4, "LONG_BINPUT")
+		default:
+			var line string
+			if line, err = m.readLine("PUT"); err == nil {
+				idx, err = strconv.ParseUint(line, 10, 31)
+				if err != nil {
+					return m.fail("PUT with a bad index %q", line)
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+		t, err := m.top()
+		if err != nil {
+			return err
+		}
+		m.memoPut(int(idx), *t)
+	case 'h', 'j', 'g': // BINGET, LONG_BINGET, GET
+		var idx uint64
+		var err error
+		switch op {
+		case 'h':
+			idx, err = m.uint(1, "BINGET")
+		case 'j':
+			idx, err = m.uint(4, "LONG_BINGET")
+		default:
+			var line string
+			if line, err = m.readLine("GET"); err == nil {
+				idx, err = strconv.ParseUint(line, 10, 31)
+				if err != nil {
+					return m.fail("GET with a bad index %q", line)
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+		v, err := m.memoGet(int(idx))
+		if err != nil {
+			return err
+		}
+		m.push(v)
+	default:
+		return m.fail("%s is not a pickle opcode this reader knows", opName(op))
+	}
+	return nil
+}
+
+func bswap(v uint64) uint64 {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// decodeLong decodes a little-endian two's-complement integer.
+func decodeLong(b []byte) value {
+	n := len(b)
+	if n == 0 {
+		return value{k: kInt}
+	}
+	if n <= 8 {
+		var u uint64
+		for i := n - 1; i >= 0; i-- {
+			u = u<<8 | uint64(b[i])
+		}
+		shift := uint(64 - 8*n)
+		return value{k: kInt, n: int64(u<<shift) >> shift}
+	}
+	if n == 9 && b[8] == 0 {
+		return value{k: kUint, n: int64(binary.LittleEndian.Uint64(b[:8]))}
+	}
+	// Arbitrary size: big-endian magnitude with sign.
+	be := make([]byte, n)
+	for i := range b {
+		be[n-1-i] = b[i]
+	}
+	x := new(big.Int).SetBytes(be)
+	if b[n-1]&0x80 != 0 {
+		x.Sub(x, new(big.Int).Lsh(big.NewInt(1), uint(8*n)))
+	}
+	if x.IsInt64() {
+		return value{k: kInt, n: x.Int64()}
+	}
+	if x.Sign() > 0 && x.IsUint64() {
+		return value{k: kUint, n: int64(x.Uint64())}
+	}
+	return value{k: kBig, p: x}
+}
+
+// textNumber handles the protocol 0 INT, LONG and FLOAT opcodes.
+func (m *vm) textNumber(op byte) error {
+	line, err := m.readLine(opName(op))
+	if err != nil {
+		return err
+	}
+	switch op {
+	case 'F':
+		f, err := strconv.ParseFloat(line, 64)
+		if err != nil {
+			return m.fail("FLOAT with a bad value %q", trunc(line))
+		}
+		m.push(value{k: kFloat, n: int64(math.Float64bits(f))})
+		return nil
+	case 'I':
+		if line == "00" || line == "01" {
+			m.push(value{k: kBool, n: int64(line[1] - '0')})
+			return nil
+		}
+	}
+	line = strings.TrimSuffix(line, "L")
+	if len(line) > maxLongBytes*3 {
+		return m.fail("%s integer of %d digits", opName(op), len(line))
+	}
+	x, ok := new(big.Int).SetString(line, 10)
+	if !ok {
+		return m.fail("%s with a bad value %q", opName(op), trunc(line))
+	}
+	switch {
+	case x.IsInt64():
+		m.push(value{k: kInt, n: x.Int64()})
+	case x.Sign() > 0 && x.IsUint64():
+		m.push(value{k: kUint, n: int64(x.Uint64())})
+	default:
+		m.push(value{k: kBig, p: x})
+	}
+	return nil
+}
+
+func trunc(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// pyQuoteToGo turns a Python repr of a byte string ('…' or "…") into a Go
+// quoted string for strconv.Unquote.
+func pyQuoteToGo(s string) string {
+	if len(s) >= 2 && s[0] == '\'' && s[len(s)-1] == '\'' {
+		inner := strings.ReplaceAll(s[1:len(s)-1], `\'`, `'`)
+		return `"` + strings.ReplaceAll(inner, `"`, `\"`) + `"`
+	}
+	return s
+}
+
+func kindName(k kind) string {
+	switch k {
+	case kNone:
+		return "None"
+	case kBool:
+		return "bool"
+	case kInt, kUint, kBig:
+		return "int"
+	case kFloat:
+		return "float"
+	case kStr:
+		return "str"
+	case kBytes:
+		return "bytes"
+	case kDict:
+		return "dict"
+	case kList:
+		return "list"
+	case kTuple:
+		return "tuple"
+	case kFrame:
+		return "frame"
+	case kStack:
+		return "frame list"
+	}
+	return "value"
+}
+
+func float64bits(f float64) uint64 { return math.Float64bits(f) }

@@ -1,0 +1,241 @@
+package snapshot
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Options bound what an input may make a reader do.
+type Options struct {
+	// MaxInputBytes caps the bytes a reader will decode after gzip or base64
+	// expansion (default 8 GiB). A larger input stops with an error.
+	MaxInputBytes int64
+	// MaxStringBytes caps one string in a pickle (default 256 MiB).
+	MaxStringBytes int64
+	// MaxDepth caps nesting of pickle marks and JSON containers (default 10,000).
+	MaxDepth int
+	// Progress, when set, is called now and then with the input bytes read so far.
+	Progress func(read int64)
+}
+
+// Default limits.
+const (
+	DefaultMaxInputBytes  int64 = 8 << 30
+	DefaultMaxStringBytes int64 = 256 << 20
+	DefaultMaxDepth             = 10000
+)
+
+func (o Options) withDefaults() Options {
+	if o.MaxInputBytes <= 0 {
+		o.MaxInputBytes = DefaultMaxInputBytes
+	}
+	if o.MaxStringBytes <= 0 {
+		o.MaxStringBytes = DefaultMaxStringBytes
+	}
+	if o.MaxDepth <= 0 {
+		o.MaxDepth = DefaultMaxDepth
+	}
+	return o
+}
+
+// Open reads a snapshot or chrome trace from a file; "-" reads standard input.
+func Open(path string, opts Options) (*Snapshot, error) {
+	if path == "-" {
+		return Read(os.Stdin, "-", -1, opts)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &Error{Path: path, Offset: -1, Msg: cleanOSError(err)}
+	}
+	defer f.Close()
+	size := int64(-1)
+	if st, err := f.Stat(); err == nil {
+		if st.IsDir() {
+			return nil, &Error{Path: path, Offset: -1, Msg: "is a directory, not a snapshot or trace"}
+		}
+		size = st.Size()
+	}
+	return Read(f, path, size, opts)
+}
+
+func cleanOSError(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// countingReader counts bytes read and reports progress.
+type countingReader struct {
+	r        io.Reader
+	n        int64
+	progress func(int64)
+	next     int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.progress != nil && c.n >= c.next {
+		c.progress(c.n)
+		c.next = c.n + 1<<20
+	}
+	return n, err
+}
+
+// limitReader fails with errTooLarge once more than max bytes were read.
+type limitReader struct {
+	r   io.Reader
+	n   int64
+	max int64
+}
+
+var errTooLarge = errors.New("input too large")
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.n > l.max {
+		return 0, errTooLarge
+	}
+	if rem := l.max + 1 - l.n; int64(len(p)) > rem {
+		p = p[:rem]
+	}
+	n, err := l.r.Read(p)
+	l.n += int64(n)
+	if l.n > l.max {
+		return n, errTooLarge
+	}
+	return n, err
+}
+
+// Read sniffs the format of r by its first bytes (never by the file name) and
+// decodes it. size is the file size when known, −1 otherwise.
+func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error) {
+	opts = opts.withDefaults()
+	cr := &countingReader{r: r, progress: opts.Progress}
+	src := Source{Path: path, FileBytes: size}
+	br := bufio.NewReaderSize(cr, 1<<20)
+	head, _ := br.Peek(2)
+	if len(head) == 0 {
+		return nil, &Error{Path: path, Offset: 0, Msg: "empty file"}
+	}
+	var in *bufio.Reader = br
+	var lim *limitReader
+	if len(head) == 2 && head[0] == 0x1f && head[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, &Error{Path: path, Offset: 0, Msg: "bad gzip header: " + err.Error()}
+		}
+		zr.Multistream(true)
+		src.Gzipped = true
+		lim = &limitReader{r: zr, max: opts.MaxInputBytes}
+		in = bufio.NewReaderSize(lim, 1<<20)
+	} else {
+		lim = &limitReader{r: br, max: opts.MaxInputBytes}
+		in = bufio.NewReaderSize(lim, 1<<20)
+	}
+	s, err := readSniffed(in, src, opts)
+	if src.FileBytes < 0 {
+		src.FileBytes = cr.n
+	}
+	if err != nil {
+		if errors.Is(err, errTooLarge) || (lim != nil && lim.n > lim.max) {
+			what := "input"
+			if src.Gzipped {
+				what = "gzip input expands"
+			}
+			return nil, &Error{Path: path, Offset: -1, Msg: fmt.Sprintf("%s past the limit of %d bytes (raise it with --max-input-bytes)", what, opts.MaxInputBytes)}
+		}
+		var e *Error
+		if errors.As(err, &e) {
+			if e.Path == "" {
+				e.Path = path
+			}
+			if src.Gzipped && e.Offset >= 0 && !bytes.Contains([]byte(e.Msg), []byte("decompressed")) {
+				e.Msg += " (of the decompressed data)"
+			}
+			return nil, e
+		}
+		return nil, &Error{Path: path, Offset: -1, Msg: err.Error()}
+	}
+	s.Source.FileBytes = src.FileBytes
+	if s.Source.FileBytes < 0 {
+		s.Source.FileBytes = cr.n
+	}
+	s.Source.Gzipped = src.Gzipped
+	return s, nil
+}
+
+func readSniffed(in *bufio.Reader, src Source, opts Options) (*Snapshot, error) {
+	head, _ := in.Peek(64)
+	if len(head) == 0 {
+		return nil, &Error{Path: src.Path, Offset: 0, Msg: "empty after decompression"}
+	}
+	trimmed := bytes.TrimLeft(head, " \t\r\n\ufeff\xef\xbb\xbf")
+	switch {
+	case head[0] == 0x80:
+		return readPickle(in, src, opts)
+	case len(trimmed) > 0 && trimmed[0] == '<':
+		return readTracePlotHTML(in, src, opts)
+	case len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '['):
+		return readChromeTrace(in, src, opts)
+	case head[0] == '}' || head[0] == ']' || head[0] == '(':
+		// Protocol 0/1 pickles have no PROTO opcode.
+		return readPickle(in, src, opts)
+	}
+	return nil, &Error{Path: src.Path, Offset: 0, Msg: fmt.Sprintf("not a PyTorch memory snapshot, trace_plot HTML or chrome trace (starts with % x)", head[:min(len(head), 4)])}
+}
+
+// readTracePlotHTML extracts the base64 pickle that _memory_viz trace_plot /
+// segment_plot embed as `"base64": "…"` and decodes it.
+func readTracePlotHTML(in *bufio.Reader, src Source, opts Options) (*Snapshot, error) {
+	page, err := io.ReadAll(in)
+	if err != nil {
+		return nil, err
+	}
+	key := []byte(`"base64":`)
+	i := bytes.Index(page, key)
+	if i < 0 {
+		return nil, &Error{Path: src.Path, Offset: 0, Msg: `HTML without an embedded snapshot (no "base64" field of a _memory_viz trace_plot page)`}
+	}
+	j := i + len(key)
+	for j < len(page) && (page[j] == ' ' || page[j] == '\t') {
+		j++
+	}
+	if j >= len(page) || page[j] != '"' {
+		return nil, &Error{Path: src.Path, Offset: int64(j), Msg: `"base64" field is not a string`}
+	}
+	j++
+	end := bytes.IndexByte(page[j:], '"')
+	if end < 0 {
+		return nil, &Error{Path: src.Path, Offset: int64(j), Msg: "unterminated base64 string"}
+	}
+	enc := page[j : j+end]
+	raw := make([]byte, base64.StdEncoding.DecodedLen(len(enc)))
+	n, err := base64.StdEncoding.Decode(raw, enc)
+	if err != nil {
+		var ce base64.CorruptInputError
+		off := int64(j)
+		if errors.As(err, &ce) {
+			off += int64(ce)
+		}
+		return nil, &Error{Path: src.Path, Offset: off, Msg: "bad base64 in the embedded snapshot"}
+	}
+	src.Format = FormatTracePlotHTML
+	s, err := readPickle(bufio.NewReader(bytes.NewReader(raw[:n])), src, opts)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.Offset >= 0 {
+			e.Msg += " (of the pickle embedded in the HTML)"
+		}
+		return nil, err
+	}
+	s.Source.Format = FormatTracePlotHTML
+	return s, nil
+}
