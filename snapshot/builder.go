@@ -8,12 +8,12 @@ import (
 // Builder fills a Snapshot while a reader decodes, interning frames, stacks
 // and strings so that repeated ones are stored once.
 type Builder struct {
-	Snap     *Snapshot
-	frameIdx map[Frame]FrameID
-	stackIdx map[string]StackID
-	strIdx   map[string]uint32
+	Snap      *Snapshot
+	frameIdx  map[Frame]FrameID
+	stackIdx  map[string]StackID
+	strIdx    map[string]uint32
 	threadIdx map[[2]string]uint16
-	keyBuf   []byte
+	keyBuf    []byte
 }
 
 // NewBuilder starts an empty Snapshot for the given source.

@@ -13,10 +13,10 @@ type Format string
 
 // The input formats torchmem reads.
 const (
-	FormatSnapshotPickle Format = "snapshot"      // dict pickle from _dump_snapshot / pickle.dump(_snapshot())
-	FormatSegmentList    Format = "segment-list"  // bare list pickle from torch.cuda.memory_snapshot()
-	FormatTracePlotHTML  Format = "trace-plot"    // HTML from python -m torch.cuda._memory_viz trace_plot
-	FormatChromeTrace    Format = "chrome-trace"  // Kineto JSON from prof.export_chrome_trace
+	FormatSnapshotPickle Format = "snapshot"     // dict pickle from _dump_snapshot / pickle.dump(_snapshot())
+	FormatSegmentList    Format = "segment-list" // bare list pickle from torch.cuda.memory_snapshot()
+	FormatTracePlotHTML  Format = "trace-plot"   // HTML from python -m torch.cuda._memory_viz trace_plot
+	FormatChromeTrace    Format = "chrome-trace" // Kineto JSON from prof.export_chrome_trace
 	// FormatMemoryTimeline is the raw export of torch.profiler's
 	// export_memory_timeline ("….raw.json.gz": [t_ns, action, bytes, category] rows).
 	FormatMemoryTimeline Format = "memory-timeline"
@@ -93,10 +93,10 @@ type DeviceKind string
 
 // Device kinds.
 const (
-	DeviceCUDA DeviceKind = "cuda"
-	DeviceROCm DeviceKind = "rocm"
-	DeviceCPU  DeviceKind = "cpu"
-	DeviceXPU  DeviceKind = "xpu"
+	DeviceCUDA  DeviceKind = "cuda"
+	DeviceROCm  DeviceKind = "rocm"
+	DeviceCPU   DeviceKind = "cpu"
+	DeviceXPU   DeviceKind = "xpu"
 	DeviceOther DeviceKind = "other"
 )
 
@@ -302,12 +302,12 @@ type Recording string
 
 // Recording modes, deduced from what the file holds.
 const (
-	RecordingNone      Recording = "none"          // no trace entries, no block frames
-	RecordingState     Recording = "state"         // block stacks only (enabled="state" or 2.0 default)
-	RecordingPython    Recording = "python-stacks" // trace with Python frames
-	RecordingCPP       Recording = "cpp-stacks"    // trace with C++ frames (stacks="all")
-	RecordingNoStacks  Recording = "no-stacks"     // trace entries without frames
-	RecordingProfiler  Recording = "profiler"      // chrome trace memory events
+	RecordingNone           Recording = "none"            // no trace entries, no block frames
+	RecordingState          Recording = "state"           // block stacks only (enabled="state" or 2.0 default)
+	RecordingPython         Recording = "python-stacks"   // trace with Python frames
+	RecordingCPP            Recording = "cpp-stacks"      // trace with C++ frames (stacks="all")
+	RecordingNoStacks       Recording = "no-stacks"       // trace entries without frames
+	RecordingProfiler       Recording = "profiler"        // chrome trace memory events
 	RecordingProfilerStacks Recording = "profiler-stacks" // chrome trace with python_function or Call stack
 )
 
