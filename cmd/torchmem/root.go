@@ -1,0 +1,128 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1 // a check or regression failed
+	exitInput  = 2 // bad input or usage
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// exitError carries an exit code with an error.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// globals are the flags every command shares.
+type globals struct {
+	maxInput string
+	stdin    io.Reader
+	stderr   io.Writer
+}
+
+func (g *globals) options() (snapshot.Options, error) {
+	opts := snapshot.Options{}
+	if g.maxInput != "" {
+		n, err := humanize.ParseBytes(g.maxInput)
+		if err != nil || n == 0 {
+			return opts, &exitError{exitInput, fmt.Errorf("--max-input-bytes %q: want a size like 8GiB", g.maxInput)}
+		}
+		opts.MaxInputBytes = int64(n)
+	}
+	return opts, nil
+}
+
+// open reads one input file ("-" for stdin) with the shared options.
+func (g *globals) open(path string) (*snapshot.Snapshot, error) {
+	opts, err := g.options()
+	if err != nil {
+		return nil, err
+	}
+	if path == "-" {
+		return snapshot.Read(g.stdin, "-", -1, opts)
+	}
+	return snapshot.Open(path, opts)
+}
+
+func newRootCmd(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "torchmem",
+		Short: "Post-mortem of PyTorch GPU memory from snapshots and profiler traces",
+		Long: `torchmem reads the files a PyTorch job leaves behind — CUDA memory snapshots
+(torch.cuda.memory._dump_snapshot) and profiler chrome traces
+(prof.export_chrome_trace) — and says what filled the GPU, in which phase,
+what leaked and what to change. Inputs are never executed.
+
+Exit codes: 0 ok, 1 a check or regression failed, 2 bad input or usage.`,
+		Example: `  torchmem info oom_snapshot.pickle
+  torchmem info --format json trace.json.gz
+  cat snapshot.pickle | torchmem info -`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+	}
+	root.PersistentFlags().StringVar(&g.maxInput, "max-input-bytes", "", "stop when an input expands past this size after gzip/base64 decoding (default 8GiB)")
+	root.AddCommand(newInfoCmd(g))
+	return root
+}
+
+// inputCompletion completes snapshot and trace file names.
+func inputCompletion(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	return []cobra.Completion{"pickle", "pkl", "json", "gz", "html"}, cobra.ShellCompDirectiveFilterFileExt
+}
+
+func formatFlag(cmd *cobra.Command, target *string, def string, allowed ...string) {
+	cmd.Flags().StringVarP(target, "format", "f", def, "output format: "+strings.Join(allowed, ", "))
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(allowed, cobra.ShellCompDirectiveNoFileComp))
+}
+
+func checkFormat(got string, allowed ...string) error {
+	for _, a := range allowed {
+		if got == a {
+			return nil
+		}
+	}
+	return &exitError{exitInput, fmt.Errorf("--format %q: want one of %s", got, strings.Join(allowed, ", "))}
+}
+
+// run executes the command line and returns the exit code. Errors are one line.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	g := &globals{stdin: stdin, stderr: stderr}
+	root := newRootCmd(g)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	code := exitInput
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+	}
+	msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")
+	fmt.Fprintf(stderr, "torchmem: %s\n", msg)
+	if code == exitInput && !snapshot.IsInputError(err) && ee == nil {
+		fmt.Fprintf(stderr, "Run 'torchmem --help' for usage.\n")
+	}
+	return code
+}

@@ -1,0 +1,164 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// InfoJSON writes summaries as indented JSON (one object, or an array for
+// several files).
+func InfoJSON(w io.Writer, sums []snapshot.Summary) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if len(sums) == 1 {
+		return enc.Encode(sums[0])
+	}
+	return enc.Encode(sums)
+}
+
+// InfoText writes a summary for a terminal.
+func InfoText(w io.Writer, s snapshot.Summary) error {
+	p := &printer{w: w}
+	p.f("%s\n", oneLine(s.Path))
+	format := string(s.Format)
+	if s.Protocol > 0 {
+		format += fmt.Sprintf(", pickle protocol %d", s.Protocol)
+	}
+	if s.Gzipped {
+		format += ", gzip"
+	}
+	p.f("  format      %s, generation %s, %s on disk\n", format, s.Generation, Bytes(s.FileBytes))
+	p.f("  recorded    %s (%s unique frames, %s unique stacks)\n", describeRecording(s.Recording), Count(s.Frames), Count(s.Stacks))
+	for _, d := range s.Devices {
+		name := fmt.Sprintf("%s:%d", d.Kind, d.Device)
+		if d.Kind == snapshot.DeviceCPU {
+			name = "cpu"
+		}
+		extra := ""
+		if d.Name != "" {
+			extra = " " + oneLine(d.Name)
+		}
+		if d.CapacityBytes > 0 {
+			extra += " (" + Bytes(d.CapacityBytes) + ")"
+		}
+		p.f("  device %s%s\n", name, extra)
+		if d.Segments > 0 {
+			seg := fmt.Sprintf("%s segments", Count(d.Segments))
+			if d.Expandable > 0 {
+				seg += fmt.Sprintf(", %d expandable", d.Expandable)
+			}
+			if d.PrivatePools > 0 {
+				seg += fmt.Sprintf(", %d in private pools", d.PrivatePools)
+			}
+			p.f("    segments  %s: reserved %s, allocated %s, active %s\n", seg, Bytes(d.ReservedBytes), Bytes(d.AllocatedBytes), Bytes(d.ActiveBytes))
+			p.f("    blocks    %s\n", countsLine(d.Blocks))
+		} else if d.ReservedBytes > 0 {
+			p.f("    reserved  %s (last Total Reserved)\n", Bytes(d.ReservedBytes))
+		}
+		if d.BaselineBytes >= 0 {
+			p.f("    baseline  %s allocated before the recording window\n", Bytes(d.BaselineBytes))
+		}
+		if d.TraceEntries > 0 {
+			p.f("    trace     %s entries: %s\n", Count(d.TraceEntries), countsLine(d.ByAction))
+			if d.LastTimeNS > 0 {
+				p.f("    time      %s → %s (%s)\n", fmtTime(d.FirstTimeNS), fmtTime(d.LastTimeNS), Duration(d.LastTimeNS-d.FirstTimeNS))
+			}
+		} else {
+			p.f("    trace     none\n")
+		}
+	}
+	if s.Annotations.Count > 0 {
+		var top []string
+		for _, a := range s.Annotations.Top {
+			top = append(top, fmt.Sprintf("%s ×%d", oneLine(a.Name), a.Count))
+		}
+		p.f("  annotations %s: %s\n", Count(s.Annotations.Count), strings.Join(top, ", "))
+	}
+	if st := s.Settings; st != nil {
+		conf := st.AllocConf
+		if conf == "" {
+			conf = `""`
+		}
+		split := "unlimited"
+		if st.MaxSplitSize >= 0 {
+			split = Bytes(st.MaxSplitSize)
+		}
+		p.f("  allocator   PYTORCH_CUDA_ALLOC_CONF=%s, expandable_segments=%v, max_split_size=%s\n", oneLine(conf), st.ExpandableSegments, split)
+	}
+	for _, o := range s.OOMs {
+		p.f("  OOM         device %d, entry %d: requested %s with %s free on the device\n", o.Device, o.Index, Bytes(o.RequestedBytes), Bytes(o.DeviceFree))
+	}
+	for _, d := range s.Diagnostics {
+		p.f("  note        %s\n", oneLine(d.Message))
+	}
+	return p.err
+}
+
+func describeRecording(r snapshot.Recording) string {
+	switch r {
+	case snapshot.RecordingNone:
+		return "nothing (no trace, no stacks)"
+	case snapshot.RecordingState:
+		return "state only (block stacks, no history)"
+	case snapshot.RecordingPython:
+		return "trace with Python stacks"
+	case snapshot.RecordingCPP:
+		return "trace with C++ and Python stacks"
+	case snapshot.RecordingNoStacks:
+		return "trace without stacks"
+	case snapshot.RecordingProfiler:
+		return "profiler memory events"
+	case snapshot.RecordingProfilerStacks:
+		return "profiler memory events with stacks"
+	}
+	return string(r)
+}
+
+func countsLine(m map[string]int) string {
+	type kv struct {
+		k string
+		v int
+	}
+	var kvs []kv
+	for k, v := range m {
+		kvs = append(kvs, kv{k, v})
+	}
+	sort.Slice(kvs, func(i, j int) bool {
+		if kvs[i].v != kvs[j].v {
+			return kvs[i].v > kvs[j].v
+		}
+		return kvs[i].k < kvs[j].k
+	})
+	var parts []string
+	for _, x := range kvs {
+		parts = append(parts, fmt.Sprintf("%s %s", Count(x.v), x.k))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func fmtTime(ns int64) string {
+	if ns > 1e17 { // epoch: show a UTC date
+		return time.Unix(0, ns).UTC().Format("2006-01-02 15:04:05.000")
+	}
+	return Duration(ns)
+}
+
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) f(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
+}

@@ -1,0 +1,52 @@
+// Package report renders torchmem's results for people and machines: text
+// for a terminal, Markdown for a bug ticket, JSON, a self-contained HTML page,
+// JUnit and GitHub annotations for CI. It formats; it does not analyse.
+package report
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+)
+
+// Bytes formats a byte count for people: "1.5 GiB", "512 B", "-2.0 MiB".
+func Bytes(n int64) string {
+	if n < 0 {
+		return "-" + humanize.IBytes(uint64(-n))
+	}
+	return humanize.IBytes(uint64(n))
+}
+
+// Count formats an integer with thousands separators.
+func Count(n int) string { return humanize.Comma(int64(n)) }
+
+// Duration formats nanoseconds for people.
+func Duration(ns int64) string {
+	switch {
+	case ns < 1e3:
+		return fmt.Sprintf("%d ns", ns)
+	case ns < 1e6:
+		return fmt.Sprintf("%.1f µs", float64(ns)/1e3)
+	case ns < 1e9:
+		return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
+	}
+	return fmt.Sprintf("%.2f s", float64(ns)/1e9)
+}
+
+// oneLine makes an input string safe for a single terminal line: control
+// characters (escape sequences included) are shown as \xNN.
+func oneLine(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			fmt.Fprintf(&b, `\x%02x`, r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
