@@ -1,0 +1,288 @@
+// Package analysis runs torchmem's passes over the snapshot model — replay,
+// phases and steps, categories, OOM post-mortem, leaks and suggestions — and
+// produces a Result, the Go form of the JSON schema torchmem.analysis/v1.
+// It works the same on snapshots and chrome traces.
+package analysis
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// SchemaID is the JSON schema identifier of Result. Fields may be added in
+// v1; none is renamed or removed without a new identifier.
+const SchemaID = "torchmem.analysis/v1"
+
+// Result is everything torchmem concluded about one input.
+type Result struct {
+	Schema      string         `json:"schema"`
+	Input       Input          `json:"input"`
+	Devices     []DeviceResult `json:"devices"`
+	Leaks       []Leak         `json:"leaks"`
+	Suggestions []Suggestion   `json:"suggestions"`
+	Diagnostics []Diagnostic   `json:"diagnostics"`
+}
+
+// Input describes the analysed file.
+type Input struct {
+	Path       string `json:"path"`
+	Format     string `json:"format"` // "snapshot" or "chrome-trace"
+	Generation string `json:"generation"`
+	Bytes      int64  `json:"bytes"`
+	Recording  string `json:"recording"`
+}
+
+// DeviceResult is the analysis of one device.
+type DeviceResult struct {
+	Device   int         `json:"device"`
+	Kind     string      `json:"kind"`
+	Capacity int64       `json:"capacity_bytes,omitempty"`
+	AtEnd    State       `json:"at_end"`
+	Peak     Peak        `json:"peak"`
+	OOM      *OOM        `json:"oom"`
+	Phases   []PhaseSpan `json:"phases"`
+	TopSites []Site      `json:"top_sites"`
+	// Rules says which classification rule decided how many bytes, at the end
+	// (the evidence behind AtEnd.Categories).
+	Rules []RuleUse `json:"classification_rules"`
+	// Timeline is the memory curve for the HTML report; not part of the JSON.
+	Timeline *Timeline `json:"-"`
+}
+
+// State is the memory of a device at one moment.
+type State struct {
+	AllocatedBytes int64      `json:"allocated_bytes"`
+	ReservedBytes  int64      `json:"reserved_bytes"`
+	Categories     Categories `json:"categories"`
+}
+
+// Peak is the moment allocated memory was highest.
+type Peak struct {
+	AllocatedBytes int64      `json:"allocated_bytes"`
+	ReservedBytes  int64      `json:"reserved_bytes"`
+	TimeUS         int64      `json:"time_us"`
+	EventIndex     int        `json:"event_index"`
+	Phase          Phase      `json:"phase"`
+	Step           int        `json:"step"`
+	Categories     Categories `json:"categories"`
+}
+
+// OOM is the post-mortem of an out-of-memory entry.
+type OOM struct {
+	RequestedBytes  int64         `json:"requested_bytes"`
+	DeviceFreeBytes int64         `json:"device_free_bytes"`
+	Phase           Phase         `json:"phase"`
+	Step            int           `json:"step"`
+	TimeUS          int64         `json:"time_us"`
+	EventIndex      int           `json:"event_index"`
+	Site            string        `json:"site"`
+	Stack           []string      `json:"stack"`
+	AllocatedBytes  int64         `json:"allocated_bytes"`
+	ReservedBytes   int64         `json:"reserved_bytes"`
+	Categories      Categories    `json:"categories"`
+	Fragmentation   Fragmentation `json:"fragmentation"`
+	TopSites        []Site        `json:"top_sites"`
+	// Verdict is the one-sentence explanation shown first in every report.
+	Verdict string `json:"verdict"`
+}
+
+// Fragmentation measures allocator slack at a moment.
+type Fragmentation struct {
+	CachedFreeBytes       int64 `json:"cached_free_bytes"`
+	LargestFreeBlockBytes int64 `json:"largest_free_block_bytes"`
+	ExpandableSegments    bool  `json:"expandable_segments"`
+	// Fragmented is true when the cached free bytes would have covered the
+	// request but no single free block was large enough.
+	Fragmented bool `json:"fragmented"`
+}
+
+// PhaseSpan is one phase of one step with its peak.
+type PhaseSpan struct {
+	Phase              Phase `json:"phase"`
+	Step               int   `json:"step"`
+	StartUS            int64 `json:"start_us"`
+	EndUS              int64 `json:"end_us"`
+	StartEvent         int   `json:"start_event"`
+	EndEvent           int   `json:"end_event"`
+	PeakAllocatedBytes int64 `json:"peak_allocated_bytes"`
+}
+
+// Site is memory attributed to one allocation site (first user frame).
+type Site struct {
+	Site     string   `json:"site"`
+	Bytes    int64    `json:"bytes"`
+	Count    int      `json:"count"`
+	Category Category `json:"category"`
+}
+
+// RuleUse counts the bytes one classification rule decided.
+type RuleUse struct {
+	Rule       string     `json:"rule"`
+	Category   Category   `json:"category"`
+	Confidence Confidence `json:"confidence"`
+	Blocks     int        `json:"blocks"`
+	Bytes      int64      `json:"bytes"`
+}
+
+// Leak is a finding of memory that grows step after step.
+type Leak struct {
+	Kind         string     `json:"kind"` // retained_graph | growing_list | step_growth | reference_cycle
+	Device       int        `json:"device"`
+	Site         string     `json:"site"`
+	BytesPerStep int64      `json:"bytes_per_step"`
+	Steps        int        `json:"steps"`
+	TotalBytes   int64      `json:"total_bytes"`
+	Confidence   Confidence `json:"confidence"`
+	Evidence     string     `json:"evidence"`
+	Fix          string     `json:"fix"`
+	// StepsUntilFull is how many more steps at this rate fill the device (0 when unknown).
+	StepsUntilFull int `json:"steps_until_full,omitempty"`
+}
+
+// Suggestion is a change that would reduce memory, chosen from evidence.
+type Suggestion struct {
+	ID                    string `json:"id"`
+	Title                 string `json:"title"`
+	Because               string `json:"because"`
+	EstimatedSavingsBytes int64  `json:"estimated_savings_bytes"`
+	Cost                  string `json:"cost"`
+	How                   string `json:"how"`
+}
+
+// Diagnostic says what limits trust in the numbers.
+type Diagnostic struct {
+	Kind    string `json:"kind"`
+	Device  int    `json:"device"`
+	Message string `json:"message"`
+}
+
+// Confidence grades a classification or a finding.
+type Confidence string
+
+// Confidence levels.
+const (
+	High   Confidence = "high"
+	Medium Confidence = "medium"
+	Low    Confidence = "low"
+)
+
+// Phase is a part of a training step.
+type Phase string
+
+// Phases.
+const (
+	PhaseForward   Phase = "forward"
+	PhaseBackward  Phase = "backward"
+	PhaseOptimizer Phase = "optimizer"
+	PhaseZeroGrad  Phase = "zero_grad"
+	PhaseData      Phase = "data"
+	PhaseUnknown   Phase = "unknown"
+)
+
+// Category is what a block of memory is.
+type Category int
+
+// Categories, in PyTorch's memory-profiler plot order.
+const (
+	Parameter Category = iota
+	Gradient
+	OptimizerState
+	Activation
+	Temporary
+	AutogradDetail
+	InputData
+	Unknown
+	NumCategories
+)
+
+var categoryNames = [NumCategories]string{"parameter", "gradient", "optimizer_state", "activation", "temporary", "autograd_detail", "input", "unknown"}
+
+// String returns the category's JSON name.
+func (c Category) String() string {
+	if c >= 0 && c < NumCategories {
+		return categoryNames[c]
+	}
+	return "unknown"
+}
+
+// MarshalJSON writes the category's name.
+func (c Category) MarshalJSON() ([]byte, error) { return json.Marshal(c.String()) }
+
+// UnmarshalJSON reads a category name.
+func (c *Category) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	cat, ok := ParseCategory(s)
+	if !ok {
+		return fmt.Errorf("unknown category %q", s)
+	}
+	*c = cat
+	return nil
+}
+
+// ParseCategory maps a JSON name to a Category.
+func ParseCategory(s string) (Category, bool) {
+	for i, n := range categoryNames {
+		if n == s {
+			return Category(i), true
+		}
+	}
+	return Unknown, false
+}
+
+// Categories holds bytes per category; its JSON always has every key, in a
+// fixed order.
+type Categories [NumCategories]int64
+
+// Total sums all categories.
+func (c Categories) Total() int64 {
+	var t int64
+	for _, v := range c {
+		t += v
+	}
+	return t
+}
+
+// MarshalJSON writes an object with every category key.
+func (c Categories) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, v := range c {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%q:%d", categoryNames[i], v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// UnmarshalJSON reads the object written by MarshalJSON (baselines).
+func (c *Categories) UnmarshalJSON(b []byte) error {
+	var m map[string]int64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	for k, v := range m {
+		if cat, ok := ParseCategory(k); ok {
+			c[cat] = v
+		}
+	}
+	return nil
+}
+
+// Timeline is a device's memory over the trace, for charts. X is the event
+// index; TimeUS is set where the file has times.
+type Timeline struct {
+	EventIndex []int
+	TimeUS     []int64
+	Allocated  []int64
+	Reserved   []int64
+	// ByCategory[c][i] is the allocated bytes of category c at point i.
+	ByCategory [NumCategories][]int64
+	// PeakPoint and OOMPoint index the points of the peak and the OOM (−1 if none).
+	PeakPoint, OOMPoint int
+}
