@@ -56,6 +56,7 @@ type Writer struct {
 	memo     map[any]int
 	strMemo  map[string]int
 	next     int
+	bounds   []int // offsets where opcodes start: frames are cut only there
 }
 
 // Marshal pickles v with the given protocol (2, 4 or 5 mirror real writers:
@@ -68,13 +69,22 @@ func Marshal(v any, protocol int) []byte {
 		out.Write([]byte{0x80, byte(protocol)})
 	}
 	if protocol >= 4 {
-		// One FRAME per 64 KiB, as CPython's framer does.
-		for len(body) > 0 {
-			n := min(len(body), 64<<10)
+		// A FRAME about every 64 KiB, cut at opcode boundaries as CPython's
+		// framer does.
+		start := 0
+		cut := func(end int) {
 			out.WriteByte(0x95)
-			binary.Write(&out, binary.LittleEndian, uint64(n))
-			out.Write(body[:n])
-			body = body[n:]
+			binary.Write(&out, binary.LittleEndian, uint64(end-start))
+			out.Write(body[start:end])
+			start = end
+		}
+		for _, b := range w.bounds {
+			if b-start >= 64<<10 {
+				cut(b)
+			}
+		}
+		if start < len(body) {
+			cut(len(body))
 		}
 	} else {
 		out.Write(body)
@@ -88,7 +98,10 @@ func (w *Writer) body(v any) []byte {
 	return w.buf.Bytes()
 }
 
-func (w *Writer) op(b ...byte) { w.buf.Write(b) }
+func (w *Writer) op(b ...byte) {
+	w.bounds = append(w.bounds, w.buf.Len())
+	w.buf.Write(b)
+}
 
 func (w *Writer) memoize() int {
 	idx := w.next

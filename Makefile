@@ -1,0 +1,45 @@
+# torchmem — post-mortem of PyTorch GPU memory.
+GO      ?= go
+BIN     ?= bin/torchmem
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+FUZZTIME ?= 10m
+
+.PHONY: all build test bench fuzz lint demo demo-file clean
+
+all: build test
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/torchmem
+
+# Unit, golden and real-file tests. Real files are read from ../shared.
+test:
+	@test -z "$$(gofmt -l cmd snapshot analysis report)" || { echo "gofmt needed:"; gofmt -l cmd snapshot analysis report; exit 1; }
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+
+# Benchmarks (speed and allocations), on real files and generated large ones.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./...
+
+# Fuzz every target for FUZZTIME each (not run in CI).
+fuzz:
+	@for t in $$($(GO) test -list 'Fuzz.*' ./snapshot/ | grep ^Fuzz); do \
+		echo "== $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./snapshot/ || exit 1; done
+
+lint:
+	@test -z "$$(gofmt -l cmd snapshot analysis report)" || { gofmt -l cmd snapshot analysis report; exit 1; }
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
+
+# What torchmem says about an OOM snapshot the repository ships (made by
+# torchmem's own allocator simulator: testdata/demo/oom_snapshot.pickle).
+demo: build
+	$(BIN) info testdata/demo/oom_snapshot.pickle
+
+# Regenerate the demo snapshot (a test checks it matches the generator).
+demo-file:
+	$(GO) run ./cmd/torchmem gen demo -o testdata/demo/oom_snapshot.pickle
+
+clean:
+	rm -rf bin

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+)
+
+// newGenCmd makes inputs of the project's own: the demo snapshot and large
+// files for benchmarks. Hidden from help: it is a developer tool.
+func newGenCmd(g *globals) *cobra.Command {
+	var out string
+	var protocol int
+	cmd := &cobra.Command{
+		Use:    "gen demo",
+		Short:  "Generate a snapshot made by torchmem's own allocator simulator",
+		Hidden: true,
+		Example: `  torchmem gen demo -o testdata/demo/oom_snapshot.pickle`,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var data []byte
+			switch args[0] {
+			case "demo":
+				data = st.Marshal(st.Train(st.DemoConfig).Snapshot(), protocol)
+			default:
+				return &exitError{exitInput, fmt.Errorf("gen: unknown scenario %q (want demo)", args[0])}
+			}
+			if out == "" || out == "-" {
+				_, err := cmd.OutOrStdout().Write(data)
+				return err
+			}
+			return os.WriteFile(out, data, 0o644)
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (default stdout)")
+	cmd.Flags().IntVar(&protocol, "protocol", 4, "pickle protocol (2, 4 or 5)")
+	return cmd
+}
