@@ -1,0 +1,588 @@
+package snapshot
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// This file turns the records the chrome trace reader collected into the
+// model: devices and their events, annotations, threads and stacks.
+
+// maxTraceStack bounds the frames of one allocation stack (innermost kept).
+const maxTraceStack = 64
+
+// backwardGapNS is the largest gap between two backward spans of a thread
+// that still merges them into one backward range, when no step, optimizer,
+// zero_grad, data or forward range starts in the gap.
+const backwardGapNS = 10_000_000
+
+// overhangNS is how far a span may end after the span it starts in and still
+// count as nested in it (timestamps are rounded, to the µs in old traces).
+const overhangNS = 1000
+
+// Name classes of spans.
+const (
+	clsOther uint8 = iota
+	clsStep
+	clsOpt
+	clsZero
+	clsData
+	clsForward  // ## forward ##, *DataParallel.forward, CompiledFunction
+	clsModule   // nn.Module: X (python tracer)
+	clsEvalFn   // autograd::engine::evaluate_function: …
+	clsLegacyBw // NllLossBackward, torch::autograd::AccumulateGrad (legacy traces)
+)
+
+func classifyName(n string) uint8 {
+	switch {
+	case strings.HasPrefix(n, "ProfilerStep#") || strings.HasPrefix(n, "ProfilerStep #"):
+		return clsStep
+	case strings.HasPrefix(n, "Optimizer.step#"):
+		return clsOpt
+	case strings.HasPrefix(n, "Optimizer.zero_grad#"):
+		return clsZero
+	case strings.HasPrefix(n, "enumerate(DataLoader)#") || strings.HasPrefix(n, "enumerate(DataPipe)#"):
+		return clsData
+	case strings.HasPrefix(n, "autograd::engine::evaluate_function:"):
+		return clsEvalFn
+	case strings.HasPrefix(n, "nn.Module: "):
+		return clsModule
+	case n == "CompiledFunction" || strings.HasSuffix(n, "DataParallel.forward"):
+		return clsForward
+	case strings.HasPrefix(n, "##") && strings.Contains(strings.ToLower(n), "forward"):
+		return clsForward
+	case n == "torch::autograd::AccumulateGrad":
+		return clsLegacyBw
+	case strings.HasSuffix(strings.TrimRight(n, "0123456789"), "Backward") && !strings.Contains(n, "::") && !strings.Contains(n, " "):
+		return clsLegacyBw
+	}
+	return clsOther
+}
+
+// Flags of an open span in the sweep.
+const (
+	openModule uint8 = 1 << iota
+	openBackward
+	openForward
+)
+
+type openSpan struct {
+	i     int32 // index into the thread's spans
+	end   int64 // end used for nesting (clamped to the parent's)
+	flags uint8
+}
+
+type timeRange struct{ start, end int64 }
+
+// generation names the trace era from the fingerprints of chrome-trace.md §1.9.
+func (tr *traceReader) generation() string {
+	switch {
+	case tr.hasBase || tr.recordFnID:
+		return "2024+"
+	case tr.legacyCats || tr.memNoCat:
+		return "2021-legacy"
+	case tr.profEvIdx || tr.asyncCPU2GPU:
+		return "2022"
+	}
+	return "2023"
+}
+
+// abs converts a time relative to baseTimeNanoseconds to the file's clock.
+func (tr *traceReader) abs(t int64) int64 {
+	if !tr.hasBase {
+		return t
+	}
+	if (tr.baseNS > 0 && t > math.MaxInt64-tr.baseNS) || (tr.baseNS < 0 && t < math.MinInt64+1-tr.baseNS) {
+		return t
+	}
+	return t + tr.baseNS
+}
+
+func deviceOf(k devKey, rocm bool) (int, DeviceKind) {
+	id := int(k.id)
+	switch k.typ {
+	case 0:
+		return -1, DeviceCPU
+	case 1:
+		if rocm {
+			return id, DeviceROCm
+		}
+		return id, DeviceCUDA
+	case 6:
+		return id, DeviceROCm
+	case 12:
+		return id, DeviceXPU
+	}
+	return id, DeviceOther
+}
+
+func (tr *traceReader) build() (*Snapshot, error) {
+	src := tr.src
+	src.Format = FormatChromeTrace
+	src.Keys = tr.keys
+	src.Bytes = tr.san.n + tr.skip
+	src.Generation = tr.generation()
+	b := NewBuilder(src)
+	s := b.Snap
+	s.Recording = RecordingProfiler
+	if tr.hasPython || len(tr.callStacks) > 0 {
+		s.Recording = RecordingProfilerStacks
+	}
+
+	classes := make([]uint8, len(tr.names))
+	hasEvalFn := false
+	for i, n := range tr.names {
+		classes[i] = classifyName(n)
+		if classes[i] == clsEvalFn {
+			hasEvalFn = true
+		}
+	}
+	main := tr.mainThread(classes)
+
+	// Model threads, in order of first appearance.
+	tmap := make([]uint16, len(tr.threads))
+	for i, t := range tr.threads {
+		if len(t.spans) == 0 && len(t.mem) == 0 {
+			continue
+		}
+		tmap[i] = b.Thread(t.pid, t.tid)
+		if tmap[i] != 0 {
+			s.Threads[tmap[i]].Name = tr.threadName[t.pid+"\x00"+t.tid]
+		}
+	}
+
+	sw := &sweeper{tr: tr, b: b, classes: classes, hasEvalFn: hasEvalFn,
+		frameOf: make(map[int32]FrameID), metaOf: make(map[int32]uint32), csFrames: make(map[int32][]FrameID),
+		recStack: make([]StackID, len(tr.mem)), recMeta: make([]uint32, len(tr.mem))}
+	var anns []Annotation
+	bwUnits := make([][]timeRange, len(tr.threads))
+	for ti, t := range tr.threads {
+		bwUnits[ti] = sw.thread(int32(ti), t, ti == main, tmap[ti], &anns)
+	}
+
+	// Backward ranges: merge each thread's backward spans across small gaps
+	// in which no other phase begins.
+	var bounds []int64
+	for _, a := range anns {
+		switch a.Kind {
+		case AnnotationStep, AnnotationOptStep, AnnotationZeroGrad, AnnotationData, AnnotationForward:
+			bounds = append(bounds, a.StartNS)
+		}
+	}
+	slices.Sort(bounds)
+	for ti, units := range bwUnits {
+		if len(units) == 0 {
+			continue
+		}
+		if tmap[ti] != 0 && ti != main {
+			s.Threads[tmap[ti]].Autograd = true
+		}
+		cur := units[0]
+		flush := func() {
+			anns = append(anns, Annotation{Name: "backward", Device: -1, StartNS: cur.start, EndNS: cur.end, Thread: tmap[ti], Kind: AnnotationBackward})
+		}
+		for _, u := range units[1:] {
+			if u.start <= cur.end || (u.start-cur.end <= backwardGapNS && !boundaryIn(bounds, cur.end, u.start)) {
+				cur.end = max(cur.end, u.end)
+				continue
+			}
+			flush()
+			cur = u
+		}
+		flush()
+	}
+	for i := range s.Threads {
+		if strings.Contains(s.Threads[i].Name, "pt_autograd") {
+			s.Threads[i].Autograd = true
+		}
+	}
+	for i := range anns {
+		anns[i].StartNS, anns[i].EndNS = tr.abs(anns[i].StartNS), tr.abs(anns[i].EndNS)
+	}
+	slices.SortStableFunc(anns, func(x, y Annotation) int { return cmp.Compare(x.StartNS, y.StartNS) })
+	s.Annotations = anns
+
+	tr.buildDevices(b, tmap, sw.recStack, sw.recMeta)
+
+	slices.SortStableFunc(tr.grads, func(x, y gradRec) int { return cmp.Compare(x.ts, y.ts) })
+	for _, g := range tr.grads {
+		s.GradAccumulations = append(s.GradAccumulations, GradAccumulation{TimeNS: tr.abs(g.ts), Thread: tmap[g.thread], Elements: g.elements, DType: g.dtype})
+	}
+
+	if len(tr.mem) == 0 {
+		s.Diag("no_memory_events", -1, "the trace has no [memory] events (recorded without profile_memory=True): no memory curve")
+	}
+	if tr.san.replaced > 0 {
+		s.Diag("control_characters", -1, fmt.Sprintf("%d raw control characters inside JSON strings were read as spaces", tr.san.replaced))
+	}
+	if tr.badTimes > 0 {
+		s.Diag("bad_timestamps", -1, fmt.Sprintf("%d events without a readable ts were skipped", tr.badTimes))
+	}
+	if tr.badMem > 0 {
+		s.Diag("bad_memory_events", -1, fmt.Sprintf("%d [memory] events without a readable Device Type or Bytes were skipped", tr.badMem))
+	}
+	if tr.zeroBytes > 0 {
+		s.Diag("zero_byte_memory_events", -1, fmt.Sprintf("%d [memory] events of 0 bytes were skipped", tr.zeroBytes))
+	}
+	if tr.hasBase && tr.abs(0) == 0 && tr.baseNS != 0 {
+		s.Diag("bad_timestamps", -1, "baseTimeNanoseconds overflows int64 nanoseconds: times are relative to it")
+	}
+	return s, nil
+}
+
+// boundaryIn reports whether a phase starts in (from, to].
+func boundaryIn(bounds []int64, from, to int64) bool {
+	i, _ := slices.BinarySearch(bounds, from+1)
+	return i < len(bounds) && bounds[i] <= to
+}
+
+// mainThread picks the training-loop thread: the one with ProfilerStep
+// spans, else Optimizer.step spans, else the most spans that are not
+// backward nodes. −1 when there are no spans.
+func (tr *traceReader) mainThread(classes []uint8) int {
+	best, bestScore := -1, -1
+	for i, t := range tr.threads {
+		score := 0
+		for _, sp := range t.spans {
+			switch classes[sp.name] {
+			case clsStep:
+				score += 1 << 40
+			case clsOpt:
+				score += 1 << 30
+			case clsEvalFn, clsLegacyBw:
+			default:
+				score++
+			}
+		}
+		if len(t.spans) > 0 && score > bestScore {
+			best, bestScore = i, score
+		}
+	}
+	return best
+}
+
+// sweeper walks each thread's spans and memory events in time order.
+type sweeper struct {
+	tr        *traceReader
+	b         *Builder
+	classes   []uint8
+	hasEvalFn bool
+	frameOf   map[int32]FrameID
+	metaOf    map[int32]uint32
+	csFrames  map[int32][]FrameID
+	recStack  []StackID
+	recMeta   []uint32
+	frames    []FrameID
+}
+
+func (sw *sweeper) frame(sp *opSpan) FrameID {
+	if id, ok := sw.frameOf[sp.name]; ok {
+		return id
+	}
+	n := sw.tr.names[sp.name]
+	f := Frame{Name: n}
+	if sp.kind == spanPython {
+		f = parsePyFrame(n)
+	}
+	id := sw.b.Frame(f)
+	sw.frameOf[sp.name] = id
+	return id
+}
+
+func (sw *sweeper) callStack(id int32) []FrameID {
+	if fs, ok := sw.csFrames[id]; ok {
+		return fs
+	}
+	var fs []FrameID
+	for _, part := range strings.Split(sw.tr.callStacks[id], ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		fs = append(fs, sw.b.Frame(parsePyFrame(part)))
+		if len(fs) == maxTraceStack {
+			break
+		}
+	}
+	sw.csFrames[id] = fs
+	return fs
+}
+
+func (sw *sweeper) meta(name int32) uint32 {
+	if id, ok := sw.metaOf[name]; ok {
+		return id
+	}
+	id := sw.b.String(sw.tr.names[name])
+	sw.metaOf[name] = id
+	return id
+}
+
+// thread sweeps one thread: it appends the thread's annotations, sets the
+// stack and op of each of its memory events, and returns its top-level
+// backward spans in time order.
+func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns *[]Annotation) []timeRange {
+	tr := sw.tr
+	spans := t.spans
+	slices.SortFunc(spans, func(x, y opSpan) int {
+		if c := cmp.Compare(x.start, y.start); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(y.end, x.end); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.seq, y.seq)
+	})
+	mem := t.mem
+	slices.SortStableFunc(mem, func(x, y int32) int { return cmp.Compare(tr.mem[x].ts, tr.mem[y].ts) })
+
+	var open []openSpan
+	var nModule, nBackward, nForward int
+	version, cachedVersion := 0, -1
+	var cachedStack StackID
+	var cachedMeta uint32
+	var bw []timeRange
+
+	pop := func() {
+		o := open[len(open)-1]
+		open = open[:len(open)-1]
+		if o.flags&openModule != 0 {
+			nModule--
+		}
+		if o.flags&openBackward != 0 {
+			nBackward--
+		}
+		if o.flags&openForward != 0 {
+			nForward--
+		}
+		version++
+	}
+	push := func(i int) {
+		sp := &spans[i]
+		end := sp.end
+		for len(open) > 0 {
+			top := open[len(open)-1]
+			if top.end >= end {
+				break
+			}
+			if top.end >= sp.start && end-top.end <= overhangNS {
+				end = top.end // rounding overhang: still nested
+				break
+			}
+			pop()
+		}
+		var flags uint8
+		cls := sw.classes[sp.name]
+		isUserOrOp := sp.kind != spanPython
+		switch {
+		case isUserOrOp && cls == clsStep:
+			*anns = append(*anns, Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: AnnotationStep})
+		case isUserOrOp && cls == clsOpt:
+			*anns = append(*anns, Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: AnnotationOptStep})
+		case isUserOrOp && cls == clsZero:
+			*anns = append(*anns, Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: AnnotationZeroGrad})
+		case isUserOrOp && cls == clsData:
+			*anns = append(*anns, Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: AnnotationData})
+		case cls == clsEvalFn || (cls == clsLegacyBw && !sw.hasEvalFn && !isMain && isUserOrOp):
+			if nBackward == 0 {
+				bw = append(bw, timeRange{sp.start, sp.end})
+			}
+			flags |= openBackward
+		case (isUserOrOp && cls == clsForward) || (sp.kind == spanPython && cls == clsModule && nModule == 0):
+			if nForward == 0 && nBackward == 0 {
+				*anns = append(*anns, Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: AnnotationForward})
+				flags |= openForward
+			}
+		case sp.kind == spanUser:
+			*anns = append(*anns, Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: AnnotationUser})
+		}
+		if sp.kind == spanPython && cls == clsModule {
+			flags |= openModule
+		}
+		if flags&openModule != 0 {
+			nModule++
+		}
+		if flags&openBackward != 0 {
+			nBackward++
+		}
+		if flags&openForward != 0 {
+			nForward++
+		}
+		open = append(open, openSpan{i: int32(i), end: end, flags: flags})
+		version++
+	}
+
+	si := 0
+	for _, mi := range mem {
+		m := &tr.mem[mi]
+		for si < len(spans) && spans[si].start <= m.ts {
+			push(si)
+			si++
+		}
+		for len(open) > 0 && open[len(open)-1].end < m.ts {
+			pop()
+		}
+		if version != cachedVersion {
+			cachedStack, cachedMeta = sw.stack(spans, open)
+			cachedVersion = version
+		}
+		sw.recStack[mi], sw.recMeta[mi] = cachedStack, cachedMeta
+	}
+	for ; si < len(spans); si++ {
+		push(si)
+	}
+	return bw
+}
+
+// stack builds the stack of the open spans, innermost first, followed by
+// the legacy Call stack of the innermost op that has one; and the innermost
+// op's name.
+func (sw *sweeper) stack(spans []opSpan, open []openSpan) (StackID, uint32) {
+	fs := sw.frames[:0]
+	var meta uint32
+	metaSet := false
+	cs := int32(-1)
+	for k := len(open) - 1; k >= 0; k-- {
+		sp := &spans[open[k].i]
+		if len(fs) < maxTraceStack {
+			fs = append(fs, sw.frame(sp))
+		}
+		if !metaSet && sp.kind != spanPython {
+			meta, metaSet = sw.meta(sp.name), true
+		}
+		if cs < 0 && sp.callStack >= 0 {
+			cs = sp.callStack
+		}
+		if len(fs) >= maxTraceStack && metaSet {
+			break
+		}
+	}
+	if cs >= 0 {
+		for _, f := range sw.callStack(cs) {
+			if len(fs) >= maxTraceStack {
+				break
+			}
+			fs = append(fs, f)
+		}
+	}
+	sw.frames = fs
+	return sw.b.Stack(fs), meta
+}
+
+// buildDevices makes the devices and their events from the memory records.
+func (tr *traceReader) buildDevices(b *Builder, tmap []uint16, stacks []StackID, metas []uint32) {
+	s := b.Snap
+	if len(tr.mem) == 0 {
+		return
+	}
+	type group struct {
+		kind DeviceKind
+		recs []int32
+	}
+	groups := map[int]*group{}
+	var ids []int
+	for i := range tr.mem {
+		id, kind := deviceOf(tr.devKeys[tr.mem[i].dev], tr.rocm)
+		g := groups[id]
+		if g == nil {
+			g = &group{kind: kind}
+			groups[id] = g
+			ids = append(ids, id)
+		}
+		g.recs = append(g.recs, int32(i))
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		g := groups[id]
+		slices.SortStableFunc(g.recs, func(x, y int32) int { return cmp.Compare(tr.mem[x].ts, tr.mem[y].ts) })
+		d := b.Device(id, g.kind)
+		if g.kind != DeviceCPU {
+			if p, ok := tr.devProps[int64(id)]; ok {
+				d.Name, d.CapacityBytes = p.name, p.mem
+			}
+		}
+		if g.kind == DeviceOther {
+			s.Diag("unknown_device_type", id, fmt.Sprintf("device %d: [memory] events of an unknown Device Type", id))
+		}
+		d.Events = make([]Event, 0, len(g.recs))
+		live := map[uint64]int64{}
+		var prevTA int64
+		havePrevTA, baselineSet := false, false
+		var noAddr, orphans, reuse, sizeMismatch, taMismatch, ooms int
+		for _, ri := range g.recs {
+			m := &tr.mem[ri]
+			e := Event{Addr: m.addr, TimeNS: tr.abs(m.ts), Stack: stacks[ri], Thread: tmap[m.thread], Meta: metas[ri]}
+			if m.flags&memHasTR != 0 && (len(d.Reserved) == 0 || d.Reserved[len(d.Reserved)-1].Value != m.tr) {
+				d.Reserved = append(d.Reserved, CounterPoint{Event: len(d.Events), Value: m.tr})
+			}
+			if m.flags&memOOM != 0 {
+				e.Action, e.Size, e.Addr = ActionOOM, m.bytes, 0
+				d.Events = append(d.Events, e)
+				ooms++
+				if ooms <= 10 {
+					msg := fmt.Sprintf("device %d: out of memory: %d bytes requested", id, m.bytes)
+					if m.flags&memHasTA != 0 {
+						msg += fmt.Sprintf(" with %d allocated", m.ta)
+					}
+					if m.flags&memHasTR != 0 {
+						msg += fmt.Sprintf(" and %d reserved", m.tr)
+					}
+					s.Diag("oom", id, msg)
+				}
+				continue
+			}
+			if !baselineSet {
+				baselineSet = true
+				if m.flags&memHasTA != 0 {
+					d.Baseline = m.ta - m.bytes
+				}
+			}
+			if m.flags&memHasTA != 0 {
+				if havePrevTA && m.ta-prevTA != m.bytes {
+					taMismatch++
+				}
+				prevTA, havePrevTA = m.ta, true
+			}
+			if m.bytes > 0 {
+				e.Action, e.Size = ActionAlloc, m.bytes
+			} else {
+				e.Action, e.Size = ActionFreeCompleted, -m.bytes
+			}
+			d.Events = append(d.Events, e)
+			if m.flags&memHasAddr == 0 {
+				noAddr++
+				continue
+			}
+			if e.Action == ActionAlloc {
+				if _, ok := live[m.addr]; ok {
+					reuse++
+				}
+				live[m.addr] = e.Size
+			} else if sz, ok := live[m.addr]; ok {
+				if sz != e.Size {
+					sizeMismatch++
+				}
+				delete(live, m.addr)
+			} else {
+				orphans++
+			}
+		}
+		if noAddr > 0 {
+			s.Diag("bytes_only", id, fmt.Sprintf("device %d: %d of %d [memory] events carry Bytes only, no Addr (PyTorch < 1.10): the curve is right but block lifetimes are unknown", id, noAddr, len(d.Events)-ooms))
+		}
+		if orphans > 0 {
+			s.Diag("unmatched_frees", id, fmt.Sprintf("device %d: %d frees of blocks allocated before the trace began", id, orphans))
+		}
+		if reuse > 0 {
+			s.Diag("address_reuse", id, fmt.Sprintf("device %d: %d allocations at an address that was still live (a free is missing)", id, reuse))
+		}
+		if sizeMismatch > 0 {
+			s.Diag("size_mismatch", id, fmt.Sprintf("device %d: %d frees whose size differs from their allocation", id, sizeMismatch))
+		}
+		if taMismatch > 0 {
+			s.Diag("total_allocated_mismatch", id, fmt.Sprintf("device %d: %d events where Total Allocated does not step by Bytes (events out of order or lost)", id, taMismatch))
+		}
+	}
+}

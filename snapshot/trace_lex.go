@@ -1,0 +1,295 @@
+package snapshot
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// This file holds the byte-level helpers of the chrome trace reader: the
+// control-character sanitiser and lenient number parsing.
+
+// ctrlSanitizer passes JSON text through, replacing raw control bytes
+// (< 0x20) inside strings with spaces. Kineto writes names with fmt::print,
+// not a JSON library, and real traces carry raw tabs and newlines in strings
+// (pytorch/pytorch#130622), which a strict decoder rejects. Replacing byte
+// for byte keeps every byte offset of the input exact for error messages.
+//
+// It also enforces the nesting limit (Options.MaxDepth) on the raw text, so
+// no value deeper than that reaches the decoder.
+type ctrlSanitizer struct {
+	r        io.Reader
+	inString bool
+	escape   bool
+	depth    int
+	maxDepth int   // 0: no limit
+	n        int64 // bytes passed through
+	replaced int64 // control bytes replaced
+	err      error // sticky depth error
+}
+
+// errDepth is the error of input nested deeper than Options.MaxDepth.
+type errDepth struct {
+	max    int
+	offset int64
+}
+
+func (e *errDepth) Error() string {
+	return fmt.Sprintf("JSON nested deeper than %d levels", e.max)
+}
+
+func (s *ctrlSanitizer) Read(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.r.Read(p)
+	b := p[:n]
+	inString, escape, depth := s.inString, s.escape, s.depth
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if !inString {
+			switch c {
+			case '"':
+				inString = true
+			case '[', '{':
+				depth++
+				if s.maxDepth > 0 && depth > s.maxDepth {
+					s.err = &errDepth{max: s.maxDepth, offset: s.n + int64(i)}
+					s.n += int64(i)
+					return i, s.err
+				}
+			case ']', '}':
+				depth--
+			}
+			continue
+		}
+		switch {
+		case escape:
+			escape = false
+			if c < 0x20 {
+				b[i] = ' '
+				s.replaced++
+			}
+		case c == '\\':
+			escape = true
+		case c == '"':
+			inString = false
+		case c < 0x20:
+			b[i] = ' '
+			s.replaced++
+		}
+	}
+	s.inString, s.escape, s.depth = inString, escape, depth
+	s.n += int64(n)
+	return n, err
+}
+
+// parseTimeNS parses a timestamp or duration in microseconds, written as a
+// JSON integer, a decimal fraction or a string holding either, into integer
+// nanoseconds without going through float64 (a float64 resolves only about
+// 0.25 µs at epoch microseconds). Digits beyond nanoseconds are rounded.
+// Exponent notation falls back to float64.
+func parseTimeNS(b []byte) (int64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	neg := false
+	i := 0
+	switch b[0] {
+	case '-':
+		neg = true
+		i++
+	case '+':
+		i++
+	}
+	var us int64
+	digits := 0
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		d := int64(b[i] - '0')
+		if us > (math.MaxInt64/1000-d)/10 {
+			return 0, false // beyond int64 nanoseconds
+		}
+		us = us*10 + d
+		digits++
+	}
+	var frac int64
+	fracDigits := 0
+	roundUp := false
+	if i < len(b) && b[i] == '.' {
+		i++
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			switch {
+			case fracDigits < 3:
+				frac = frac*10 + int64(b[i]-'0')
+			case fracDigits == 3:
+				roundUp = b[i] >= '5'
+			}
+			fracDigits++
+			digits++
+		}
+		for k := fracDigits; k < 3; k++ {
+			frac *= 10
+		}
+	}
+	if digits == 0 {
+		return 0, false
+	}
+	if i < len(b) {
+		if b[i] != 'e' && b[i] != 'E' {
+			return 0, false
+		}
+		f, err := strconv.ParseFloat(string(b), 64)
+		if err != nil || math.IsNaN(f) || math.Abs(f*1000) >= math.MaxInt64 {
+			return 0, false
+		}
+		return int64(math.Round(f * 1000)), true
+	}
+	ns := us*1000 + frac
+	if roundUp {
+		ns++
+	}
+	if neg {
+		ns = -ns
+	}
+	return ns, true
+}
+
+// parseIntLenient parses an integer written as a JSON number or as the
+// contents of a JSON string: decimal, 0x-prefixed hex, or a number with a
+// zero fraction ("12.0"). Values beyond int64 report false.
+func parseIntLenient(b []byte) (int64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	if v, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+		return v, true
+	}
+	s := strings.TrimSpace(string(b))
+	if len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X") {
+		v, err := strconv.ParseInt(s[2:], 16, 64)
+		return v, err == nil
+	}
+	if v, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return v, true
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+		return int64(f), true
+	}
+	return 0, false
+}
+
+// parseUintLenient is parseIntLenient for unsigned values (addresses, ids).
+func parseUintLenient(b []byte) (uint64, bool) {
+	if v, err := strconv.ParseUint(string(b), 10, 64); err == nil {
+		return v, true
+	}
+	s := strings.TrimSpace(string(b))
+	if len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X") {
+		v, err := strconv.ParseUint(s[2:], 16, 64)
+		return v, err == nil
+	}
+	if v, ok := parseIntLenient(b); ok && v >= 0 {
+		return uint64(v), true
+	}
+	return 0, false
+}
+
+// parsePyFrame turns a python_function name or a legacy "Call stack" entry
+// ("path/file.py(123): func") into a Frame; other names ("nn.Module:
+// ResNet_0", "<built-in method …>") become a Frame with only a Name.
+func parsePyFrame(s string) Frame {
+	i := strings.Index(s, "): ")
+	if i > 0 {
+		j := strings.LastIndexByte(s[:i], '(')
+		if j > 0 {
+			if line, err := strconv.ParseInt(s[j+1:i], 10, 64); err == nil {
+				return Frame{Filename: s[:j], Line: line, Name: s[i+3:]}
+			}
+		}
+	}
+	return Frame{Name: s}
+}
+
+// firstDims returns the element count of the first shape of an "Input Dims"
+// value ([[64,3,7,7],[]] → 12,544; [[]] → 1), or −1.
+func firstDims(raw []byte) int64 {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
+		return -1
+	}
+	i = skipSpace(raw, i+1)
+	if i >= len(raw) || raw[i] != '[' {
+		return -1
+	}
+	i++
+	prod := int64(1)
+	for {
+		i = skipSpace(raw, i)
+		if i >= len(raw) {
+			return -1
+		}
+		if raw[i] == ']' {
+			return prod
+		}
+		if raw[i] == ',' {
+			i++
+			continue
+		}
+		j := i
+		for j < len(raw) && raw[j] != ',' && raw[j] != ']' && raw[j] != ' ' {
+			j++
+		}
+		d, ok := parseIntLenient(raw[i:j])
+		if !ok || d < 0 {
+			return -1
+		}
+		if d != 0 && prod > math.MaxInt64/d {
+			return -1
+		}
+		prod *= d
+		i = j
+	}
+}
+
+// firstString returns the first string of a JSON array of strings
+// (["float", "Scalar"] → "float"), or "".
+func firstString(raw []byte) string {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
+		return ""
+	}
+	i = skipSpace(raw, i+1)
+	if i >= len(raw) || raw[i] != '"' {
+		return ""
+	}
+	j := i + 1
+	for j < len(raw) && raw[j] != '"' {
+		if raw[j] == '\\' {
+			j++
+		}
+		j++
+	}
+	if j >= len(raw) {
+		return ""
+	}
+	return unquoteLenient(raw[i : j+1])
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// oneLine replaces line breaks so that an error message stays on one line.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' {
+			return ' '
+		}
+		return r
+	}, s)
+}

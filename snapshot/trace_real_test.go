@@ -1,0 +1,460 @@
+package snapshot
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The facts asserted here were checked independently with python3's json
+// and gzip modules on the same files (chrome-trace.md §4 and the pairing,
+// replay and grouping recomputed by a throwaway script).
+
+// devFact is what a test expects of one device.
+type devFact struct {
+	ID       int
+	Kind     DeviceKind
+	Events   int
+	Baseline int64
+}
+
+func deviceFacts(s *Snapshot) []devFact {
+	var out []devFact
+	for _, d := range s.Devices {
+		out = append(out, devFact{d.ID, d.Kind, len(d.Events), d.Baseline})
+	}
+	return out
+}
+
+func annotationCounts(s *Snapshot) map[AnnotationKind]int {
+	m := map[AnnotationKind]int{}
+	for _, a := range s.Annotations {
+		m[a.Kind]++
+	}
+	return m
+}
+
+func diagKinds(s *Snapshot) []string {
+	var out []string
+	for _, d := range s.Diagnostics {
+		if !slices.Contains(out, d.Kind) {
+			out = append(out, d.Kind)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestTraceRealFiles(t *testing.T) {
+	tests := []struct {
+		file        string
+		format      Format
+		generation  string
+		recording   Recording
+		devices     []devFact
+		annotations map[AnnotationKind]int
+		diags       []string
+		grads       int
+	}{
+		{
+			file: "hta_ddp_training_gpu_memory.json.gz", format: FormatChromeTrace, generation: "2023", recording: RecordingProfiler,
+			devices:     []devFact{{-1, DeviceCPU, 1240, 0}, {1, DeviceCUDA, 26770, 4_096_614_400}},
+			annotations: map[AnnotationKind]int{AnnotationStep: 5, AnnotationOptStep: 5, AnnotationZeroGrad: 5, AnnotationForward: 5, AnnotationBackward: 5, AnnotationUser: 2020},
+			grads:       2020, // 404 AccumulateGrad per step
+		},
+		{
+			file: "hta_large_integer.json.gz", format: FormatChromeTrace, generation: "2023", recording: RecordingProfiler,
+			annotations: map[AnnotationKind]int{},
+			diags:       []string{"no_memory_events"},
+		},
+		{
+			file: "hta_memory_timeline_categories.raw.json.gz", format: FormatMemoryTimeline, recording: RecordingProfiler,
+			devices:     []devFact{{0, DeviceCUDA, 16_200, 332_060_904}}, // 16,845 rows − 645 PREEXISTING
+			annotations: map[AnnotationKind]int{},
+			diags:       []string{"bytes_only", "memory_timeline"},
+		},
+		{
+			file: "hta_rocm_minitoy_train.json.gz", format: FormatChromeTrace, generation: "2024+", recording: RecordingProfiler,
+			annotations: map[AnnotationKind]int{AnnotationStep: 2, AnnotationOptStep: 1, AnnotationBackward: 1},
+			diags:       []string{"no_memory_events"},
+			grads:       2,
+		},
+		{
+			file: "kineto_resnet50_legacy_v100.json.gz", format: FormatChromeTrace, generation: "2021-legacy", recording: RecordingProfilerStacks,
+			devices:     []devFact{{-1, DeviceCPU, 4618, -1}, {0, DeviceCUDA, 8220, -1}},
+			annotations: map[AnnotationKind]int{AnnotationStep: 6, AnnotationOptStep: 6, AnnotationZeroGrad: 6, AnnotationData: 6, AnnotationBackward: 6},
+			diags:       []string{"bytes_only"},
+			grads:       966,
+		},
+		{
+			file: "tracelens_resnet18_train_cpu_memory_stacks.json.gz", format: FormatChromeTrace, generation: "2024+", recording: RecordingProfilerStacks,
+			devices:     []devFact{{-1, DeviceCPU, 210, 0}},
+			annotations: map[AnnotationKind]int{AnnotationOptStep: 5, AnnotationZeroGrad: 5, AnnotationForward: 5, AnnotationBackward: 5},
+			grads:       310,
+		},
+		{
+			file: "tracelens_rocm_norm_layers.json.gz", format: FormatChromeTrace, generation: "2024+", recording: RecordingProfilerStacks,
+			devices:     []devFact{{-1, DeviceCPU, 60, 0}, {0, DeviceROCm, 415, 665_600}},
+			annotations: map[AnnotationKind]int{AnnotationForward: 6, AnnotationBackward: 3, AnnotationUser: 30},
+			grads:       27,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			s, err := Open(traceFile(t, tc.file), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Source.Format != tc.format || s.Source.Generation != tc.generation || s.Recording != tc.recording {
+				t.Errorf("format, generation, recording = %q, %q, %q; want %q, %q, %q",
+					s.Source.Format, s.Source.Generation, s.Recording, tc.format, tc.generation, tc.recording)
+			}
+			if !s.Source.Gzipped || s.Source.Bytes <= s.Source.FileBytes {
+				t.Errorf("Gzipped %v, Bytes %d, FileBytes %d", s.Source.Gzipped, s.Source.Bytes, s.Source.FileBytes)
+			}
+			if diff := cmp.Diff(tc.devices, deviceFacts(s)); diff != "" {
+				t.Errorf("devices (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.annotations, annotationCounts(s)); diff != "" {
+				t.Errorf("annotations (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.diags, diagKinds(s)); diff != "" {
+				t.Errorf("diagnostic kinds (-want +got):\n%s", diff)
+			}
+			if len(s.GradAccumulations) != tc.grads {
+				t.Errorf("%d grad accumulations, want %d", len(s.GradAccumulations), tc.grads)
+			}
+			checkTraceInvariants(t, s)
+		})
+	}
+}
+
+// checkTraceInvariants checks what every trace read must satisfy.
+func checkTraceInvariants(t *testing.T, s *Snapshot) {
+	t.Helper()
+	for _, d := range s.Devices {
+		for i := range d.Events {
+			e := &d.Events[i]
+			if e.Size <= 0 && e.Action != ActionOOM {
+				t.Fatalf("device %d event %d: size %d", d.ID, i, e.Size)
+			}
+			if i > 0 && e.TimeNS < d.Events[i-1].TimeNS {
+				t.Fatalf("device %d event %d: time goes back", d.ID, i)
+			}
+			if int(e.Stack) >= len(s.Stacks) || int(e.Thread) >= len(s.Threads) || int(e.Meta) >= len(s.Strings) {
+				t.Fatalf("device %d event %d: index out of range: %+v", d.ID, i, *e)
+			}
+		}
+	}
+	for i, st := range s.Stacks {
+		if len(st) > maxTraceStack {
+			t.Fatalf("stack %d has %d frames", i, len(st))
+		}
+		for _, f := range st {
+			if int(f) >= len(s.Frames) {
+				t.Fatalf("stack %d: frame %d out of range", i, f)
+			}
+		}
+	}
+	for i := 1; i < len(s.Annotations); i++ {
+		a := s.Annotations[i]
+		if a.StartNS < s.Annotations[i-1].StartNS || a.EndNS < a.StartNS || int(a.Thread) >= len(s.Threads) {
+			t.Fatalf("annotation %d out of order or range: %+v", i, a)
+		}
+	}
+}
+
+// replay returns Baseline + allocs − frees after the last event at or
+// before end, and the peak over the events in [start, end].
+func replay(d *Device, start, end int64) (atEnd, peak int64) {
+	cur := d.Baseline
+	for _, e := range d.Events {
+		if e.TimeNS > end {
+			break
+		}
+		switch e.Action {
+		case ActionAlloc:
+			cur += e.Size
+		case ActionFreeCompleted:
+			cur -= e.Size
+		}
+		if e.TimeNS >= start {
+			peak = max(peak, cur)
+		}
+	}
+	return cur, peak
+}
+
+// pairs pairs allocs and frees by address, as the analysis will.
+func pairs(d *Device) (paired, orphans, sizeMismatch int) {
+	live := map[uint64]int64{}
+	for _, e := range d.Events {
+		switch e.Action {
+		case ActionAlloc:
+			live[e.Addr] = e.Size
+		case ActionFreeCompleted:
+			sz, ok := live[e.Addr]
+			if !ok {
+				orphans++
+				continue
+			}
+			if sz != e.Size {
+				sizeMismatch++
+			}
+			paired++
+			delete(live, e.Addr)
+		}
+	}
+	return
+}
+
+func TestTraceDDPFacts(t *testing.T) {
+	s, err := Open(traceFile(t, "hta_ddp_training_gpu_memory.json.gz"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu := s.Device(1)
+	if gpu == nil || gpu.Kind != DeviceCUDA || gpu.CapacityBytes != 34_089_730_048 || gpu.Name != "Tesla V100-SXM2-32GB" {
+		t.Fatalf("device 1 = %+v", gpu)
+	}
+	// 14,005 pairs over both devices (13,385 on the GPU), no orphans, no size mismatches.
+	total := 0
+	for _, d := range s.Devices {
+		p, o, m := pairs(d)
+		if o != 0 || m != 0 {
+			t.Errorf("device %d: %d orphans, %d size mismatches", d.ID, o, m)
+		}
+		if d.ID == 1 && p != 13_385 {
+			t.Errorf("GPU pairs = %d, want 13,385", p)
+		}
+		total += p
+	}
+	if total != 14_005 {
+		t.Errorf("pairs = %d, want 14,005", total)
+	}
+	// Reserved is constant.
+	if diff := cmp.Diff([]CounterPoint{{0, 12_782_141_440}}, gpu.Reserved); diff != "" {
+		t.Errorf("reserved (-want +got):\n%s", diff)
+	}
+	// At the end of each of ProfilerStep#2..6 the replay is back to the
+	// baseline of 4,096,614,400 B, and each step peaks at 6,629,508,096 B.
+	var steps []string
+	for _, a := range s.Annotations {
+		if a.Kind != AnnotationStep {
+			continue
+		}
+		steps = append(steps, a.Name)
+		end, peak := replay(gpu, a.StartNS, a.EndNS)
+		if end != 4_096_614_400 || peak != 6_629_508_096 {
+			t.Errorf("%s: allocated at end %d, peak %d; want 4,096,614,400 and 6,629,508,096", a.Name, end, peak)
+		}
+	}
+	if diff := cmp.Diff([]string{"ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5", "ProfilerStep#6"}, steps); diff != "" {
+		t.Errorf("steps (-want +got):\n%s", diff)
+	}
+	// ProfilerStep#2 ends at ts 1669783687384669 + dur 345770 µs.
+	if got := s.Annotations[0].EndNS; got != 1_669_783_687_730_439_000 {
+		t.Errorf("ProfilerStep#2 ends at %d ns", got)
+	}
+	// The autograd thread 785244 is told apart from the main thread 783658.
+	var autograd, other []string
+	for _, th := range s.Threads[1:] {
+		if th.Autograd {
+			autograd = append(autograd, th.TID)
+		} else {
+			other = append(other, th.TID)
+		}
+	}
+	if diff := cmp.Diff([]string{"785244"}, autograd); diff != "" {
+		t.Errorf("autograd threads (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"783658"}, other); diff != "" {
+		t.Errorf("other threads (-want +got):\n%s", diff)
+	}
+	// Memory events carry their thread: 20,380 on the autograd thread.
+	onAutograd := 0
+	for _, d := range s.Devices {
+		for _, e := range d.Events {
+			if s.Threads[e.Thread].TID == "785244" {
+				onAutograd++
+			}
+		}
+	}
+	if onAutograd != 20_380 {
+		t.Errorf("%d memory events on the autograd thread, want 20,380", onAutograd)
+	}
+	// Backward ranges run on the autograd thread, one per step, inside it.
+	for i, a := range s.Annotations {
+		if a.Kind == AnnotationBackward && (s.Threads[a.Thread].TID != "785244" || a.EndNS-a.StartNS < 200e6) {
+			t.Errorf("annotation %d: %+v", i, a)
+		}
+	}
+	// Every GPU event has an owning op and a stack that starts with it.
+	for i, e := range gpu.Events {
+		if e.Meta == 0 || e.Stack == 0 || s.Frames[s.Stacks[e.Stack][0]].Name != s.Strings[e.Meta] {
+			t.Fatalf("event %d: meta %q stack %v", i, s.Strings[e.Meta], s.Stacks[e.Stack])
+		}
+	}
+	for _, g := range s.GradAccumulations {
+		if g.Elements != -1 || s.Threads[g.Thread].TID != "785244" {
+			t.Fatalf("grad accumulation %+v (this trace has no shapes)", g)
+		}
+	}
+}
+
+func TestTraceResNet18GradAccumulations(t *testing.T) {
+	s, err := Open(traceFile(t, "tracelens_resnet18_train_cpu_memory_stacks.json.gz"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No ProfilerStep here: group by Optimizer.step. 62 AccumulateGrad per
+	// step whose first Input Dims sum to 11,689,512 elements (ResNet-18).
+	prev := int64(-1 << 63)
+	steps := 0
+	for _, a := range s.Annotations {
+		if a.Kind != AnnotationOptStep {
+			continue
+		}
+		steps++
+		n, elems := 0, int64(0)
+		for _, g := range s.GradAccumulations {
+			if g.TimeNS > prev && g.TimeNS < a.StartNS {
+				n++
+				elems += g.Elements
+				if g.DType != "c10::BFloat16" || !s.Threads[g.Thread].Autograd {
+					t.Fatalf("grad accumulation %+v", g)
+				}
+			}
+		}
+		if n != 62 || elems != 11_689_512 {
+			t.Errorf("step %d: %d AccumulateGrad, %d elements; want 62, 11,689,512", steps, n, elems)
+		}
+		prev = a.StartNS
+	}
+	if steps != 5 {
+		t.Errorf("%d optimizer steps, want 5", steps)
+	}
+	// with_stack: the allocations have python frames with file and line.
+	cpu := s.Device(-1)
+	withPy := 0
+	for _, e := range cpu.Events {
+		for _, f := range s.StackOf(e.Stack) {
+			if fr := s.Frames[f]; fr.Line > 0 && strings.HasSuffix(fr.Filename, ".py") {
+				withPy++
+				break
+			}
+		}
+	}
+	if withPy == 0 {
+		t.Errorf("no CPU allocation has a python frame")
+	}
+	if !slices.Contains(s.Source.Keys, "with_stack") || !slices.Contains(s.Source.Keys, "profile_memory") {
+		t.Errorf("keys = %v", s.Source.Keys)
+	}
+}
+
+func TestTraceLegacyBytesOnly(t *testing.T) {
+	s, err := Open(traceFile(t, "kineto_resnet50_legacy_v100.json.gz"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The curve works from Bytes alone: net +19,267,840 B on the CPU, 0 on
+	// the GPU over the window (4,110 allocs and 4,110 frees).
+	for _, tc := range []struct {
+		id          int
+		net         int64
+		allocs      int
+		callStacked bool
+	}{{-1, 19_267_840, 2310, true}, {0, 0, 4110, true}} {
+		d := s.Device(tc.id)
+		var net int64
+		allocs, withCS := 0, 0
+		for _, e := range d.Events {
+			if e.Addr != 0 {
+				t.Fatalf("device %d: address %#x in a legacy trace", tc.id, e.Addr)
+			}
+			if e.Action == ActionAlloc {
+				net += e.Size
+				allocs++
+			} else {
+				net -= e.Size
+			}
+			for _, f := range s.StackOf(e.Stack) {
+				if s.Frames[f].Line > 0 {
+					withCS++
+					break
+				}
+			}
+		}
+		if net != tc.net || allocs != tc.allocs {
+			t.Errorf("device %d: net %d, %d allocs; want %d, %d", tc.id, net, allocs, tc.net, tc.allocs)
+		}
+		if withCS == 0 {
+			t.Errorf("device %d: no event has a Call stack frame", tc.id)
+		}
+	}
+	bytesOnly := 0
+	for _, d := range s.Diagnostics {
+		if d.Kind == "bytes_only" {
+			bytesOnly++
+		}
+	}
+	if bytesOnly != 2 {
+		t.Errorf("%d bytes_only diagnostics, want 2", bytesOnly)
+	}
+}
+
+func TestTraceROCmDeviceType6(t *testing.T) {
+	s, err := Open(traceFile(t, "tracelens_rocm_norm_layers.json.gz"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := s.Device(0)
+	if d == nil || d.Kind != DeviceROCm || d.Name != "AMD Instinct MI300X" {
+		t.Fatalf("device 0 = %+v", d)
+	}
+	// Total Reserved changes 4 times; the window ends at 1,852,416 B allocated.
+	if len(d.Reserved) != 4 {
+		t.Errorf("reserved points = %v", d.Reserved)
+	}
+	if end, _ := replay(d, 0, 1<<62); end != 1_852_416 {
+		t.Errorf("allocated at the end = %d, want 1,852,416", end)
+	}
+	if _, orphans, _ := pairs(d); orphans != 0 {
+		t.Errorf("%d orphan frees", orphans)
+	}
+}
+
+func TestTraceMemoryTimelineRaw(t *testing.T) {
+	s, err := Open(traceFile(t, "hta_memory_timeline_categories.raw.json.gz"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := s.Device(0)
+	// Net change per category over the non-PREEXISTING rows.
+	net := map[string]int64{}
+	var total int64
+	for _, e := range d.Events {
+		sz := e.Size
+		if e.Action == ActionFreeCompleted {
+			sz = -sz
+		}
+		net[s.Strings[e.Meta]] += sz
+		total += sz
+	}
+	want := map[string]int64{
+		"category:PARAMETER": 0, "category:OPTIMIZER_STATE": 0, "category:TEMPORARY": 0, "category:AUTOGRAD_DETAIL": 0,
+		"category:ACTIVATION": 128_000, "category:GRADIENT": 107_868_160, "category:UNKNOWN": -107_996_160,
+	}
+	if diff := cmp.Diff(want, net); diff != "" {
+		t.Errorf("net bytes per category (-want +got):\n%s", diff)
+	}
+	if total != 0 || d.Baseline != 332_060_904 {
+		t.Errorf("net %d, baseline %d", total, d.Baseline)
+	}
+	if first, last := d.Events[0].TimeNS, d.Events[len(d.Events)-1].TimeNS; first != 1_696_966_047_096_061_874 || last != 1_696_966_048_083_248_105 {
+		t.Errorf("times %d..%d", first, last)
+	}
+}

@@ -1,0 +1,139 @@
+package snapshot
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+)
+
+// This file reads the raw export of torch.profiler's export_memory_timeline
+// ("….raw.json.gz"): a JSON array of [t_ns, action, ±bytes, category] rows
+// written by torch/profiler/_memory_profiler.py (chrome-trace.md §2.1). It is
+// not a chrome trace, but it is the one file that carries PyTorch's own
+// memory categories, so it is read into the model: one device, no addresses.
+
+// Actions of a memory timeline row (torch.profiler._memory_profiler.Action).
+const (
+	mtPreexisting      = 1
+	mtCreate           = 2
+	mtIncrementVersion = 3
+	mtDestroy          = 4
+)
+
+// memoryTimelineCategories are the category indices of the raw export
+// (_CATEGORY_TO_INDEX: the order of _CATEGORY_TO_COLORS; 7 is None).
+var memoryTimelineCategories = [...]string{
+	"PARAMETER", "OPTIMIZER_STATE", "INPUT", "TEMPORARY", "ACTIVATION", "GRADIENT", "AUTOGRAD_DETAIL", "UNKNOWN",
+}
+
+type mtRow struct {
+	t, bytes int64
+	action   int64
+	cat      uint32 // interned "category:…" string
+}
+
+// readMemoryTimeline reads the rows of a top-level array whose '[' was
+// consumed. PREEXISTING rows (t = −1) become the device Baseline; CREATE and
+// DESTROY become alloc and free events; INCREMENT_VERSION's −n/+n pair
+// becomes a free and an alloc of the same size (the category changes, the
+// total does not). Each event's Meta is "category:NAME".
+func (tr *traceReader) readMemoryTimeline() (*Snapshot, error) {
+	src := tr.src
+	src.Format = FormatMemoryTimeline
+	b := NewBuilder(src)
+	s := b.Snap
+	s.Recording = RecordingProfiler
+	dec := tr.dec
+	var rows []mtRow
+	var baseline int64
+	catIDs := map[int64]uint32{}
+	var vals [4]int64
+	badActions := 0
+	for row := 0; ; row++ {
+		k := dec.PeekKind()
+		if k == ']' {
+			break
+		}
+		off := tr.offset()
+		if k != '[' {
+			if k == 0 {
+				_, err := dec.ReadToken()
+				return nil, tr.wrap(err)
+			}
+			return nil, tr.errAt(off, "not a chrome trace or memory timeline: row %d is %s, not a [t, action, bytes, category] array", row, jsonKindName(k))
+		}
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, tr.wrap(err)
+		}
+		n := 0
+		for {
+			k := dec.PeekKind()
+			if k == ']' {
+				break
+			}
+			v, err := dec.ReadValue()
+			if err != nil {
+				return nil, tr.wrap(err)
+			}
+			if n < len(vals) {
+				x, ok := parseIntLenient(v)
+				if !ok {
+					return nil, tr.errAt(tr.offset(), "memory timeline row %d: field %d is not an integer", row, n)
+				}
+				vals[n] = x
+			}
+			n++
+		}
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, tr.wrap(err)
+		}
+		if n < 4 {
+			return nil, tr.errAt(off, "memory timeline row %d has %d fields, not [t, action, bytes, category]", row, n)
+		}
+		t, action, nbytes, cat := vals[0], vals[1], vals[2], vals[3]
+		id, ok := catIDs[cat]
+		if !ok {
+			name := "category:" + strconv.FormatInt(cat, 10)
+			if cat >= 0 && cat < int64(len(memoryTimelineCategories)) {
+				name = "category:" + memoryTimelineCategories[cat]
+			}
+			id = b.String(name)
+			catIDs[cat] = id
+		}
+		switch action {
+		case mtPreexisting:
+			baseline += nbytes
+		case mtCreate, mtDestroy, mtIncrementVersion:
+			if nbytes != 0 {
+				rows = append(rows, mtRow{t: t, bytes: nbytes, action: action, cat: id})
+			}
+		default:
+			badActions++
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, tr.wrap(err)
+	}
+	if err := tr.checkEOF(); err != nil {
+		return nil, err
+	}
+	s.Source.Bytes = tr.san.n + tr.skip
+	slices.SortStableFunc(rows, func(x, y mtRow) int { return cmp.Compare(x.t, y.t) })
+	d := b.Device(0, DeviceCUDA)
+	d.Baseline = baseline
+	d.Events = make([]Event, 0, len(rows))
+	for _, r := range rows {
+		e := Event{TimeNS: r.t, Meta: r.cat, Action: ActionAlloc, Size: r.bytes}
+		if r.bytes < 0 {
+			e.Action, e.Size = ActionFreeCompleted, -r.bytes
+		}
+		d.Events = append(d.Events, e)
+	}
+	s.Diag("memory_timeline", 0, "a torch.profiler export_memory_timeline raw file, not a chrome trace: one device (assumed cuda:0), events carry PyTorch's categories as Meta \"category:…\"; PREEXISTING rows are the baseline")
+	s.Diag("bytes_only", 0, "device 0: the memory timeline has no addresses: the curve and categories are right but block lifetimes are unknown")
+	if badActions > 0 {
+		s.Diag("bad_memory_events", 0, fmt.Sprintf("%d rows with an unknown action were skipped", badActions))
+	}
+	return s, nil
+}
