@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -185,10 +186,15 @@ func (m *vm) readLine(what string) (string, error) {
 }
 
 func (m *vm) uint(n int, what string) (uint64, error) {
-	b, err := m.readN(int64(n), what)
+	b, err := m.r.Peek(n)
 	if err != nil {
-		return 0, err
+		k := len(b)
+		m.r.Discard(k)
+		m.off += int64(k)
+		return 0, m.readErr(io.ErrUnexpectedEOF, what)
 	}
+	m.r.Discard(n)
+	m.off += int64(n)
 	switch n {
 	case 1:
 		return uint64(b[0]), nil
@@ -314,10 +320,12 @@ func (m *vm) replaceMemo(memo int, v value) {
 }
 
 // refused are the opcodes that import or call code. No snapshot has one.
-var refused = map[byte]bool{
-	'c': true, 0x93: true, 'R': true, 'i': true, 'o': true, 0x81: true, 0x92: true, 'b': true,
-	'P': true, 'Q': true, 0x82: true, 0x83: true, 0x84: true, 0x97: true, 0x98: true,
-}
+var refused = func() (r [256]bool) {
+	for _, op := range []byte{'c', 0x93, 'R', 'i', 'o', 0x81, 0x92, 'b', 'P', 'Q', 0x82, 0x83, 0x84, 0x97, 0x98} {
+		r[op] = true
+	}
+	return r
+}()
 
 // run executes opcodes until STOP and returns the result.
 func (m *vm) run() (value, error) {
@@ -434,7 +442,14 @@ func (m *vm) step(op byte) error {
 	case 'I', 'L', 'F':
 		return m.textNumber(op)
 	case 0x8c, 'X', 0x8d: // SHORT_BINUNICODE, BINUNICODE, BINUNICODE8
-		n, err := m.uint(map[byte]int{0x8c: 1, 'X': 4, 0x8d: 8}[op], opName(op))
+		w := 1
+		switch op {
+		case 'X':
+			w = 4
+		case 0x8d:
+			w = 8
+		}
+		n, err := m.uint(w, opName(op))
 		if err != nil {
 			return err
 		}
@@ -444,7 +459,13 @@ func (m *vm) step(op byte) error {
 		}
 		m.push(value{k: kStr, s: s})
 	case 'U', 'T', 'C', 'B', 0x8e, 0x96: // byte strings
-		w := map[byte]int{'U': 1, 'T': 4, 'C': 1, 'B': 4, 0x8e: 8, 0x96: 8}[op]
+		w := 1
+		switch op {
+		case 'T', 'B':
+			w = 4
+		case 0x8e, 0x96:
+			w = 8
+		}
 		n, err := m.uint(w, opName(op))
 		if err != nil {
 			return err
@@ -577,6 +598,8 @@ func (m *vm) step(op byte) error {
 			return m.fail("SETITEMS on a %s, not a dict", kindName(t.k))
 		}
 		d := t.p.(*pdict)
+		d.keys = slices.Grow(d.keys, len(items)/2)
+		d.vals = slices.Grow(d.vals, len(items)/2)
 		for i := 0; i < len(items); i += 2 {
 			d.keys = append(d.keys, items[i])
 			d.vals = append(d.vals, items[i+1])

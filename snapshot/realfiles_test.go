@@ -206,7 +206,7 @@ func findRealSnapshots(t *testing.T) string {
 	}
 	wd, err := os.Getwd()
 	if err != nil {
-		t.Skipf("real snapshots not found: %v", err)
+		requireOrSkip(t, "real snapshots not found: %v", err)
 	}
 	for d := wd; ; d = filepath.Dir(d) {
 		cand := filepath.Join(d, "shared", "snapshots")
@@ -217,7 +217,7 @@ func findRealSnapshots(t *testing.T) string {
 			break
 		}
 	}
-	t.Skipf("real snapshots not found: no shared/snapshots/MANIFEST.json above %s (set TORCHMEM_SNAPSHOTS)", wd)
+	requireOrSkip(t, "real snapshots not found: no shared/snapshots/MANIFEST.json above %s (set TORCHMEM_SNAPSHOTS)", wd)
 	return ""
 }
 
@@ -510,4 +510,14 @@ var realSnapshotFacts = []fileFacts{
 		HasSettings: true, ExpandableSegments: false,
 		Frames: 511, MaxLine: 1790, UnknownLineFrames: 0, FramesSHA256: "70aa1148f9efb6ab",
 	},
+}
+
+// requireOrSkip skips when the real files are absent, or fails when
+// TORCHMEM_REQUIRE_SHARED is set (as .ci/run does).
+func requireOrSkip(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("TORCHMEM_REQUIRE_SHARED") != "" {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
 }

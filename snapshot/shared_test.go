@@ -14,7 +14,7 @@ func sharedDir(t testing.TB, sub string) string {
 	_, here, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(here), "..", "..", "shared", sub)
 	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("%s not found: the real files live in ../shared beside the repository", dir)
+		missingShared(t, "%s not found: the real files live in ../shared beside the repository", dir)
 	}
 	return dir
 }
@@ -31,4 +31,14 @@ func realSnapshots(t testing.TB) []string {
 		t.Fatalf("no snapshots in %s", dir)
 	}
 	return out
+}
+
+// missingShared skips a test whose real files are absent, or fails it when
+// TORCHMEM_REQUIRE_SHARED is set (as .ci/run does), so CI never skips silently.
+func missingShared(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("TORCHMEM_REQUIRE_SHARED") != "" {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
 }

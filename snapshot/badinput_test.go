@@ -1,0 +1,98 @@
+package snapshot
+
+import (
+	"bytes"
+	"errors"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// checkBadInput requires a one-line *Error naming the file, and no panic.
+func checkBadInput(t *testing.T, name string, data []byte) *Error {
+	t.Helper()
+	s, err := Read(bytes.NewReader(data), name, int64(len(data)), Options{})
+	if err == nil {
+		t.Fatalf("%s (%d bytes): decoded without error: %d devices", name, len(data), len(s.Devices))
+	}
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("%s: error %T is not an *Error: %v", name, err, err)
+	}
+	msg := err.Error()
+	if strings.ContainsAny(msg, "\n\r") || !strings.HasPrefix(msg, name+": ") {
+		t.Fatalf("%s: error is not one line naming the file: %q", name, msg)
+	}
+	return e
+}
+
+func TestBadInputSmall(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	random := make([]byte, 4096)
+	rng.Read(random)
+	pickleNoise := append([]byte{0x80, 0x04}, random...)
+	cases := []struct {
+		name, data, want string
+	}{
+		{"empty.pickle", "", "empty file"},
+		{"random.bin", string(random), "not a PyTorch memory snapshot"},
+		{"noise.pickle", string(pickleNoise), ""},
+		{"proto9.pickle", "\x80\x09}.", "unsupported pickle protocol 9"},
+		{"int.pickle", "\x80\x04K\x05.", "not a PyTorch memory snapshot"},
+		{"dict.pickle", "\x80\x04}\x94\x8c\x01a\x94K\x01s.", "without segments or device_traces"},
+		{"nostop.pickle", "\x80\x04}", "truncated pickle"},
+		{"html.html", "<!DOCTYPE html><p>hello</p>", "HTML without an embedded snapshot"},
+		{"opcode.pickle", "\x80\x04\xff", "unknown opcode 0xff"},
+		{"badmemo.pickle", "\x80\x04h\x07.", "memo entry 7, which was never stored"},
+		{"oddset.pickle", "\x80\x04}(K\x01u.", "odd number"},
+		{"long.pickle", "\x80\x04\x8b\x00\x00\x10\x00", "LONG4 integer of 1048576 bytes"},
+		{"hugestr.pickle", "\x80\x04X\xff\xff\xff\xff", "over the limit"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := checkBadInput(t, c.name, []byte(c.data))
+			if c.want != "" && !strings.Contains(e.Msg, c.want) {
+				t.Errorf("error %q does not say %q", e, c.want)
+			}
+		})
+	}
+}
+
+// TestNestedMarks: 100,000 nested MARKs stop at the depth limit.
+func TestNestedMarks(t *testing.T) {
+	data := append([]byte{0x80, 0x04}, bytes.Repeat([]byte{'('}, 100000)...)
+	e := checkBadInput(t, "marks.pickle", data)
+	if !strings.Contains(e.Msg, "nested MARKs") || e.Offset != 2+int64(DefaultMaxDepth) {
+		t.Errorf("got %v", e)
+	}
+}
+
+// TestTruncatedRealSnapshots cuts real snapshots and requires a clean
+// "truncated" error at an offset within the cut: every cut of the small
+// files, evenly spaced cuts of the others.
+func TestTruncatedRealSnapshots(t *testing.T) {
+	for _, path := range realSnapshots(t) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		step := 1
+		switch {
+		case len(data) > 100_000:
+			step = len(data)/40 + 1
+		case len(data) > 2000:
+			step = len(data)/400 + 1
+		}
+		name := filepath.Base(path)
+		t.Run(name, func(t *testing.T) {
+			for cut := 1; cut < len(data); cut += step {
+				e := checkBadInput(t, name, data[:cut])
+				if !strings.Contains(e.Msg, "truncated") || e.Offset > int64(cut) || e.Offset < 0 {
+					t.Fatalf("cut at %d: %v", cut, e)
+				}
+			}
+		})
+	}
+}
