@@ -56,7 +56,12 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 			if d.PrivatePools > 0 {
 				seg += fmt.Sprintf(", %d in private pools", d.PrivatePools)
 			}
-			p.f("    segments  %s: reserved %s, allocated %s, active %s\n", seg, Bytes(d.ReservedBytes), Bytes(d.AllocatedBytes), Bytes(d.ActiveBytes))
+			reserved := "reserved " + Bytes(d.ReservedBytes)
+			if d.Expandable == d.Segments {
+				// Expandable segments report their virtual range, mapped or not.
+				reserved = "virtual size " + Bytes(d.ReservedBytes)
+			}
+			p.f("    segments  %s: %s, allocated %s, active %s\n", seg, reserved, Bytes(d.AllocatedBytes), Bytes(d.ActiveBytes))
 			p.f("    blocks    %s\n", countsLine(d.Blocks))
 		} else if d.ReservedBytes > 0 {
 			p.f("    reserved  %s (last Total Reserved)\n", Bytes(d.ReservedBytes))

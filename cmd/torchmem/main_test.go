@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// repoRoot is the repository root, from this file's location.
+func repoRoot() string {
+	_, here, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(here), "..", "..")
+}
+
+// shared returns ../shared/<sub>/<name>, skipping (or failing under
+// TORCHMEM_REQUIRE_SHARED) when it is absent.
+func shared(t *testing.T, sub, name string) string {
+	t.Helper()
+	p := filepath.Join(repoRoot(), "..", "shared", sub, name)
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("TORCHMEM_REQUIRE_SHARED") != "" {
+			t.Fatalf("%s missing", p)
+		}
+		t.Skipf("%s missing", p)
+	}
+	return p
+}
+
+// runCLI runs torchmem in-process and returns exit code, stdout, stderr.
+func runCLI(stdin []byte, args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(args, bytes.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// golden compares got with testdata/golden/name, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join(repoRoot(), "testdata", "golden", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./cmd/torchmem -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the golden file (go test ./cmd/torchmem -update rewrites it)\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
+	}
+}
+
+func TestBadInputExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	demo, err := os.ReadFile(filepath.Join(repoRoot(), "testdata", "demo", "oom_snapshot.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		want string // in the one-line error
+	}{
+		{"empty", []string{"info", write("empty.pickle", nil)}, "empty.pickle: empty file"},
+		{"truncated", []string{"info", write("cut.pickle", demo[:len(demo)/2])}, "truncated pickle"},
+		{"random", []string{"info", write("random.bin", []byte("\x01\x02garbage\x00"))}, "not a PyTorch memory snapshot"},
+		{"global", []string{"info", write("evil.pickle", []byte("\x80\x04cos\nsystem\n."))}, "refusing pickle opcode GLOBAL (0x63): it would import or call code, and snapshots never need that at byte offset 2"},
+		{"missing", []string{"info", filepath.Join(dir, "nope.pickle")}, "nope.pickle: no such file or directory"},
+		{"directory", []string{"info", dir}, "is a directory"},
+		{"bad format", []string{"info", "--format", "yaml", "x"}, `--format "yaml"`},
+		{"no args", []string{"info"}, "requires at least 1 arg"},
+		{"unknown flag", []string{"info", "--bogus"}, "unknown flag: --bogus"},
+		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"max input", []string{"--max-input-bytes", "1KiB", "info", write("demo.pickle", demo)}, "past the limit of 1024 bytes"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(nil, c.args...)
+			if code != exitInput {
+				t.Errorf("exit %d, want %d; stderr %q", code, exitInput, stderr)
+			}
+			first := strings.SplitN(stderr, "\n", 2)[0]
+			if !strings.HasPrefix(first, "torchmem: ") || !strings.Contains(first, c.want) {
+				t.Errorf("stderr %q, want one line with %q", stderr, c.want)
+			}
+			if strings.Contains(stderr, "goroutine") || stdout != "" {
+				t.Errorf("unexpected output: stdout %q stderr %q", stdout, stderr)
+			}
+		})
+	}
+}
+
+func TestInfoGolden(t *testing.T) {
+	demo := filepath.Join(repoRoot(), "testdata", "demo", "oom_snapshot.pickle")
+	cases := []struct {
+		golden string
+		args   []string
+	}{
+		{"info/demo.txt", []string{"info", demo}},
+		{"info/demo.json", []string{"info", "--format", "json", demo}},
+		{"info/nesta_oom.txt", []string{"info", shared(t, "snapshots", "genC_torch2.2_nesta_OOM_pickle_named_json.pickle")}},
+		{"info/constructorsun_oom.txt", []string{"info", shared(t, "snapshots", "genF_torch2.8_constructorsun_OOM_expandable_3dev.pickle")}},
+		{"info/yiyi_2.0.txt", []string{"info", shared(t, "snapshots", "genA_torch2.0_yiyi_oom_snapshot.pickle")}},
+		{"info/muduard_segment_list.txt", []string{"info", shared(t, "snapshots", "segments_list_memory_snapshot_muduard.pkl")}},
+	}
+	for _, c := range cases {
+		t.Run(c.golden, func(t *testing.T) {
+			code, out, stderr := runCLI(nil, c.args...)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			// Paths differ between machines: keep only the base name.
+			out = strings.ReplaceAll(out, filepath.Dir(c.args[len(c.args)-1])+string(filepath.Separator), "")
+			golden(t, c.golden, out)
+		})
+	}
+}
+
+func TestInfoStdin(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot(), "testdata", "demo", "oom_snapshot.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(data, "info", "-")
+	if code != exitOK || !strings.HasPrefix(out, "-\n") || !strings.Contains(out, "OOM         device 0, entry 921: requested 1.5 GiB with 910 MiB free") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+}
+
+// TestDemoFileMatchesGenerator keeps the shipped demo snapshot in step with
+// the simulator that made it (make demo-file rewrites it).
+func TestDemoFileMatchesGenerator(t *testing.T) {
+	want, err := os.ReadFile(filepath.Join(repoRoot(), "testdata", "demo", "oom_snapshot.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, got, stderr := runCLI(nil, "gen", "demo")
+	if code != exitOK || got != string(want) {
+		t.Errorf("gen demo (exit %d, %s) differs from testdata/demo/oom_snapshot.pickle: run make demo-file", code, stderr)
+	}
+}
+
+func TestHelpHasExamples(t *testing.T) {
+	root := newRootCmd(&globals{})
+	for _, c := range root.Commands() {
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
+			continue
+		}
+		if c.Example == "" {
+			t.Errorf("torchmem %s has no examples in its help", c.Name())
+		}
+	}
+	code, out, _ := runCLI(nil, "completion", "bash")
+	if code != exitOK || !strings.Contains(out, "torchmem") {
+		t.Errorf("shell completion: exit %d", code)
+	}
+}
