@@ -31,7 +31,3 @@ func IsInputError(err error) bool {
 	var e *Error
 	return errors.As(err, &e)
 }
-
-func errorf(path string, off int64, format string, args ...any) *Error {
-	return &Error{Path: path, Offset: off, Msg: fmt.Sprintf(format, args...)}
-}
