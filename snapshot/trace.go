@@ -21,13 +21,14 @@ import (
 // export_memory_timeline (a JSON array of [t_ns, action, bytes, category]).
 func readChromeTrace(in *bufio.Reader, src Source, opts Options) (s *Snapshot, err error) {
 	opts = opts.withDefaults()
-	tr := newTraceReader(in, src, opts)
+	var tr *traceReader
 	defer func() {
 		if r := recover(); r != nil {
 			s = nil
 			err = &Error{Path: src.Path, Offset: tr.offset(), Msg: oneLine(fmt.Sprintf("malformed chrome trace (reader failure: %v)", r))}
 		}
 	}()
+	tr = newTraceReader(in, src, opts)
 	return tr.read()
 }
 
@@ -130,6 +131,7 @@ type traceReader struct {
 	threadName map[string]string // pid\x00tid → thread_name
 	mem        []memRec
 	devKeys    []devKey
+	devIdx     map[devKey]int32
 	grads      []gradRec
 
 	keys        []string
@@ -141,8 +143,8 @@ type traceReader struct {
 	devProps    map[int64]devProp
 
 	// fingerprints
-	legacyCats, memNoCat, profEvIdx, asyncCPU2GPU, recordFnID, hasPython bool
-	badTimes, badMem, zeroBytes                                          int
+	legacyCats, memNoCat, profEvIdx, asyncCPU2GPU, recordFnID, evIdx, modernFlows, memAddr, hasPython bool
+	badTimes, badMem, zeroBytes                                                                       int
 }
 
 type devProp struct {
@@ -159,6 +161,7 @@ func newTraceReader(in *bufio.Reader, src Source, opts Options) *traceReader {
 		threadIdx:  make(map[string]int32),
 		threadName: make(map[string]string),
 		devProps:   make(map[int64]devProp),
+		devIdx:     make(map[devKey]int32),
 	}
 	if head, _ := in.Peek(3); len(head) == 3 && head[0] == 0xef && head[1] == 0xbb && head[2] == 0xbf {
 		in.Discard(3)
@@ -175,6 +178,18 @@ func (tr *traceReader) offset() int64 {
 		return -1
 	}
 	return tr.dec.InputOffset() + tr.skip
+}
+
+// nextOffset is the input offset of the next value (after a PeekKind).
+func (tr *traceReader) nextOffset() int64 {
+	off := tr.offset()
+	for _, c := range tr.dec.UnreadBuffer() {
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != ':' && c != ',' {
+			break
+		}
+		off++
+	}
+	return off
 }
 
 // errAt makes an *Error at a byte offset of the decompressed input.
@@ -245,7 +260,7 @@ func (tr *traceReader) read() (*Snapshot, error) {
 			_, err := tr.dec.ReadToken()
 			return nil, tr.wrap(err)
 		default:
-			return nil, tr.errAt(tr.offset(), "a JSON array of %s, not of chrome trace events", jsonKindName(k))
+			return nil, tr.errAt(tr.nextOffset(), "a JSON array of %s, not of chrome trace events", jsonKindName(k))
 		}
 	case 0:
 		_, err := tr.dec.ReadToken()
@@ -261,12 +276,13 @@ func (tr *traceReader) read() (*Snapshot, error) {
 
 // checkEOF fails on data after the top-level value.
 func (tr *traceReader) checkEOF() error {
+	off := tr.nextOffset()
 	_, err := tr.dec.ReadToken()
 	if err == io.EOF {
 		return nil
 	}
 	if err == nil {
-		return tr.errAt(tr.offset(), "invalid chrome trace JSON: data after the top-level value")
+		return tr.errAt(off, "invalid chrome trace JSON: data after the top-level value")
 	}
 	return tr.wrap(err)
 }
@@ -320,8 +336,9 @@ func (tr *traceReader) readTopObject() error {
 		}
 		switch name {
 		case "traceEvents":
-			valOff := tr.offset()
-			if k := dec.PeekKind(); k != '[' {
+			k := dec.PeekKind()
+			valOff := tr.nextOffset()
+			if k != '[' {
 				if k == 0 {
 					_, err := dec.ReadValue()
 					return tr.wrap(err)
@@ -494,7 +511,7 @@ func (tr *traceReader) readEvents(where string) error {
 			_, err := dec.ReadToken()
 			return tr.wrap(err)
 		default:
-			return tr.errAt(tr.offset(), "not a chrome trace: element %d of %s is %s, not an event object", i, where, jsonKindName(k))
+			return tr.errAt(tr.nextOffset(), "not a chrome trace: element %d of %s is %s, not an event object", i, where, jsonKindName(k))
 		}
 	}
 }
@@ -653,6 +670,8 @@ func (tr *traceReader) readArgs() error {
 			tr.profEvIdx = true
 		case `"Record function id"`:
 			tr.recordFnID = true
+		case `"Ev Idx"`:
+			tr.evIdx = true
 		}
 		if dst == nil {
 			if err := dec.SkipValue(); err != nil {
@@ -705,6 +724,8 @@ func (tr *traceReader) record() {
 			tr.legacyCats = true
 		case "async_cpu_to_gpu":
 			tr.asyncCPU2GPU = true
+		case "ac2g", "fwdbwd":
+			tr.modernFlows = true
 		}
 	}
 	if len(ph) != 1 {
@@ -809,6 +830,7 @@ func (tr *traceReader) recordMem(oom bool) {
 		if a, ok := parseUintLenient(tr.bytesOf(ev.addr)); ok {
 			m.addr = a
 			m.flags |= memHasAddr
+			tr.memAddr = true
 		}
 	}
 	if v, ok := parseIntLenient(tr.bytesOf(ev.ta)); ok {
@@ -823,16 +845,12 @@ func (tr *traceReader) recordMem(oom bool) {
 	if typ == 0 {
 		k.id = -1
 	}
-	m.dev = -1
-	for i, dk := range tr.devKeys {
-		if dk == k {
-			m.dev = int32(i)
-			break
-		}
-	}
-	if m.dev < 0 {
+	if di, ok := tr.devIdx[k]; ok {
+		m.dev = di
+	} else {
 		m.dev = int32(len(tr.devKeys))
 		tr.devKeys = append(tr.devKeys, k)
+		tr.devIdx[k] = m.dev
 	}
 	idx := int32(len(tr.mem))
 	tr.mem = append(tr.mem, m)

@@ -72,12 +72,16 @@ const (
 type openSpan struct {
 	i     int32 // index into the thread's spans
 	end   int64 // end used for nesting (clamped to the parent's)
+	op    int32 // innermost open op (not python) at or below this one, −1 if none
+	cs    int32 // innermost legacy Call stack at or below this one, −1 if none
 	flags uint8
 }
 
 type timeRange struct{ start, end int64 }
 
-// generation names the trace era from the fingerprints of chrome-trace.md §1.9.
+// generation names the trace era from the fingerprints of chrome-trace.md
+// §1.9: "2021-legacy", "2022", "2023", "2024+", or "unknown" when the file
+// has none of them.
 func (tr *traceReader) generation() string {
 	switch {
 	case tr.hasBase || tr.recordFnID:
@@ -86,8 +90,10 @@ func (tr *traceReader) generation() string {
 		return "2021-legacy"
 	case tr.profEvIdx || tr.asyncCPU2GPU:
 		return "2022"
+	case tr.evIdx || tr.modernFlows || tr.memAddr:
+		return "2023"
 	}
-	return "2023"
+	return "unknown"
 }
 
 // abs converts a time relative to baseTimeNanoseconds to the file's clock.
@@ -410,7 +416,17 @@ func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns
 		if flags&openForward != 0 {
 			nForward++
 		}
-		open = append(open, openSpan{i: int32(i), end: end, flags: flags})
+		o := openSpan{i: int32(i), end: end, op: -1, cs: sp.callStack, flags: flags}
+		if len(open) > 0 {
+			o.op, o.cs = open[len(open)-1].op, open[len(open)-1].cs
+			if sp.callStack >= 0 {
+				o.cs = sp.callStack
+			}
+		}
+		if sp.kind != spanPython {
+			o.op = int32(i)
+		}
+		open = append(open, o)
 		version++
 	}
 
@@ -440,27 +456,16 @@ func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns
 // the legacy Call stack of the innermost op that has one; and the innermost
 // op's name.
 func (sw *sweeper) stack(spans []opSpan, open []openSpan) (StackID, uint32) {
-	fs := sw.frames[:0]
-	var meta uint32
-	metaSet := false
-	cs := int32(-1)
-	for k := len(open) - 1; k >= 0; k-- {
-		sp := &spans[open[k].i]
-		if len(fs) < maxTraceStack {
-			fs = append(fs, sw.frame(sp))
-		}
-		if !metaSet && sp.kind != spanPython {
-			meta, metaSet = sw.meta(sp.name), true
-		}
-		if cs < 0 && sp.callStack >= 0 {
-			cs = sp.callStack
-		}
-		if len(fs) >= maxTraceStack && metaSet {
-			break
-		}
+	if len(open) == 0 {
+		return 0, 0
 	}
-	if cs >= 0 {
-		for _, f := range sw.callStack(cs) {
+	fs := sw.frames[:0]
+	for k := len(open) - 1; k >= 0 && len(fs) < maxTraceStack; k-- {
+		fs = append(fs, sw.frame(&spans[open[k].i]))
+	}
+	top := open[len(open)-1]
+	if top.cs >= 0 {
+		for _, f := range sw.callStack(top.cs) {
 			if len(fs) >= maxTraceStack {
 				break
 			}
@@ -468,6 +473,10 @@ func (sw *sweeper) stack(spans []opSpan, open []openSpan) (StackID, uint32) {
 		}
 	}
 	sw.frames = fs
+	var meta uint32
+	if top.op >= 0 {
+		meta = sw.meta(spans[top.op].name)
+	}
 	return sw.b.Stack(fs), meta
 }
 
@@ -497,7 +506,8 @@ func (tr *traceReader) buildDevices(b *Builder, tmap []uint16, stacks []StackID,
 	for _, id := range ids {
 		g := groups[id]
 		slices.SortStableFunc(g.recs, func(x, y int32) int { return cmp.Compare(tr.mem[x].ts, tr.mem[y].ts) })
-		d := b.Device(id, g.kind)
+		d := &Device{ID: id, Kind: g.kind, Baseline: -1} // ids are sorted: no Builder.Device lookups
+		s.Devices = append(s.Devices, d)
 		if g.kind != DeviceCPU {
 			if p, ok := tr.devProps[int64(id)]; ok {
 				d.Name, d.CapacityBytes = p.name, p.mem

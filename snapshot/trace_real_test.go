@@ -65,7 +65,7 @@ func TestTraceRealFiles(t *testing.T) {
 			grads:       2020, // 404 AccumulateGrad per step
 		},
 		{
-			file: "hta_large_integer.json.gz", format: FormatChromeTrace, generation: "2023", recording: RecordingProfiler,
+			file: "hta_large_integer.json.gz", format: FormatChromeTrace, generation: "unknown", recording: RecordingProfiler,
 			annotations: map[AnnotationKind]int{},
 			diags:       []string{"no_memory_events"},
 		},

@@ -55,7 +55,7 @@ func (tr *traceReader) readMemoryTimeline() (*Snapshot, error) {
 		if k == ']' {
 			break
 		}
-		off := tr.offset()
+		off := tr.nextOffset()
 		if k != '[' {
 			if k == 0 {
 				_, err := dec.ReadToken()
@@ -79,7 +79,7 @@ func (tr *traceReader) readMemoryTimeline() (*Snapshot, error) {
 			if n < len(vals) {
 				x, ok := parseIntLenient(v)
 				if !ok {
-					return nil, tr.errAt(tr.offset(), "memory timeline row %d: field %d is not an integer", row, n)
+					return nil, tr.errAt(tr.offset()-int64(len(v)), "memory timeline row %d: field %d is not an integer", row, n)
 				}
 				vals[n] = x
 			}

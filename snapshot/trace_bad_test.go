@@ -1,0 +1,137 @@
+package snapshot
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"testing"
+)
+
+// wantInputError checks that err is a one-line *Error naming path, with a
+// message containing want.
+func wantInputError(t *testing.T, err error, path, want string) *Error {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T), want *Error", err, err)
+	}
+	msg := err.Error()
+	if strings.ContainsAny(msg, "\r\n") {
+		t.Errorf("error has a line break: %q", msg)
+	}
+	if !strings.Contains(msg, path) {
+		t.Errorf("error %q does not name %q", msg, path)
+	}
+	if !strings.Contains(msg, want) {
+		t.Errorf("error %q does not contain %q", msg, want)
+	}
+	return e
+}
+
+func TestTraceBadInput(t *testing.T) {
+	deep := `{"traceEvents": [{"ph": "X", "args": {"a": ` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}]}`
+	tests := []struct {
+		name   string
+		in     string
+		opts   Options
+		want   string
+		offset int64 // −2: do not check
+	}{
+		{"empty", "", Options{}, "empty", 0},
+		{"spaces", "   \n", Options{}, "not a PyTorch memory snapshot", 0},
+		{"not JSON", "{not json}", Options{}, "invalid chrome trace JSON", -2},
+		{"open brace", "{", Options{}, "unexpected end of JSON input", 1},
+		{"empty object", "{}", Options{}, "no traceEvents", 0},
+		{"traceEvents number", `{"traceEvents": 5}`, Options{}, "traceEvents is a number, not an array", 16},
+		{"traceEvents object", `{"schemaVersion": 1, "traceEvents": {"a": 1}}`, Options{}, "traceEvents is an object", -2},
+		{"event not an object", `{"traceEvents": [{"ph": "X"}, 2]}`, Options{}, "element 1 of traceEvents is a number", 30},
+		{"snapshot as JSON", `{"segments": [], "device_traces": [[]]}`, Options{}, "memory snapshot as JSON", 0},
+		{"other object", `{"username": "x", "token": "SECRET"}`, Options{}, `no traceEvents (keys: "username", "token")`, 0},
+		{"array of numbers", `[1, 2, 3]`, Options{}, "a JSON array of a number", 1},
+		{"string", `["a"]`, Options{}, "a JSON array of a string", -2},
+		{"short timeline row", `[[1, 2]]`, Options{}, "row 0 has 2 fields", 1},
+		{"timeline row of strings", `[[-1, 1, 5, 7], ["a", 1, 2, 3]]`, Options{}, "row 1: field 0 is not an integer", 17},
+		{"trailing data", `{"traceEvents": []} {}`, Options{}, "data after the top-level value", 20},
+		{"trailing comma", `{"traceEvents": [],}`, Options{}, "invalid chrome trace JSON", -2},
+		{"truncated string", `{"traceEvents": [{"name": "aten::`, Options{}, "unexpected end of JSON input", -2},
+		{"too deep", deep, Options{}, "nested deeper than 10000", 10039},
+		{"too deep for MaxDepth", `{"traceEvents": [{"args": {"a": [[1]]}}]}`, Options{MaxDepth: 4}, "nested deeper than 4", 32},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Read(strings.NewReader(tc.in), "bad.json", int64(len(tc.in)), tc.opts)
+			if err == nil {
+				t.Fatalf("no error; snapshot %+v", s.Source)
+			}
+			e := wantInputError(t, err, "bad.json", tc.want)
+			if tc.offset != -2 && e.Offset != tc.offset {
+				t.Errorf("offset %d, want %d (%v)", e.Offset, tc.offset, err)
+			}
+			if strings.Contains(err.Error(), "SECRET") {
+				t.Errorf("error echoes a value: %v", err)
+			}
+		})
+	}
+}
+
+// TestTraceTruncated cuts the decompressed DDP trace at every 1% (every 10%
+// with -short): each cut must be a one-line *Error at an offset inside the
+// cut, never a panic or a partial success.
+func TestTraceTruncated(t *testing.T) {
+	raw := gunzipFile(t, traceFile(t, "hta_ddp_training_gpu_memory.json.gz"))
+	step := 1
+	if testing.Short() {
+		step = 10
+	}
+	for pct := step; pct < 100; pct += step {
+		cut := raw[:len(raw)*pct/100]
+		_, err := Read(bytes.NewReader(cut), "cut.json", int64(len(cut)), Options{})
+		e := wantInputError(t, err, "cut.json", "invalid chrome trace JSON")
+		if e.Offset < 0 || e.Offset > int64(len(cut)) {
+			t.Errorf("%d%%: offset %d outside the %d bytes", pct, e.Offset, len(cut))
+		}
+	}
+}
+
+// TestTraceTruncatedGzip cuts the compressed file itself.
+func TestTraceTruncatedGzip(t *testing.T) {
+	gz, err := os.ReadFile(traceFile(t, "tracelens_rocm_norm_layers.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pct := range []int{1, 25, 50, 75, 99} {
+		cut := gz[:len(gz)*pct/100]
+		_, err := Read(bytes.NewReader(cut), "cut.json.gz", int64(len(cut)), Options{})
+		wantInputError(t, err, "cut.json.gz", "")
+	}
+	// A gzip stream that decompresses to a valid trace followed by garbage bytes.
+	_, err = Read(bytes.NewReader(append(append([]byte{}, gz...), "garbage"...)), "tail.json.gz", -1, Options{})
+	wantInputError(t, err, "tail.json.gz", "")
+}
+
+func TestTraceMaxInputBytes(t *testing.T) {
+	raw := gunzipFile(t, traceFile(t, "tracelens_rocm_norm_layers.json.gz"))
+	_, err := Read(bytes.NewReader(raw), "big.json", int64(len(raw)), Options{MaxInputBytes: 1 << 20})
+	wantInputError(t, err, "big.json", "past the limit")
+}
+
+func gunzipFile(t testing.TB, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
