@@ -3,6 +3,7 @@ package snapshot
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Error is a problem with an input file: which file, what is wrong, and the
@@ -20,10 +21,29 @@ func (e *Error) Error() string {
 		p = "<input>"
 	}
 	if e.Offset >= 0 {
-		return fmt.Sprintf("%s: %s at byte offset %d", p, e.Msg, e.Offset)
+		return escapeControl(fmt.Sprintf("%s: %s at byte offset %d", p, e.Msg, e.Offset))
 	}
-	return fmt.Sprintf("%s: %s", p, e.Msg)
+	return escapeControl(fmt.Sprintf("%s: %s", p, e.Msg))
 }
+
+// escapeControl escapes control characters (input strings quoted in a message may
+// hold newlines or terminal escapes) so an error is always one safe line.
+func escapeControl(s string) string {
+	if !strings.ContainsFunc(s, isControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if isControl(r) {
+			fmt.Fprintf(&b, "\\x%02x", r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
 
 // IsInputError reports whether err is (or wraps) an *Error, i.e. bad input
 // rather than a failure of torchmem or the machine.
