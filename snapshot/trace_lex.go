@@ -40,6 +40,20 @@ func (e *errDepth) Error() string {
 	return fmt.Sprintf("JSON nested deeper than %d levels", e.max)
 }
 
+// sanOuter and sanInner mark the bytes the sanitiser must look at outside
+// and inside strings; it skips the others in a tight loop.
+var sanOuter, sanInner [256]bool
+
+func init() {
+	for _, c := range `"[]{}` {
+		sanOuter[c] = true
+	}
+	sanInner['"'], sanInner['\\'] = true, true
+	for c := 0; c < 0x20; c++ {
+		sanInner[c] = true
+	}
+}
+
 func (s *ctrlSanitizer) Read(p []byte) (int, error) {
 	if s.err != nil {
 		return 0, s.err
@@ -48,37 +62,50 @@ func (s *ctrlSanitizer) Read(p []byte) (int, error) {
 	b := p[:n]
 	inString, escape, depth := s.inString, s.escape, s.depth
 	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if !inString {
-			switch c {
-			case '"':
-				inString = true
-			case '[', '{':
-				depth++
-				if s.maxDepth > 0 && depth > s.maxDepth {
-					s.err = &errDepth{max: s.maxDepth, offset: s.n + int64(i)}
-					s.n += int64(i)
-					return i, s.err
-				}
-			case ']', '}':
-				depth--
-			}
-			continue
-		}
-		switch {
-		case escape:
+		if escape {
 			escape = false
-			if c < 0x20 {
+			if b[i] < 0x20 {
 				b[i] = ' '
 				s.replaced++
 			}
-		case c == '\\':
-			escape = true
-		case c == '"':
-			inString = false
-		case c < 0x20:
-			b[i] = ' '
-			s.replaced++
+			continue
+		}
+		if inString {
+			for i < len(b) && !sanInner[b[i]] {
+				i++
+			}
+			if i == len(b) {
+				break
+			}
+			switch b[i] {
+			case '"':
+				inString = false
+			case '\\':
+				escape = true
+			default:
+				b[i] = ' '
+				s.replaced++
+			}
+			continue
+		}
+		for i < len(b) && !sanOuter[b[i]] {
+			i++
+		}
+		if i == len(b) {
+			break
+		}
+		switch b[i] {
+		case '"':
+			inString = true
+		case '[', '{':
+			depth++
+			if s.maxDepth > 0 && depth > s.maxDepth {
+				s.err = &errDepth{max: s.maxDepth, offset: s.n + int64(i)}
+				s.n += int64(i)
+				return i, s.err
+			}
+		default:
+			depth--
 		}
 	}
 	s.inString, s.escape, s.depth = inString, escape, depth
