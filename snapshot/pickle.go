@@ -26,7 +26,7 @@ func readPickle(in *bufio.Reader, src Source, opts Options) (snap *Snapshot, err
 	b := NewBuilder(src)
 	sch := newSchema(b)
 	m := &vm{r: in, opts: opts.withDefaults(), path: src.Path, sch: sch, strs: make(map[string]string, 1024),
-		stack: make([]value, 0, 4096), memo: make([]value, 0, 1<<14)}
+		stack: make([]value, 0, 4096)}
 	sch.m = m
 	root, err := m.run()
 	if err != nil {

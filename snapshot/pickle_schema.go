@@ -76,19 +76,19 @@ func (s *schema) appendItem(l *plist, v value) {
 			return
 		case d.has("action"):
 			l.events = append(l.events, s.event(d))
-			s.consumed(m, d.memo)
+			s.consumed(m, d)
 			return
 		case d.has("state") && d.has("size"):
 			l.blocks = append(l.blocks, s.block(d))
-			s.consumed(m, d.memo)
+			s.consumed(m, d)
 			return
 		case d.has("blocks") || d.has("total_size"):
 			l.segs = append(l.segs, s.segment(d))
-			s.consumed(m, d.memo)
+			s.consumed(m, d)
 			return
 		case d.has("stage") && d.has("name"):
 			l.annots = append(l.annots, s.annotation(d))
-			s.consumed(m, d.memo)
+			s.consumed(m, d)
 			return
 		}
 	}
@@ -98,9 +98,10 @@ func (s *schema) appendItem(l *plist, v value) {
 	l.items = append(l.items, v)
 }
 
-func (s *schema) consumed(m *vm, memo int) {
+func (s *schema) consumed(m *vm, d *pdict) {
 	if m != nil {
-		m.replaceMemo(memo, value{k: kGone})
+		m.replaceMemo(d.memo, value{k: kGone})
+		m.recycle(d)
 	}
 }
 

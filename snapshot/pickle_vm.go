@@ -106,20 +106,21 @@ const maxLongBytes = 1024
 
 // vm decodes one pickle stream.
 type vm struct {
-	r      *bufio.Reader
-	off    int64 // bytes consumed
-	opOff  int64 // offset of the current opcode
-	stack  []value
-	marks  []int
-	memo   []value
-	sparse map[int]value // memo entries put far beyond the end (hostile or odd)
-	proto  int
-	opts   Options
-	path   string
-	sch    *schema
-	strs   map[string]string // interned short strings
-	buf    []byte
-	curOp  byte
+	r         *bufio.Reader
+	off       int64 // bytes consumed
+	opOff     int64 // offset of the current opcode
+	stack     []value
+	marks     []int
+	memo      memoTable
+	sparse    map[int]value // memo entries put far beyond the end (hostile or odd)
+	proto     int
+	opts      Options
+	path      string
+	sch       *schema
+	strs      map[string]string // interned short strings
+	buf       []byte
+	curOp     byte
+	freeDicts []*pdict
 }
 
 func (m *vm) fail(format string, args ...any) error {
@@ -267,10 +268,8 @@ func (m *vm) popMark() ([]value, error) {
 
 func (m *vm) memoPut(idx int, v value) {
 	switch {
-	case idx < len(m.memo):
-		m.memo[idx] = v
-	case idx == len(m.memo):
-		m.memo = append(m.memo, v)
+	case idx <= len(m.memo.slots):
+		m.memo.set(idx, v)
 	default:
 		if m.sparse == nil {
 			m.sparse = make(map[int]value)
@@ -292,8 +291,8 @@ func (m *vm) memoPut(idx int, v value) {
 func (m *vm) memoGet(idx int) (value, error) {
 	var v value
 	ok := false
-	if idx >= 0 && idx < len(m.memo) {
-		v, ok = m.memo[idx], true
+	if idx >= 0 && idx < len(m.memo.slots) {
+		v, ok = m.memo.get(idx)
 	} else if m.sparse != nil {
 		v, ok = m.sparse[idx]
 	}
@@ -312,8 +311,8 @@ func (m *vm) replaceMemo(memo int, v value) {
 		return
 	}
 	idx := memo - 1
-	if idx < len(m.memo) {
-		m.memo[idx] = v
+	if idx < len(m.memo.slots) {
+		m.memo.set(idx, v)
 	} else if m.sparse != nil {
 		m.sparse[idx] = v
 	}
@@ -491,7 +490,7 @@ func (m *vm) step(op byte) error {
 		}
 		m.push(value{k: kStr, s: line})
 	case '}':
-		m.push(value{k: kDict, p: &pdict{}})
+		m.push(value{k: kDict, p: m.newDict()})
 	case ']', 0x8f:
 		m.push(value{k: kList, p: &plist{}})
 	case ')':
@@ -610,7 +609,7 @@ func (m *vm) step(op byte) error {
 		if err != nil {
 			return err
 		}
-		m.memoPut(len(m.memo), *t)
+		m.memoPut(len(m.memo.slots), *t)
 	case 'q', 'r', 'p': // BINPUT, LONG_BINPUT, PUT
 		var idx uint64
 		var err error
@@ -793,3 +792,23 @@ func kindName(k kind) string {
 }
 
 func float64bits(f float64) uint64 { return math.Float64bits(f) }
+
+// newDict returns an empty dict, reusing one already reduced into the model.
+func (m *vm) newDict() *pdict {
+	if n := len(m.freeDicts); n > 0 {
+		d := m.freeDicts[n-1]
+		m.freeDicts = m.freeDicts[:n-1]
+		return d
+	}
+	return &pdict{}
+}
+
+// recycle keeps a dict consumed into the model for reuse.
+func (m *vm) recycle(d *pdict) {
+	if len(m.freeDicts) < 4096 {
+		clear(d.keys)
+		clear(d.vals)
+		d.keys, d.vals, d.memo = d.keys[:0], d.vals[:0], 0
+		m.freeDicts = append(m.freeDicts, d)
+	}
+}

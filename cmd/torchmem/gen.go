@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
@@ -11,21 +12,41 @@ import (
 // newGenCmd makes inputs of the project's own: the demo snapshot and large
 // files for benchmarks. Hidden from help: it is a developer tool.
 func newGenCmd(g *globals) *cobra.Command {
-	var out string
+	var out, size string
 	var protocol int
 	cmd := &cobra.Command{
-		Use:    "gen demo",
+		Use:    "gen demo|big",
 		Short:  "Generate a snapshot made by torchmem's own allocator simulator",
 		Hidden: true,
-		Example: `  torchmem gen demo -o testdata/demo/oom_snapshot.pickle`,
-		Args:   cobra.ExactArgs(1),
+		Example: `  torchmem gen demo -o testdata/demo/oom_snapshot.pickle
+  torchmem gen big --size 1GB -o /tmp/big.pickle`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var data []byte
 			switch args[0] {
+			case "big":
+				n, err := humanize.ParseBytes(size)
+				if err != nil {
+					return &exitError{exitInput, fmt.Errorf("gen big --size %q: %v", size, err)}
+				}
+				w := cmd.OutOrStdout()
+				if out != "" && out != "-" {
+					f, err := os.Create(out)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					w = f
+				}
+				entries, err := st.WriteBig(w, st.BigConfig{TargetBytes: int64(n), Seed: 1})
+				if err == nil {
+					fmt.Fprintf(g.stderr, "wrote %d trace entries\n", entries)
+				}
+				return err
 			case "demo":
 				data = st.Marshal(st.Train(st.DemoConfig).Snapshot(), protocol)
 			default:
-				return &exitError{exitInput, fmt.Errorf("gen: unknown scenario %q (want demo)", args[0])}
+				return &exitError{exitInput, fmt.Errorf("gen: unknown scenario %q (want demo or big)", args[0])}
 			}
 			if out == "" || out == "-" {
 				_, err := cmd.OutOrStdout().Write(data)
@@ -35,6 +56,7 @@ func newGenCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (default stdout)")
+	cmd.Flags().StringVar(&size, "size", "100MB", "approximate size of a big snapshot")
 	cmd.Flags().IntVar(&protocol, "protocol", 4, "pickle protocol (2, 4 or 5)")
 	return cmd
 }

@@ -1,0 +1,81 @@
+package snapshot
+
+// memoTable is the pickle memo in 8 bytes a slot. Python memoizes every
+// dict, list and string, so a long trace memoizes millions of objects that
+// are never referenced again once reduced into the model. Reduced slots keep
+// only their compact form (a frame or stack ID, or a tombstone); live
+// objects sit in a side table whose entries are reused once their object is
+// reduced, so the memo's memory follows the live objects, not the file.
+type memoTable struct {
+	slots []uint64 // kind<<56 | payload; 0 = never stored
+	objs  []value  // live objects referenced by slots
+	free  []uint32 // reusable indexes of objs
+}
+
+const (
+	slotEmpty uint64 = 0
+	slotObj   uint64 = 1 << 56
+	slotFrame uint64 = 2 << 56
+	slotStack uint64 = 3 << 56
+	slotGone  uint64 = 4 << 56
+	slotMask  uint64 = 0xff << 56
+)
+
+func (t *memoTable) encode(v value) uint64 {
+	switch v.k {
+	case kFrame:
+		return slotFrame | uint64(v.n)
+	case kStack:
+		return slotStack | uint64(v.n)
+	case kGone:
+		return slotGone
+	}
+	var i uint32
+	if n := len(t.free); n > 0 {
+		i = t.free[n-1]
+		t.free = t.free[:n-1]
+		t.objs[i] = v
+	} else {
+		i = uint32(len(t.objs))
+		t.objs = append(t.objs, v)
+	}
+	return slotObj | uint64(i)
+}
+
+// release frees the side-table entry of a slot being overwritten.
+func (t *memoTable) release(slot uint64) {
+	if slot&slotMask == slotObj {
+		i := uint32(slot &^ slotMask)
+		t.objs[i] = value{}
+		t.free = append(t.free, i)
+	}
+}
+
+// set stores v at idx (idx ≤ len: the memo is dense; the caller handles sparse).
+func (t *memoTable) set(idx int, v value) {
+	if idx == len(t.slots) {
+		t.slots = append(t.slots, t.encode(v))
+		return
+	}
+	t.release(t.slots[idx])
+	t.slots[idx] = t.encode(v)
+}
+
+// get returns the value at idx and whether it was ever stored.
+func (t *memoTable) get(idx int) (value, bool) {
+	if idx < 0 || idx >= len(t.slots) {
+		return value{}, false
+	}
+	s := t.slots[idx]
+	switch s & slotMask {
+	case slotObj:
+		return t.objs[uint32(s&^slotMask)], true
+	case slotFrame:
+		return value{k: kFrame, n: int64(s &^ slotMask)}, true
+	case slotStack:
+		return value{k: kStack, n: int64(s &^ slotMask)}, true
+	case slotGone:
+		return value{k: kGone}, true
+	}
+	return value{}, false
+}
