@@ -1,0 +1,244 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/torchmem/torchmem/analysis"
+)
+
+// JSON writes results as schema torchmem.analysis/v1 (one object, or an
+// array for several inputs), with exact byte counts.
+func JSON(w io.Writer, results []*analysis.Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if len(results) == 1 {
+		return enc.Encode(results[0])
+	}
+	return enc.Encode(results)
+}
+
+// Text writes what filled memory, for a terminal, on about one screen.
+func Text(w io.Writer, r *analysis.Result) error {
+	p := &printer{w: w}
+	p.f("%s — %s, %s\n", oneLine(r.Input.Path), r.Input.Format, r.Input.Generation)
+	p.f("%s\n", Headline(r))
+	for _, d := range r.Devices {
+		p.f("\n%s\n", deviceTitle(d))
+		if d.OOM != nil {
+			o := d.OOM
+			p.f("  OOM      %s\n", oneLine(o.Verdict))
+			p.f("           requested %s, device free %s, allocated %s, reserved %s, in %s (step %d) at %s\n",
+				Bytes(o.RequestedBytes), Bytes(o.DeviceFreeBytes), Bytes(o.AllocatedBytes), Bytes(o.ReservedBytes), o.Phase, o.Step, oneLine(o.Site))
+			fr := o.Fragmentation
+			p.f("           cached free %s, largest free block %s, expandable segments %v\n", Bytes(fr.CachedFreeBytes), Bytes(fr.LargestFreeBlockBytes), fr.ExpandableSegments)
+		}
+		p.f("  peak     %s allocated (reserved %s) in %s, step %d, event %d\n", Bytes(d.Peak.AllocatedBytes), Bytes(d.Peak.ReservedBytes), d.Peak.Phase, d.Peak.Step, d.Peak.EventIndex)
+		p.f("  end      %s allocated, %s reserved\n", Bytes(d.AtEnd.AllocatedBytes), Bytes(d.AtEnd.ReservedBytes))
+		p.f("  %-20s %12s %12s %12s\n", "category", "at peak", "at end", oomHeader(d))
+		for c := analysis.Category(0); c < analysis.NumCategories; c++ {
+			if d.Peak.Categories[c] == 0 && d.AtEnd.Categories[c] == 0 && (d.OOM == nil || d.OOM.Categories[c] == 0) {
+				continue
+			}
+			oom := ""
+			if d.OOM != nil {
+				oom = Bytes(d.OOM.Categories[c])
+			}
+			p.f("  %-20s %12s %12s %12s\n", c, Bytes(d.Peak.Categories[c]), Bytes(d.AtEnd.Categories[c]), oom)
+		}
+		if len(d.TopSites) > 0 {
+			p.f("  top sites\n")
+			for _, s := range firstN(d.TopSites, 5) {
+				p.f("    %10s  %-16s %s (%s)\n", Bytes(s.Bytes), s.Category, oneLine(s.Site), plural(s.Count, "block"))
+			}
+		}
+		if ph := phasePeaks(d.Phases); ph != "" {
+			p.f("  phases   %s\n", ph)
+		}
+	}
+	if len(r.Leaks) > 0 {
+		p.f("\nleaks\n")
+		for _, l := range r.Leaks {
+			p.f("  [%s] %s on device %d at %s: %s/step over %d steps (%s); fix: %s\n", l.Confidence, l.Kind, l.Device, oneLine(l.Site), Bytes(l.BytesPerStep), l.Steps, oneLine(l.Evidence), oneLine(l.Fix))
+		}
+	}
+	if len(r.Suggestions) > 0 {
+		p.f("\nsuggestions (by estimated saving)\n")
+		for i, s := range r.Suggestions {
+			p.f("  %d. %s — saves ~%s (%s)\n     because %s\n", i+1, s.Title, Bytes(s.EstimatedSavingsBytes), s.Cost, oneLine(s.Because))
+		}
+	}
+	if len(r.Diagnostics) > 0 {
+		p.f("\nnotes\n")
+		for _, d := range r.Diagnostics {
+			p.f("  - %s\n", oneLine(d.Message))
+		}
+	}
+	return p.err
+}
+
+// Headline is the one sentence a report starts with.
+func Headline(r *analysis.Result) string {
+	for _, d := range r.Devices {
+		if d.OOM != nil && d.OOM.Verdict != "" {
+			return d.OOM.Verdict
+		}
+	}
+	var best *analysis.DeviceResult
+	for i := range r.Devices {
+		if best == nil || r.Devices[i].Peak.AllocatedBytes > best.Peak.AllocatedBytes {
+			best = &r.Devices[i]
+		}
+	}
+	if best == nil {
+		return "No device memory in this file."
+	}
+	top, share := dominant(best.Peak.Categories)
+	if best.Peak.AllocatedBytes == 0 {
+		return fmt.Sprintf("Device %d: no allocations recorded.", best.Device)
+	}
+	return fmt.Sprintf("Device %d peaked at %s allocated in %s; %s was the largest part (%.0f%%).",
+		best.Device, Bytes(best.Peak.AllocatedBytes), best.Peak.Phase, top, share*100)
+}
+
+func dominant(c analysis.Categories) (analysis.Category, float64) {
+	best := analysis.Unknown
+	var bv int64 = -1
+	for i, v := range c {
+		if v > bv {
+			best, bv = analysis.Category(i), v
+		}
+	}
+	t := c.Total()
+	if t == 0 {
+		return best, 0
+	}
+	return best, float64(bv) / float64(t)
+}
+
+func deviceTitle(d analysis.DeviceResult) string {
+	t := fmt.Sprintf("device %s:%d", d.Kind, d.Device)
+	if d.Capacity > 0 {
+		t += " (" + Bytes(d.Capacity) + ")"
+	}
+	return t
+}
+
+func oomHeader(d analysis.DeviceResult) string {
+	if d.OOM != nil {
+		return "at OOM"
+	}
+	return ""
+}
+
+func firstN[T any](s []T, n int) []T {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%s %ss", Count(n), word)
+}
+
+// phasePeaks summarises the highest peak of each phase over all steps.
+func phasePeaks(spans []analysis.PhaseSpan) string {
+	peak := map[analysis.Phase]int64{}
+	var order []analysis.Phase
+	for _, s := range spans {
+		if _, ok := peak[s.Phase]; !ok {
+			order = append(order, s.Phase)
+		}
+		peak[s.Phase] = max(peak[s.Phase], s.PeakAllocatedBytes)
+	}
+	var parts []string
+	for _, ph := range order {
+		parts = append(parts, fmt.Sprintf("%s %s", ph, Bytes(peak[ph])))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Markdown writes a report for a bug ticket: headline, OOM box, categories
+// table, top sites, leaks, suggestions and notes.
+func Markdown(w io.Writer, r *analysis.Result) error {
+	p := &printer{w: w}
+	p.f("## torchmem: `%s`\n\n", mdCode(r.Input.Path))
+	p.f("**%s**\n\n", mdText(Headline(r)))
+	p.f("Input: %s, generation %s, %s; recorded: %s.\n", r.Input.Format, mdText(r.Input.Generation), Bytes(r.Input.Bytes), r.Input.Recording)
+	for _, d := range r.Devices {
+		p.f("\n### %s\n\n", deviceTitle(d))
+		if o := d.OOM; o != nil {
+			p.f("> **Out of memory** in `%s` (step %d): requested **%s** with **%s** free on the device.  \n", o.Phase, o.Step, Bytes(o.RequestedBytes), Bytes(o.DeviceFreeBytes))
+			p.f("> Site: `%s`  \n", mdCode(o.Site))
+			p.f("> Allocated %s, reserved %s; cached free %s, largest free block %s%s.\n\n", Bytes(o.AllocatedBytes), Bytes(o.ReservedBytes),
+				Bytes(o.Fragmentation.CachedFreeBytes), Bytes(o.Fragmentation.LargestFreeBlockBytes), fragNote(o.Fragmentation))
+		}
+		p.f("Peak **%s** allocated (reserved %s) in `%s`, step %d. At the end: %s allocated, %s reserved.\n\n",
+			Bytes(d.Peak.AllocatedBytes), Bytes(d.Peak.ReservedBytes), d.Peak.Phase, d.Peak.Step, Bytes(d.AtEnd.AllocatedBytes), Bytes(d.AtEnd.ReservedBytes))
+		head := "| category | at peak | at end |"
+		sep := "|---|---:|---:|"
+		if d.OOM != nil {
+			head += " at OOM |"
+			sep += "---:|"
+		}
+		p.f("%s\n%s\n", head, sep)
+		for c := analysis.Category(0); c < analysis.NumCategories; c++ {
+			row := fmt.Sprintf("| %s | %s | %s |", c, Bytes(d.Peak.Categories[c]), Bytes(d.AtEnd.Categories[c]))
+			if d.OOM != nil {
+				row += " " + Bytes(d.OOM.Categories[c]) + " |"
+			}
+			p.f("%s\n", row)
+		}
+		if len(d.TopSites) > 0 {
+			p.f("\n| top site | bytes | blocks | category |\n|---|---:|---:|---|\n")
+			for _, s := range firstN(d.TopSites, 10) {
+				p.f("| `%s` | %s | %s | %s |\n", mdCode(s.Site), Bytes(s.Bytes), Count(s.Count), s.Category)
+			}
+		}
+	}
+	if len(r.Leaks) > 0 {
+		p.f("\n### Leaks\n\n| kind | site | per step | steps | confidence | fix |\n|---|---|---:|---:|---|---|\n")
+		for _, l := range r.Leaks {
+			p.f("| %s | `%s` | %s | %d | %s | %s |\n", l.Kind, mdCode(l.Site), Bytes(l.BytesPerStep), l.Steps, l.Confidence, mdText(l.Fix))
+		}
+	}
+	if len(r.Suggestions) > 0 {
+		p.f("\n### Suggestions\n\n| # | change | saves | cost | because |\n|---:|---|---:|---|---|\n")
+		for i, s := range r.Suggestions {
+			p.f("| %d | %s | ~%s | %s | %s |\n", i+1, mdText(s.Title), Bytes(s.EstimatedSavingsBytes), mdText(s.Cost), mdText(s.Because))
+		}
+	}
+	if len(r.Diagnostics) > 0 {
+		p.f("\n<details><summary>Notes on completeness</summary>\n\n")
+		for _, d := range r.Diagnostics {
+			p.f("- %s\n", mdText(d.Message))
+		}
+		p.f("\n</details>\n")
+	}
+	return p.err
+}
+
+func fragNote(f analysis.Fragmentation) string {
+	if f.Fragmented {
+		return " — **fragmented**: the cache had the bytes but no block large enough"
+	}
+	return ""
+}
+
+// mdText escapes input strings for Markdown table cells and text: no HTML,
+// no table breaks, no line breaks.
+func mdText(s string) string {
+	r := strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;", "&", "&amp;", "\n", " ", "\r", " ", "`", "'", "*", `\*`, "_", `\_`, "[", `\[`, "]", `\]`)
+	return r.Replace(oneLine(s))
+}
+
+// mdCode makes a string safe inside `code` in a table cell.
+func mdCode(s string) string {
+	return strings.NewReplacer("`", "'", "|", `\|`, "\n", " ", "\r", " ").Replace(oneLine(s))
+}
