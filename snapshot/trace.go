@@ -214,28 +214,28 @@ func (tr *traceReader) wrap(err error) error {
 	if errors.As(err, &de) {
 		return tr.errAt(de.offset+tr.skip, "invalid chrome trace JSON: %s", de.Error())
 	}
-	off := tr.offset()
+	end := tr.san.n + tr.skip // bytes the decoder was given
 	var se *jsontext.SyntacticError
-	msg := err.Error()
 	if errors.As(err, &se) {
-		off = se.ByteOffset + tr.skip
+		off := se.ByteOffset + tr.skip
+		msg := "syntax error"
 		if se.Err != nil {
-			msg = se.Err.Error()
+			msg = strings.TrimPrefix(se.Err.Error(), "jsontext: ")
 		}
-		if errors.Is(se.Err, errTooLarge) {
-			return errTooLarge
+		if errors.Is(se.Err, io.ErrUnexpectedEOF) || errors.Is(se.Err, io.EOF) {
+			msg, off = "unexpected end of JSON input (truncated file?)", max(off, end)
 		}
+		return tr.errAt(off, "invalid chrome trace JSON: %s", msg)
 	}
-	msg = strings.TrimPrefix(msg, "jsontext: ")
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || msg == "unexpected EOF" {
-		msg = "unexpected end of JSON input (truncated file?)"
-		if n := tr.san.n + tr.skip; n > off {
-			off = n
-		}
-	} else if !errors.As(err, &se) {
-		msg = "reading: " + msg
+	// A failure of the reader below the decoder (gzip, the disk).
+	for u := errors.Unwrap(err); u != nil; u = errors.Unwrap(err) {
+		err = u
 	}
-	return tr.errAt(off, "invalid chrome trace JSON: %s", msg)
+	msg := err.Error()
+	if err == io.ErrUnexpectedEOF {
+		msg = "unexpected end of input (truncated file?)"
+	}
+	return tr.errAt(end, "reading the input failed: %s", msg)
 }
 
 func (tr *traceReader) read() (*Snapshot, error) {
@@ -816,7 +816,7 @@ func (tr *traceReader) recordMem(oom bool) {
 		return
 	}
 	if !ok2 {
-		id = -1
+		id = 0 // a GPU without Device Id: the first one (CPU memory is −1 below)
 	}
 	if !oom && n == 0 {
 		tr.zeroBytes++

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -243,10 +244,7 @@ func TestTraceStacksAndAnnotations(t *testing.T) {
 	if diff := cmp.Diff(wantAnns, got); diff != "" {
 		t.Errorf("annotations (-want +got):\n%s", diff)
 	}
-	var threads []Thread
-	for _, th := range s.Threads[1:] {
-		threads = append(threads, th)
-	}
+	threads := s.Threads[1:]
 	wantThreads := []Thread{{PID: "1", TID: "1"}, {PID: "1", TID: "2", Name: "thread 2 (python)", Autograd: true}}
 	if diff := cmp.Diff(wantThreads, threads); diff != "" {
 		t.Errorf("threads (-want +got):\n%s", diff)
@@ -327,5 +325,18 @@ func TestTraceDevicesAndOOM(t *testing.T) {
 	s = readTraceString(t, `{"roctracer_version": 4, "traceEvents": [`+mem("1", "1", 1, 0, "1", 512, 512)+`]}`)
 	if s.Devices[0].Kind != DeviceROCm {
 		t.Errorf("kind %q", s.Devices[0].Kind)
+	}
+}
+
+// TestTraceEmpty: traces without events are valid and say so.
+func TestTraceEmpty(t *testing.T) {
+	for _, js := range []string{`[]`, `{"traceEvents": []}`, `{"traceEvents": [null, {}, {"ph": "X"}, {"ph": "i", "name": "[memory]"}]}`} {
+		s := readTraceString(t, js)
+		if len(s.Devices) != 0 || len(s.Annotations) != 0 || s.Source.Format != FormatChromeTrace {
+			t.Errorf("%s: %+v", js, s)
+		}
+		if kinds := diagKinds(s); !slices.Contains(kinds, "no_memory_events") {
+			t.Errorf("%s: diagnostics %v", js, s.Diagnostics)
+		}
 	}
 }
