@@ -1,0 +1,143 @@
+package analysis
+
+import (
+	"fmt"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// Options controls Analyze.
+type Options struct {
+	// Device selects one device by ID; −1 analyses every device. Note that
+	// the zero value selects device 0: start from DefaultOptions.
+	Device int
+	// TopSites is how many allocation sites to list (default 10).
+	TopSites int
+	// MaxTimelinePoints bounds DeviceResult.Timeline (default 20,000).
+	MaxTimelinePoints int
+	// NoTimeline skips the timeline (for JSON-only callers).
+	NoTimeline bool
+}
+
+// DefaultOptions analyses every device, lists 10 sites and keeps a timeline
+// of at most 20,000 points.
+func DefaultOptions() Options {
+	return Options{Device: -1, TopSites: 10, MaxTimelinePoints: DefaultMaxTimelinePoints}
+}
+
+// BuildHistory replays one device, derives its phases and steps and
+// classifies its blocks: everything the analysis (and leak detection)
+// starts from.
+func BuildHistory(s *snapshot.Snapshot, d *snapshot.Device) *History {
+	h := Replay(s, d)
+	ComputePhases(h)
+	Classify(h)
+	return h
+}
+
+// Analyze runs every pass over a snapshot or chrome trace and returns the
+// Result (schema torchmem.analysis/v1).
+func Analyze(s *snapshot.Snapshot, opts Options) *Result {
+	if opts.TopSites <= 0 {
+		opts.TopSites = 10
+	}
+	if opts.MaxTimelinePoints <= 0 {
+		opts.MaxTimelinePoints = DefaultMaxTimelinePoints
+	}
+	r := &Result{
+		Schema: SchemaID,
+		Input: Input{Path: s.Source.Path, Format: string(s.Source.Format), Generation: s.Source.Generation,
+			Bytes: s.Source.FileBytes, Recording: string(s.Recording)},
+		Devices:     []DeviceResult{},
+		Leaks:       []Leak{},
+		Suggestions: []Suggestion{},
+		Diagnostics: readerDiagnostics(s),
+	}
+	if r.Input.Format == string(snapshot.FormatSnapshotPickle) || r.Input.Format == string(snapshot.FormatSegmentList) || r.Input.Format == string(snapshot.FormatTracePlotHTML) {
+		r.Input.Format = "snapshot"
+	}
+	var best *evidence
+	bestOOM := false
+	for _, d := range s.Devices {
+		if opts.Device >= 0 && d.ID != opts.Device {
+			continue
+		}
+		if len(d.Events) == 0 && len(d.Segments) == 0 {
+			continue
+		}
+		h := BuildHistory(s, d)
+		dr := deviceResult(h, opts)
+		r.Devices = append(r.Devices, dr)
+		r.Diagnostics = append(r.Diagnostics, deviceDiagnostics(h, &dr)...)
+		ev := gatherEvidence(h, &dr)
+		switch {
+		case best == nil,
+			dr.OOM != nil && !bestOOM,
+			dr.OOM == nil && !bestOOM && ev.peakAlloc > best.peakAlloc:
+			best, bestOOM = ev, dr.OOM != nil
+		}
+	}
+	if best != nil {
+		r.Suggestions = suggest(best)
+	}
+	return r
+}
+
+// deviceResult assembles the result of one device from its history.
+func deviceResult(h *History, opts Options) DeviceResult {
+	d := h.Device
+	sites := newSiteCache(h.Snap)
+	end := h.EndIndex()
+	dr := DeviceResult{Device: d.ID, Kind: string(d.Kind), Capacity: d.CapacityBytes,
+		Phases: h.Phases.Spans, TopSites: []Site{}}
+	if dr.Phases == nil {
+		dr.Phases = []PhaseSpan{}
+	}
+	dr.AtEnd = State{AllocatedBytes: h.AllocatedAt(end), ReservedBytes: h.ReservedAt(end), Categories: h.CategoriesAt(end)}
+	if len(d.Segments) > 0 {
+		var res int64
+		for gi := range d.Segments {
+			res += d.Segments[gi].TotalSize
+		}
+		dr.AtEnd.ReservedBytes = res
+	}
+
+	peak, peakVal := -1, h.InitialAllocated
+	for i, v := range h.Allocated {
+		if v > peakVal {
+			peak, peakVal = i, v
+		}
+	}
+	if len(d.Events) == 0 {
+		peak = end
+	}
+	dr.Peak = Peak{AllocatedBytes: h.AllocatedAt(peak), ReservedBytes: h.ReservedAt(peak), TimeUS: h.TimeUS(peak),
+		EventIndex: peak, Phase: h.Phases.At(peak), Step: h.Phases.StepAt(peak), Categories: h.CategoriesAt(peak)}
+	if len(d.Events) == 0 {
+		dr.Peak.ReservedBytes = dr.AtEnd.ReservedBytes
+	}
+
+	oom, nOOM := -1, 0
+	for i := range d.Events {
+		if d.Events[i].Action == snapshot.ActionOOM {
+			if oom < 0 {
+				oom = i
+			}
+			nOOM++
+		}
+	}
+	focus := peak
+	if oom >= 0 {
+		dr.OOM = h.oomAt(sites, oom, opts.TopSites)
+		focus = oom
+	}
+	dr.TopSites = h.topSites(sites, focus, opts.TopSites)
+	dr.Rules = h.ruleUses(end)
+	if !opts.NoTimeline && len(d.Events) > 0 {
+		dr.Timeline = h.buildTimeline(peak, oom, opts.MaxTimelinePoints)
+	}
+	if nOOM > 1 {
+		h.diags = append(h.diags, Diagnostic{Kind: "several_ooms", Device: d.ID, Message: fmt.Sprintf("device %d: %d oom entries; the post-mortem is of the first (event %d)", d.ID, nOOM, oom)})
+	}
+	return dr
+}

@@ -1,0 +1,519 @@
+package analysis
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// Classification rules: every block gets a category from one rule, named
+// here, with a confidence. Rules combine the phase at allocation and at
+// free, lifetimes, stack markers, and size pairing (a gradient has the size
+// of its parameter; AdamW keeps two tensors of that size per parameter).
+const (
+	RuleCublasWorkspace        = "cublas_workspace"                        // cuBLAS handle workspace (frames)
+	RuleOptimizerKept          = "allocated_in_optimizer_step_kept"        // alloc in optimizer.step, alive after it
+	RuleOptimizerScratch       = "optimizer_scratch"                       // alloc and free within optimizer.step
+	RuleFreedByZeroGrad        = "freed_by_zero_grad"                      // set_to_none frees .grad
+	RuleAccumulateGrad         = "accumulate_grad"                         // AccumulateGrad frames, alive after backward
+	RuleBackwardKeptPaired     = "backward_kept_paired_with_parameter"     // alloc in backward, alive after it, size of a parameter
+	RuleBackwardKept           = "backward_kept"                           // alloc in backward, alive after it (no pairing possible)
+	RuleBackwardKeptUnpaired   = "backward_kept_unpaired"                  // alive after backward, size of no parameter
+	RuleBackwardScratch        = "backward_scratch"                        // alloc and free within backward
+	RuleSavedForBackward       = "forward_freed_in_backward"               // saved activations
+	RuleForwardTransient       = "forward_transient"                       // alloc and free within the same forward span
+	RuleForwardLiveAtOOM       = "forward_live_at_oom"                     // allocated in forward, still live when the OOM struck
+	RuleForwardKept            = "forward_kept"                            // forward outputs kept past forward (logits, loss, inference outputs)
+	RuleDataLoading            = "data_loading"                            // allocated while loading a batch
+	RuleBeforeForwardPaired    = "allocated_before_forward_paired"         // model init in the recording, size of a gradient
+	RuleOutsidePhases          = "allocated_outside_phases"                // no phase known
+	RuleModelSetup             = "model_setup"                             // Module.to/_apply, parameter init, state loading
+	RulePreOptimizerFrames     = "preexisting_optimizer_frames"            // before recording, optimizer frames
+	RulePreBackwardFrames      = "preexisting_backward_frames"             // before recording, autograd frames
+	RulePreForwardFrames       = "preexisting_forward_frames"              // before recording, forward frames
+	RulePreFreedInOptimizer    = "preexisting_freed_in_optimizer_step"     // old optimizer state replaced
+	RulePreFreedInBackward     = "preexisting_freed_in_backward"           // activations of a forward before recording
+	RulePreFreedInForward      = "preexisting_freed_in_forward"            // previous step's outputs replaced
+	RulePreFreed               = "preexisting_freed"                       // freed, phase unknown
+	RulePreParamPaired         = "preexisting_paired_with_gradient"        // before recording, never freed, size of a gradient
+	RulePreParamPairedOptState = "preexisting_paired_with_optimizer_state" // same, paired with optimizer state only
+	RulePreUnpaired            = "preexisting_unpaired"                    // before recording, never freed, size of no gradient
+	RulePreNeverFreed          = "preexisting_never_freed"                 // before recording, never freed, no training in the trace
+	RuleProfilerCategory       = "pytorch_memory_profiler"                 // the category torch.profiler's memory timeline recorded
+	RuleBaselineParameters     = "baseline_parameters_from_accumulate_grad"
+	RuleBaselineGradients      = "baseline_gradients_kept"
+	RuleBaselineOptimizerState = "baseline_optimizer_state_estimate"
+	RuleBaselineRest           = "baseline_untracked"
+)
+
+// blockFacts are the features of one block the rules read.
+type blockFacts struct {
+	pre            bool  // allocated before recording
+	never          bool  // never freed
+	ac, fc         uint8 // phase codes at alloc and free
+	aliveAfterSpan bool  // outlives the phase span it was allocated in
+	sameSpan       bool  // freed in the span it was allocated in
+	m              stackMarkers
+	step           int
+	pastOOM        bool // live at the OOM and never freed before it
+}
+
+func (h *History) facts(bi int) blockFacts {
+	b := &h.Blocks[bi]
+	p := h.Phases
+	f := blockFacts{pre: b.Alloc < 0, never: b.Free < 0, m: h.markers.get(b.Stack)}
+	if o := h.firstOOM; o >= 0 && b.Alloc < o && b.Free > o {
+		// Freed while the OutOfMemoryError unwound: the free says nothing
+		// about what the block was; it lived to the OOM.
+		f.never = true
+	}
+	if !f.pre {
+		f.ac = p.code[b.Alloc]
+		f.step = p.StepAt(b.Alloc)
+		f.aliveAfterSpan = f.never || b.Free > p.phaseEnd(b.Alloc)
+		f.sameSpan = !f.never && p.SpanAt(b.Free) == p.SpanAt(b.Alloc)
+		f.pastOOM = h.firstOOM >= 0 && b.Alloc < h.firstOOM && (b.Free < 0 || b.Free > h.firstOOM)
+	} else {
+		f.step = p.StepAt(0)
+	}
+	if !f.never {
+		f.fc = p.code[b.Free]
+	}
+	return f
+}
+
+// Classify decides the category of every block of h (Phases must be set).
+func Classify(h *History) {
+	n := len(h.Blocks)
+	facts := make([]blockFacts, n)
+	for i := range h.Blocks {
+		facts[i] = h.facts(i)
+	}
+	training := false
+	for _, c := range h.Phases.code {
+		if c == codeBackward || c == codeOptimizer {
+			training = true
+			break
+		}
+	}
+
+	// Candidates for size pairing.
+	var gradCand, paramCand, optCand []int
+	firstForward := -1
+	for i, c := range h.Phases.code {
+		if c == codeForward {
+			firstForward = i
+			break
+		}
+	}
+	for i := range h.Blocks {
+		b, f := &h.Blocks[i], &facts[i]
+		if f.m.cublas || b.Untracked {
+			continue
+		}
+		switch {
+		case !f.pre && f.ac == codeBackward && f.aliveAfterSpan, !f.never && f.fc == codeZeroGrad, f.m.accumulateGrad:
+			gradCand = append(gradCand, i)
+		case !f.pre && f.ac == codeOptimizer && f.aliveAfterSpan, f.pre && f.m.hint == hintOptimizer,
+			f.pre && !f.never && f.fc == codeOptimizer:
+			optCand = append(optCand, i)
+		case f.never && f.pre && f.m.hint <= hintInit,
+			!f.pre && f.m.init && f.ac != codeForward && f.ac != codeBackward,
+			f.never && !f.pre && f.ac == codeUnknown && (firstForward < 0 || b.Alloc < firstForward):
+			paramCand = append(paramCand, i)
+		}
+	}
+	paramPaired, gradPaired, pairing := pairSizes(h, gradCand, paramCand, optCand)
+
+	for i := range h.Blocks {
+		b, f := &h.Blocks[i], &facts[i]
+		if b.Untracked {
+			continue // sized by estimateBaseline
+		}
+		if cat, ok := h.profilerCategory(b); ok {
+			b.Category, b.Rule, b.Confidence = cat, RuleProfilerCategory, High
+			continue
+		}
+		b.Category, b.Rule, b.Confidence = decide(f, paramPaired[i], gradPaired[i], pairing, training, len(h.Device.Events) > 0)
+	}
+	estimateBaseline(h)
+}
+
+// pairSizes pairs parameter candidates with gradients by size. The gradient
+// reference is, per size, the largest count in any one step (a step makes
+// one gradient per parameter); without gradients, optimizer state sizes are
+// used. It returns which parameter candidates and which gradient candidates
+// found a partner, and whether pairing worked at all.
+func pairSizes(h *History, gradCand, paramCand, optCand []int) (paramOK, gradOK map[int]int, pairing int) {
+	paramOK, gradOK = map[int]int{}, map[int]int{}
+	if len(paramCand) == 0 {
+		return paramOK, gradOK, 0
+	}
+	ref := map[int64]int{}
+	source := pairedWithGradient
+	if len(gradCand) > 0 {
+		perStep := map[int]map[int64]int{}
+		for _, gi := range gradCand {
+			st := 0
+			if a := h.Blocks[gi].Alloc; a >= 0 {
+				st = h.Phases.StepAt(a)
+			} else if f := h.Blocks[gi].Free; f >= 0 {
+				st = h.Phases.StepAt(f) - 1
+			}
+			if perStep[st] == nil {
+				perStep[st] = map[int64]int{}
+			}
+			perStep[st][h.Blocks[gi].Size]++
+		}
+		for _, m := range perStep {
+			for sz, c := range m {
+				ref[sz] = max(ref[sz], c)
+			}
+		}
+	} else if len(optCand) > 0 {
+		source = pairedWithOptimizerState
+		for _, oi := range optCand {
+			ref[h.Blocks[oi].Size] = 1 << 30
+		}
+	} else {
+		return paramOK, gradOK, 0
+	}
+	order := append([]int(nil), paramCand...)
+	sort.SliceStable(order, func(a, b int) bool {
+		x, y := &h.Blocks[order[a]], &h.Blocks[order[b]]
+		if x.Alloc != y.Alloc {
+			return x.Alloc < y.Alloc
+		}
+		return x.Addr < y.Addr
+	})
+	paramSizes := map[int64]bool{}
+	for _, pi := range order {
+		sz := h.Blocks[pi].Size
+		if ref[sz] > 0 {
+			ref[sz]--
+			paramOK[pi] = source
+			paramSizes[sz] = true
+		}
+	}
+	if len(paramOK) == 0 {
+		return paramOK, gradOK, 0 // sizes do not pair (dtypes differ?): pairing says nothing
+	}
+	for _, gi := range gradCand {
+		if paramSizes[h.Blocks[gi].Size] {
+			gradOK[gi] = source
+		}
+	}
+	return paramOK, gradOK, source
+}
+
+const (
+	pairedWithGradient       = 1
+	pairedWithOptimizerState = 2
+)
+
+// decide applies the rules in order; the first that matches wins.
+func decide(f *blockFacts, paramPaired, gradPaired, pairing int, training, hasTrace bool) (Category, string, Confidence) {
+	switch {
+	case f.m.cublas:
+		return Unknown, RuleCublasWorkspace, High
+	case !f.never && f.fc == codeZeroGrad:
+		return Gradient, RuleFreedByZeroGrad, High
+	}
+	if f.m.init && (f.pre || f.ac != codeForward && f.ac != codeBackward && f.ac != codeOptimizer) {
+		return Parameter, RuleModelSetup, Medium
+	}
+	if !f.pre {
+		switch f.ac {
+		case codeOptimizer:
+			if f.aliveAfterSpan {
+				return OptimizerState, RuleOptimizerKept, High
+			}
+			return Temporary, RuleOptimizerScratch, High
+		case codeBackward:
+			switch {
+			case f.m.accumulateGrad && f.aliveAfterSpan:
+				return Gradient, RuleAccumulateGrad, High
+			case f.aliveAfterSpan && gradPaired != 0:
+				return Gradient, RuleBackwardKeptPaired, High
+			case f.aliveAfterSpan && pairing != 0:
+				return Unknown, RuleBackwardKeptUnpaired, Low
+			case f.aliveAfterSpan:
+				return Gradient, RuleBackwardKept, Medium
+			}
+			return AutogradDetail, RuleBackwardScratch, Medium
+		case codeForward:
+			switch {
+			case !f.never && f.fc == codeBackward:
+				return Activation, RuleSavedForBackward, High
+			case f.sameSpan:
+				return Temporary, RuleForwardTransient, Medium
+			case f.pastOOM:
+				return Activation, RuleForwardLiveAtOOM, Medium
+			}
+			return Activation, RuleForwardKept, Low
+		case codeData:
+			return InputData, RuleDataLoading, Medium
+		}
+		if paramPaired != 0 {
+			return Parameter, RuleBeforeForwardPaired, Medium
+		}
+		return Unknown, RuleOutsidePhases, Low
+	}
+	// Allocated before recording began.
+	switch f.m.hint {
+	case hintOptimizer:
+		return OptimizerState, RulePreOptimizerFrames, High
+	case hintBackward:
+		if f.never || f.fc != codeBackward {
+			if f.m.accumulateGrad {
+				return Gradient, RulePreBackwardFrames, High
+			}
+			return Gradient, RulePreBackwardFrames, Medium
+		}
+	}
+	if !f.never {
+		switch f.fc {
+		case codeOptimizer:
+			return OptimizerState, RulePreFreedInOptimizer, Medium
+		case codeBackward:
+			return Activation, RulePreFreedInBackward, Medium
+		case codeForward:
+			return Activation, RulePreFreedInForward, Low
+		}
+		return Unknown, RulePreFreed, Low
+	}
+	switch {
+	case f.m.hint == hintForward:
+		return Activation, RulePreForwardFrames, Low
+	case paramPaired == pairedWithGradient:
+		return Parameter, RulePreParamPaired, High
+	case paramPaired == pairedWithOptimizerState:
+		return Parameter, RulePreParamPairedOptState, Medium
+	case training && pairing != 0:
+		return Unknown, RulePreUnpaired, Low
+	}
+	return Parameter, RulePreNeverFreed, Low
+}
+
+// CategoriesAt sums the live bytes of each category after event i.
+func (h *History) CategoriesAt(i int) Categories {
+	var c Categories
+	for bi := range h.Blocks {
+		b := &h.Blocks[bi]
+		if b.LiveAt(i) {
+			c[b.Category] += b.Size
+		}
+	}
+	return c
+}
+
+// ruleUses counts the bytes each rule decided among the blocks live after
+// event i, largest first.
+func (h *History) ruleUses(i int) []RuleUse {
+	type key struct {
+		rule string
+		cat  Category
+		conf Confidence
+	}
+	m := map[key]*RuleUse{}
+	for bi := range h.Blocks {
+		b := &h.Blocks[bi]
+		if !b.LiveAt(i) {
+			continue
+		}
+		k := key{b.Rule, b.Category, b.Confidence}
+		u := m[k]
+		if u == nil {
+			u = &RuleUse{Rule: b.Rule, Category: b.Category, Confidence: b.Confidence}
+			m[k] = u
+		}
+		u.Blocks++
+		u.Bytes += b.Size
+	}
+	out := make([]RuleUse, 0, len(m))
+	for _, u := range m {
+		out = append(out, *u)
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].Bytes != out[b].Bytes {
+			return out[a].Bytes > out[b].Bytes
+		}
+		return out[a].Rule < out[b].Rule
+	})
+	return out
+}
+
+// dtypeBytes is the element size of a chrome-trace "Input type".
+func dtypeBytes(t string) int64 {
+	switch t {
+	case "double", "long int", "long", "int64_t", "c10::complex<float>":
+		return 8
+	case "c10::Half", "c10::BFloat16", "short", "short int":
+		return 2
+	case "unsigned char", "signed char", "bool", "c10::Float8_e4m3fn", "c10::Float8_e5m2":
+		return 1
+	}
+	return 4
+}
+
+// optimizerStateFactor is how many tensors of a parameter's size an
+// optimizer keeps per parameter (−1 when unknown).
+func optimizerStateFactor(name string) int64 {
+	cls := name
+	if i := len("Optimizer.step#"); len(name) > i && name[:i] == "Optimizer.step#" {
+		cls = name[i:]
+	}
+	if j := indexByte(cls, '.'); j >= 0 {
+		cls = cls[:j]
+	}
+	switch cls {
+	case "Adam", "AdamW", "FusedAdam", "Adamax", "NAdam", "RAdam", "Adadelta":
+		return 2
+	case "Adagrad", "RMSprop", "Lion":
+		return 1
+	case "SGD":
+		return 0 // 1 with momentum; the name does not say
+	}
+	return -1
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// estimateBaseline splits the untracked pre-window baseline of a chrome
+// trace (memory allocated before the window that no event touches) by
+// category, from the parameter shapes of AccumulateGrad ops
+// (chrome-trace.md §2.5, "Sizing the baseline"). The pieces are estimates.
+func estimateBaseline(h *History) {
+	idx := -1
+	for i := range h.Blocks {
+		if h.Blocks[i].Untracked {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return
+	}
+	base := h.Blocks[idx]
+	rest := base.Size
+	setRest := func() {
+		h.Blocks[idx].Size = rest
+		h.Blocks[idx].Rounded = rest
+		h.Blocks[idx].Category, h.Blocks[idx].Rule, h.Blocks[idx].Confidence = Unknown, RuleBaselineRest, Low
+	}
+	params := paramBytesFromAccumulateGrad(h)
+	if params <= 0 || params > rest {
+		setRest()
+		return
+	}
+	add := func(size int64, cat Category, rule string, conf Confidence) {
+		if size <= 0 || size > rest {
+			return
+		}
+		h.Blocks = append(h.Blocks, Block{Size: size, Rounded: size, Alloc: -1, Free: -1, FreeRequested: -1, Untracked: true,
+			Category: cat, Rule: rule, Confidence: conf})
+		rest -= size
+	}
+	add(params, Parameter, RuleBaselineParameters, Medium)
+	// Gradients live across steps (set_to_none=False, or DDP bucket views)
+	// when no gradient is freed by zero_grad and none is made in backward.
+	gradsInWindow := false
+	for i := range h.Blocks {
+		if c := h.Blocks[i].Category; !h.Blocks[i].Untracked && c == Gradient {
+			gradsInWindow = true
+			break
+		}
+	}
+	if !gradsInWindow {
+		add(params, Gradient, RuleBaselineGradients, Low)
+	}
+	optInWindow := false
+	for i := range h.Blocks {
+		if c := h.Blocks[i].Category; !h.Blocks[i].Untracked && c == OptimizerState {
+			optInWindow = true
+			break
+		}
+	}
+	if !optInWindow {
+		for _, a := range h.Snap.Annotations {
+			if a.Kind == snapshot.AnnotationOptStep {
+				if k := optimizerStateFactor(a.Name); k > 0 {
+					add(k*params, OptimizerState, RuleBaselineOptimizerState, Low)
+				}
+				break
+			}
+		}
+	}
+	setRest()
+}
+
+// paramBytesFromAccumulateGrad sums the parameter sizes of one backward pass
+// (the AccumulateGrad ops of the first backward range, else all of them
+// divided by the number of optimizer steps), each rounded to 512 bytes.
+func paramBytesFromAccumulateGrad(h *History) int64 {
+	acc := h.Snap.GradAccumulations
+	if len(acc) == 0 {
+		return 0
+	}
+	var first *snapshot.Annotation
+	for i := range h.Snap.Annotations {
+		if a := &h.Snap.Annotations[i]; a.Kind == snapshot.AnnotationBackward {
+			first = a
+			break
+		}
+	}
+	var sum int64
+	n := 0
+	for _, g := range acc {
+		if g.Elements < 0 {
+			return 0
+		}
+		if first != nil && (g.TimeNS < first.StartNS || g.TimeNS > first.EndNS) {
+			continue
+		}
+		sum += roundUp512(g.Elements * dtypeBytes(g.DType))
+		n++
+	}
+	if first == nil {
+		steps := int64(0)
+		for _, a := range h.Snap.Annotations {
+			if a.Kind == snapshot.AnnotationOptStep {
+				steps++
+			}
+		}
+		if steps > 1 {
+			sum /= steps
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum
+}
+
+// profilerCategories maps torch.profiler's category names to ours.
+var profilerCategories = map[string]Category{
+	"PARAMETER": Parameter, "OPTIMIZER_STATE": OptimizerState, "INPUT": InputData, "TEMPORARY": Temporary,
+	"ACTIVATION": Activation, "GRADIENT": Gradient, "AUTOGRAD_DETAIL": AutogradDetail, "UNKNOWN": Unknown,
+}
+
+// profilerCategory returns the category a memory timeline recorded for a
+// block ("category:NAME" metadata).
+func (h *History) profilerCategory(b *Block) (Category, bool) {
+	if b.meta == 0 || int(b.meta) >= len(h.Snap.Strings) {
+		return Unknown, false
+	}
+	name, ok := strings.CutPrefix(h.Snap.Strings[b.meta], "category:")
+	if !ok {
+		return Unknown, false
+	}
+	c, ok := profilerCategories[name]
+	return c, ok
+}

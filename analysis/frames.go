@@ -1,0 +1,339 @@
+package analysis
+
+import (
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// Frame helpers: the noise filter of snapshot-format.md §8, user-code
+// detection, allocation-site naming and the phase markers found in stacks.
+
+// noiseNames and noiseFiles are the substrings _memory_viz._frame_filter and
+// MemoryViz's frameFilter drop (identical lists in both).
+var (
+	noiseNames = []string{"unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "_start", "__libc_start_main", "PyEval_", "PyObject_", "PyFunction_"}
+	noiseFiles = []string{"core/boxing", "/Register", "/Redispatch", "pythonrun.c", "Modules/main.c", "Objects/call.c", "Objects/methodobject.c", "pycore_ceval.h", "ceval.c", "cpython/abstract.h"}
+)
+
+// isNoise reports whether PyTorch's own viewers hide this frame.
+func isNoise(f *snapshot.Frame) bool {
+	for _, n := range noiseNames {
+		if strings.Contains(f.Name, n) {
+			return true
+		}
+	}
+	for _, n := range noiseFiles {
+		if strings.Contains(f.Filename, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// isPython reports whether a frame is a Python frame (as opposed to a C++
+// frame of stacks="all", a CPython C frame, or a chrome-trace op span).
+func isPython(f *snapshot.Frame) bool {
+	return strings.HasSuffix(f.Filename, ".py")
+}
+
+// isLibrary reports whether a Python frame belongs to PyTorch or another
+// installed package rather than to the user's code.
+func isLibrary(file string) bool {
+	f := strings.ReplaceAll(file, "\\", "/")
+	return strings.Contains(f, "/site-packages/") || strings.Contains(f, "/dist-packages/") ||
+		strings.Contains(f, "/lib/python3") || strings.Contains(f, "/torch/") || strings.HasPrefix(f, "torch/") ||
+		strings.HasPrefix(f, "<")
+}
+
+// isTorch reports whether a Python frame is PyTorch's own code.
+func isTorch(file string) bool {
+	f := strings.ReplaceAll(file, "\\", "/")
+	return strings.Contains(f, "/torch/") || strings.HasPrefix(f, "torch/")
+}
+
+// frameString renders a frame as "file.py:LINE function" with the file's
+// base name (the short form _memory_viz prints).
+func frameString(f *snapshot.Frame) string {
+	if f.Filename == "" {
+		return f.Name
+	}
+	base := path.Base(strings.ReplaceAll(f.Filename, "\\", "/"))
+	if base == "__init__.py" {
+		dir := path.Base(path.Dir(strings.ReplaceAll(f.Filename, "\\", "/")))
+		base = dir + "/" + base
+	}
+	if f.Line < 0 {
+		return base + " " + f.Name
+	}
+	return base + ":" + strconv.FormatInt(f.Line, 10) + " " + f.Name
+}
+
+// Site names used when a stack has no user frame.
+const (
+	SiteNoFrames        = "<no frames>"
+	SiteBeforeRecording = "<allocated before recording>"
+	SiteUntracked       = "<allocated before the trace window>"
+)
+
+// siteOf names the allocation site of a stack: the innermost Python frame
+// of user code (the noise filter applied, PyTorch and installed packages
+// skipped); else the innermost non-PyTorch Python frame; else the innermost
+// Python frame; else the autograd node or op of a C++/trace stack.
+func siteOf(s *snapshot.Snapshot, st snapshot.StackID) string {
+	frames := s.StackOf(st)
+	if len(frames) == 0 {
+		return ""
+	}
+	var nonTorch, anyPy, node, op string
+	for _, id := range frames {
+		f := &s.Frames[id]
+		if isNoise(f) {
+			continue
+		}
+		if isPython(f) {
+			if !isLibrary(f.Filename) {
+				return frameString(f)
+			}
+			if nonTorch == "" && !isTorch(f.Filename) {
+				nonTorch = frameString(f)
+			}
+			if anyPy == "" {
+				anyPy = frameString(f)
+			}
+			continue
+		}
+		if node == "" {
+			node = autogradNode(f.Name)
+		}
+		if op == "" && f.Filename == "" && f.Line == 0 && traceOpName(f.Name) {
+			op = f.Name
+		}
+	}
+	switch {
+	case nonTorch != "":
+		return nonTorch
+	case anyPy != "":
+		return anyPy
+	case node != "":
+		return "<backward: " + node + ">"
+	case op != "":
+		return "<op: " + op + ">"
+	}
+	return SiteNoFrames
+}
+
+// traceOpName reports whether a frame name looks like a chrome-trace op or
+// annotation span rather than a C++ symbol.
+func traceOpName(name string) bool {
+	return name != "" && !strings.Contains(name, "(") || strings.HasPrefix(name, "aten::")
+}
+
+// autogradNode extracts the autograd node of a C++ frame
+// ("torch::autograd::generated::MmBackward0::apply(...)" → "MmBackward0",
+// "torch::autograd::AccumulateGrad::apply" → "AccumulateGrad") or of a
+// chrome-trace span ("autograd::engine::evaluate_function: MmBackward0").
+func autogradNode(name string) string {
+	if rest, ok := strings.CutPrefix(name, "autograd::engine::evaluate_function: "); ok {
+		return strings.TrimPrefix(rest, "torch::autograd::")
+	}
+	if i := strings.Index(name, "torch::autograd::generated::"); i >= 0 {
+		rest := strings.TrimPrefix(name[i+len("torch::autograd::generated::"):], "details::")
+		j := 0
+		for j < len(rest) && (rest[j] == '_' || rest[j] >= 'a' && rest[j] <= 'z' || rest[j] >= 'A' && rest[j] <= 'Z' || rest[j] >= '0' && rest[j] <= '9') {
+			j++
+		}
+		if node := strings.TrimSuffix(rest[:j], "_apply_functional"); node != "" {
+			return node
+		}
+	}
+	if strings.Contains(name, "torch::autograd::AccumulateGrad") {
+		return "AccumulateGrad"
+	}
+	return ""
+}
+
+// plumbing marks C++ frames of the allocator and the dispatcher, which say
+// nothing about who allocated.
+var plumbing = []string{"CachingAllocator", "empty_generic", "empty_cuda", "_empty_generic", "create_out", "set_output",
+	"TensorIterator", "wrap_kernel_functor", "redispatch", "c10::impl::", "StorageImpl", "at::detail::", "::call("}
+
+// displayStack renders a stack for a report, innermost first: the Python
+// frames (noise dropped) when there are any, else the C++ frames without
+// the allocator and dispatcher plumbing.
+func displayStack(s *snapshot.Snapshot, st snapshot.StackID, max int) []string {
+	out := []string{}
+	var cpp []string
+	for _, id := range s.StackOf(st) {
+		f := &s.Frames[id]
+		if isNoise(f) {
+			continue
+		}
+		if isPython(f) {
+			if len(out) < max {
+				out = append(out, frameString(f))
+			}
+			continue
+		}
+		skip := false
+		for _, p := range plumbing {
+			if strings.Contains(f.Name, p) {
+				skip = true
+				break
+			}
+		}
+		if !skip && len(cpp) < max {
+			cpp = append(cpp, frameString(f))
+		}
+	}
+	if len(out) == 0 && cpp != nil {
+		return cpp
+	}
+	return out
+}
+
+// hint is what a stack or annotation says about the phase of an event.
+type hint uint8
+
+const (
+	hintNone      hint = iota // no frames at all, or only C++ frames without markers
+	hintUser                  // Python frames, but no phase marker
+	hintInit                  // model set-up: Module.to/_apply, parameter init, state loading (phase unknown)
+	hintForward               // nn.Module __call__ / forward annotation
+	hintBackward              // autograd engine, tensor.backward, autograd thread
+	hintOptimizer             // torch/optim, Optimizer.step
+	hintZeroGrad              // zero_grad
+	hintData                  // DataLoader
+)
+
+// stackMarkers are facts about one stack, computed once per stack.
+type stackMarkers struct {
+	hint           hint
+	init           bool // model set-up frames (parameters moved or created)
+	cublas         bool // cuBLAS/cuBLASLt workspace allocation
+	accumulateGrad bool // inside AccumulateGrad (gradient written to .grad)
+	attention      bool // scaled-dot-product attention / softmax of attention scores
+	sdpaMath       bool // the math (materialising) SDPA backend
+	hasFrames      bool
+}
+
+// markersOf computes the markers of a stack, scanning from the innermost
+// frame out. Forward and backward markers decide over optimizer, zero_grad
+// and data markers, and among them the outermost wins: the autograd engine
+// around a recomputed forward (activation checkpointing) is backward, a
+// torch.autograd.grad call inside a module's forward is forward. An
+// optimizer frame counts only when no closure lies between it and the
+// allocation (optimizer.step(closure) runs forward and backward inside the
+// step, as Lightning does); otherwise the innermost marker decides.
+func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
+	frames := s.StackOf(st)
+	m := stackMarkers{hasFrames: len(frames) > 0}
+	inner := hintNone // innermost optimizer/zero_grad/data/init marker
+	fb := hintNone    // outermost forward/backward marker
+	user := false
+	closure := false
+	setInner := func(h hint) {
+		if inner == hintNone {
+			inner = h
+		}
+	}
+	for _, id := range frames {
+		f := &s.Frames[id]
+		name, file := f.Name, strings.ReplaceAll(f.Filename, "\\", "/")
+		if strings.Contains(name, "scaled_dot_product_attention") || strings.Contains(name, "_scaled_dot_product") {
+			m.attention = true
+			if strings.Contains(name, "_math") {
+				m.sdpaMath = true
+			}
+		}
+		if !isPython(f) {
+			switch {
+			case strings.Contains(name, "getNewWorkspace") || strings.Contains(name, "getCurrentCUDABlasHandle") ||
+				strings.Contains(name, "getCUDABlasLtWorkspace") || strings.Contains(name, "getCurrentCUDABlasLtHandle"):
+				m.cublas = true
+			case strings.Contains(name, "AccumulateGrad"):
+				m.accumulateGrad = true
+				fb = hintBackward
+			case strings.Contains(name, "torch::autograd::Engine::") || strings.HasPrefix(name, "autograd::engine::evaluate_function") ||
+				strings.Contains(name, "torch::autograd::python::PythonEngine"):
+				fb = hintBackward
+			case strings.HasPrefix(name, "Optimizer.step#"):
+				if !closure {
+					setInner(hintOptimizer)
+				}
+			case strings.HasPrefix(name, "Optimizer.zero_grad#"):
+				setInner(hintZeroGrad)
+			case strings.HasPrefix(name, "enumerate(DataLoader)#") || strings.HasPrefix(name, "enumerate(DataPipe)#"):
+				setInner(hintData)
+			case strings.HasPrefix(name, "nn.Module: ") || strings.Contains(name, "## forward ##") ||
+				strings.HasSuffix(name, "DataParallel.forward"):
+				fb = hintForward
+			}
+			continue
+		}
+		user = true
+		low := strings.ToLower(name)
+		if strings.Contains(low, "attention") || strings.Contains(low, "attn") || strings.Contains(strings.ToLower(path.Base(file)), "attention") {
+			m.attention = true
+		}
+		if strings.Contains(low, "closure") {
+			closure = true
+		}
+		torchFile := isTorch(file)
+		switch {
+		case torchFile && (strings.HasSuffix(file, "torch/_tensor.py") && name == "backward" ||
+			strings.HasSuffix(file, "torch/autograd/__init__.py") && (name == "backward" || name == "grad") ||
+			strings.HasSuffix(file, "torch/autograd/graph.py") && name == "_engine_run_backward" ||
+			strings.HasSuffix(file, "torch/utils/checkpoint.py") && (strings.Contains(name, "unpack") || strings.Contains(name, "recompute"))):
+			fb = hintBackward
+		case strings.HasSuffix(file, "torch/nn/modules/module.py") && (name == "_call_impl" || name == "_wrapped_call_impl"):
+			fb = hintForward
+		case torchFile && name == "zero_grad":
+			setInner(hintZeroGrad)
+		case strings.HasSuffix(file, "torch/nn/modules/module.py") && (name == "_apply" || name == "convert" || name == "to" || name == "cuda" ||
+			name == "load_state_dict" || name == "_load_from_state_dict" || name == "register_parameter") ||
+			strings.HasSuffix(file, "torch/nn/init.py") || name == "reset_parameters" || name == "from_pretrained":
+			m.init = true
+			setInner(hintInit)
+		case strings.Contains(file, "torch/optim/") || name == "step" && strings.Contains(strings.ToLower(file), "optim"):
+			if !closure {
+				setInner(hintOptimizer)
+			}
+		case strings.Contains(file, "torch/utils/data/"):
+			setInner(hintData)
+		}
+	}
+	switch {
+	case fb != hintNone:
+		m.hint = fb
+	case inner != hintNone:
+		m.hint = inner
+	case user:
+		m.hint = hintUser
+	}
+	return m
+}
+
+// markerCache memoises markersOf per stack.
+type markerCache struct {
+	s    *snapshot.Snapshot
+	done []bool
+	m    []stackMarkers
+}
+
+func newMarkerCache(s *snapshot.Snapshot) *markerCache {
+	return &markerCache{s: s, done: make([]bool, len(s.Stacks)), m: make([]stackMarkers, len(s.Stacks))}
+}
+
+func (c *markerCache) get(st snapshot.StackID) stackMarkers {
+	if int(st) >= len(c.done) {
+		return stackMarkers{}
+	}
+	if !c.done[st] {
+		c.m[st] = markersOf(c.s, st)
+		c.done[st] = true
+	}
+	return c.m[st]
+}

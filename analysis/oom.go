@@ -1,0 +1,225 @@
+package analysis
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// segRange is a reserved address range: a segment, or a mapped part of an
+// expandable segment.
+type segRange struct {
+	addr       uint64
+	size       int64
+	expandable bool
+}
+
+func (r segRange) end() uint64 { return r.addr + uint64(r.size) }
+
+// small reports whether the range belongs to the small pool (2 MiB
+// segments; requests above 1 MiB never come from it).
+func (r segRange) small() bool { return !r.expandable && r.size == 2<<20 }
+
+// segmentsAt rebuilds the reserved ranges after event i by replaying the
+// segment events backwards from the dump-time segments, as MemoryViz's
+// Allocator State History does. It returns nil when the device has no
+// dump-time segments.
+func (h *History) segmentsAt(i int) []segRange {
+	d := h.Device
+	if len(d.Segments) == 0 {
+		return nil
+	}
+	var rs []segRange
+	for gi := range d.Segments {
+		g := &d.Segments[gi]
+		rs = append(rs, segRange{addr: g.Address, size: g.TotalSize, expandable: g.IsExpandable})
+	}
+	for k := len(d.Events) - 1; k > i; k-- {
+		e := &d.Events[k]
+		switch e.Action {
+		case snapshot.ActionSegmentAlloc:
+			rs = removeRange(rs, e.Addr, e.Size)
+		case snapshot.ActionSegmentMap:
+			rs = removeRange(rs, e.Addr, e.Size)
+		case snapshot.ActionSegmentFree:
+			rs = append(rs, segRange{addr: e.Addr, size: e.Size})
+		case snapshot.ActionSegmentUnmap:
+			rs = append(rs, segRange{addr: e.Addr, size: e.Size, expandable: true})
+		}
+	}
+	sort.Slice(rs, func(a, b int) bool { return rs[a].addr < rs[b].addr })
+	// Merge touching mapped ranges of expandable segments.
+	out := rs[:0]
+	for _, r := range rs {
+		if r.size <= 0 {
+			continue
+		}
+		if n := len(out); n > 0 && r.expandable && out[n-1].expandable && out[n-1].end() == r.addr {
+			out[n-1].size += r.size
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// removeRange subtracts [addr, addr+size) from the ranges.
+func removeRange(rs []segRange, addr uint64, size int64) []segRange {
+	end := addr + uint64(size)
+	var out []segRange
+	for _, r := range rs {
+		if r.end() <= addr || r.addr >= end {
+			out = append(out, r)
+			continue
+		}
+		if r.addr < addr {
+			out = append(out, segRange{addr: r.addr, size: int64(addr - r.addr), expandable: r.expandable})
+		}
+		if r.end() > end {
+			out = append(out, segRange{addr: end, size: int64(r.end() - end), expandable: r.expandable})
+		}
+	}
+	return out
+}
+
+// fragmentationAt measures the allocator's cached free memory after event
+// i: the reserved ranges minus the live blocks (rounded sizes), and the
+// largest contiguous free block usable for a request of the given size.
+func (h *History) fragmentationAt(i int, request int64) Fragmentation {
+	fr := Fragmentation{ExpandableSegments: h.expandable()}
+	rs := h.segmentsAt(i)
+	if rs == nil {
+		fr.CachedFreeBytes = max(0, h.ReservedAt(i)-h.AllocatedAt(i))
+		return fr
+	}
+	type iv struct{ a, e uint64 }
+	var live []iv
+	for bi := range h.Blocks {
+		b := &h.Blocks[bi]
+		if b.Untracked || !b.LiveAt(i) {
+			continue
+		}
+		live = append(live, iv{b.Addr, b.Addr + uint64(max(b.Rounded, b.Size))})
+	}
+	sort.Slice(live, func(a, b int) bool { return live[a].a < live[b].a })
+	li := 0
+	for _, r := range rs {
+		cur := r.addr
+		for li < len(live) && live[li].e <= r.addr {
+			li++
+		}
+		for k := li; k < len(live) && live[k].a < r.end(); k++ {
+			if live[k].a > cur {
+				gap := int64(live[k].a - cur)
+				fr.CachedFreeBytes += gap
+				if request <= 1<<20 || !r.small() {
+					fr.LargestFreeBlockBytes = max(fr.LargestFreeBlockBytes, gap)
+				}
+			}
+			cur = max(cur, live[k].e)
+		}
+		if cur < r.end() {
+			gap := int64(r.end() - cur)
+			fr.CachedFreeBytes += gap
+			if request <= 1<<20 || !r.small() {
+				fr.LargestFreeBlockBytes = max(fr.LargestFreeBlockBytes, gap)
+			}
+		}
+	}
+	fr.Fragmented = request > 0 && fr.CachedFreeBytes >= request && fr.LargestFreeBlockBytes < request
+	return fr
+}
+
+// expandable reports whether the device used expandable segments.
+func (h *History) expandable() bool {
+	if h.Snap.Settings != nil && h.Snap.Settings.ExpandableSegments {
+		return true
+	}
+	for gi := range h.Device.Segments {
+		if h.Device.Segments[gi].IsExpandable {
+			return true
+		}
+	}
+	for k := range h.Device.Events {
+		if a := h.Device.Events[k].Action; a == snapshot.ActionSegmentMap || a == snapshot.ActionSegmentUnmap {
+			return true
+		}
+	}
+	return false
+}
+
+// oomAt builds the post-mortem of the oom event at index i.
+func (h *History) oomAt(sites *siteCache, i, topN int) *OOM {
+	e := &h.Device.Events[i]
+	o := &OOM{
+		RequestedBytes:  e.Size,
+		DeviceFreeBytes: e.DeviceFree,
+		Phase:           h.Phases.At(i),
+		Step:            h.Phases.StepAt(i),
+		TimeUS:          h.TimeUS(i),
+		EventIndex:      i,
+		Site:            sites.get(e.Stack),
+		Stack:           displayStack(h.Snap, e.Stack, 12),
+		AllocatedBytes:  h.AllocatedAt(i),
+		ReservedBytes:   h.ReservedAt(i),
+		Categories:      h.CategoriesAt(i),
+		Fragmentation:   h.fragmentationAt(i, e.Size),
+		TopSites:        h.topSites(sites, i, topN),
+	}
+	if o.Site == "" {
+		o.Site = SiteNoFrames
+	}
+	o.Verdict = h.oomVerdict(o, e)
+	return o
+}
+
+// oomVerdict is the one-sentence explanation of an OOM.
+func (h *History) oomVerdict(o *OOM, e *snapshot.Event) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Out of memory in %s", o.Phase)
+	if o.Step > 0 && h.Phases.StepSource != "none" {
+		fmt.Fprintf(&b, " (step %d)", o.Step)
+	}
+	if o.Site != SiteNoFrames {
+		fmt.Fprintf(&b, " at %s", o.Site)
+	}
+	m := h.markers.get(e.Stack)
+	if m.sdpaMath {
+		b.WriteString(" (scaled_dot_product_attention, math backend)")
+	}
+	fmt.Fprintf(&b, ": %s requested with %s free on the device", fmtBytes(o.RequestedBytes), fmtBytes(o.DeviceFreeBytes))
+	if o.AllocatedBytes > 0 {
+		fmt.Fprintf(&b, "; %s allocated (%s)", fmtBytes(o.AllocatedBytes), topCategories(o.Categories, 2))
+	}
+	fr := o.Fragmentation
+	switch {
+	case fr.Fragmented:
+		fmt.Fprintf(&b, " and %s cached free, but fragmented: the largest free block is %s", fmtBytes(fr.CachedFreeBytes), fmtBytes(fr.LargestFreeBlockBytes))
+	case fr.CachedFreeBytes > 0:
+		fmt.Fprintf(&b, " and %s cached free", fmtBytes(fr.CachedFreeBytes))
+	}
+	b.WriteString(".")
+	return b.String()
+}
+
+// topCategories renders the n largest categories ("activation 5.2 GiB,
+// parameter 1.1 GiB").
+func topCategories(c Categories, n int) string {
+	idx := make([]int, NumCategories)
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return c[idx[a]] > c[idx[b]] })
+	var parts []string
+	for _, i := range idx[:n] {
+		if c[i] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", Category(i), fmtBytes(c[i])))
+		}
+	}
+	if len(parts) == 0 {
+		return "nothing classified"
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,449 @@
+package analysis
+
+import (
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// phase codes, the compact per-event form of Phase.
+const (
+	codeUnknown uint8 = iota
+	codeForward
+	codeBackward
+	codeOptimizer
+	codeZeroGrad
+	codeData
+)
+
+var codePhase = [...]Phase{PhaseUnknown, PhaseForward, PhaseBackward, PhaseOptimizer, PhaseZeroGrad, PhaseData}
+
+func hintCode(h hint) uint8 {
+	switch h {
+	case hintForward:
+		return codeForward
+	case hintBackward:
+		return codeBackward
+	case hintOptimizer:
+		return codeOptimizer
+	case hintZeroGrad:
+		return codeZeroGrad
+	case hintData:
+		return codeData
+	}
+	return codeUnknown
+}
+
+// NoStep is the step of an event outside every ProfilerStep#N range.
+const NoStep = -1
+
+// StepSpan is one training step of a device: its events and memory.
+type StepSpan struct {
+	Step       int
+	StartEvent int
+	EndEvent   int
+	StartUS    int64
+	EndUS      int64
+	// StartAllocatedBytes is the allocated memory just before the step's
+	// first event; EndAllocatedBytes after its last.
+	StartAllocatedBytes int64
+	EndAllocatedBytes   int64
+	PeakAllocatedBytes  int64
+	PeakEvent           int
+}
+
+// Phases is the phase and step of every event of one device, the phase
+// spans and the steps. Steps come from ProfilerStep#N ranges (numbered N;
+// events outside them get NoStep), else from optimizer-step boundaries (step
+// k runs from after the end of optimizer step k−1 to the end of optimizer
+// step k, numbered from 1 in the file), else every event is step 0.
+type Phases struct {
+	code  []uint8
+	step  []int32
+	span  []int32
+	Spans []PhaseSpan
+	Steps []StepSpan
+	// Sources says what the phases were derived from ("annotations",
+	// "frames", "autograd threads", "lifetimes").
+	Sources []string
+	// StepSource is "ProfilerStep", "optimizer" or "none".
+	StepSource string
+}
+
+// At returns the phase of event i.
+func (p *Phases) At(i int) Phase {
+	if i < 0 || i >= len(p.code) {
+		return PhaseUnknown
+	}
+	return codePhase[p.code[i]]
+}
+
+// StepAt returns the step of event i.
+func (p *Phases) StepAt(i int) int {
+	if i < 0 || i >= len(p.step) {
+		if i < 0 && len(p.step) > 0 {
+			return int(p.step[0])
+		}
+		return 0
+	}
+	return int(p.step[i])
+}
+
+// SpanAt returns the index in Spans of the span holding event i (−1).
+func (p *Phases) SpanAt(i int) int {
+	if i < 0 || i >= len(p.span) {
+		return -1
+	}
+	return int(p.span[i])
+}
+
+var stepRE = regexp.MustCompile(`ProfilerStep\s*#\s*(\d+)`)
+
+// interval is an annotation range in nanoseconds.
+type interval struct {
+	start, end int64
+	code       uint8
+	step       int
+}
+
+func annotationIntervals(s *snapshot.Snapshot) (phases, steps []interval) {
+	for _, a := range s.Annotations {
+		iv := interval{start: a.StartNS, end: a.EndNS}
+		if iv.start == snapshot.NoTime {
+			iv.start = math.MinInt64
+		}
+		if iv.end == snapshot.NoTime {
+			iv.end = math.MaxInt64
+		}
+		switch a.Kind {
+		case snapshot.AnnotationStep:
+			if m := stepRE.FindStringSubmatch(a.Name); m != nil {
+				if n, err := strconv.Atoi(m[1]); err == nil {
+					iv.step = n
+					steps = append(steps, iv)
+				}
+			}
+			continue
+		case snapshot.AnnotationForward:
+			iv.code = codeForward
+		case snapshot.AnnotationBackward:
+			iv.code = codeBackward
+		case snapshot.AnnotationOptStep:
+			iv.code = codeOptimizer
+		case snapshot.AnnotationZeroGrad:
+			iv.code = codeZeroGrad
+		case snapshot.AnnotationData:
+			iv.code = codeData
+		default:
+			continue
+		}
+		phases = append(phases, iv)
+	}
+	return phases, steps
+}
+
+// innermost finds, for every event, the shortest interval containing its
+// time (−1 when none), by a sweep in time order.
+func innermost(events []snapshot.Event, ivs []interval) []int32 {
+	out := make([]int32, len(events))
+	for i := range out {
+		out[i] = -1
+	}
+	if len(ivs) == 0 {
+		return out
+	}
+	order := make([]int32, 0, len(events))
+	for i := range events {
+		if events[i].HasTime() {
+			order = append(order, int32(i))
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return events[order[a]].TimeNS < events[order[b]].TimeNS })
+	byStart := make([]int, len(ivs))
+	for i := range byStart {
+		byStart[i] = i
+	}
+	sort.SliceStable(byStart, func(a, b int) bool { return ivs[byStart[a]].start < ivs[byStart[b]].start })
+	var active []int
+	next := 0
+	for _, ei := range order {
+		t := events[ei].TimeNS
+		for next < len(byStart) && ivs[byStart[next]].start <= t {
+			active = append(active, byStart[next])
+			next++
+		}
+		best := -1
+		keep := active[:0]
+		for _, ai := range active {
+			iv := ivs[ai]
+			if iv.end < t {
+				continue
+			}
+			keep = append(keep, ai)
+			if best < 0 || uint64(iv.end-iv.start) < uint64(ivs[best].end-ivs[best].start) {
+				best = ai
+			}
+		}
+		active = keep
+		out[ei] = int32(best)
+	}
+	return out
+}
+
+// ComputePhases derives the phase and step of every event of h from
+// annotations, autograd threads and stack frames, then fills the gaps from
+// the order of phases: an event without frames after the last forward
+// allocation and before the optimizer is backward (the autograd engine runs
+// backward in C++ threads that have no Python frames).
+func ComputePhases(h *History) *Phases {
+	s, d := h.Snap, h.Device
+	n := len(d.Events)
+	p := &Phases{code: make([]uint8, n), step: make([]int32, n), span: make([]int32, n)}
+	h.Phases = p
+	phaseIvs, stepIvs := annotationIntervals(s)
+	annIdx := innermost(d.Events, phaseIvs)
+
+	// Frees carry the block's allocation stack unless recorded with
+	// context="all": then their frames say nothing about when they happened.
+	freeFramesAreAllocFrames := freesCarryAllocStacks(h)
+
+	hints := make([]hint, n)
+	usedAnn, usedFrames, usedThreads := false, false, false
+	for i := range d.Events {
+		e := &d.Events[i]
+		var fh hint
+		isFree := e.Action == snapshot.ActionFreeRequested || e.Action == snapshot.ActionFreeCompleted
+		if !(isFree && freeFramesAreAllocFrames) {
+			fh = h.markers.get(e.Stack).hint
+		}
+		var ah hint
+		if ai := annIdx[i]; ai >= 0 {
+			ah = codeHint(phaseIvs[ai].code)
+		}
+		th := hintNone
+		if int(e.Thread) < len(s.Threads) && e.Thread != 0 && s.Threads[e.Thread].Autograd {
+			th = hintBackward
+		}
+		switch {
+		case ah == hintOptimizer && (fh == hintForward || fh == hintBackward):
+			hints[i] = fh // forward/backward inside an optimizer closure (Lightning)
+			usedFrames = true
+		case ah != hintNone:
+			hints[i] = ah
+			usedAnn = true
+		case th != hintNone:
+			hints[i] = th
+			usedThreads = true
+		default:
+			hints[i] = fh
+			if fh > hintUser {
+				usedFrames = true
+			}
+		}
+	}
+	filled := resolveHints(hints)
+	copy(p.code, filled)
+	for _, src := range []struct {
+		used bool
+		name string
+	}{{usedAnn, "annotations"}, {usedThreads, "autograd threads"}, {usedFrames, "frames"}} {
+		if src.used {
+			p.Sources = append(p.Sources, src.name)
+		}
+	}
+	if len(p.Sources) == 0 {
+		p.Sources = []string{"none"}
+	}
+
+	// Steps.
+	switch {
+	case len(stepIvs) > 0:
+		p.StepSource = "ProfilerStep"
+		si := innermost(d.Events, stepIvs)
+		for i := range p.step {
+			if si[i] >= 0 {
+				p.step[i] = int32(stepIvs[si[i]].step)
+			} else {
+				p.step[i] = NoStep
+			}
+		}
+	default:
+		ends := optimizerEnds(p.code)
+		if len(ends) == 0 {
+			p.StepSource = "none"
+			break
+		}
+		p.StepSource = "optimizer"
+		k := 0
+		for i := range p.step {
+			for k < len(ends) && i > ends[k] {
+				k++
+			}
+			p.step[i] = int32(k + 1)
+		}
+	}
+	p.buildSpans(h)
+	return p
+}
+
+func codeHint(c uint8) hint {
+	switch c {
+	case codeForward:
+		return hintForward
+	case codeBackward:
+		return hintBackward
+	case codeOptimizer:
+		return hintOptimizer
+	case codeZeroGrad:
+		return hintZeroGrad
+	case codeData:
+		return hintData
+	}
+	return hintNone
+}
+
+// freesCarryAllocStacks reports whether the frees of this trace carry their
+// block's allocation stack (context="alloc"/"state") rather than the stack
+// of the free (context="all").
+func freesCarryAllocStacks(h *History) bool {
+	same, diff := 0, 0
+	for i := range h.Blocks {
+		b := &h.Blocks[i]
+		if b.Alloc < 0 || b.Free < 0 || b.Stack == 0 || b.FreeStack == 0 {
+			continue
+		}
+		if b.Stack == b.FreeStack {
+			same++
+		} else {
+			diff++
+		}
+	}
+	return same > 0 && same >= 9*diff
+}
+
+// resolveHints turns per-event hints into phases. Strong hints (forward,
+// backward, optimizer, zero_grad, data, and model set-up, which is phase
+// unknown) decide directly. An event with
+// Python frames but no marker (loss computation, user code) between two
+// strong hints of the same phase takes that phase, and after forward is
+// forward (the loss); otherwise it is unknown. An event without frames
+// takes the phase around it when both sides agree; after forward (or before
+// the first backward or optimizer hint) it is backward.
+func resolveHints(hints []hint) []uint8 {
+	n := len(hints)
+	out := make([]uint8, n)
+	strong := func(h hint) bool { return h >= hintInit }
+	// next strong hint index after each position
+	nextStrong := make([]hint, n+1)
+	nextStrong[n] = hintNone
+	for i := n - 1; i >= 0; i-- {
+		if strong(hints[i]) {
+			nextStrong[i] = hints[i]
+		} else {
+			nextStrong[i] = nextStrong[i+1]
+		}
+	}
+	prev := hintNone
+	for i, h := range hints {
+		if strong(h) {
+			out[i] = hintCode(h)
+			prev = h
+			continue
+		}
+		next := nextStrong[i+1]
+		switch {
+		case prev != hintNone && prev == next:
+			out[i] = hintCode(prev)
+		case h == hintUser:
+			if prev == hintForward {
+				out[i] = codeForward
+			}
+		case prev == hintForward || prev == hintBackward:
+			out[i] = codeBackward
+		case prev == hintZeroGrad && next == hintBackward:
+			out[i] = codeBackward
+		case prev == hintNone && (next == hintBackward || next == hintOptimizer):
+			out[i] = codeBackward
+		}
+	}
+	return out
+}
+
+// optimizerEnds returns the event index ending each optimizer step: the last
+// event of each run of optimizer events (runs separated only by unknown
+// events are one step).
+func optimizerEnds(code []uint8) []int {
+	var ends []int
+	in := false
+	last := -1
+	for i, c := range code {
+		switch c {
+		case codeOptimizer:
+			in = true
+			last = i
+		case codeUnknown:
+		default:
+			if in {
+				ends = append(ends, last)
+				in = false
+			}
+		}
+	}
+	if in {
+		ends = append(ends, last)
+	}
+	return ends
+}
+
+// buildSpans groups consecutive events of one phase and step into spans and
+// measures their peaks, and builds the steps.
+func (p *Phases) buildSpans(h *History) {
+	n := len(p.code)
+	for i := 0; i < n; {
+		j := i
+		for j+1 < n && p.code[j+1] == p.code[i] && p.step[j+1] == p.step[i] {
+			j++
+		}
+		sp := PhaseSpan{Phase: codePhase[p.code[i]], Step: int(p.step[i]), StartEvent: i, EndEvent: j,
+			StartUS: h.TimeUS(i), EndUS: h.TimeUS(j)}
+		for k := i; k <= j; k++ {
+			sp.PeakAllocatedBytes = max(sp.PeakAllocatedBytes, h.Allocated[k])
+			p.span[k] = int32(len(p.Spans))
+		}
+		p.Spans = append(p.Spans, sp)
+		i = j + 1
+	}
+	if p.StepSource == "none" {
+		return
+	}
+	for i := 0; i < n; {
+		if p.step[i] == NoStep {
+			i++
+			continue
+		}
+		j := i
+		for j+1 < n && p.step[j+1] == p.step[i] {
+			j++
+		}
+		st := StepSpan{Step: int(p.step[i]), StartEvent: i, EndEvent: j, StartUS: h.TimeUS(i), EndUS: h.TimeUS(j),
+			StartAllocatedBytes: h.AllocatedAt(i - 1), EndAllocatedBytes: h.Allocated[j], PeakEvent: i}
+		for k := i; k <= j; k++ {
+			if h.Allocated[k] > st.PeakAllocatedBytes {
+				st.PeakAllocatedBytes, st.PeakEvent = h.Allocated[k], k
+			}
+		}
+		p.Steps = append(p.Steps, st)
+		i = j + 1
+	}
+}
+
+// phaseEnd returns the last event of the span holding event i.
+func (p *Phases) phaseEnd(i int) int {
+	if si := p.SpanAt(i); si >= 0 {
+		return p.Spans[si].EndEvent
+	}
+	return i
+}

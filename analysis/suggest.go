@@ -1,0 +1,215 @@
+package analysis
+
+import (
+	"fmt"
+	"sort"
+)
+
+// evidence is what suggestions are chosen from: one device at its decisive
+// moment (the OOM when there is one, else the peak).
+type evidence struct {
+	device     int
+	moment     string // "at the OOM" or "at the peak"
+	index      int
+	phase      Phase
+	cats       Categories
+	total      int64
+	oom        *OOM
+	oomSDPA    bool  // the failing allocation is SDPA's math backend
+	oomAttn    bool  // the failing allocation is inside attention code
+	attention  int64 // live bytes allocated in attention code
+	attnSite   string
+	expandable bool
+	capacity   int64
+	endAlloc   int64
+	endRes     int64
+	peakAlloc  int64
+	peakRes    int64
+	gradsInFwd int64 // gradient bytes live at the forward peak
+	fp32       bool  // parameters known to be fp32 (chrome-trace shapes)
+}
+
+// gatherEvidence collects the evidence of one device.
+func gatherEvidence(h *History, dr *DeviceResult) *evidence {
+	ev := &evidence{device: dr.Device, capacity: dr.Capacity, expandable: h.expandable(),
+		endAlloc: dr.AtEnd.AllocatedBytes, endRes: dr.AtEnd.ReservedBytes,
+		peakAlloc: dr.Peak.AllocatedBytes, peakRes: dr.Peak.ReservedBytes}
+	if dr.OOM != nil {
+		ev.moment, ev.index, ev.phase, ev.cats, ev.oom = "at the OOM", dr.OOM.EventIndex, dr.OOM.Phase, dr.OOM.Categories, dr.OOM
+		m := h.markers.get(h.Device.Events[dr.OOM.EventIndex].Stack)
+		ev.oomSDPA, ev.oomAttn = m.sdpaMath, m.attention
+	} else {
+		ev.moment, ev.index, ev.phase, ev.cats = "at the peak", dr.Peak.EventIndex, dr.Peak.Phase, dr.Peak.Categories
+	}
+	ev.total = ev.cats.Total()
+	sites := map[string]int64{}
+	for bi := range h.Blocks {
+		b := &h.Blocks[bi]
+		if !b.LiveAt(ev.index) || b.Untracked {
+			continue
+		}
+		m := h.markers.get(b.Stack)
+		if m.attention && (b.Category == Activation || b.Category == Temporary || b.Category == AutogradDetail) {
+			ev.attention += b.Size
+			sites[siteOf(h.Snap, b.Stack)] += b.Size
+		}
+	}
+	var best int64
+	for s, v := range sites {
+		if v > best || v == best && s < ev.attnSite {
+			ev.attnSite, best = s, v
+		}
+	}
+	// Gradients alive during forward: gradients kept across steps.
+	var fwdPeak int64 = -1
+	fwdIdx := -1
+	for _, sp := range h.Phases.Spans {
+		if sp.Phase == PhaseForward && sp.PeakAllocatedBytes > fwdPeak {
+			fwdPeak = sp.PeakAllocatedBytes
+			for k := sp.StartEvent; k <= sp.EndEvent; k++ {
+				if h.Allocated[k] == fwdPeak {
+					fwdIdx = k
+					break
+				}
+			}
+		}
+	}
+	if fwdIdx >= 0 {
+		ev.gradsInFwd = h.CategoriesAt(fwdIdx)[Gradient]
+	}
+	if len(h.Snap.GradAccumulations) > 0 {
+		ev.fp32 = true
+		for _, g := range h.Snap.GradAccumulations {
+			if g.DType != "float" {
+				ev.fp32 = false
+				break
+			}
+		}
+	}
+	return ev
+}
+
+func pct(part, whole int64) float64 {
+	if whole <= 0 {
+		return 0
+	}
+	return 100 * float64(part) / float64(whole)
+}
+
+// suggest chooses the suggestions of the design table from the evidence,
+// ranked by estimated savings.
+func suggest(ev *evidence) []Suggestion {
+	if ev == nil || ev.total <= 0 && ev.oom == nil {
+		return []Suggestion{}
+	}
+	var out []Suggestion
+	c := ev.cats
+	act, par, grad, opt := c[Activation]+c[Temporary]+c[AutogradDetail], c[Parameter], c[Gradient], c[OptimizerState]
+	where := fmt.Sprintf("on device %d %s", ev.device, ev.moment)
+	oomPhase := ev.oom != nil && (ev.phase == PhaseForward || ev.phase == PhaseBackward)
+	inOpt := ev.oom != nil && ev.phase == PhaseOptimizer
+
+	if oomPhase || pct(act, ev.total) >= 40 {
+		because := fmt.Sprintf("activations and temporaries are %s of %s allocated %s (%.0f%%)", fmtBytes(act), fmtBytes(ev.total), where, pct(act, ev.total))
+		if oomPhase {
+			because = fmt.Sprintf("the OOM happened in %s with %s of activations and temporaries live (%.0f%% of %s allocated) %s", ev.phase, fmtBytes(act), pct(act, ev.total), fmtBytes(ev.total), where)
+		}
+		out = append(out, Suggestion{ID: "activation_checkpointing", Title: "Recompute activations in backward (activation checkpointing)",
+			Because: because, EstimatedSavingsBytes: act * 65 / 100, Cost: "about 30% slower steps (forward runs twice)",
+			How: "from torch.utils.checkpoint import checkpoint\n# in the model's forward, around each transformer block / large submodule:\nx = checkpoint(block, x, use_reentrant=False)"})
+	}
+	if ev.attention > 0 && (pct(ev.attention, ev.total) >= 10 || ev.oomAttn || ev.oomSDPA) {
+		because := fmt.Sprintf("attention tensors (scores/softmax, size ∝ sequence²) hold %s %s, largest at %s", fmtBytes(ev.attention), where, ev.attnSite)
+		if ev.oomSDPA {
+			because = fmt.Sprintf("the failing %s allocation is scaled_dot_product_attention's math backend, which materialises the sequence² score matrix; attention tensors hold %s %s", fmtBytes(ev.oom.RequestedBytes), fmtBytes(ev.attention), where)
+		} else if ev.oomAttn {
+			because = fmt.Sprintf("the failing %s allocation is in attention code; attention tensors hold %s %s", fmtBytes(ev.oom.RequestedBytes), fmtBytes(ev.attention), where)
+		}
+		out = append(out, Suggestion{ID: "flash_attention", Title: "Use a fused attention kernel (FlashAttention / memory-efficient SDPA)",
+			Because: because, EstimatedSavingsBytes: ev.attention * 4 / 5, Cost: "none; usually faster",
+			How: "out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)  # bf16/fp16 inputs, no explicit attn_mask\n# force and verify the fused kernel:\nfrom torch.nn.attention import sdpa_kernel, SDPBackend\nwith sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):\n    out = model(batch)"})
+		if pct(ev.attention, ev.total) >= 30 {
+			out = append(out, Suggestion{ID: "reduce_sequence_length", Title: "Shorten the sequence length",
+				Because:               fmt.Sprintf("attention tensors are %.0f%% of %s allocated %s and grow with the square of the sequence", pct(ev.attention, ev.total), fmtBytes(ev.total), where),
+				EstimatedSavingsBytes: ev.attention * 3 / 4, Cost: "less context per sample",
+				How: "halve max_seq_len / block_size (attention memory falls about 4×), or pack shorter sequences"})
+		}
+	}
+	if pct(act, ev.total) >= 50 || oomPhase && pct(act, ev.total) >= 30 {
+		out = append(out, Suggestion{ID: "gradient_accumulation", Title: "Halve the micro-batch and accumulate gradients",
+			Because:               fmt.Sprintf("activations and temporaries dominate %s: %s of %s (%.0f%%), and they scale with the micro-batch", where, fmtBytes(act), fmtBytes(ev.total), pct(act, ev.total)),
+			EstimatedSavingsBytes: act / 2, Cost: "none for the result (same effective batch); more, smaller steps",
+			How: "accum = 2  # micro_batch = batch_size // accum\nfor i, (x, y) in enumerate(loader):\n    loss = loss_fn(model(x), y) / accum\n    loss.backward()\n    if (i + 1) % accum == 0:\n        optimizer.step()\n        optimizer.zero_grad(set_to_none=True)\n# or simply reduce batch_size (reduce_batch_size; may change convergence)"})
+	}
+	if opt > 0 && (pct(opt, ev.total) >= 20 || inOpt) {
+		because := fmt.Sprintf("optimizer state is %s of %s allocated %s (%.0f%%)", fmtBytes(opt), fmtBytes(ev.total), where, pct(opt, ev.total))
+		if inOpt {
+			because = fmt.Sprintf("the OOM happened in the optimizer step with %s of optimizer state live %s", fmtBytes(opt), where)
+		}
+		out = append(out, Suggestion{ID: "optimizer_8bit", Title: "Use an 8-bit optimizer", Because: because,
+			EstimatedSavingsBytes: opt * 3 / 4, Cost: "minimal (slightly different numerics)",
+			How: "import bitsandbytes as bnb\noptimizer = bnb.optim.AdamW8bit(model.parameters(), lr=lr, weight_decay=wd)"})
+		if inOpt {
+			out = append(out, Suggestion{ID: "paged_optimizer", Title: "Use a paged optimizer", Because: because + "; paged state spills to CPU memory instead of failing",
+				EstimatedSavingsBytes: opt * 3 / 4, Cost: "minimal unless the GPU is oversubscribed",
+				How: "import bitsandbytes as bnb\noptimizer = bnb.optim.PagedAdamW8bit(model.parameters(), lr=lr)"})
+		}
+	}
+	if inOpt && ev.oom != nil && opt > ev.oom.DeviceFreeBytes+ev.oom.RequestedBytes ||
+		ev.capacity > 0 && par+grad+opt >= ev.capacity*9/10 {
+		out = append(out, Suggestion{ID: "cpu_offload", Title: "Offload optimizer state (and parameters) to CPU",
+			Because:               fmt.Sprintf("parameters, gradients and optimizer state need %s %s and do not fit next to the rest", fmtBytes(par+grad+opt), where),
+			EstimatedSavingsBytes: opt, Cost: "2–5× slower steps",
+			How: "# FSDP2: fully_shard(model, offload_policy=CPUOffloadPolicy())\n# DeepSpeed: \"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\"}}"})
+	}
+	if pct(par, ev.total) >= 50 {
+		out = append(out, Suggestion{ID: "qlora", Title: "Fine-tune with QLoRA (4-bit frozen weights + LoRA adapters)",
+			Because:               fmt.Sprintf("parameters dominate %s: %s of %s (%.0f%%)", where, fmtBytes(par), fmtBytes(ev.total), pct(par, ev.total)),
+			EstimatedSavingsBytes: par * 3 / 4, Cost: "similar speed; only adapters are trained (fine-tuning only)",
+			How: "from transformers import BitsAndBytesConfig\nfrom peft import LoraConfig, get_peft_model\nmodel = AutoModelForCausalLM.from_pretrained(name, quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16))\nmodel = get_peft_model(model, LoraConfig(r=16, target_modules=\"all-linear\"))"})
+	}
+	if ev.fp32 && par+grad+act > 0 {
+		out = append(out, Suggestion{ID: "mixed_precision_bf16", Title: "Train in bf16 mixed precision",
+			Because:               fmt.Sprintf("the trace records fp32 parameters; parameters, gradients and activations are %s %s", fmtBytes(par+grad+act), where),
+			EstimatedSavingsBytes: (par + grad + act) / 2, Cost: "minimal on GPUs with bf16",
+			How: "with torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16):\n    loss = loss_fn(model(x), y)\nloss.backward()"})
+	}
+	if ev.oom != nil && ev.oom.Fragmentation.Fragmented && !ev.expandable {
+		fr := ev.oom.Fragmentation
+		out = append(out, Suggestion{ID: "expandable_segments", Title: "Enable expandable segments",
+			Because:               fmt.Sprintf("at the OOM the allocator had %s cached free, more than the %s requested, but its largest free block was %s: fragmentation", fmtBytes(fr.CachedFreeBytes), fmtBytes(ev.oom.RequestedBytes), fmtBytes(fr.LargestFreeBlockBytes)),
+			EstimatedSavingsBytes: fr.CachedFreeBytes, Cost: "none",
+			How: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py"})
+	} else if ev.oom == nil && !ev.expandable && ev.peakRes-ev.peakAlloc >= 1<<30 && pct(ev.peakRes-ev.peakAlloc, ev.peakRes) >= 25 {
+		out = append(out, Suggestion{ID: "expandable_segments", Title: "Enable expandable segments",
+			Because:               fmt.Sprintf("at the peak on device %d the allocator reserved %s for %s allocated: %s of slack in cached blocks", ev.device, fmtBytes(ev.peakRes), fmtBytes(ev.peakAlloc), fmtBytes(ev.peakRes-ev.peakAlloc)),
+			EstimatedSavingsBytes: ev.peakRes - ev.peakAlloc, Cost: "none",
+			How: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py"})
+	}
+	if ev.oom == nil && ev.endRes-ev.endAlloc >= 1<<30 && pct(ev.endRes-ev.endAlloc, ev.endRes) >= 50 {
+		out = append(out, Suggestion{ID: "empty_cache", Title: "Release cached memory between phases",
+			Because:               fmt.Sprintf("at the end device %d reserved %s but had only %s allocated", ev.device, fmtBytes(ev.endRes), fmtBytes(ev.endAlloc)),
+			EstimatedSavingsBytes: ev.endRes - ev.endAlloc, Cost: "none (the next allocations pay cudaMalloc again)",
+			How: "torch.cuda.empty_cache()  # e.g. after evaluation, before the next phase or another process needs the memory"})
+	}
+	if ev.gradsInFwd > 0 {
+		out = append(out, Suggestion{ID: "set_to_none", Title: "Free gradients before the next forward",
+			Because:               fmt.Sprintf("%s of gradients stay allocated during forward on device %d: they are kept across steps", fmtBytes(ev.gradsInFwd), ev.device),
+			EstimatedSavingsBytes: ev.gradsInFwd, Cost: "none",
+			How: "optimizer.zero_grad(set_to_none=True)  # the default since PyTorch 2.0; call it right after optimizer.step()"})
+	}
+	// Drop what would not matter: under 1 MiB or 1% of the memory in question.
+	floor := max(int64(1<<20), ev.total/100)
+	kept := out[:0]
+	for _, sg := range out {
+		if sg.EstimatedSavingsBytes >= floor {
+			kept = append(kept, sg)
+		}
+	}
+	out = kept
+	sort.SliceStable(out, func(a, b int) bool { return out[a].EstimatedSavingsBytes > out[b].EstimatedSavingsBytes })
+	if len(out) == 0 {
+		return []Suggestion{}
+	}
+	return out
+}
