@@ -25,6 +25,7 @@ const (
 	RuleForwardTransient       = "forward_transient"                       // alloc and free within the same forward span
 	RuleForwardLiveAtOOM       = "forward_live_at_oom"                     // allocated in forward, still live when the OOM struck
 	RuleForwardKept            = "forward_kept"                            // forward outputs kept past forward (logits, loss, inference outputs)
+	RuleCopiedToDevice         = "copied_to_device"                        // Tensor.to / batch transfer outside forward and backward
 	RuleDataLoading            = "data_loading"                            // allocated while loading a batch
 	RuleBeforeForwardPaired    = "allocated_before_forward_paired"         // model init in the recording, size of a gradient
 	RuleOutsidePhases          = "allocated_outside_phases"                // no phase known
@@ -120,7 +121,7 @@ func Classify(h *History) {
 			optCand = append(optCand, i)
 		case f.never && f.pre && f.m.hint <= hintInit,
 			!f.pre && f.m.init && f.ac != codeForward && f.ac != codeBackward,
-			f.never && !f.pre && f.ac == codeUnknown && (firstForward < 0 || b.Alloc < firstForward):
+			f.never && !f.pre && f.ac == codeUnknown && !f.m.toDevice && (firstForward < 0 || b.Alloc < firstForward):
 			paramCand = append(paramCand, i)
 		}
 	}
@@ -197,7 +198,13 @@ func pairSizes(h *History, gradCand, paramCand, optCand []int) (paramOK, gradOK 
 		}
 	}
 	if len(paramOK) == 0 {
-		return paramOK, gradOK, 0 // sizes do not pair (dtypes differ?): pairing says nothing
+		if source == pairedWithGradient {
+			// Gradients and parameters are both known, and no size
+			// matches: the backward survivors are not gradients of these
+			// parameters (or the dtypes differ).
+			return paramOK, gradOK, pairingFailed
+		}
+		return paramOK, gradOK, 0
 	}
 	for _, gi := range gradCand {
 		if paramSizes[h.Blocks[gi].Size] {
@@ -210,6 +217,7 @@ func pairSizes(h *History, gradCand, paramCand, optCand []int) (paramOK, gradOK 
 const (
 	pairedWithGradient       = 1
 	pairedWithOptimizerState = 2
+	pairingFailed            = 3
 )
 
 // decide applies the rules in order; the first that matches wins.
@@ -254,6 +262,10 @@ func decide(f *blockFacts, paramPaired, gradPaired, pairing int, training, hasTr
 			return Activation, RuleForwardKept, Low
 		case codeData:
 			return InputData, RuleDataLoading, Medium
+		case codeUnknown:
+			if f.m.toDevice {
+				return InputData, RuleCopiedToDevice, Medium
+			}
 		}
 		if paramPaired != 0 {
 			return Parameter, RuleBeforeForwardPaired, Medium
@@ -290,7 +302,7 @@ func decide(f *blockFacts, paramPaired, gradPaired, pairing int, training, hasTr
 		return Parameter, RulePreParamPaired, High
 	case paramPaired == pairedWithOptimizerState:
 		return Parameter, RulePreParamPairedOptState, Medium
-	case training && pairing != 0:
+	case training && (pairing == pairedWithGradient || pairing == pairedWithOptimizerState):
 		return Unknown, RulePreUnpaired, Low
 	}
 	return Parameter, RulePreNeverFreed, Low

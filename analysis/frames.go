@@ -212,6 +212,7 @@ const (
 type stackMarkers struct {
 	hint           hint
 	init           bool // model set-up frames (parameters moved or created)
+	toDevice       bool // a copy to the device (Tensor.to, Lightning's batch transfer)
 	cublas         bool // cuBLAS/cuBLASLt workspace allocation
 	accumulateGrad bool // inside AccumulateGrad (gradient written to .grad)
 	attention      bool // scaled-dot-product attention / softmax of attention scores
@@ -259,6 +260,8 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 			case strings.Contains(name, "torch::autograd::Engine::") || strings.HasPrefix(name, "autograd::engine::evaluate_function") ||
 				strings.Contains(name, "torch::autograd::python::PythonEngine"):
 				fb = hintBackward
+			case strings.Contains(name, "THPVariable_to(") || strings.Contains(name, "dispatch_to(") || strings.Contains(name, "_to_copy"):
+				m.toDevice = true
 			case strings.HasPrefix(name, "Optimizer.step#"):
 				if !closure {
 					setInner(hintOptimizer)
@@ -280,6 +283,9 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 		}
 		if strings.Contains(low, "closure") {
 			closure = true
+		}
+		if name == "batch_to" || name == "transfer_batch_to_device" || name == "move_data_to_device" {
+			m.toDevice = true
 		}
 		torchFile := isTorch(file)
 		switch {

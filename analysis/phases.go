@@ -244,7 +244,7 @@ func ComputePhases(h *History) *Phases {
 			}
 		}
 	}
-	filled := resolveHints(hints)
+	filled := resolveHints(hints, d.Events, phaseIvs)
 	copy(p.code, filled)
 	for _, src := range []struct {
 		used bool
@@ -286,6 +286,7 @@ func ComputePhases(h *History) *Phases {
 		}
 	}
 	p.buildSpans(h)
+	p.addEmptySpans(h, phaseIvs, annIdx, stepIvs)
 	return p
 }
 
@@ -326,34 +327,77 @@ func freesCarryAllocStacks(h *History) bool {
 
 // resolveHints turns per-event hints into phases. Strong hints (forward,
 // backward, optimizer, zero_grad, data, and model set-up, which is phase
-// unknown) decide directly. An event with
-// Python frames but no marker (loss computation, user code) between two
-// strong hints of the same phase takes that phase, and after forward is
-// forward (the loss); otherwise it is unknown. An event without frames
-// takes the phase around it when both sides agree; after forward (or before
-// the first backward or optimizer hint) it is backward.
-func resolveHints(hints []hint) []uint8 {
+// unknown) decide directly. An event with Python frames but no marker (loss
+// computation, user code) between two strong hints of the same phase takes
+// that phase, and after forward is forward (the loss); otherwise it is
+// unknown. An event without frames takes the phase around it when both
+// sides agree; after forward (or before the first backward or optimizer
+// hint) it is backward. An annotated phase that ended (or began) between an
+// event and its nearest strong hint counts as that hint, even when it holds
+// no event of this device.
+func resolveHints(hints []hint, events []snapshot.Event, ivs []interval) []uint8 {
 	n := len(hints)
 	out := make([]uint8, n)
 	strong := func(h hint) bool { return h >= hintInit }
-	// next strong hint index after each position
-	nextStrong := make([]hint, n+1)
-	nextStrong[n] = hintNone
-	for i := n - 1; i >= 0; i-- {
-		if strong(hints[i]) {
-			nextStrong[i] = hints[i]
-		} else {
-			nextStrong[i] = nextStrong[i+1]
+	byEnd := make([]interval, 0, len(ivs))
+	byStart := make([]interval, 0, len(ivs))
+	for _, iv := range ivs {
+		if iv.code != codeUnknown && iv.start != math.MinInt64 && iv.end != math.MaxInt64 {
+			byEnd = append(byEnd, iv)
+			byStart = append(byStart, iv)
 		}
 	}
-	prev := hintNone
+	sort.Slice(byEnd, func(a, b int) bool { return byEnd[a].end < byEnd[b].end })
+	sort.Slice(byStart, func(a, b int) bool { return byStart[a].start < byStart[b].start })
+	timeOf := func(i int) (int64, bool) {
+		if i < 0 || i >= n || !events[i].HasTime() {
+			return 0, false
+		}
+		return events[i].TimeNS, true
+	}
+	// next strong hint index after each position
+	nextIdx := make([]int, n+1)
+	nextIdx[n] = -1
+	for i := n - 1; i >= 0; i-- {
+		if strong(hints[i]) {
+			nextIdx[i] = i
+		} else {
+			nextIdx[i] = nextIdx[i+1]
+		}
+	}
+	prevIdx := -1
 	for i, h := range hints {
 		if strong(h) {
 			out[i] = hintCode(h)
-			prev = h
+			prevIdx = i
 			continue
 		}
-		next := nextStrong[i+1]
+		prev, next := hintNone, hintNone
+		if prevIdx >= 0 {
+			prev = hints[prevIdx]
+		}
+		ni := nextIdx[i+1]
+		if ni >= 0 {
+			next = hints[ni]
+		}
+		if t, ok := timeOf(i); ok && len(byEnd) > 0 {
+			// the latest annotation that ended before this event, after the previous strong hint
+			k := sort.Search(len(byEnd), func(x int) bool { return byEnd[x].end >= t }) - 1
+			if k >= 0 {
+				pt, pok := timeOf(prevIdx)
+				if prevIdx < 0 || pok && byEnd[k].end > pt {
+					prev = codeHint(byEnd[k].code)
+				}
+			}
+			// the earliest annotation that starts after this event, before the next strong hint
+			k = sort.Search(len(byStart), func(x int) bool { return byStart[x].start > t })
+			if k < len(byStart) {
+				nt, nok := timeOf(ni)
+				if ni < 0 || nok && byStart[k].start < nt {
+					next = codeHint(byStart[k].code)
+				}
+			}
+		}
 		switch {
 		case prev != hintNone && prev == next:
 			out[i] = hintCode(prev)
@@ -408,7 +452,7 @@ func (p *Phases) buildSpans(h *History) {
 			j++
 		}
 		sp := PhaseSpan{Phase: codePhase[p.code[i]], Step: int(p.step[i]), StartEvent: i, EndEvent: j,
-			StartUS: h.TimeUS(i), EndUS: h.TimeUS(j)}
+			StartUS: h.TimeUS(i), EndUS: h.TimeUS(j), Events: j - i + 1}
 		for k := i; k <= j; k++ {
 			sp.PeakAllocatedBytes = max(sp.PeakAllocatedBytes, h.Allocated[k])
 			p.span[k] = int32(len(p.Spans))
@@ -446,4 +490,64 @@ func (p *Phases) phaseEnd(i int) int {
 		return p.Spans[si].EndEvent
 	}
 	return i
+}
+
+// addEmptySpans adds a span for every annotated phase (an Optimizer.step,
+// a zero_grad…) during which this device had no event of that phase, so
+// that each step shows all its phases; spans are then ordered by time.
+func (p *Phases) addEmptySpans(h *History, ivs []interval, annIdx []int32, stepIvs []interval) {
+	evs := h.Device.Events
+	if len(ivs) == 0 {
+		return
+	}
+	for i := range evs {
+		if !evs[i].HasTime() {
+			return // no clock to place annotations on
+		}
+	}
+	used := make([]bool, len(ivs))
+	for i, ai := range annIdx {
+		if ai >= 0 && p.code[i] == ivs[ai].code {
+			used[ai] = true
+		}
+	}
+	var extra []PhaseSpan
+	for ai, iv := range ivs {
+		if used[ai] || iv.code == codeUnknown || iv.start == math.MinInt64 || iv.end == math.MaxInt64 {
+			continue
+		}
+		// k: the last event before the annotation starts (events are in
+		// time order on a device).
+		k := sort.Search(len(evs), func(i int) bool { return evs[i].TimeNS >= iv.start }) - 1
+		st := 0
+		switch p.StepSource {
+		case "ProfilerStep":
+			st = NoStep
+			for _, s := range stepIvs {
+				if s.start <= iv.start && iv.start <= s.end {
+					st = s.step
+				}
+			}
+		case "optimizer":
+			st = p.StepAt(max(k, 0))
+		}
+		extra = append(extra, PhaseSpan{Phase: codePhase[iv.code], Step: st, StartUS: iv.start / 1000, EndUS: iv.end / 1000,
+			StartEvent: k, EndEvent: k, PeakAllocatedBytes: h.AllocatedAt(k)})
+	}
+	if len(extra) == 0 {
+		return
+	}
+	all := append(p.Spans, extra...)
+	sort.SliceStable(all, func(a, b int) bool {
+		if all[a].StartUS != all[b].StartUS {
+			return all[a].StartUS < all[b].StartUS
+		}
+		return all[a].Events > all[b].Events
+	})
+	p.Spans = all
+	for si, sp := range p.Spans {
+		for k := sp.StartEvent; sp.Events > 0 && k <= sp.EndEvent; k++ {
+			p.span[k] = int32(si)
+		}
+	}
 }

@@ -106,6 +106,10 @@ type PhaseSpan struct {
 	StartEvent         int   `json:"start_event"`
 	EndEvent           int   `json:"end_event"`
 	PeakAllocatedBytes int64 `json:"peak_allocated_bytes"`
+	// Events is the number of events in the span; 0 for a phase that an
+	// annotation shows but that allocated and freed nothing on this device
+	// (its StartEvent = EndEvent is the last event before it, −1 if none).
+	Events int `json:"events"`
 }
 
 // Site is memory attributed to one allocation site (first user frame).

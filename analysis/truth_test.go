@@ -61,8 +61,9 @@ func TestTrainingTruth(t *testing.T) {
 			file:  "kkaitlyn_ctx128_fullstep.pickle",
 			param: 13_627_238_400, grad: 13_627_238_400, opt: 27_254_476_800,
 			allocatedEnd: 54_597_857_284, peak: 54_802_667_524, peakEvent: 19335, peakPhase: PhaseOptimizer,
-			// zero_grad ran before the first recorded event: no span.
-			phases: []Phase{PhaseForward, PhaseBackward, PhaseOptimizer},
+			// zero_grad is annotated before the first recorded event: a
+			// span without events.
+			phases: []Phase{PhaseZeroGrad, PhaseForward, PhaseBackward, PhaseOptimizer},
 			params: 291, grads: 291, optState: 582,
 		},
 		{
