@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -58,6 +59,11 @@ func (g *globals) open(path string) (*snapshot.Snapshot, error) {
 	if path == "-" {
 		return snapshot.Read(g.stdin, "-", -1, opts)
 	}
+	if st, err := os.Stat(path); err == nil {
+		var done func()
+		opts.Progress, done = newProgress(g.stderr, path, st.Size())
+		defer done()
+	}
 	return snapshot.Open(path, opts)
 }
 
@@ -79,7 +85,7 @@ Exit codes: 0 ok, 1 a check or regression failed, 2 bad input or usage.`,
 		Version:       version,
 	}
 	root.PersistentFlags().StringVar(&g.maxInput, "max-input-bytes", "", "stop when an input expands past this size after gzip/base64 decoding (default 8GiB)")
-	root.AddCommand(newInfoCmd(g), newGenCmd(g))
+	root.AddCommand(newInfoCmd(g), newAnalyzeCmd(g), newGenCmd(g), newDiffCmd(g), newCheckCmd(g))
 	return root
 }
 

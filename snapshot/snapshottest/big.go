@@ -190,6 +190,12 @@ func WriteBig(w io.Writer, c BigConfig) (int, error) {
 		live = append(live, b)
 		writeEntry("alloc", b.addr, b.size, b.stack)
 	}
+	// End between steps: free what the trace allocated, so the trace agrees
+	// with the dump-time segments (whose blocks predate the recording).
+	for _, b := range live {
+		writeEntry("free_requested", b.addr, b.size, b.stack)
+		writeEntry("free_completed", b.addr, b.size, b.stack)
+	}
 	if inBatch > 0 {
 		p.raw('e')
 	}

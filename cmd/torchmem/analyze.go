@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/report"
+)
+
+func newAnalyzeCmd(g *globals) *cobra.Command {
+	var format string
+	var device, top int
+	cmd := &cobra.Command{
+		Use:   "analyze FILE...",
+		Short: "Explain what filled GPU memory, in which phase, and what to change",
+		Long: `analyze replays the allocator history of a snapshot or trace and reports,
+per device: the peak and its phase, memory by category (parameter, gradient,
+optimizer_state, activation, temporary, autograd_detail, input, unknown) at
+the peak, at the end and at an OOM, the OOM post-mortem (request, free bytes,
+site, fragmentation), top allocation sites, leaks, and ranked suggestions
+with the bytes each would save. Diagnostics say how far to trust the numbers.
+
+--format json writes schema torchmem.analysis/v1 (exact bytes); markdown is
+for a bug ticket; text is for a terminal.`,
+		Example: `  torchmem analyze oom_snapshot.pickle
+  torchmem analyze --format markdown oom_snapshot.pickle > ticket.md
+  torchmem analyze --format json --device 1 trace.json.gz > base.json`,
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: inputCompletion,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format, "text", "markdown", "json"); err != nil {
+				return err
+			}
+			opts := analysis.DefaultOptions()
+			opts.Device, opts.TopSites = device, top
+			var results []*analysis.Result
+			for _, path := range args {
+				s, err := g.open(path)
+				if err != nil {
+					return err
+				}
+				if device >= 0 && s.Device(device) == nil {
+					return &exitError{exitInput, fmt.Errorf("%s: no device %d in this file", path, device)}
+				}
+				results = append(results, analysis.Analyze(s, opts))
+			}
+			return writeResults(cmd.OutOrStdout(), format, results)
+		},
+	}
+	formatFlag(cmd, &format, "text", "text", "markdown", "json")
+	cmd.Flags().IntVarP(&device, "device", "d", -1, "analyse only this device (default: all)")
+	cmd.Flags().IntVar(&top, "top", 10, "how many allocation sites to list")
+	return cmd
+}
+
+func writeResults(w io.Writer, format string, results []*analysis.Result) error {
+	if format == "json" {
+		return report.JSON(w, results)
+	}
+	for i, r := range results {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		var err error
+		if format == "markdown" {
+			err = report.Markdown(w, r)
+		} else {
+			err = report.Text(w, r)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
