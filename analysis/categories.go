@@ -12,40 +12,41 @@ import (
 // free, lifetimes, stack markers, and size pairing (a gradient has the size
 // of its parameter; AdamW keeps two tensors of that size per parameter).
 const (
-	RuleCublasWorkspace        = "cublas_workspace"                        // cuBLAS handle workspace (frames)
-	RuleOptimizerKept          = "allocated_in_optimizer_step_kept"        // alloc in optimizer.step, alive after it
-	RuleOptimizerScratch       = "optimizer_scratch"                       // alloc and free within optimizer.step
-	RuleFreedByZeroGrad        = "freed_by_zero_grad"                      // set_to_none frees .grad
-	RuleAccumulateGrad         = "accumulate_grad"                         // AccumulateGrad frames, alive after backward
-	RuleBackwardKeptPaired     = "backward_kept_paired_with_parameter"     // alloc in backward, alive after it, size of a parameter
-	RuleBackwardKept           = "backward_kept"                           // alloc in backward, alive after it (no pairing possible)
-	RuleBackwardKeptUnpaired   = "backward_kept_unpaired"                  // alive after backward, size of no parameter
-	RuleBackwardScratch        = "backward_scratch"                        // alloc and free within backward
-	RuleSavedForBackward       = "forward_freed_in_backward"               // saved activations
-	RuleForwardTransient       = "forward_transient"                       // alloc and free within the same forward span
-	RuleForwardLiveAtOOM       = "forward_live_at_oom"                     // allocated in forward, still live when the OOM struck
-	RuleForwardKept            = "forward_kept"                            // forward outputs kept past forward (logits, loss, inference outputs)
-	RuleCopiedToDevice         = "copied_to_device"                        // Tensor.to / batch transfer outside forward and backward
-	RuleDataLoading            = "data_loading"                            // allocated while loading a batch
-	RuleBeforeForwardPaired    = "allocated_before_forward_paired"         // model init in the recording, size of a gradient
-	RuleOutsidePhases          = "allocated_outside_phases"                // no phase known
-	RuleModelSetup             = "model_setup"                             // Module.to/_apply, parameter init, state loading
-	RulePreOptimizerFrames     = "preexisting_optimizer_frames"            // before recording, optimizer frames
-	RulePreBackwardFrames      = "preexisting_backward_frames"             // before recording, autograd frames
-	RulePreForwardFrames       = "preexisting_forward_frames"              // before recording, forward frames
-	RulePreFreedInOptimizer    = "preexisting_freed_in_optimizer_step"     // old optimizer state replaced
-	RulePreFreedInBackward     = "preexisting_freed_in_backward"           // activations of a forward before recording
-	RulePreFreedInForward      = "preexisting_freed_in_forward"            // previous step's outputs replaced
-	RulePreFreed               = "preexisting_freed"                       // freed, phase unknown
-	RulePreParamPaired         = "preexisting_paired_with_gradient"        // before recording, never freed, size of a gradient
-	RulePreParamPairedOptState = "preexisting_paired_with_optimizer_state" // same, paired with optimizer state only
-	RulePreUnpaired            = "preexisting_unpaired"                    // before recording, never freed, size of no gradient
-	RulePreNeverFreed          = "preexisting_never_freed"                 // before recording, never freed, no training in the trace
-	RuleProfilerCategory       = "pytorch_memory_profiler"                 // the category torch.profiler's memory timeline recorded
-	RuleBaselineParameters     = "baseline_parameters_from_accumulate_grad"
-	RuleBaselineGradients      = "baseline_gradients_kept"
-	RuleBaselineOptimizerState = "baseline_optimizer_state_estimate"
-	RuleBaselineRest           = "baseline_untracked"
+	RuleCublasWorkspace         = "cublas_workspace"                        // cuBLAS handle workspace (frames)
+	RuleOptimizerKept           = "allocated_in_optimizer_step_kept"        // alloc in optimizer.step, alive after it
+	RuleOptimizerScratch        = "optimizer_scratch"                       // alloc and free within optimizer.step
+	RuleFreedByZeroGrad         = "freed_by_zero_grad"                      // set_to_none frees .grad
+	RuleAccumulateGrad          = "accumulate_grad"                         // AccumulateGrad frames, alive after backward
+	RuleBackwardKeptPaired      = "backward_kept_paired_with_parameter"     // alloc in backward, alive after it, size of a parameter
+	RuleBackwardKept            = "backward_kept"                           // alloc in backward, alive after it (no pairing possible)
+	RuleBackwardKeptUnpaired    = "backward_kept_unpaired"                  // alive after backward, size of no parameter
+	RuleBackwardScratch         = "backward_scratch"                        // alloc and free within backward
+	RuleSavedForBackward        = "forward_freed_in_backward"               // saved activations
+	RuleForwardTransient        = "forward_transient"                       // alloc and free within the same forward span
+	RuleForwardLiveAtOOM        = "forward_live_at_oom"                     // allocated in forward, still live when the OOM struck
+	RuleForwardKept             = "forward_kept"                            // forward outputs kept past forward (logits, loss, inference outputs)
+	RuleCopiedToDevice          = "copied_to_device"                        // Tensor.to / batch transfer outside forward and backward
+	RuleDataLoading             = "data_loading"                            // allocated while loading a batch
+	RuleBeforeForwardPaired     = "allocated_before_forward_paired"         // model init in the recording, size of a gradient
+	RuleOutsidePhases           = "allocated_outside_phases"                // no phase known
+	RuleModelSetup              = "model_setup"                             // Module.to/_apply, parameter init, state loading
+	RulePreOptimizerFrames      = "preexisting_optimizer_frames"            // before recording, optimizer frames
+	RulePreBackwardFrames       = "preexisting_backward_frames"             // before recording, autograd frames
+	RulePreForwardFrames        = "preexisting_forward_frames"              // before recording, forward frames
+	RulePreFreedInOptimizer     = "preexisting_freed_in_optimizer_step"     // old optimizer state replaced
+	RulePreFreedInBackward      = "preexisting_freed_in_backward"           // activations of a forward before recording
+	RulePreFreedInForward       = "preexisting_freed_in_forward"            // previous step's outputs replaced
+	RulePreFreed                = "preexisting_freed"                       // freed, phase unknown
+	RulePreParamPaired          = "preexisting_paired_with_gradient"        // before recording, never freed, size of a gradient
+	RulePreParamPairedOptState  = "preexisting_paired_with_optimizer_state" // same, paired with optimizer state only
+	RulePreOptimizerStatePaired = "preexisting_paired_as_optimizer_state"   // before recording, k per parameter of its size (k from the optimizer's class)
+	RulePreUnpaired             = "preexisting_unpaired"                    // before recording, never freed, size of no gradient
+	RulePreNeverFreed           = "preexisting_never_freed"                 // before recording, never freed, no training in the trace
+	RuleProfilerCategory        = "pytorch_memory_profiler"                 // the category torch.profiler's memory timeline recorded
+	RuleBaselineParameters      = "baseline_parameters_from_accumulate_grad"
+	RuleBaselineGradients       = "baseline_gradients_kept"
+	RuleBaselineOptimizerState  = "baseline_optimizer_state_estimate"
+	RuleBaselineRest            = "baseline_untracked"
 )
 
 // blockFacts are the features of one block the rules read.
@@ -189,12 +190,35 @@ func pairSizes(h *History, gradCand, paramCand, optCand []int) (paramOK, gradOK 
 		return x.Addr < y.Addr
 	})
 	paramSizes := map[int64]bool{}
+	perSize := map[int64]int{}
+	var left []int
 	for _, pi := range order {
 		sz := h.Blocks[pi].Size
 		if ref[sz] > 0 {
 			ref[sz]--
 			paramOK[pi] = source
 			paramSizes[sz] = true
+			perSize[sz]++
+		} else {
+			left = append(left, pi)
+		}
+	}
+	// Optimizer state created before recording, without frames: with a
+	// known optimizer keeping k tensors per parameter, k leftover blocks of
+	// each parameter's size are its state.
+	if k := h.optimizerFactor(); k > 0 && len(optCand) == 0 && source == pairedWithGradient {
+		bySize := map[int64][]int{}
+		for _, pi := range left {
+			if h.Blocks[pi].Alloc < 0 {
+				bySize[h.Blocks[pi].Size] = append(bySize[h.Blocks[pi].Size], pi)
+			}
+		}
+		for sz, n := range perSize {
+			if l := bySize[sz]; len(l) >= k*n {
+				for _, pi := range l[:k*n] {
+					paramOK[pi] = pairedAsOptimizerState
+				}
+			}
 		}
 	}
 	if len(paramOK) == 0 {
@@ -218,6 +242,7 @@ const (
 	pairedWithGradient       = 1
 	pairedWithOptimizerState = 2
 	pairingFailed            = 3
+	pairedAsOptimizerState   = 4
 )
 
 // decide applies the rules in order; the first that matches wins.
@@ -298,6 +323,8 @@ func decide(f *blockFacts, paramPaired, gradPaired, pairing int, training, hasTr
 	switch {
 	case f.m.hint == hintForward:
 		return Activation, RulePreForwardFrames, Low
+	case paramPaired == pairedAsOptimizerState:
+		return OptimizerState, RulePreOptimizerStatePaired, Medium
 	case paramPaired == pairedWithGradient:
 		return Parameter, RulePreParamPaired, High
 	case paramPaired == pairedWithOptimizerState:
@@ -367,6 +394,29 @@ func dtypeBytes(t string) int64 {
 		return 1
 	}
 	return 4
+}
+
+// optimizerFactor is how many state tensors per parameter the run's
+// optimizer keeps, from its Optimizer.step annotation or its torch/optim
+// module in the frames (0 when unknown or none).
+func (h *History) optimizerFactor() int {
+	for _, a := range h.Snap.Annotations {
+		if a.Kind == snapshot.AnnotationOptStep && strings.HasPrefix(a.Name, "Optimizer.step#") {
+			return int(max(0, optimizerStateFactor(a.Name)))
+		}
+	}
+	for i := range h.Snap.Frames {
+		f := h.Snap.Frames[i].Filename
+		if j := strings.Index(f, "torch/optim/"); j >= 0 {
+			switch strings.TrimSuffix(f[j+len("torch/optim/"):], ".py") {
+			case "adam", "adamw", "nadam", "radam", "adamax", "adadelta":
+				return 2
+			case "adagrad", "rmsprop":
+				return 1
+			}
+		}
+	}
+	return 0
 }
 
 // optimizerStateFactor is how many tensors of a parameter's size an

@@ -99,12 +99,14 @@ type Fragmentation struct {
 
 // PhaseSpan is one phase of one step with its peak.
 type PhaseSpan struct {
-	Phase              Phase `json:"phase"`
-	Step               int   `json:"step"`
-	StartUS            int64 `json:"start_us"`
-	EndUS              int64 `json:"end_us"`
-	StartEvent         int   `json:"start_event"`
-	EndEvent           int   `json:"end_event"`
+	Phase      Phase `json:"phase"`
+	Step       int   `json:"step"`
+	StartUS    int64 `json:"start_us"`
+	EndUS      int64 `json:"end_us"`
+	StartEvent int   `json:"start_event"`
+	EndEvent   int   `json:"end_event"`
+	// PeakAllocatedBytes is the highest allocated value after any event of
+	// the span (for a span without events, the value during it).
 	PeakAllocatedBytes int64 `json:"peak_allocated_bytes"`
 	// Events is the number of events in the span; 0 for a phase that an
 	// annotation shows but that allocated and freed nothing on this device

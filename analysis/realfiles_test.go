@@ -1,0 +1,118 @@
+package analysis
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// TestRealFilesInvariants runs Analyze on every real snapshot and trace in
+// ../shared and checks what must hold whatever the file: categories add up
+// to the allocated bytes at the end, at the peak and at the OOM; the peak
+// bounds every phase; the end state of a dump equals its segments; the
+// timeline is bounded and holds the peak; suggestions are ranked and carry
+// evidence; the JSON has every category key.
+func TestRealFilesInvariants(t *testing.T) {
+	_, here, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(here), "..", "..", "shared")
+	var files []string
+	for _, pat := range []string{"snapshots/*.pickle", "snapshots/*.pkl", "traces/*.gz"} {
+		m, _ := filepath.Glob(filepath.Join(root, pat))
+		files = append(files, m...)
+	}
+	if len(files) == 0 {
+		t.Skipf("no real files in %s", root)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			s, err := snapshot.Open(f, snapshot.Options{})
+			if err != nil {
+				t.Skipf("reader: %v", err)
+			}
+			r := Analyze(s, DefaultOptions())
+			mismatch := map[int]bool{}
+			for _, d := range r.Diagnostics {
+				if d.Kind == "replay_mismatch" || d.Kind == "address_reuse" {
+					mismatch[d.Device] = true
+				}
+			}
+			for _, d := range r.Devices {
+				if got := d.AtEnd.Categories.Total(); got != d.AtEnd.AllocatedBytes {
+					t.Errorf("device %d: end categories %d, allocated %d", d.Device, got, d.AtEnd.AllocatedBytes)
+				}
+				if got := d.Peak.Categories.Total(); got != d.Peak.AllocatedBytes {
+					t.Errorf("device %d: peak categories %d, allocated %d", d.Device, got, d.Peak.AllocatedBytes)
+				}
+				var ruleBytes int64
+				for _, u := range d.Rules {
+					ruleBytes += u.Bytes
+				}
+				if ruleBytes != d.AtEnd.AllocatedBytes {
+					t.Errorf("device %d: rules hold %d bytes, end %d", d.Device, ruleBytes, d.AtEnd.AllocatedBytes)
+				}
+				if d.Peak.AllocatedBytes < d.AtEnd.AllocatedBytes {
+					t.Errorf("device %d: peak %d below end %d", d.Device, d.Peak.AllocatedBytes, d.AtEnd.AllocatedBytes)
+				}
+				for _, p := range d.Phases {
+					if p.PeakAllocatedBytes > d.Peak.AllocatedBytes || p.PeakAllocatedBytes < 0 {
+						t.Errorf("device %d: %s span peak %d outside [0, %d]", d.Device, p.Phase, p.PeakAllocatedBytes, d.Peak.AllocatedBytes)
+					}
+				}
+				if o := d.OOM; o != nil {
+					if o.Categories.Total() != o.AllocatedBytes || o.Site == "" || o.Verdict == "" || o.AllocatedBytes > d.Peak.AllocatedBytes {
+						t.Errorf("device %d: OOM %+v", d.Device, o)
+					}
+				}
+				dev := s.Device(d.Device)
+				if len(dev.Segments) > 0 && !mismatch[d.Device] {
+					var want, res int64
+					for _, g := range dev.Segments {
+						res += g.TotalSize
+						for _, b := range g.Blocks {
+							if b.State == snapshot.BlockActiveAllocated || b.State == snapshot.BlockActivePendingFree {
+								if b.RequestedSize > 0 {
+									want += b.RequestedSize
+								} else {
+									want += b.Size
+								}
+							}
+						}
+					}
+					if d.AtEnd.AllocatedBytes != want || d.AtEnd.ReservedBytes != res {
+						t.Errorf("device %d: end %d allocated / %d reserved, the dump says %d / %d", d.Device, d.AtEnd.AllocatedBytes, d.AtEnd.ReservedBytes, want, res)
+					}
+				}
+				if tl := d.Timeline; tl != nil {
+					if len(tl.EventIndex) > DefaultMaxTimelinePoints+3 {
+						t.Errorf("device %d: %d timeline points", d.Device, len(tl.EventIndex))
+					}
+					if d.Peak.EventIndex >= 0 && (tl.PeakPoint < 0 || tl.Allocated[tl.PeakPoint] != d.Peak.AllocatedBytes) {
+						t.Errorf("device %d: timeline misses the peak", d.Device)
+					}
+				}
+			}
+			for i, sg := range r.Suggestions {
+				if sg.EstimatedSavingsBytes <= 0 || sg.Because == "" || sg.How == "" || sg.Cost == "" || sg.Title == "" {
+					t.Errorf("suggestion %+v lacks evidence", sg)
+				}
+				if i > 0 && sg.EstimatedSavingsBytes > r.Suggestions[i-1].EstimatedSavingsBytes {
+					t.Errorf("suggestions not ranked by savings")
+				}
+			}
+			b, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Devices) > 0 && !strings.Contains(string(b), `"autograd_detail":`) {
+				t.Errorf("JSON lacks category keys")
+			}
+			if r.Leaks == nil || r.Suggestions == nil || r.Diagnostics == nil {
+				t.Errorf("nil slices in %s", b[:min(len(b), 200)])
+			}
+		})
+	}
+}
