@@ -35,7 +35,7 @@ lint:
 # What torchmem says about an OOM snapshot the repository ships (made by
 # torchmem's own allocator simulator: testdata/demo/oom_snapshot.pickle).
 demo: build
-	$(BIN) info testdata/demo/oom_snapshot.pickle
+	$(BIN) analyze testdata/demo/oom_snapshot.pickle
 
 # Regenerate the demo snapshot (a test checks it matches the generator).
 demo-file:

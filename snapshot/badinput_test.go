@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"math/rand"
 	"os"
@@ -92,6 +93,40 @@ func TestTruncatedRealSnapshots(t *testing.T) {
 				if !strings.Contains(e.Msg, "truncated") || e.Offset > int64(cut) || e.Offset < 0 {
 					t.Fatalf("cut at %d: %v", cut, e)
 				}
+			}
+		})
+	}
+}
+
+// TestHostileCheap: small or compressed inputs that would make a naive
+// decoder allocate without bound end quickly with an error.
+func TestHostileCheap(t *testing.T) {
+	gz := func(b []byte) []byte {
+		var out bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&out, gzip.BestCompression)
+		zw.Write(b)
+		zw.Close()
+		return out.Bytes()
+	}
+	cases := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		// A 1 KB pickle claiming a 4 GB string: refused before reading it.
+		{"claims 4GB string", append([]byte("\x80\x04X\xff\xff\xff\xff"), make([]byte, 1000)...), "over the limit"},
+		{"claims 2^63 string", []byte("\x80\x04\x8d\xff\xff\xff\xff\xff\xff\xff\x7f"), "over the limit"},
+		// gzip bombs: millions of values pushed, or memoized.
+		{"bomb of values", gz(append([]byte("\x80\x04]("), bytes.Repeat([]byte("N"), 8<<20)...)), "pickle values"},
+		{"bomb of memo", gz(append([]byte("\x80\x04"), bytes.Repeat([]byte("N\x940"), 12<<20)...)), "memo entries"},
+		{"memo cycle", []byte("\x80\x04]\x94h\x00a."), "not of memory segments"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			opts := Options{MaxMemo: 1 << 20, MaxValues: 1 << 20}
+			_, err := Read(bytes.NewReader(c.data), "hostile.pickle", -1, opts)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want an error with %q", err, c.want)
 			}
 		})
 	}

@@ -49,6 +49,7 @@ type schema struct {
 	unknownAct map[string]int
 	mixed      int // generic items found in typed lists
 	m          *vm // the machine decoding, nil on the reference path
+	generic    int // items kept as generic values in lists (bounded by MaxValues)
 }
 
 func newSchema(b *Builder) *schema {
@@ -95,6 +96,7 @@ func (s *schema) appendItem(l *plist, v value) {
 	if len(l.frames)+len(l.events)+len(l.blocks)+len(l.segs)+len(l.annots) > 0 {
 		s.mixed++
 	}
+	s.generic++
 	l.items = append(l.items, v)
 }
 

@@ -20,6 +20,13 @@ type Options struct {
 	MaxStringBytes int64
 	// MaxDepth caps nesting of pickle marks and JSON containers (default 10,000).
 	MaxDepth int
+	// MaxMemo caps the pickle memo (default 32M entries, 256 MiB); real
+	// snapshots memoize about 13M objects per GB.
+	MaxMemo int
+	// MaxValues caps pickle values pending on the stack or in lists that are
+	// not snapshot records (default 4M); records themselves are bounded by
+	// the input size.
+	MaxValues int
 	// Progress, when set, is called now and then with the input bytes read so far.
 	Progress func(read int64)
 }
@@ -29,6 +36,8 @@ const (
 	DefaultMaxInputBytes  int64 = 8 << 30
 	DefaultMaxStringBytes int64 = 256 << 20
 	DefaultMaxDepth             = 10000
+	DefaultMaxMemo              = 32 << 20
+	DefaultMaxValues            = 4 << 20
 )
 
 func (o Options) withDefaults() Options {
@@ -40,6 +49,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxDepth <= 0 {
 		o.MaxDepth = DefaultMaxDepth
+	}
+	if o.MaxMemo <= 0 {
+		o.MaxMemo = DefaultMaxMemo
+	}
+	if o.MaxValues <= 0 {
+		o.MaxValues = DefaultMaxValues
 	}
 	return o
 }
