@@ -25,7 +25,17 @@ func deviceDiagnostics(h *History, dr *DeviceResult) []Diagnostic {
 			"device %d: no allocation history, only the state at the dump: at_end is exact, the peak is the dump itself, and there are no phases; categories come from block frames alone", id)})
 		return out
 	}
-	if len(h.Phases.Sources) == 1 && h.Phases.Sources[0] == "none" {
+	stateOnly := h.Snap.Recording == snapshot.RecordingState
+	d := h.Device
+	if len(d.Segments) == 0 && d.Baseline < 0 && d.Kind != snapshot.DeviceCPU && h.Snap.Source.Format != snapshot.FormatSnapshotPickle {
+		out = append(out, Diagnostic{Kind: "baseline_unknown", Device: id, Message: fmt.Sprintf(
+			"device %d: the file does not say how much was allocated before its first event: allocated bytes count from 0 at the start and miss everything older", id)})
+	}
+	if h.preFreed > 0 && len(d.Events) >= 10000 && len(d.Events)%1000 == 0 {
+		out = append(out, Diagnostic{Kind: "ring_buffer_overflow_suspected", Device: id, Message: fmt.Sprintf(
+			"device %d: exactly %d trace entries and %d frees without an allocation: the ring buffer (max_entries) probably overflowed and dropped the oldest events; raise max_entries", id, len(d.Events), h.preFreed)})
+	}
+	if !stateOnly && len(h.Phases.Sources) == 1 && h.Phases.Sources[0] == "none" {
 		out = append(out, Diagnostic{Kind: "no_phases", Device: id, Message: fmt.Sprintf(
 			"device %d: no annotation, autograd thread or stack frame says which phase an event belongs to: phases are unknown and categories rest on lifetimes only", id)})
 	}
@@ -36,6 +46,34 @@ func deviceDiagnostics(h *History, dr *DeviceResult) []Diagnostic {
 		if r.Confidence == Low {
 			low += r.Bytes
 		}
+	}
+	var high, medium int64
+	for _, r := range dr.Rules {
+		switch r.Confidence {
+		case High:
+			high += r.Bytes
+		case Medium:
+			medium += r.Bytes
+		}
+	}
+	curves := fmt.Sprintf("curves replayed from %d events", len(d.Events))
+	if len(d.Events) == 1 {
+		curves = "curves replayed from 1 event"
+	}
+	switch {
+	case stateOnly:
+		curves = "only the state at the dump is known (at_end exact; no peak history)"
+	case h.anonymous > 0:
+		curves += " (exact totals; lifetimes paired by size)"
+	case h.liveNotInDump > 0 || h.reuse > 0 || h.reservedClamped:
+		curves += " (inconsistencies found: approximate)"
+	case len(d.Segments) > 0:
+		curves += ", consistent with the dump"
+	}
+	if all > 0 {
+		out = append(out, Diagnostic{Kind: "trust", Device: id, Message: fmt.Sprintf(
+			"device %d: %s; phases from %s; categories at the end: %.0f%% high, %.0f%% medium, %.0f%% low confidence", id, curves,
+			strings.Join(h.Phases.Sources, ", "), pct(high, all), pct(medium, all), pct(low, all))})
 	}
 	if all > 0 && low*10 >= all {
 		var rules []string

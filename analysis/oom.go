@@ -167,6 +167,7 @@ func (h *History) oomAt(sites *siteCache, i, topN int) *OOM {
 		Categories:      h.CategoriesAt(i),
 		Fragmentation:   h.fragmentationAt(i, e.Size),
 		TopSites:        h.topSites(sites, i, topN),
+		LiveByPhase:     h.liveByPhase(i),
 	}
 	if o.Site == "" {
 		o.Site = SiteNoFrames
@@ -222,4 +223,45 @@ func topCategories(c Categories, n int) string {
 		return "nothing classified"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// liveByPhase groups the blocks live after event i by the phase and step
+// that allocated them.
+func (h *History) liveByPhase(i int) []PhaseBytes {
+	type key struct {
+		p    Phase
+		step int
+	}
+	m := map[key]*PhaseBytes{}
+	for bi := range h.Blocks {
+		b := &h.Blocks[bi]
+		if !b.LiveAt(i) {
+			continue
+		}
+		k := key{PhaseBeforeRecording, 0}
+		if b.Alloc >= 0 {
+			k = key{h.Phases.At(b.Alloc), h.Phases.StepAt(b.Alloc)}
+		}
+		pb := m[k]
+		if pb == nil {
+			pb = &PhaseBytes{Phase: k.p, Step: k.step}
+			m[k] = pb
+		}
+		pb.Bytes += b.Size
+		pb.Count++
+	}
+	out := make([]PhaseBytes, 0, len(m))
+	for _, pb := range m {
+		out = append(out, *pb)
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].Bytes != out[b].Bytes {
+			return out[a].Bytes > out[b].Bytes
+		}
+		if out[a].Phase != out[b].Phase {
+			return out[a].Phase < out[b].Phase
+		}
+		return out[a].Step < out[b].Step
+	})
+	return out
 }

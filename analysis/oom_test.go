@@ -111,6 +111,13 @@ func TestRealOOMs(t *testing.T) {
 			if fr := o.Fragmentation; fr.Fragmented || fr.CachedFreeBytes >= tc.requested || fr.CachedFreeBytes > o.ReservedBytes-o.AllocatedBytes+int64(len(s.Device(tc.device).Events))*512 {
 				t.Errorf("fragmentation %+v: the cache cannot hold %d bytes here", fr, tc.requested)
 			}
+			var byPhase int64
+			for _, pb := range o.LiveByPhase {
+				byPhase += pb.Bytes
+			}
+			if byPhase != o.AllocatedBytes || len(o.LiveByPhase) == 0 || o.LiveByPhase[0].Phase != PhaseForward {
+				t.Errorf("live by phase %+v: want forward first, summing to %d", o.LiveByPhase, o.AllocatedBytes)
+			}
 			if len(o.TopSites) == 0 || o.TopSites[0].Category != Activation {
 				t.Errorf("top sites at the oom %+v, want activation first", o.TopSites)
 			}

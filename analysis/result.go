@@ -83,6 +83,9 @@ type OOM struct {
 	Categories      Categories    `json:"categories"`
 	Fragmentation   Fragmentation `json:"fragmentation"`
 	TopSites        []Site        `json:"top_sites"`
+	// LiveByPhase groups the bytes live at the OOM by the phase and step
+	// that allocated them, largest first.
+	LiveByPhase []PhaseBytes `json:"live_by_phase"`
 	// Verdict is the one-sentence explanation shown first in every report.
 	Verdict string `json:"verdict"`
 }
@@ -112,6 +115,15 @@ type PhaseSpan struct {
 	// annotation shows but that allocated and freed nothing on this device
 	// (its StartEvent = EndEvent is the last event before it, −1 if none).
 	Events int `json:"events"`
+}
+
+// PhaseBytes is live memory allocated in one phase of one step
+// (Phase is PhaseBeforeRecording for blocks older than the trace).
+type PhaseBytes struct {
+	Phase Phase `json:"phase"`
+	Step  int   `json:"step"`
+	Bytes int64 `json:"bytes"`
+	Count int   `json:"count"`
 }
 
 // Site is memory attributed to one allocation site (first user frame).
@@ -184,6 +196,9 @@ const (
 	PhaseZeroGrad  Phase = "zero_grad"
 	PhaseData      Phase = "data"
 	PhaseUnknown   Phase = "unknown"
+	// PhaseBeforeRecording labels memory allocated before the trace began
+	// (only in PhaseBytes, never in spans).
+	PhaseBeforeRecording Phase = "before_recording"
 )
 
 // Category is what a block of memory is.

@@ -26,6 +26,7 @@ type evidence struct {
 	peakAlloc  int64
 	peakRes    int64
 	gradsInFwd int64 // gradient bytes live at the forward peak
+	steps      int   // training steps seen
 	fp32       bool  // parameters known to be fp32 (chrome-trace shapes)
 }
 
@@ -42,6 +43,7 @@ func gatherEvidence(h *History, dr *DeviceResult) *evidence {
 		ev.moment, ev.index, ev.phase, ev.cats = "at the peak", dr.Peak.EventIndex, dr.Peak.Phase, dr.Peak.Categories
 	}
 	ev.total = ev.cats.Total()
+	ev.steps = len(h.Phases.Steps)
 	sites := map[string]int64{}
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
@@ -186,7 +188,8 @@ func suggest(ev *evidence) []Suggestion {
 			EstimatedSavingsBytes: ev.peakRes - ev.peakAlloc, Cost: "none",
 			How: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py"})
 	}
-	if ev.oom == nil && ev.endRes-ev.endAlloc >= 1<<30 && pct(ev.endRes-ev.endAlloc, ev.endRes) >= 50 {
+	// Between runs, not inside a training loop whose next step reuses the cache.
+	if ev.oom == nil && ev.steps <= 1 && ev.endRes-ev.endAlloc >= 1<<30 && pct(ev.endRes-ev.endAlloc, ev.endRes) >= 50 {
 		out = append(out, Suggestion{ID: "empty_cache", Title: "Release cached memory between phases",
 			Because:               fmt.Sprintf("at the end device %d reserved %s but had only %s allocated", ev.device, fmtBytes(ev.endRes), fmtBytes(ev.endAlloc)),
 			EstimatedSavingsBytes: ev.endRes - ev.endAlloc, Cost: "none (the next allocations pay cudaMalloc again)",
