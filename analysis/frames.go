@@ -71,7 +71,9 @@ func frameString(f *snapshot.Frame) string {
 	return base + ":" + strconv.FormatInt(f.Line, 10) + " " + f.Name
 }
 
-// Site names used when a stack has no user frame.
+// Site names used when a stack has no frame to name (blocks' sites add the
+// category or phase: "<allocated before recording: parameter>",
+// "<no frames: backward>").
 const (
 	SiteNoFrames        = "<no frames>"
 	SiteBeforeRecording = "<allocated before recording>"

@@ -28,7 +28,8 @@ func (c *siteCache) get(st snapshot.StackID) string {
 	return c.site[st]
 }
 
-// blockSite names the allocation site of a block.
+// blockSite names the allocation site of a block: its first user frame, or
+// "<allocated before recording: CATEGORY>" / "<no frames: PHASE>".
 func (h *History) blockSite(c *siteCache, b *Block) string {
 	if b.Untracked {
 		return SiteUntracked
@@ -36,10 +37,12 @@ func (h *History) blockSite(c *siteCache, b *Block) string {
 	if s := c.get(b.Stack); s != "" {
 		return s
 	}
+	// Without frames, name what is known: before recording, by category;
+	// else by the phase that allocated it.
 	if b.Alloc < 0 {
-		return SiteBeforeRecording
+		return SiteBeforeRecording[:len(SiteBeforeRecording)-1] + ": " + b.Category.String() + ">"
 	}
-	return SiteNoFrames
+	return SiteNoFrames[:len(SiteNoFrames)-1] + ": " + string(h.Phases.At(b.Alloc)) + ">"
 }
 
 // TopSites groups the bytes live after event i by allocation site (the
