@@ -26,6 +26,7 @@ type evidence struct {
 	peakAlloc  int64
 	peakRes    int64
 	gradsInFwd int64 // gradient bytes live at the forward peak
+	lateZero   int   // event of a zero_grad that frees them after that peak (−1)
 	steps      int   // training steps seen
 	fp32       bool  // parameters known to be fp32 (chrome-trace shapes)
 }
@@ -76,8 +77,15 @@ func gatherEvidence(h *History, dr *DeviceResult) *evidence {
 			}
 		}
 	}
+	ev.lateZero = -1
 	if fwdIdx >= 0 {
 		ev.gradsInFwd = h.CategoriesAt(fwdIdx)[Gradient]
+		for bi := range h.Blocks {
+			b := &h.Blocks[bi]
+			if b.Rule == RuleFreedByZeroGrad && b.LiveAt(fwdIdx) && (ev.lateZero < 0 || b.Free < ev.lateZero) {
+				ev.lateZero = b.Free
+			}
+		}
 	}
 	if len(h.Snap.GradAccumulations) > 0 {
 		ev.fp32 = true
@@ -196,8 +204,12 @@ func suggest(ev *evidence) []Suggestion {
 			How: "torch.cuda.empty_cache()  # e.g. after evaluation, before the next phase or another process needs the memory"})
 	}
 	if ev.gradsInFwd > 0 {
+		because := fmt.Sprintf("%s of gradients stay allocated during forward on device %d: they are kept across steps", fmtBytes(ev.gradsInFwd), ev.device)
+		if ev.lateZero >= 0 {
+			because = fmt.Sprintf("%s of the previous step's gradients are still allocated at the forward peak on device %d: zero_grad frees them only after the forward (event %d)", fmtBytes(ev.gradsInFwd), ev.device, ev.lateZero)
+		}
 		out = append(out, Suggestion{ID: "set_to_none", Title: "Free gradients before the next forward",
-			Because:               fmt.Sprintf("%s of gradients stay allocated during forward on device %d: they are kept across steps", fmtBytes(ev.gradsInFwd), ev.device),
+			Because:               because,
 			EstimatedSavingsBytes: ev.gradsInFwd, Cost: "none",
 			How: "optimizer.zero_grad(set_to_none=True)  # the default since PyTorch 2.0; call it right after optimizer.step()"})
 	}

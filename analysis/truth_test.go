@@ -49,6 +49,9 @@ func TestTrainingTruth(t *testing.T) {
 		peakPhase               Phase
 		phases                  []Phase // the phase spans in order
 		params, grads, optState int     // block counts
+		// suggestions that must be made, with their savings when checked
+		// independently (0: not pinned)
+		suggest map[string]int64
 	}{
 		{
 			file:  "wedsonlin_medium_128_training.pickle",
@@ -56,6 +59,7 @@ func TestTrainingTruth(t *testing.T) {
 			allocatedEnd: 6_808_535_044, peak: 7_013_335_044, peakEvent: 9966, peakPhase: PhaseOptimizer,
 			phases: []Phase{PhaseForward, PhaseBackward, PhaseOptimizer},
 			params: 219, grads: 219, optState: 438,
+			suggest: map[string]int64{"optimizer_8bit": 0},
 		},
 		{
 			file:  "kkaitlyn_ctx128_fullstep.pickle",
@@ -65,6 +69,7 @@ func TestTrainingTruth(t *testing.T) {
 			// span without events.
 			phases: []Phase{PhaseZeroGrad, PhaseForward, PhaseBackward, PhaseOptimizer},
 			params: 291, grads: 291, optState: 582,
+			suggest: map[string]int64{"optimizer_8bit": 0},
 		},
 		{
 			file:  "nothanmin_fullstep.pickle",
@@ -74,6 +79,11 @@ func TestTrainingTruth(t *testing.T) {
 			// step's 327 gradients (allocated before recording).
 			phases: []Phase{PhaseForward, PhaseZeroGrad, PhaseBackward, PhaseOptimizer},
 			params: 327, grads: 327, optState: 654,
+			// The previous step's 327 gradients (3,877,647,360 B, the
+			// script's unmatched frees inside Optimizer.zero_grad) are
+			// still allocated at the forward peak: freeing them before
+			// the forward saves exactly that.
+			suggest: map[string]int64{"optimizer_8bit": 0, "set_to_none": 3_877_647_360},
 		},
 	}
 	for _, tc := range tests {
@@ -102,6 +112,15 @@ func TestTrainingTruth(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.phases, phases); diff != "" {
 				t.Errorf("phase spans (-want +got):\n%s", diff)
+			}
+			got2 := map[string]int64{}
+			for _, sg := range r.Suggestions {
+				got2[sg.ID] = sg.EstimatedSavingsBytes
+			}
+			for id, want := range tc.suggest {
+				if v, ok := got2[id]; !ok || want != 0 && v != want {
+					t.Errorf("suggestion %s: %d (made: %v), want %d", id, v, ok, want)
+				}
 			}
 			counts := map[Category]int{}
 			for _, u := range d.Rules {
