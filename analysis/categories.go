@@ -14,6 +14,7 @@ import (
 const (
 	RuleCublasWorkspace         = "cublas_workspace"                        // cuBLAS handle workspace (frames)
 	RuleOptimizerKept           = "allocated_in_optimizer_step_kept"        // alloc in optimizer.step, alive after it
+	RuleIntraOp                 = "intra_op_temporary"                      // chrome trace: allocated and freed inside one op (PyTorch's "intermediates")
 	RuleOptimizerScratch        = "optimizer_scratch"                       // alloc and free within optimizer.step
 	RuleFreedByZeroGrad         = "freed_by_zero_grad"                      // set_to_none frees .grad
 	RuleAccumulateGrad          = "accumulate_grad"                         // AccumulateGrad frames, alive after backward
@@ -59,6 +60,7 @@ type blockFacts struct {
 	m              stackMarkers
 	step           int
 	pastOOM        bool // live at the OOM and never freed before it
+	intraOp        bool // chrome trace: allocated and freed inside the same op (same thread, same span stack)
 }
 
 func (h *History) facts(bi int) blockFacts {
@@ -81,6 +83,10 @@ func (h *History) facts(bi int) blockFacts {
 	}
 	if !f.never {
 		f.fc = p.code[b.Free]
+		if !f.pre && h.Snap.Source.Format == snapshot.FormatChromeTrace && b.Stack != 0 {
+			ea, ef := &h.Device.Events[b.Alloc], &h.Device.Events[b.Free]
+			f.intraOp = ea.Stack == ef.Stack && ea.Thread == ef.Thread && ea.Meta == ef.Meta && h.innermostIsOp(ea.Stack)
+		}
 	}
 	return f
 }
@@ -252,6 +258,8 @@ func decide(f *blockFacts, paramPaired, gradPaired, pairing int, training, hasTr
 		return Unknown, RuleCublasWorkspace, High
 	case !f.never && f.fc == codeZeroGrad:
 		return Gradient, RuleFreedByZeroGrad, High
+	case f.intraOp && f.ac != codeOptimizer:
+		return Temporary, RuleIntraOp, High
 	}
 	if f.m.init && (f.pre || f.ac != codeForward && f.ac != codeBackward && f.ac != codeOptimizer) {
 		return Parameter, RuleModelSetup, Medium
@@ -578,4 +586,18 @@ func (h *History) profilerCategory(b *Block) (Category, bool) {
 	}
 	c, ok := profilerCategories[name]
 	return c, ok
+}
+
+// innermostIsOp reports whether the innermost frame of a chrome-trace stack
+// is an operator span ("aten::mm", "c10d::allreduce_"), not an annotation,
+// an autograd node or a compiled region.
+func (h *History) innermostIsOp(st snapshot.StackID) bool {
+	fs := h.Snap.StackOf(st)
+	if len(fs) == 0 {
+		return false
+	}
+	f := &h.Snap.Frames[fs[0]]
+	n := f.Name
+	return f.Filename == "" && strings.Contains(n, "::") && !strings.Contains(n, " ") &&
+		!strings.HasPrefix(n, "autograd::engine::") && !strings.Contains(n, "CompiledFunction")
 }

@@ -559,6 +559,9 @@ func TestFixtureChromeTrace(t *testing.T) {
 		b.mem(main, t0+1100, act, 4*mib) // saved for backward
 		b.mem(main, t0+1200, act+0x400000, mib)
 		b.mem(main, t0+1300, act+0x400000, -mib) // transient
+		b.span("aten::mm", "cpu_op", main, t0+1500, 100)
+		b.mem(main, t0+1510, act+0xc00000, mib) // an intermediate of one op
+		b.mem(main, t0+1520, act+0xc00000, -mib)
 		if step == 1 {
 			b.mem(main, t0+1400, 0x999000, -2048) // allocated before the trace
 		}
@@ -602,11 +605,11 @@ func TestFixtureChromeTrace(t *testing.T) {
 	B := int64(baseline)
 	want1 := []sp{
 		{PhaseZeroGrad, 1, 0, B},
-		{PhaseForward, 1, 4, B + 5*mib},
+		{PhaseForward, 1, 6, B + 5*mib},
 		{PhaseBackward, 1, 4, B - 2048 + 4*mib + mib/2 + 2*mib},
 		{PhaseOptimizer, 1, 1, B - 2048 + mib},
 		{PhaseZeroGrad, 2, 1, B - 2048 + mib/2}, // a span's peak is after its events
-		{PhaseForward, 2, 3, B - 2048 + mib/2 + 5*mib},
+		{PhaseForward, 2, 5, B - 2048 + mib/2 + 5*mib},
 		{PhaseBackward, 2, 4, B - 2048 + mib/2 + 4*mib + mib/2 + 2*mib},
 		{PhaseOptimizer, 2, 0, B - 2048 + mib},
 	}
@@ -630,7 +633,7 @@ func TestFixtureChromeTrace(t *testing.T) {
 		cats[bl.Rule] = bl.Category
 	}
 	for rule, cat := range map[string]Category{RuleSavedForBackward: Activation, RuleForwardTransient: Temporary, RuleBackwardScratch: AutogradDetail,
-		RuleFreedByZeroGrad: Gradient, RulePreFreedInForward: Activation} {
+		RuleFreedByZeroGrad: Gradient, RulePreFreedInForward: Activation, RuleIntraOp: Temporary} {
 		if c, ok := cats[rule]; !ok || c != cat {
 			t.Errorf("rule %s: category %v (present %v), want %v", rule, c, ok, cat)
 		}
