@@ -201,6 +201,19 @@ func (h *History) oomVerdict(o *OOM, e *snapshot.Event) string {
 	case fr.CachedFreeBytes > 0:
 		fmt.Fprintf(&b, " and %s cached free", fmtBytes(fr.CachedFreeBytes))
 	}
+	// The allocator frees its cached segments and retries before giving up:
+	// segment_free/segment_unmap entries right before the oom.
+	var released int64
+	for k := o.EventIndex - 1; k >= 0; k-- {
+		a := h.Device.Events[k].Action
+		if a != snapshot.ActionSegmentFree && a != snapshot.ActionSegmentUnmap {
+			break
+		}
+		released += h.Device.Events[k].Size
+	}
+	if released > 0 {
+		fmt.Fprintf(&b, ", after the allocator had released %s of cached segments and retried", fmtBytes(released))
+	}
 	b.WriteString(".")
 	return b.String()
 }
