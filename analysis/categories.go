@@ -58,7 +58,6 @@ type blockFacts struct {
 	aliveAfterSpan bool  // outlives the phase span it was allocated in
 	sameSpan       bool  // freed in the span it was allocated in
 	m              stackMarkers
-	step           int
 	pastOOM        bool // live at the OOM and never freed before it
 	intraOp        bool // chrome trace: allocated and freed inside the same op (same thread, same span stack)
 }
@@ -74,12 +73,9 @@ func (h *History) facts(bi int) blockFacts {
 	}
 	if !f.pre {
 		f.ac = p.code[b.Alloc]
-		f.step = p.StepAt(b.Alloc)
 		f.aliveAfterSpan = f.never || b.Free > p.phaseEnd(b.Alloc)
 		f.sameSpan = !f.never && p.SpanAt(b.Free) == p.SpanAt(b.Alloc)
 		f.pastOOM = h.firstOOM >= 0 && b.Alloc < h.firstOOM && (b.Free < 0 || b.Free > h.firstOOM)
-	} else {
-		f.step = p.StepAt(0)
 	}
 	if !f.never {
 		f.fc = p.code[b.Free]
@@ -143,7 +139,7 @@ func Classify(h *History) {
 			b.Category, b.Rule, b.Confidence = cat, RuleProfilerCategory, High
 			continue
 		}
-		b.Category, b.Rule, b.Confidence = decide(f, paramPaired[i], gradPaired[i], pairing, training, len(h.Device.Events) > 0)
+		b.Category, b.Rule, b.Confidence = decide(f, paramPaired[i], gradPaired[i], pairing, training)
 	}
 	estimateBaseline(h)
 }
@@ -252,7 +248,7 @@ const (
 )
 
 // decide applies the rules in order; the first that matches wins.
-func decide(f *blockFacts, paramPaired, gradPaired, pairing int, training, hasTrace bool) (Category, string, Confidence) {
+func decide(f *blockFacts, paramPaired, gradPaired, pairing int, training bool) (Category, string, Confidence) {
 	switch {
 	case f.m.cublas:
 		return Unknown, RuleCublasWorkspace, High
@@ -430,11 +426,8 @@ func (h *History) optimizerFactor() int {
 // optimizerStateFactor is how many tensors of a parameter's size an
 // optimizer keeps per parameter (−1 when unknown).
 func optimizerStateFactor(name string) int64 {
-	cls := name
-	if i := len("Optimizer.step#"); len(name) > i && name[:i] == "Optimizer.step#" {
-		cls = name[i:]
-	}
-	if j := indexByte(cls, '.'); j >= 0 {
+	cls := strings.TrimPrefix(name, "Optimizer.step#")
+	if j := strings.IndexByte(cls, '.'); j >= 0 {
 		cls = cls[:j]
 	}
 	switch cls {
@@ -444,15 +437,6 @@ func optimizerStateFactor(name string) int64 {
 		return 1
 	case "SGD":
 		return 0 // 1 with momentum; the name does not say
-	}
-	return -1
-}
-
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
 	}
 	return -1
 }
