@@ -1,0 +1,869 @@
+package analysis
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// Leak kinds (Leak.Kind).
+const (
+	// LeakRetainedGraph: the forward's saved tensors — many sites — outlive
+	// their step and pile up: an autograd graph kept alive across steps
+	// (an evaluation loop under grad mode, total_loss += loss without
+	// .item(), outputs kept with their graph, retain_graph=True).
+	LeakRetainedGraph = "retained_graph"
+	// LeakGrowingList: one site (or a few) leaves a tensor per step that is
+	// never freed (outputs.append(logits)).
+	LeakGrowingList = "growing_list"
+	// LeakStepGrowth: allocated memory at the same point of every step
+	// rises, and no finding above explains it.
+	LeakStepGrowth = "step_growth"
+	// LeakReferenceCycle: the sawtooth — tensors of several steps held
+	// together and released in bulk (by Python's garbage collector).
+	LeakReferenceCycle = "reference_cycle"
+)
+
+// Thresholds of leak detection.
+const (
+	minLeakSteps     = 4        // complete steps needed to look for leaks at all
+	minPatternSteps  = 3        // steps a pattern must be seen in
+	minGraphSites    = 4        // sites a step's survivors span to be a graph
+	minGrowthBytes   = 64 << 10 // total growth below this is noise
+	highLeakBytes    = 1 << 20  // a high-confidence finding holds at least this
+	maxGrowingLists  = 5        // growing_list findings per device at most
+	explainedGrowth  = 0.7      // share of the drift the specific findings must explain
+	forwardShareMin  = 0.6      // share of a graph's bytes allocated in forward
+	graphShareMin    = 0.25     // share of the forward's allocations a graph keeps
+	patternShareMin  = 0.6      // share of the eligible steps a pattern must be seen in
+	highPatternShare = 0.8      // share of the eligible steps for high confidence
+)
+
+// DetectLeaks looks for memory that grows step after step on each device
+// (hs holds one History per device, from BuildHistory) and returns the
+// findings, most certain and largest first. s is the snapshot the histories
+// were built from. Steps come from ProfilerStep#N ranges, else from
+// optimizer steps, else from Optimizer.step or forward spans of a trace,
+// else from the period of the repeating sequence of allocation sites. A block survives its step when it is still
+// allocated after the next step ends; survivors that are never freed (or
+// only after the last step) make retained_graph (many forward sites per
+// step) or growing_list (one site) findings; survivors released together by
+// a later step make reference_cycle; a rise of allocated memory at every
+// step start that those do not explain makes step_growth. The first step
+// (warm-up: optimizer state, workspaces) and the last (still in flight)
+// never count as leaking. A rise of reserved memory alone is allocator
+// caching or fragmentation, not a leak, and is not reported here.
+func DetectLeaks(s *snapshot.Snapshot, hs []*History) []Leak {
+	out := []Leak{}
+	for _, h := range hs {
+		if h == nil || h.Phases == nil || len(h.Device.Events) == 0 {
+			continue
+		}
+		out = append(out, detectDeviceLeaks(h)...)
+	}
+	rank := map[Confidence]int{High: 0, Medium: 1, Low: 2}
+	sort.SliceStable(out, func(a, b int) bool {
+		x, y := &out[a], &out[b]
+		if x.Device != y.Device {
+			return x.Device < y.Device
+		}
+		if rank[x.Confidence] != rank[y.Confidence] {
+			return rank[x.Confidence] < rank[y.Confidence]
+		}
+		return x.TotalBytes > y.TotalBytes
+	})
+	return out
+}
+
+// leakScan holds what one device's steps tell about survivors.
+type leakScan struct {
+	h      *History
+	plan   stepPlan
+	steps  []leakStep
+	stepOf []int32 // step index of every event, −1 outside the steps
+	sites  *siteCache
+	// kept[k] are the blocks of eligible step k never freed (or freed only
+	// after the last step); delayed are blocks freed by a later step.
+	kept    [][]int
+	delayed []delayedBlock
+	// backward says whether the device has any backward event.
+	backward bool
+	// guessed lifetimes (allocations without an address, paired by size).
+	guessed bool
+}
+
+type delayedBlock struct {
+	bi         int
+	from, upto int // step indices of the allocation and of the free
+}
+
+func detectDeviceLeaks(h *History) []Leak {
+	plan := planSteps(h)
+	if len(plan.steps) < minLeakSteps {
+		return nil
+	}
+	sc := scanSurvivors(h, plan)
+	var out []Leak
+	out = append(out, sc.keptFindings()...)
+	if l, ok := sc.cycleFinding(); ok {
+		out = append(out, l)
+	}
+	if l, ok := sc.growthFinding(out); ok {
+		out = append(out, l)
+	}
+	capacity := h.Device.CapacityBytes
+	if capacity > 0 {
+		last := sc.steps[len(sc.steps)-1]
+		var peak int64
+		for i := last.start; i <= last.end; i++ {
+			peak = max(peak, h.Allocated[i])
+		}
+		for i := range out {
+			l := &out[i]
+			if l.Kind == LeakReferenceCycle || l.BytesPerStep <= 0 {
+				continue
+			}
+			l.StepsUntilFull = stepsUntilFull(capacity, peak, l.BytesPerStep)
+			l.Evidence += fmt.Sprintf(" At %s per step the device (%s) is full in %d more steps.", fmtBytes(l.BytesPerStep), fmtBytes(capacity), l.StepsUntilFull)
+		}
+	}
+	return out
+}
+
+// stepsUntilFull is how many more steps at rate bytes per step take a step's
+// peak from peak to the capacity (at least 1).
+func stepsUntilFull(capacity, peak, rate int64) int {
+	if rate <= 0 {
+		return 0
+	}
+	room := capacity - peak
+	if room <= 0 {
+		return 1
+	}
+	n := (room + rate - 1) / rate
+	if n > math.MaxInt32 {
+		n = math.MaxInt32
+	}
+	return int(max(n, 1))
+}
+
+// scanSurvivors finds, for every block allocated in a step, whether it
+// outlives the next step, and how it ends.
+func scanSurvivors(h *History, plan stepPlan) *leakScan {
+	n := len(h.Device.Events)
+	sc := &leakScan{h: h, plan: plan, steps: plan.steps, stepOf: make([]int32, n), sites: newSiteCache(h.Snap),
+		kept: make([][]int, len(plan.steps)), guessed: h.anonymous > 0}
+	for i := range sc.stepOf {
+		sc.stepOf[i] = -1
+	}
+	for k, st := range plan.steps {
+		for i := st.start; i <= st.end && i < n; i++ {
+			sc.stepOf[i] = int32(k)
+		}
+	}
+	for _, c := range h.Phases.code {
+		if c == codeBackward {
+			sc.backward = true
+			break
+		}
+	}
+	S := plan.steps
+	lastEnd := S[len(S)-1].end
+	// nextStep returns the step holding event i, or the first one after it.
+	nextStep := func(i int) int {
+		if k := sc.stepOf[i]; k >= 0 {
+			return int(k)
+		}
+		return sort.Search(len(S), func(k int) bool { return S[k].start > i })
+	}
+	for bi := range h.Blocks {
+		b := &h.Blocks[bi]
+		if b.Alloc < 0 || b.Untracked {
+			continue
+		}
+		k := int(sc.stepOf[b.Alloc])
+		if k < 0 || k+1 >= len(S) {
+			continue
+		}
+		free := b.Free
+		if o := h.firstOOM; o >= 0 && b.Alloc < o && free > o {
+			free = -1 // freed while the OutOfMemoryError unwound: it lived to the OOM
+		}
+		if free >= 0 && free <= S[k+1].end {
+			continue // freed by the end of the next step: not a survivor
+		}
+		if free < 0 || free > lastEnd {
+			if k >= 1 && k <= len(S)-2 {
+				sc.kept[k] = append(sc.kept[k], bi)
+			}
+			continue
+		}
+		sc.delayed = append(sc.delayed, delayedBlock{bi: bi, from: k, upto: nextStep(free)})
+	}
+	return sc
+}
+
+// eligible is the number of steps whose survivors count: all but the first
+// and the last.
+func (sc *leakScan) eligible() int { return len(sc.steps) - 2 }
+
+// stepRange names steps k0…k1 by their numbers.
+func (sc *leakScan) stepRange(ks []int) string {
+	if len(ks) == 0 {
+		return ""
+	}
+	a, b := sc.steps[ks[0]].n, sc.steps[ks[len(ks)-1]].n
+	if len(ks) == 1 {
+		return fmt.Sprintf("step %d", a)
+	}
+	if len(ks) == b-a+1 || ks[len(ks)-1]-ks[0]+1 == len(ks) {
+		return fmt.Sprintf("steps %d–%d", a, b)
+	}
+	return fmt.Sprintf("%d of steps %d–%d", len(ks), a, b)
+}
+
+// site names a block's allocation site (its first user frame).
+func (sc *leakScan) site(bi int) string { return sc.h.blockSite(sc.sites, &sc.h.Blocks[bi]) }
+
+// forwardish reports whether block bi was allocated in forward (or, on a
+// device without any backward, in an unknown phase: an inference or
+// evaluation loop whose phases were not recorded).
+func (sc *leakScan) forwardish(bi int) bool {
+	switch sc.h.Phases.At(sc.h.Blocks[bi].Alloc) {
+	case PhaseForward:
+		return true
+	case PhaseUnknown:
+		return !sc.backward
+	}
+	return false
+}
+
+// siteBytes is the bytes one site leaves per step.
+type siteBytes struct {
+	site   string
+	bytes  int64
+	blocks int
+}
+
+// bySite groups blocks by site, largest first.
+func (sc *leakScan) bySite(blocks []int) []siteBytes {
+	m := map[string]*siteBytes{}
+	var order []string
+	for _, bi := range blocks {
+		s := sc.site(bi)
+		a := m[s]
+		if a == nil {
+			a = &siteBytes{site: s}
+			m[s] = a
+			order = append(order, s)
+		}
+		a.bytes += sc.h.Blocks[bi].Size
+		a.blocks++
+	}
+	out := make([]siteBytes, 0, len(m))
+	for _, s := range order {
+		out = append(out, *m[s])
+	}
+	sort.SliceStable(out, func(a, b int) bool {
+		if out[a].bytes != out[b].bytes {
+			return out[a].bytes > out[b].bytes
+		}
+		return out[a].site < out[b].site
+	})
+	return out
+}
+
+func (sc *leakScan) sumBytes(blocks []int) int64 {
+	var t int64
+	for _, bi := range blocks {
+		t += sc.h.Blocks[bi].Size
+	}
+	return t
+}
+
+// keptFindings turns the never-freed survivors into retained_graph or
+// growing_list findings.
+func (sc *leakScan) keptFindings() []Leak {
+	E := sc.eligible()
+	if E < minPatternSteps {
+		return nil
+	}
+	// Retained graph: steps whose survivors span many forward sites.
+	var graphSteps []int
+	var fwd, all int64
+	for k := 1; k <= len(sc.steps)-2; k++ {
+		blocks := sc.kept[k]
+		if len(blocks) == 0 {
+			continue
+		}
+		groups := sc.bySite(blocks)
+		wide := len(groups) >= minGraphSites
+		if len(groups) == 1 && (groups[0].site == SiteNoFrames) && len(blocks) >= minGraphSites {
+			wide = true // no frames to tell sites apart: count the tensors
+		}
+		if !wide {
+			continue
+		}
+		graphSteps = append(graphSteps, k)
+		for _, bi := range blocks {
+			all += sc.h.Blocks[bi].Size
+			if sc.forwardish(bi) {
+				fwd += sc.h.Blocks[bi].Size
+			}
+		}
+	}
+	// A graph keeps a good share of what its forward allocated (the saved
+	// activations); a list of a few outputs per step keeps little of it.
+	var fwdAlloc int64
+	for _, k := range graphSteps {
+		fwdAlloc += sc.forwardAllocated(k)
+	}
+	if len(graphSteps) >= minPatternSteps && float64(len(graphSteps)) >= patternShareMin*float64(E) &&
+		float64(fwd) >= forwardShareMin*float64(all) && float64(fwd) >= graphShareMin*float64(fwdAlloc) {
+		return []Leak{sc.graphFinding(graphSteps)}
+	}
+	// Growing lists: one site leaving tensors step after step.
+	type siteSteps struct {
+		site   string
+		steps  []int
+		bytes  []int64
+		blocks []int
+		total  int64
+	}
+	m := map[string]*siteSteps{}
+	var order []string
+	for k := 1; k <= len(sc.steps)-2; k++ {
+		for _, g := range sc.bySite(sc.kept[k]) {
+			a := m[g.site]
+			if a == nil {
+				a = &siteSteps{site: g.site}
+				m[g.site] = a
+				order = append(order, g.site)
+			}
+			a.steps = append(a.steps, k)
+			a.bytes = append(a.bytes, g.bytes)
+			a.blocks = append(a.blocks, g.blocks)
+			a.total += g.bytes
+		}
+	}
+	var cands []*siteSteps
+	for _, s := range order {
+		a := m[s]
+		if len(a.steps) >= minPatternSteps && float64(len(a.steps)) >= patternShareMin*float64(E) {
+			cands = append(cands, a)
+		}
+	}
+	sort.SliceStable(cands, func(a, b int) bool { return cands[a].total > cands[b].total })
+	var out []Leak
+	for i, a := range cands {
+		if i == maxGrowingLists {
+			break
+		}
+		per := medianInt64(a.bytes)
+		blocks := medianInt(a.blocks)
+		l := Leak{Kind: LeakGrowingList, Device: sc.h.Device.ID, Site: a.site, BytesPerStep: per, Steps: len(a.steps), TotalBytes: a.total}
+		l.Confidence = sc.patternConfidence(len(a.steps), a.bytes, a.total)
+		what := "one tensor"
+		if blocks > 1 {
+			what = fmt.Sprintf("%d tensors", blocks)
+		}
+		l.Evidence = fmt.Sprintf("%s leaves %s of %s per step that no later step frees (%s of %d; steps from %s): %s held at the end, growing by %s per step. One site keeping a tensor every step is a list or dict that collects tensors across steps (e.g. outputs.append(logits)).",
+			a.site, what, fmtBytes(per), sc.stepRange(a.steps), len(sc.steps), sc.plan.source, fmtBytes(a.total), fmtBytes(per))
+		if sc.graphAlive(a.steps) {
+			l.Evidence += " No backward runs in these steps: if the tensors were made under grad mode, each also keeps its step's autograd graph alive (CPU-side nodes, and any saved tensors)."
+		}
+		l.Fix = fmt.Sprintf("Keep a detached copy on the CPU, and only what is needed: outputs.append(logits.detach().cpu()) (or preds.append(logits.argmax(-1).cpu()), losses.append(loss.item())); or clear the list every step. Saves %s now and %s for every further step.",
+			fmtBytes(a.total), fmtBytes(per))
+		out = append(out, l)
+	}
+	return out
+}
+
+// forwardAllocated is the bytes allocated in forward during step k.
+func (sc *leakScan) forwardAllocated(k int) int64 {
+	var t int64
+	st := sc.steps[k]
+	for i := st.start; i <= st.end; i++ {
+		if bi := sc.h.openAt[i]; bi >= 0 && sc.forwardish(int(bi)) {
+			t += sc.h.Blocks[bi].Size
+		}
+	}
+	return t
+}
+
+// graphAlive reports whether the steps ran no backward (so tensors kept
+// from them hold their graph too).
+func (sc *leakScan) graphAlive(ks []int) bool {
+	for _, k := range ks {
+		st := sc.steps[k]
+		for i := st.start; i <= st.end; i++ {
+			if sc.h.Phases.code[i] == codeBackward {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// patternConfidence grades a pattern seen in seen eligible steps with
+// per-step bytes and total bytes.
+func (sc *leakScan) patternConfidence(seen int, per []int64, total int64) Confidence {
+	E := sc.eligible()
+	share := float64(seen) / float64(E)
+	c := Low
+	switch {
+	case seen >= minPatternSteps+1 && share >= highPatternShare && cv(per) <= 0.35 && total >= highLeakBytes:
+		c = High
+	case seen >= minPatternSteps && share >= patternShareMin:
+		c = Medium
+	}
+	if sc.guessed && c != Low {
+		c = Low // lifetimes were paired by size: survivors are guesses
+	}
+	return c
+}
+
+// graphFinding builds the retained_graph finding from the steps whose
+// survivors span many sites.
+func (sc *leakScan) graphFinding(ks []int) Leak {
+	var per []int64
+	var all []int
+	nblocks := []int{}
+	for _, k := range ks {
+		per = append(per, sc.sumBytes(sc.kept[k]))
+		all = append(all, sc.kept[k]...)
+		nblocks = append(nblocks, len(sc.kept[k]))
+	}
+	var total int64
+	for _, p := range per {
+		total += p
+	}
+	perStep := medianInt64(per)
+	groups := sc.bySite(all)
+	call := sc.callSite(all)
+	if call == "" {
+		call = groups[0].site
+	}
+	l := Leak{Kind: LeakRetainedGraph, Device: sc.h.Device.ID, Site: call, BytesPerStep: perStep, Steps: len(ks), TotalBytes: total}
+	l.Confidence = sc.patternConfidence(len(ks), per, total)
+	var top []string
+	for i, g := range groups {
+		if i == 4 {
+			break
+		}
+		top = append(top, fmt.Sprintf("%s %s/step", g.site, fmtBytes(g.bytes/int64(len(ks)))))
+	}
+	alive := sc.graphAlive(ks)
+	backward := "no backward pass frees them: the autograd graph of every step stays alive with its saved activations"
+	if !alive {
+		backward = "backward runs but does not free them: the graph is kept (retain_graph=True, or outputs that still require grad kept across steps)"
+	}
+	l.Evidence = fmt.Sprintf("In %s of %d (steps from %s) each step leaves about %d tensors from %d sites (%s per step, %s in all) allocated until the end; %s. Forward called at %s. Largest: %s.",
+		sc.stepRange(ks), len(sc.steps), sc.plan.source, medianInt(nblocks), len(groups), fmtBytes(perStep), fmtBytes(total), backward, call, strings.Join(top, ", "))
+	if alive {
+		l.Fix = fmt.Sprintf("Do not keep tensors that require grad across steps: if the loop does not train, run it under with torch.no_grad(): (or torch.inference_mode()); accumulate metrics with .item() (total_loss += loss.item()); store outputs with .detach() (.detach().cpu() to free the GPU). Saves %s now and %s for every further step.",
+			fmtBytes(total), fmtBytes(perStep))
+	} else {
+		l.Fix = fmt.Sprintf("Let backward free the graph: drop retain_graph=True unless a second backward needs it, and keep nothing that requires grad across steps — .item() for metrics (total_loss += loss.item()), .detach() for outputs (.detach().cpu() to free the GPU). Saves %s now and %s for every further step.",
+			fmtBytes(total), fmtBytes(perStep))
+	}
+	return l
+}
+
+// callSite names where the leaking forward was called: following the
+// stacks of the blocks from the outermost frame in, as long as one frame
+// holds most of the bytes, it returns the user frame just outside the first
+// nn.Module call (the line of the loop that runs the model), else the
+// innermost user frame shared. "" when the stacks share no user frame.
+func (sc *leakScan) callSite(blocks []int) string {
+	s := sc.h.Snap
+	type path struct {
+		frames []snapshot.FrameID // outermost first, noise dropped
+		bytes  int64
+	}
+	var paths []path
+	var total int64
+	for _, bi := range blocks {
+		b := &sc.h.Blocks[bi]
+		st := s.StackOf(b.Stack)
+		p := path{bytes: b.Size}
+		for i := len(st) - 1; i >= 0; i-- {
+			if !isNoise(&s.Frames[st[i]]) {
+				p.frames = append(p.frames, st[i])
+			}
+		}
+		total += b.Size
+		paths = append(paths, p)
+	}
+	if total == 0 {
+		return ""
+	}
+	var chain []snapshot.FrameID
+	for depth := 0; ; depth++ {
+		by := map[snapshot.FrameID]int64{}
+		for _, p := range paths {
+			if depth < len(p.frames) {
+				by[p.frames[depth]] += p.bytes
+			}
+		}
+		var best snapshot.FrameID
+		var bv int64 = -1
+		for f, v := range by {
+			if v > bv || v == bv && f < best {
+				best, bv = f, v
+			}
+		}
+		if bv*10 < total*6 {
+			break
+		}
+		chain = append(chain, best)
+		keep := paths[:0]
+		for _, p := range paths {
+			if depth < len(p.frames) && p.frames[depth] == best {
+				keep = append(keep, p)
+			}
+		}
+		paths = keep
+	}
+	lastUser := ""
+	for _, id := range chain {
+		f := &s.Frames[id]
+		if !isPython(f) {
+			continue
+		}
+		if strings.HasSuffix(strings.ReplaceAll(f.Filename, "\\", "/"), "torch/nn/modules/module.py") && lastUser != "" {
+			return lastUser
+		}
+		if !isLibrary(f.Filename) {
+			lastUser = frameString(f)
+		}
+	}
+	return lastUser
+}
+
+// cycleFinding looks for the sawtooth: survivors of several steps released
+// together by a later step.
+func (sc *leakScan) cycleFinding() (Leak, bool) {
+	if len(sc.delayed) == 0 {
+		return Leak{}, false
+	}
+	type release struct {
+		from       map[int]bool
+		blocks     []int
+		bytes      int64
+		first, end int // event range of the frees
+	}
+	rel := map[int]*release{}
+	var delayedBytes int64
+	for _, d := range sc.delayed {
+		r := rel[d.upto]
+		if r == nil {
+			r = &release{from: map[int]bool{}, first: math.MaxInt, end: -1}
+			rel[d.upto] = r
+		}
+		b := &sc.h.Blocks[d.bi]
+		r.from[d.from] = true
+		r.blocks = append(r.blocks, d.bi)
+		r.bytes += b.Size
+		r.first, r.end = min(r.first, b.Free), max(r.end, b.Free)
+		delayedBytes += b.Size
+	}
+	var collections []int
+	var collected int64
+	maxFrom := 0
+	bulk := true
+	for m, r := range rel {
+		if len(r.from) < 2 {
+			continue
+		}
+		collections = append(collections, m)
+		collected += r.bytes
+		maxFrom = max(maxFrom, len(r.from))
+		allocs := 0
+		for i := r.first; i <= r.end; i++ {
+			if sc.h.Device.Events[i].Action == snapshot.ActionAlloc {
+				allocs++
+			}
+		}
+		if allocs > len(r.blocks)/4+2 {
+			bulk = false
+		}
+	}
+	sort.Ints(collections)
+	if len(collections) == 0 || len(collections) == 1 && maxFrom < 3 {
+		return Leak{}, false
+	}
+	if float64(collected) < explainedGrowth*float64(delayedBytes) || collected < minGrowthBytes {
+		return Leak{}, false
+	}
+	// The blocks of each release: the survivors it frees and, in the same
+	// burst, those of the step just before (too young to be survivors).
+	isColl := map[int]bool{}
+	for _, m := range collections {
+		isColl[m] = true
+	}
+	perFrom := map[int]int64{}
+	var blocks []int
+	for _, d := range sc.delayed {
+		if isColl[d.upto] {
+			perFrom[d.from] += sc.h.Blocks[d.bi].Size
+			blocks = append(blocks, d.bi)
+		}
+	}
+	ev := sc.h.Device.Events
+	for _, m := range collections {
+		r := rel[m]
+		sites := map[string]bool{}
+		for _, bi := range r.blocks {
+			sites[sc.site(bi)] = true
+		}
+		// The burst: the frees around the survivors' frees, up to the
+		// nearest allocations.
+		lo, hi := r.first, r.end
+		for lo > 0 && ev[lo-1].Action != snapshot.ActionAlloc {
+			lo--
+		}
+		for hi+1 < len(ev) && ev[hi+1].Action != snapshot.ActionAlloc {
+			hi++
+		}
+		for i := lo; i <= hi; i++ {
+			bi := sc.h.closeAt[i]
+			if bi < 0 {
+				continue
+			}
+			b := &sc.h.Blocks[bi]
+			if b.Alloc >= 0 && int(sc.stepOf[b.Alloc]) == m-1 && sites[sc.site(int(bi))] {
+				perFrom[m-1] += b.Size
+				blocks = append(blocks, int(bi))
+				r.bytes += b.Size
+				r.from[m-1] = true
+			}
+		}
+	}
+	var per []int64
+	for _, v := range perFrom {
+		per = append(per, v)
+	}
+	held := sc.maxLiveAtStepEnds(blocks)
+	groups := sc.bySite(blocks)
+	perStep := medianInt64(per)
+	l := Leak{Kind: LeakReferenceCycle, Device: sc.h.Device.ID, Site: groups[0].site, BytesPerStep: perStep, Steps: len(perFrom), TotalBytes: held}
+	switch {
+	case len(collections) >= 2 && bulk && cv(per) <= 0.5 && held >= highLeakBytes:
+		l.Confidence = High
+	case len(collections) >= 2 || maxFrom >= 3:
+		l.Confidence = Medium
+	default:
+		l.Confidence = Low
+	}
+	if sc.guessed {
+		l.Confidence = Low
+	}
+	var at []string
+	for _, m := range collections {
+		r := rel[m]
+		at = append(at, fmt.Sprintf("step %d freed %s from %d earlier steps", sc.steps[m].n, fmtBytes(r.bytes), len(r.from)))
+	}
+	how := "together"
+	if bulk {
+		how = "in one burst of frees"
+	}
+	l.Evidence = fmt.Sprintf("A sawtooth (steps from %s): tensors allocated at %s (%s per step) stay allocated across several steps and are then released %s: %s. Up to %s is held at once. Tensors freed in bulk long after their step are kept by objects in a reference cycle, which only Python's garbage collector (gc.collect) frees.",
+		sc.plan.source, groups[0].site, fmtBytes(perStep), how, strings.Join(at, "; "), fmtBytes(held))
+	l.Fix = fmt.Sprintf("Break the cycle so that reference counting frees the tensors at the end of each step: do not store tensors on objects that reference themselves (self.cache = {..., 'owner': self}, closures or hooks capturing the module, a kept exception with its traceback); use weakref or del the references each step; store .detach() copies. As a stopgap, call gc.collect() every step. Saves up to %s at the peak.",
+		fmtBytes(held))
+	return l, true
+}
+
+// maxLiveAtStepEnds is the most bytes of the given blocks live at the end
+// of any step.
+func (sc *leakScan) maxLiveAtStepEnds(blocks []int) int64 {
+	type delta struct {
+		at   int
+		size int64
+	}
+	ds := make([]delta, 0, 2*len(blocks))
+	for _, bi := range blocks {
+		b := &sc.h.Blocks[bi]
+		ds = append(ds, delta{b.Alloc, b.Size})
+		if b.Free >= 0 {
+			ds = append(ds, delta{b.Free, -b.Size})
+		}
+	}
+	sort.Slice(ds, func(a, b int) bool { return ds[a].at < ds[b].at })
+	var live, held int64
+	j := 0
+	for _, st := range sc.steps {
+		for j < len(ds) && ds[j].at <= st.end {
+			live += ds[j].size
+			j++
+		}
+		held = max(held, live)
+	}
+	return held
+}
+
+// growthFinding measures allocated memory at the start of every step after
+// the first (and at the end of the last): a steady rise that the findings
+// so far do not explain is step_growth.
+func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
+	h := sc.h
+	S := sc.steps
+	var vals []int64
+	for k := 1; k < len(S); k++ {
+		vals = append(vals, h.AllocatedAt(S[k].start-1))
+	}
+	vals = append(vals, h.AllocatedAt(S[len(S)-1].end))
+	if len(vals) < minPatternSteps+1 {
+		return Leak{}, false
+	}
+	var diffs []int64
+	rises := 0
+	var worstDrop int64
+	for i := 1; i < len(vals); i++ {
+		d := vals[i] - vals[i-1]
+		diffs = append(diffs, d)
+		if d > 0 {
+			rises++
+		}
+		worstDrop = min(worstDrop, d)
+	}
+	total := vals[len(vals)-1] - vals[0]
+	if total < minGrowthBytes || rises*4 < 3*len(diffs) || -worstDrop*4 > total {
+		return Leak{}, false
+	}
+	slope := total / int64(len(diffs))
+	var explained int64
+	for _, l := range found {
+		if l.Kind == LeakRetainedGraph || l.Kind == LeakGrowingList {
+			explained += l.BytesPerStep
+		}
+	}
+	if float64(explained) >= explainedGrowth*float64(slope) {
+		return Leak{}, false
+	}
+	// Which site grew most between the first and the last measure.
+	from, to := S[1].start-1, S[len(S)-1].end
+	grow := map[string]int64{}
+	cacheGrow := map[string]int64{}
+	cacheStack := map[snapshot.StackID]bool{}
+	for bi := range h.Blocks {
+		b := &h.Blocks[bi]
+		if b.Untracked {
+			continue
+		}
+		a, z := b.LiveAt(from), b.LiveAt(to)
+		if a == z {
+			continue
+		}
+		s := sc.site(bi)
+		if z {
+			grow[s] += b.Size
+			c, ok := cacheStack[b.Stack]
+			if !ok {
+				c = stackInCache(h.Snap, b.Stack)
+				cacheStack[b.Stack] = c
+			}
+			if c {
+				cacheGrow[s] += b.Size
+			}
+		} else {
+			grow[s] -= b.Size
+		}
+	}
+	site, best := "", int64(0)
+	for s, v := range grow {
+		if v > best || v == best && s < site {
+			site, best = s, v
+		}
+	}
+	l := Leak{Kind: LeakStepGrowth, Device: h.Device.ID, Site: site, BytesPerStep: slope, Steps: len(diffs), TotalBytes: total}
+	switch {
+	case rises == len(diffs) && len(diffs) >= minPatternSteps+1 && total >= highLeakBytes && cv(diffs) <= 0.5:
+		l.Confidence = High
+	case total >= highLeakBytes:
+		l.Confidence = Medium
+	default:
+		l.Confidence = Low
+	}
+	kvCache := site != "" && cacheGrow[site]*2 >= best
+	if kvCache {
+		l.Confidence = Low // a cache growing with the sequence: expected while generating
+	}
+	first, last := S[1].n, S[len(S)-1].n
+	l.Evidence = fmt.Sprintf("Allocated memory at the start of each step (steps from %s) rose from %s at step %d to %s after step %d: %s per step, rising in %d of %d steps.",
+		sc.plan.source, fmtBytes(vals[0]), first, fmtBytes(vals[len(vals)-1]), last, fmtBytes(slope), rises, len(diffs))
+	if site != "" {
+		l.Evidence += fmt.Sprintf(" Most of it (%s) is memory allocated at %s.", fmtBytes(best), site)
+	}
+	if kvCache {
+		l.Evidence += " It is allocated in cache code: a key/value cache that grows with the generated sequence is expected, not a leak, unless it is never reset between sequences."
+	}
+	l.Fix = fmt.Sprintf("Find what keeps tensors alive from one step to the next (allocated at %s): a tensor accumulated with its graph (use .item() or .detach()), a list or dict of GPU tensors (.detach().cpu()), a buffer grown with torch.cat (preallocate or bound it), a cache that grows by design (cap it). Saves %s per step, %s so far.",
+		orUnknown(site), fmtBytes(slope), fmtBytes(total))
+	return l, true
+}
+
+// stackInCache reports whether a stack runs through cache code (a frame
+// whose file or function names a cache: transformers' cache_utils.py
+// DynamicCache.update, kv_cache, past_key_values…).
+func stackInCache(s *snapshot.Snapshot, st snapshot.StackID) bool {
+	for _, id := range s.StackOf(st) {
+		f := &s.Frames[id]
+		if strings.Contains(strings.ToLower(f.Filename), "cache") || strings.Contains(strings.ToLower(f.Name), "cache") {
+			return true
+		}
+	}
+	return false
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unknown site"
+	}
+	return s
+}
+
+// medianInt64 returns the median (the upper one of an even count).
+func medianInt64(v []int64) int64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]int64(nil), v...)
+	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
+	return s[len(s)/2]
+}
+
+func medianInt(v []int) int {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]int(nil), v...)
+	sort.Ints(s)
+	return s[len(s)/2]
+}
+
+// cv is the coefficient of variation of v (0 for fewer than two values or
+// a zero mean).
+func cv(v []int64) float64 {
+	if len(v) < 2 {
+		return 0
+	}
+	var sum float64
+	for _, x := range v {
+		sum += float64(x)
+	}
+	mean := sum / float64(len(v))
+	if mean == 0 {
+		return 0
+	}
+	var ss float64
+	for _, x := range v {
+		d := float64(x) - mean
+		ss += d * d
+	}
+	return math.Sqrt(ss/float64(len(v))) / math.Abs(mean)
+}

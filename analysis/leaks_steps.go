@@ -1,0 +1,387 @@
+package analysis
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// leakStep is one step of a device as leak detection sees it: a range of
+// events, both ends included.
+type leakStep struct {
+	n          int // the step's number: ProfilerStep#N, optimizer step, or iteration from 1
+	start, end int // event indices
+}
+
+// stepPlan is how a device's events divide into steps.
+type stepPlan struct {
+	steps []leakStep // complete steps, in order
+	// source says where the steps came from, for evidence.
+	source string
+	// period is the number of allocations per step when the steps come from
+	// the repeating sequence of allocation sites (0 otherwise).
+	period int
+}
+
+// Bounds of the period search over allocation sites.
+const (
+	minPeriodSteps   = 3      // a period must repeat at least this often
+	periodMatchMin   = 0.9    // share of allocations whose site recurs one period later
+	periodSample     = 50_000 // positions compared per candidate period at most
+	periodCandidates = 48     // candidate periods scored at most
+	maxSiteUses      = 4      // uses of one site per step the candidate search follows
+)
+
+// planSteps divides the events of h into steps: ProfilerStep#N ranges or
+// optimizer-step boundaries when the phases found them (a trailing range
+// without an optimizer step is a partial step and is dropped), else the
+// period of the repeating sequence of allocation sites.
+func planSteps(h *History) stepPlan {
+	p := h.Phases
+	switch p.StepSource {
+	case "ProfilerStep", "optimizer":
+		plan := stepPlan{source: "ProfilerStep#N annotations"}
+		if p.StepSource == "optimizer" {
+			plan.source = "optimizer steps"
+		}
+		for i, st := range p.Steps {
+			if p.StepSource == "optimizer" && i == len(p.Steps)-1 && !hasOptimizerEvent(p, st.StartEvent, st.EndEvent) {
+				break // the tail after the last optimizer step
+			}
+			plan.steps = append(plan.steps, leakStep{n: st.Step, start: st.StartEvent, end: st.EndEvent})
+		}
+		return plan
+	case "none", "":
+		if plan := spanSteps(h); len(plan.steps) >= minLeakSteps {
+			return plan
+		}
+		return periodSteps(h)
+	}
+	return stepPlan{}
+}
+
+// spanSteps cuts steps at annotation spans when no event falls inside them
+// (a chrome trace's CPU memory, or a device whose allocations all happen
+// outside the annotated ranges): at the end of every Optimizer.step#… range,
+// else at the start of every forward span (trace spans of the root module,
+// CompiledFunction, ## forward ##). Events must carry times in order.
+func spanSteps(h *History) stepPlan {
+	ev := h.Device.Events
+	if len(ev) == 0 {
+		return stepPlan{}
+	}
+	for i := range ev {
+		if !ev[i].HasTime() || i > 0 && ev[i].TimeNS < ev[i-1].TimeNS {
+			return stepPlan{}
+		}
+	}
+	var optEnds, fwdStarts []int64
+	for _, a := range h.Snap.Annotations {
+		if a.Device != -1 && a.Device != h.Device.ID {
+			continue
+		}
+		switch {
+		case a.Kind == snapshot.AnnotationOptStep && a.EndNS != snapshot.NoTime:
+			optEnds = append(optEnds, a.EndNS)
+		case a.Kind == snapshot.AnnotationForward && a.StartNS != snapshot.NoTime:
+			fwdStarts = append(fwdStarts, a.StartNS)
+		}
+	}
+	sort.Slice(optEnds, func(a, b int) bool { return optEnds[a] < optEnds[b] })
+	sort.Slice(fwdStarts, func(a, b int) bool { return fwdStarts[a] < fwdStarts[b] })
+	// first event after time t (or at it, when atStart)
+	after := func(t int64, atStart bool) int {
+		return sort.Search(len(ev), func(i int) bool {
+			if atStart {
+				return ev[i].TimeNS >= t
+			}
+			return ev[i].TimeNS > t
+		})
+	}
+	var plan stepPlan
+	switch {
+	case len(optEnds) >= minLeakSteps:
+		plan.source = "Optimizer.step ranges"
+		start := 0
+		for _, t := range optEnds {
+			end := after(t, false) - 1
+			if end >= start {
+				plan.steps = append(plan.steps, leakStep{n: len(plan.steps) + 1, start: start, end: end})
+			}
+			start = max(start, end+1)
+		}
+	case len(fwdStarts) >= minLeakSteps:
+		plan.source = "forward spans"
+		for k, t := range fwdStarts {
+			start := after(t, true)
+			end := len(ev) - 1
+			if k+1 < len(fwdStarts) {
+				end = after(fwdStarts[k+1], true) - 1
+			}
+			if end >= start {
+				plan.steps = append(plan.steps, leakStep{n: len(plan.steps) + 1, start: start, end: end})
+			}
+		}
+	}
+	return plan
+}
+
+func hasOptimizerEvent(p *Phases, from, to int) bool {
+	for i := from; i <= to && i < len(p.code); i++ {
+		if p.code[i] == codeOptimizer {
+			return true
+		}
+	}
+	return false
+}
+
+// siteKey is what the period search compares: the allocation stack, or for
+// allocations without frames the phase (backward allocations of a real
+// snapshot have no Python frames, but recur in the same order).
+func siteKey(h *History, i int) uint64 {
+	e := &h.Device.Events[i]
+	if e.Stack != 0 {
+		return uint64(e.Stack)
+	}
+	if e.Meta != 0 {
+		return 1<<40 | uint64(e.Meta)
+	}
+	return 1<<48 | uint64(h.Phases.code[i])
+}
+
+// periodSteps finds steps without annotations: a training or evaluation
+// loop allocates from the same sites in the same order every iteration, so
+// the sequence of allocation sites is periodic. Candidate periods are the
+// regular gaps between recurrences of each site; the one under which most
+// allocations recur one period later wins (the smallest when several tie:
+// multiples of the period match as well). A model's repeated layers make a
+// shorter, weaker period that fails at every step boundary. Steps are then
+// cut at the phase of the period where allocated memory is lowest.
+func periodSteps(h *History) stepPlan {
+	ev := h.Device.Events
+	var allocs []int
+	for i := range ev {
+		if ev[i].Action == snapshot.ActionAlloc {
+			allocs = append(allocs, i)
+		}
+	}
+	n := len(allocs)
+	if n < 2*minPeriodSteps {
+		return stepPlan{}
+	}
+	keys := make([]uint64, n)
+	for j, i := range allocs {
+		keys[j] = siteKey(h, i)
+	}
+	// Distances between the j-th and (j+lag)-th occurrence of each key: a
+	// site used lag times per step recurs regularly at lag occurrences.
+	pos := map[uint64][]int32{}
+	for j, k := range keys {
+		pos[k] = append(pos[k], int32(j))
+	}
+	support := map[int]int{}
+	for _, ps := range pos {
+		for lag := 1; lag <= maxSiteUses && len(ps) >= lag*minPeriodSteps; lag++ {
+			if p, ok := regularDistance(ps, lag); ok && p >= 2 && p*minPeriodSteps <= n {
+				support[p]++
+			}
+		}
+	}
+	if len(support) == 0 {
+		return stepPlan{}
+	}
+	cands := make([]int, 0, len(support))
+	for p := range support {
+		cands = append(cands, p)
+	}
+	sort.Slice(cands, func(a, b int) bool {
+		if support[cands[a]] != support[cands[b]] {
+			return support[cands[a]] > support[cands[b]]
+		}
+		return cands[a] < cands[b]
+	})
+	if len(cands) > periodCandidates {
+		cands = cands[:periodCandidates]
+	}
+	scores := make([]float64, len(cands))
+	top := 0.0
+	for i, p := range cands {
+		scores[i] = periodScore(keys, p)
+		top = max(top, scores[i])
+	}
+	// Best score first; among near ties the shortest period (its multiples
+	// match as well). A period whose allocations all come from one call
+	// of the same module is a layer of the model, not a step: skip it.
+	order := make([]int, len(cands))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		x, y := order[a], order[b]
+		tx, ty := scores[x] >= top-0.01, scores[y] >= top-0.01
+		if tx != ty {
+			return tx
+		}
+		if tx {
+			return cands[x] < cands[y]
+		}
+		return scores[x] > scores[y]
+	})
+	sigs := newOuterSigs(h.Snap)
+	best := 0
+	for _, i := range order {
+		if scores[i] < periodMatchMin {
+			break
+		}
+		if !oneCallPerPeriod(h, sigs, allocs, cands[i]) {
+			best = cands[i]
+			break
+		}
+	}
+	if best == 0 {
+		return stepPlan{}
+	}
+	// The offset where memory is lowest across periods: between steps.
+	full := n / best * best
+	sums := make([]int64, best)
+	for j := 0; j < full; j++ {
+		sums[j%best] += h.AllocatedAt(allocs[j] - 1)
+	}
+	off := 0
+	for o := range sums {
+		if sums[o] < sums[off] {
+			off = o
+		}
+	}
+	plan := stepPlan{source: fmt.Sprintf("the repeating sequence of allocation sites, %d allocations per step", best), period: best}
+	for k := 0; off+(k+1)*best <= n; k++ {
+		start := allocs[off+k*best]
+		end := len(ev) - 1 // the last full period ends with the trace
+		if off+(k+1)*best < n {
+			end = allocs[off+(k+1)*best] - 1
+		}
+		plan.steps = append(plan.steps, leakStep{n: k + 1, start: start, end: end})
+	}
+	return plan
+}
+
+// periodScore is the share of allocations whose site recurs p allocations
+// later (sampled on long traces).
+func periodScore(keys []uint64, p int) float64 {
+	m := len(keys) - p
+	if m <= 0 {
+		return 0
+	}
+	stride := max(1, m/periodSample)
+	match, total := 0, 0
+	for i := 0; i < m; i += stride {
+		total++
+		if keys[i] == keys[i+p] {
+			match++
+		}
+	}
+	return float64(match) / float64(total)
+}
+
+// regularDistance returns the median distance between occurrence j and
+// j+lag of a site, when at least 80% of the distances are within 10% of it.
+func regularDistance(ps []int32, lag int) (int, bool) {
+	d := make([]int32, 0, len(ps)-lag)
+	for j := 0; j+lag < len(ps); j++ {
+		d = append(d, ps[j+lag]-ps[j])
+	}
+	if len(d) < minPeriodSteps-1 {
+		return 0, false
+	}
+	s := append([]int32(nil), d...)
+	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
+	med := int(s[len(s)/2])
+	tol := max(1, med/10)
+	regular := 0
+	for _, x := range d {
+		if v := int(x) - med; v >= -tol && v <= tol {
+			regular++
+		}
+	}
+	return med, regular*10 >= len(d)*8
+}
+
+// oneCallPerPeriod reports whether most periods of p allocations hold
+// allocations of a single outer call: the same frames from the outermost
+// down to the first frame inside the outermost nn.Module call. That is a
+// layer of a model called in a loop (for layer in self.layers: x =
+// layer(x)), whose allocations recur with the layer's period within one
+// forward pass; a step of a training or evaluation loop also allocates
+// outside that call (the batch, the loss, the backward) or at several lines
+// of the model's forward.
+func oneCallPerPeriod(h *History, sigs *outerSigs, allocs []int, p int) bool {
+	ev := h.Device.Events
+	periods, single := 0, 0
+	for start := 0; start+p <= len(allocs); start += p {
+		periods++
+		first := sigs.get(ev[allocs[start]].Stack)
+		one := true
+		for j := start + 1; j < start+p; j++ {
+			if sigs.get(ev[allocs[j]].Stack) != first {
+				one = false
+				break
+			}
+		}
+		if one {
+			single++
+		}
+	}
+	return periods > 0 && single*2 >= periods
+}
+
+// outerSigs memoises the outer call signature of each stack.
+type outerSigs struct {
+	s    *snapshot.Snapshot
+	memo map[snapshot.StackID]string
+}
+
+func newOuterSigs(s *snapshot.Snapshot) *outerSigs {
+	return &outerSigs{s: s, memo: map[snapshot.StackID]string{}}
+}
+
+// get returns the frames of a stack from the outermost down to the first
+// frame inside the outermost nn.Module call (the whole Python stack when
+// there is no module call; "" without Python frames or module spans).
+func (o *outerSigs) get(st snapshot.StackID) string {
+	if v, ok := o.memo[st]; ok {
+		return v
+	}
+	frames := o.s.StackOf(st)
+	var b []byte
+	inCall, hasPy := false, false
+	for i := len(frames) - 1; i >= 0; i-- {
+		f := &o.s.Frames[frames[i]]
+		marker := strings.HasPrefix(f.Name, "nn.Module: ") ||
+			isPython(f) && strings.HasSuffix(strings.ReplaceAll(f.Filename, "\\", "/"), "torch/nn/modules/module.py") &&
+				(f.Name == "_call_impl" || f.Name == "_wrapped_call_impl")
+		if !marker && !isPython(f) {
+			continue
+		}
+		hasPy = true
+		b = strconv.AppendUint(b, uint64(frames[i]), 36)
+		b = append(b, ' ')
+		if marker {
+			inCall = true
+			continue
+		}
+		if inCall {
+			break
+		}
+	}
+	v := ""
+	if hasPy {
+		v = string(b)
+	} else if st != 0 {
+		v = "stack " + strconv.FormatUint(uint64(st), 10)
+	}
+	o.memo[st] = v
+	return v
+}

@@ -1,0 +1,393 @@
+package analysis
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/snapshot/snapshottest"
+)
+
+// leakReadSim pickles a simulation the way _dump_snapshot does and reads it
+// back through the real reader.
+func leakReadSim(t *testing.T, sim *snapshottest.Sim) *snapshot.Snapshot {
+	t.Helper()
+	b := snapshottest.Marshal(sim.Snapshot(), 4)
+	s, err := snapshot.Read(bytes.NewReader(b), "leak.pickle", int64(len(b)), snapshot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// leakReadJSON reads a chrome trace from bytes.
+func leakReadJSON(t *testing.T, js []byte) *snapshot.Snapshot {
+	t.Helper()
+	s, err := snapshot.Read(bytes.NewReader(js), "trace.json", int64(len(js)), snapshot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// leakHistories builds one History per device that has events or segments.
+func leakHistories(s *snapshot.Snapshot) []*History {
+	var hs []*History
+	for _, d := range s.Devices {
+		if len(d.Events) == 0 && len(d.Segments) == 0 {
+			continue
+		}
+		hs = append(hs, BuildHistory(s, d))
+	}
+	return hs
+}
+
+// wantLeak is a finding a fixture must produce.
+type wantLeak struct {
+	kind         string
+	site         string
+	bytesPerStep int64
+	conf         Confidence // at least
+	stepsAtLeast int
+}
+
+func leakConfRank(c Confidence) int {
+	switch c {
+	case High:
+		return 2
+	case Medium:
+		return 1
+	}
+	return 0
+}
+
+func TestLeakFixtures(t *testing.T) {
+	c := snapshottest.DefaultLeakConfig
+	prof := c
+	prof.Profiler = true
+	long := c
+	long.Steps = 10
+	deep := c
+	deep.Layers = 24
+	single := deep
+	single.Steps = 1
+	a := c.ActivationBytes()
+	evalLeak := c.SavedPerStep() + c.Tokens*4 + 4 // + log-softmax stats and the loss scalar
+	tests := []struct {
+		name string
+		sim  func() *snapshottest.Sim
+		want []wantLeak // nil: no finding above low confidence
+	}{
+		{"eval loop under grad mode, total_loss += loss", func() *snapshottest.Sim { return snapshottest.EvalLoop(c, true) },
+			[]wantLeak{{LeakRetainedGraph, "eval.py:41 evaluate", evalLeak, High, 5}}},
+		{"eval loop under grad mode, ProfilerStep ranges", func() *snapshottest.Sim { return snapshottest.EvalLoop(prof, true) },
+			[]wantLeak{{LeakRetainedGraph, "eval.py:41 evaluate", evalLeak, High, 5}}},
+		{"eval loop of a 24-layer model under grad mode", func() *snapshottest.Sim { return snapshottest.EvalLoop(deep, true) },
+			[]wantLeak{{LeakRetainedGraph, "eval.py:41 evaluate", deep.SavedPerStep() + deep.Tokens*4 + 4, High, 5}}},
+		{"eval loop of a 24-layer model under no_grad", func() *snapshottest.Sim { return snapshottest.EvalLoop(deep, false) }, nil},
+		{"one forward of a 24-layer model under grad mode: layers are not steps", func() *snapshottest.Sim { return snapshottest.EvalLoop(single, true) }, nil},
+		{"eval loop under no_grad, loss.item()", func() *snapshottest.Sim { return snapshottest.EvalLoop(c, false) }, nil},
+		{"eval loop under no_grad, ProfilerStep ranges", func() *snapshottest.Sim { return snapshottest.EvalLoop(prof, false) }, nil},
+		{"training loop appending logits", func() *snapshottest.Sim { return snapshottest.TrainLoopGrowingList(c) },
+			[]wantLeak{{LeakGrowingList, "model.py:150 forward", c.LogitsBytes(), High, 5}}},
+		{"training loop appending logits, ProfilerStep ranges", func() *snapshottest.Sim { return snapshottest.TrainLoopGrowingList(prof) },
+			[]wantLeak{{LeakGrowingList, "model.py:150 forward", c.LogitsBytes(), High, 5}}},
+		{"training loop with retain_graph=True keeping the losses", func() *snapshottest.Sim { return snapshottest.TrainLoopRetainGraph(c) },
+			[]wantLeak{{LeakRetainedGraph, "train.py:92 <module>", c.SavedPerStep() - c.LogitsBytes() + c.Tokens*4 + 4, High, 5}}},
+		{"healthy training loop", func() *snapshottest.Sim { return snapshottest.TrainLoopHealthy(c) }, nil},
+		{"healthy training loop, ProfilerStep ranges", func() *snapshottest.Sim { return snapshottest.TrainLoopHealthy(prof) }, nil},
+		{"healthy training loop, 2 steps", func() *snapshottest.Sim {
+			short := c
+			short.Steps = 2
+			return snapshottest.TrainLoopGrowingList(short) // too few steps to tell a leak
+		}, nil},
+		{"reference cycle collected every 4 steps", func() *snapshottest.Sim { return snapshottest.CycleSawtooth(long, 4) },
+			[]wantLeak{{LeakReferenceCycle, "model.py:96 forward", 2 * a, High, 6}}},
+		{"reference cycle collected every 3 steps", func() *snapshottest.Sim { return snapshottest.CycleSawtooth(long, 3) },
+			[]wantLeak{{LeakReferenceCycle, "model.py:96 forward", 2 * a, Medium, 4}}},
+		{"history grown with torch.cat", func() *snapshottest.Sim { return snapshottest.TrainLoopGrowingCat(c) },
+			[]wantLeak{{LeakStepGrowth, "train.py:101 <module>", a, High, 4}}},
+		{"reserved memory drift with flat allocated", func() *snapshottest.Sim { return snapshottest.TrainLoopReservedDrift(c, 4<<20) }, nil},
+		{"Train scenario (scenarios.go), 6 steps", func() *snapshottest.Sim {
+			tc := snapshottest.TrainConfig{Layers: 2, Hidden: 256, Seq: 128, Batch: 2, Heads: 4, Steps: 6, NoBwdStack: true}
+			return snapshottest.Train(tc)
+		}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := leakReadSim(t, tt.sim())
+			hs := leakHistories(s)
+			got := DetectLeaks(s, hs)
+			checkLeakFindings(t, got, tt.want)
+		})
+	}
+}
+
+// checkLeakFindings asserts that every wanted finding is there (kind, site, bytes
+// per step, confidence at least) and that nothing else is above low
+// confidence.
+func checkLeakFindings(t *testing.T, got []Leak, want []wantLeak) {
+	t.Helper()
+	matched := make([]bool, len(got))
+	for _, w := range want {
+		found := false
+		for i, l := range got {
+			if l.Kind != w.kind {
+				continue
+			}
+			found, matched[i] = true, true
+			if l.Site != w.site {
+				t.Errorf("%s: site %q, want %q", w.kind, l.Site, w.site)
+			}
+			if l.BytesPerStep != w.bytesPerStep {
+				t.Errorf("%s: %d bytes per step, want %d", w.kind, l.BytesPerStep, w.bytesPerStep)
+			}
+			if leakConfRank(l.Confidence) < leakConfRank(w.conf) {
+				t.Errorf("%s: confidence %s, want at least %s", w.kind, l.Confidence, w.conf)
+			}
+			if l.Steps < w.stepsAtLeast {
+				t.Errorf("%s: seen in %d steps, want at least %d", w.kind, l.Steps, w.stepsAtLeast)
+			}
+			if l.TotalBytes < l.BytesPerStep || l.TotalBytes <= 0 {
+				t.Errorf("%s: total %d below bytes per step %d", w.kind, l.TotalBytes, l.BytesPerStep)
+			}
+			if !strings.Contains(l.Evidence, fmtBytes(l.BytesPerStep)) || !strings.Contains(l.Fix, fmtBytes(l.TotalBytes)) {
+				t.Errorf("%s: evidence or fix lacks the sizes:\n%s\n%s", w.kind, l.Evidence, l.Fix)
+			}
+			if l.Fix == "" || l.Evidence == "" {
+				t.Errorf("%s: empty evidence or fix", w.kind)
+			}
+		}
+		if !found {
+			t.Errorf("no %s finding; got %s", w.kind, describeLeaks(got))
+		}
+	}
+	for i, l := range got {
+		if !matched[i] && l.Confidence != Low {
+			t.Errorf("unexpected %s finding (%s) at %s: %s", l.Kind, l.Confidence, l.Site, l.Evidence)
+		}
+	}
+}
+
+func describeLeaks(ls []Leak) string {
+	if len(ls) == 0 {
+		return "none"
+	}
+	var b strings.Builder
+	for _, l := range ls {
+		b.WriteString("\n  " + l.Kind + " " + string(l.Confidence) + " " + l.Site + ": " + l.Evidence)
+	}
+	return b.String()
+}
+
+// TestLeakFixtureSpecifics checks what the table does not: the fixes name
+// the right remedies, StepsUntilFull stays 0 without a known capacity, the
+// reserved drift is real in its fixture, and the step plans.
+func TestLeakFixtureSpecifics(t *testing.T) {
+	c := snapshottest.DefaultLeakConfig
+	s := leakReadSim(t, snapshottest.EvalLoop(c, true))
+	ls := DetectLeaks(s, leakHistories(s))
+	if len(ls) != 1 {
+		t.Fatalf("eval leak: %s", describeLeaks(ls))
+	}
+	l := ls[0]
+	for _, w := range []string{"torch.no_grad()", "torch.inference_mode()", ".item()", ".detach()"} {
+		if !strings.Contains(l.Fix, w) {
+			t.Errorf("retained_graph fix lacks %q: %s", w, l.Fix)
+		}
+	}
+	if l.StepsUntilFull != 0 {
+		t.Errorf("StepsUntilFull = %d without a known capacity", l.StepsUntilFull)
+	}
+	if want := int64(c.Steps-2) * l.BytesPerStep; l.TotalBytes != want {
+		t.Errorf("retained_graph total %d, want %d (steps 2…%d)", l.TotalBytes, want, c.Steps-1)
+	}
+	if !strings.Contains(l.Evidence, "repeating sequence of allocation sites") {
+		t.Errorf("eval steps should come from the site period: %s", l.Evidence)
+	}
+
+	s = leakReadSim(t, snapshottest.TrainLoopGrowingList(c))
+	ls = DetectLeaks(s, leakHistories(s))
+	if len(ls) != 1 || !strings.Contains(ls[0].Fix, ".detach().cpu()") || !strings.Contains(ls[0].Evidence, "optimizer steps") {
+		t.Errorf("growing list: %s", describeLeaks(ls))
+	}
+
+	// One forward pass of a deep model: its layers recur with a strong
+	// period (saved activations rising layer after layer, like a leak), but
+	// they are one call of the model, not steps.
+	deep := c
+	deep.Layers, deep.Steps = 24, 1
+	s = leakReadSim(t, snapshottest.EvalLoop(deep, true))
+	h := leakHistories(s)[0]
+	var keys []uint64
+	for i := range h.Device.Events {
+		if h.Device.Events[i].Action == snapshot.ActionAlloc {
+			keys = append(keys, siteKey(h, i))
+		}
+	}
+	if sc := periodScore(keys, 6); sc < periodMatchMin {
+		t.Errorf("the layer period scores %.2f: the fixture does not test the layer rule", sc)
+	}
+	if plan := planSteps(h); len(plan.steps) != 0 {
+		t.Errorf("one forward pass was cut into %d steps (%s)", len(plan.steps), plan.source)
+	}
+
+	s = leakReadSim(t, snapshottest.TrainLoopReservedDrift(c, 4<<20))
+	h = leakHistories(s)[0]
+	first, last := h.Phases.Steps[1], h.Phases.Steps[len(h.Phases.Steps)-2]
+	if h.ReservedAt(last.EndEvent) <= h.ReservedAt(first.EndEvent) {
+		t.Errorf("the drift fixture does not grow reserved memory: %d → %d", h.ReservedAt(first.EndEvent), h.ReservedAt(last.EndEvent))
+	}
+	if first.EndAllocatedBytes != last.EndAllocatedBytes {
+		t.Errorf("the drift fixture should keep allocated memory flat: %d → %d", first.EndAllocatedBytes, last.EndAllocatedBytes)
+	}
+}
+
+// TestLeakChromeTrace: a hand-written Kineto trace of an inference loop
+// keeping every step's output; steps from ProfilerStep#N spans, the site
+// from python_function spans, and StepsUntilFull from totalGlobalMem.
+func TestLeakChromeTrace(t *testing.T) {
+	const out = 64 << 20
+	const capacity = 80_000_000_000
+	s := leakReadJSON(t, snapshottest.KinetoGrowingList(8, out, capacity, 10<<30))
+	hs := leakHistories(s)
+	ls := DetectLeaks(s, hs)
+	checkLeakFindings(t, ls, []wantLeak{{LeakGrowingList, "model.py:60 forward", out, High, 5}})
+	var h *History
+	for _, x := range hs {
+		if x.Device.ID == 0 {
+			h = x
+		}
+	}
+	if h == nil || h.Phases.StepSource != "ProfilerStep" {
+		t.Fatalf("no device 0 with ProfilerStep steps")
+	}
+	last := h.Phases.Steps[len(h.Phases.Steps)-1]
+	want := int((capacity - last.PeakAllocatedBytes + out - 1) / out)
+	for _, l := range ls {
+		if l.Kind == LeakGrowingList && l.StepsUntilFull != want {
+			t.Errorf("StepsUntilFull = %d, want %d", l.StepsUntilFull, want)
+		}
+	}
+}
+
+// TestLeakStepsUntilFull checks the arithmetic.
+func TestLeakStepsUntilFull(t *testing.T) {
+	for _, tt := range []struct {
+		cap, peak, rate int64
+		want            int
+	}{
+		{100, 40, 20, 3},
+		{100, 41, 20, 3},
+		{100, 39, 20, 4},
+		{100, 100, 20, 1},
+		{100, 120, 20, 1},
+		{100, 40, 0, 0},
+	} {
+		if got := stepsUntilFull(tt.cap, tt.peak, tt.rate); got != tt.want {
+			t.Errorf("stepsUntilFull(%d, %d, %d) = %d, want %d", tt.cap, tt.peak, tt.rate, got, tt.want)
+		}
+	}
+}
+
+// realLeakFiles lists the real snapshots and traces in ../shared, skipping
+// (or failing under TORCHMEM_REQUIRE_SHARED) when they are absent.
+func realLeakFiles(t *testing.T) []string {
+	t.Helper()
+	_, here, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(here), "..", "..", "shared")
+	var files []string
+	for _, pat := range []string{"snapshots/*.pickle", "snapshots/*.pkl", "traces/*.json.gz"} {
+		m, _ := filepath.Glob(filepath.Join(root, pat))
+		files = append(files, m...)
+	}
+	if len(files) == 0 {
+		msg := root + ": no real snapshots or traces (they live in ../shared beside the repository)"
+		if os.Getenv("TORCHMEM_REQUIRE_SHARED") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return files
+}
+
+// TestLeakRealFiles: none of the real files shows a high-confidence leak
+// (they are single steps, healthy training loops, benchmarks and
+// inference), and each gets the findings listed here (kind, at most this
+// confidence). A file missing from the table fails the test, so a new real
+// file gets looked at.
+func TestLeakRealFiles(t *testing.T) {
+	type finding struct {
+		kind string
+		conf Confidence
+	}
+	table := map[string][]finding{
+		"edge_2dev_expandable_no_trace_albi2.pickle":              nil,
+		"edge_no_segments_sunnysood.pickle":                       nil,
+		"genA_torch2.0_yiyi_1.3b_snapshot.pickle":                 nil,
+		"genA_torch2.0_yiyi_oom_snapshot.pickle":                  nil,
+		"genB_torch2.1_cranberrii.pickle":                         nil,
+		"genB_torch2.1_maphsge4_multistream_cpp.pickle":           nil,
+		"genC_torch2.2_jaspersolt_snapshot_entries.pickle":        nil,
+		"genC_torch2.2_nesta_OOM_pickle_named_json.pickle":        nil,
+		"genD_torch2.3_hugepanda.pickle":                          nil,
+		"genD_torch2.4_lfielike_state_only.pickle":                nil,
+		"genE_torch2.5_sqattn.pickle":                             nil,
+		"genE_torch2.6x_kkaitlyn_annotations.pickle":              nil,
+		"genF_torch2.8_constructorsun_OOM_expandable_3dev.pickle": nil,
+		"genG_torch2.10x_bcrafton.pickle":                         nil,
+		"genG_torch2.10x_magma27_python_stacks.pickle":            nil,
+		"genG_torch2.1x_wedsonlin_inference.pickle":               nil,
+		"kkaitlyn_ctx128_fullstep.pickle":                         nil,
+		"nothanmin_fullstep.pickle":                               nil,
+		"wedsonlin_medium_128_training.pickle":                    nil,
+		"segments_list_memory_snapshot_muduard.pkl":               nil,
+		"hta_ddp_training_gpu_memory.json.gz":                     nil,
+		"hta_large_integer.json.gz":                               nil,
+		"hta_memory_timeline_categories.raw.json.gz":              nil,
+		"hta_rocm_minitoy_train.json.gz":                          nil,
+		"kineto_resnet50_legacy_v100.json.gz":                     nil,
+		"tracelens_resnet18_train_cpu_memory_stacks.json.gz":      nil,
+		"tracelens_rocm_norm_layers.json.gz":                      nil,
+	}
+	files := realLeakFiles(t)
+	seen := map[string]bool{}
+	for _, f := range files {
+		name := filepath.Base(f)
+		seen[name] = true
+		t.Run(name, func(t *testing.T) {
+			want, ok := table[name]
+			if !ok {
+				t.Fatalf("%s is not in the table: look at its findings and add it", name)
+			}
+			s, err := snapshot.Open(f, snapshot.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := DetectLeaks(s, leakHistories(s))
+			for _, l := range got {
+				if l.Confidence == High {
+					t.Errorf("high-confidence %s on a real file at %s: %s", l.Kind, l.Site, l.Evidence)
+				}
+				ok := false
+				for _, w := range want {
+					if w.kind == l.Kind && leakConfRank(l.Confidence) <= leakConfRank(w.conf) {
+						ok = true
+					}
+				}
+				if !ok {
+					t.Errorf("unexpected %s (%s) at %s: %s", l.Kind, l.Confidence, l.Site, l.Evidence)
+				}
+			}
+		})
+	}
+	for name := range table {
+		if !seen[name] && os.Getenv("TORCHMEM_REQUIRE_SHARED") != "" {
+			t.Errorf("%s is missing from ../shared", name)
+		}
+	}
+}
