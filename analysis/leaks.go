@@ -362,8 +362,8 @@ func (sc *leakScan) keptFindings() []Leak {
 		if i == maxGrowingLists {
 			break
 		}
-		per := medianInt64(a.bytes)
-		blocks := medianInt(a.blocks)
+		per := leakMedian64(a.bytes)
+		blocks := leakMedianInt(a.blocks)
 		l := Leak{Kind: LeakGrowingList, Device: sc.h.Device.ID, Site: a.site, BytesPerStep: per, Steps: len(a.steps), TotalBytes: a.total}
 		l.Confidence = sc.patternConfidence(len(a.steps), a.bytes, a.total)
 		what := "one tensor"
@@ -415,7 +415,7 @@ func (sc *leakScan) patternConfidence(seen int, per []int64, total int64) Confid
 	share := float64(seen) / float64(E)
 	c := Low
 	switch {
-	case seen >= minPatternSteps+1 && share >= highPatternShare && cv(per) <= 0.35 && total >= highLeakBytes:
+	case seen >= minPatternSteps+1 && share >= highPatternShare && leakCV(per) <= 0.35 && total >= highLeakBytes:
 		c = High
 	case seen >= minPatternSteps && share >= patternShareMin:
 		c = Medium
@@ -441,7 +441,7 @@ func (sc *leakScan) graphFinding(ks []int) Leak {
 	for _, p := range per {
 		total += p
 	}
-	perStep := medianInt64(per)
+	perStep := leakMedian64(per)
 	groups := sc.bySite(all)
 	call := sc.callSite(all)
 	if call == "" {
@@ -462,7 +462,7 @@ func (sc *leakScan) graphFinding(ks []int) Leak {
 		backward = "backward runs but does not free them: the graph is kept (retain_graph=True, or outputs that still require grad kept across steps)"
 	}
 	l.Evidence = fmt.Sprintf("In %s of %d (steps from %s) each step leaves about %d tensors from %d sites (%s per step, %s in all) allocated until the end; %s. Forward called at %s. Largest: %s.",
-		sc.stepRange(ks), len(sc.steps), sc.plan.source, medianInt(nblocks), len(groups), fmtBytes(perStep), fmtBytes(total), backward, call, strings.Join(top, ", "))
+		sc.stepRange(ks), len(sc.steps), sc.plan.source, leakMedianInt(nblocks), len(groups), fmtBytes(perStep), fmtBytes(total), backward, call, strings.Join(top, ", "))
 	if alive {
 		l.Fix = fmt.Sprintf("Do not keep tensors that require grad across steps: if the loop does not train, run it under with torch.no_grad(): (or torch.inference_mode()); accumulate metrics with .item() (total_loss += loss.item()); store outputs with .detach() (.detach().cpu() to free the GPU). Saves %s now and %s for every further step.",
 			fmtBytes(total), fmtBytes(perStep))
@@ -649,10 +649,10 @@ func (sc *leakScan) cycleFinding() (Leak, bool) {
 	}
 	held := sc.maxLiveAtStepEnds(blocks)
 	groups := sc.bySite(blocks)
-	perStep := medianInt64(per)
+	perStep := leakMedian64(per)
 	l := Leak{Kind: LeakReferenceCycle, Device: sc.h.Device.ID, Site: groups[0].site, BytesPerStep: perStep, Steps: len(perFrom), TotalBytes: held}
 	switch {
-	case len(collections) >= 2 && bulk && cv(per) <= 0.5 && held >= highLeakBytes:
+	case len(collections) >= 2 && bulk && leakCV(per) <= 0.5 && held >= highLeakBytes:
 		l.Confidence = High
 	case len(collections) >= 2 || maxFrom >= 3:
 		l.Confidence = Medium
@@ -782,7 +782,7 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 	}
 	l := Leak{Kind: LeakStepGrowth, Device: h.Device.ID, Site: site, BytesPerStep: slope, Steps: len(diffs), TotalBytes: total}
 	switch {
-	case rises == len(diffs) && len(diffs) >= minPatternSteps+1 && total >= highLeakBytes && cv(diffs) <= 0.5:
+	case rises == len(diffs) && len(diffs) >= minPatternSteps+1 && total >= highLeakBytes && leakCV(diffs) <= 0.5:
 		l.Confidence = High
 	case total >= highLeakBytes:
 		l.Confidence = Medium
@@ -803,7 +803,7 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 		l.Evidence += " It is allocated in cache code: a key/value cache that grows with the generated sequence is expected, not a leak, unless it is never reset between sequences."
 	}
 	l.Fix = fmt.Sprintf("Find what keeps tensors alive from one step to the next (allocated at %s): a tensor accumulated with its graph (use .item() or .detach()), a list or dict of GPU tensors (.detach().cpu()), a buffer grown with torch.cat (preallocate or bound it), a cache that grows by design (cap it). Saves %s per step, %s so far.",
-		orUnknown(site), fmtBytes(slope), fmtBytes(total))
+		leakOrUnknown(site), fmtBytes(slope), fmtBytes(total))
 	return l, true
 }
 
@@ -820,15 +820,15 @@ func stackInCache(s *snapshot.Snapshot, st snapshot.StackID) bool {
 	return false
 }
 
-func orUnknown(s string) string {
+func leakOrUnknown(s string) string {
 	if s == "" {
 		return "an unknown site"
 	}
 	return s
 }
 
-// medianInt64 returns the median (the upper one of an even count).
-func medianInt64(v []int64) int64 {
+// leakMedian64 returns the median (the upper one of an even count).
+func leakMedian64(v []int64) int64 {
 	if len(v) == 0 {
 		return 0
 	}
@@ -837,7 +837,7 @@ func medianInt64(v []int64) int64 {
 	return s[len(s)/2]
 }
 
-func medianInt(v []int) int {
+func leakMedianInt(v []int) int {
 	if len(v) == 0 {
 		return 0
 	}
@@ -846,9 +846,9 @@ func medianInt(v []int) int {
 	return s[len(s)/2]
 }
 
-// cv is the coefficient of variation of v (0 for fewer than two values or
+// leakCV is the coefficient of variation of v (0 for fewer than two values or
 // a zero mean).
-func cv(v []int64) float64 {
+func leakCV(v []int64) float64 {
 	if len(v) < 2 {
 		return 0
 	}
