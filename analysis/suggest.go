@@ -190,7 +190,10 @@ func suggest(ev *evidence) []Suggestion {
 			Because:               fmt.Sprintf("at the OOM the allocator had %s cached free, more than the %s requested, but its largest free block was %s: fragmentation", fmtBytes(fr.CachedFreeBytes), fmtBytes(ev.oom.RequestedBytes), fmtBytes(fr.LargestFreeBlockBytes)),
 			EstimatedSavingsBytes: fr.CachedFreeBytes, Cost: "none",
 			How: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py"})
-	} else if ev.oom == nil && !ev.expandable && ev.peakRes-ev.peakAlloc >= 1<<30 && pct(ev.peakRes-ev.peakAlloc, ev.peakRes) >= 25 {
+	} else if ev.oom == nil && !ev.expandable && ev.peakRes-ev.peakAlloc >= 1<<30 && pct(ev.peakRes-ev.peakAlloc, ev.peakRes) >= 25 &&
+		(ev.capacity == 0 || ev.peakRes >= ev.capacity/10*8) {
+		// Cached slack only matters under memory pressure: without it the
+		// cache is simply reused by the next step.
 		out = append(out, Suggestion{ID: "expandable_segments", Title: "Enable expandable segments",
 			Because:               fmt.Sprintf("at the peak on device %d the allocator reserved %s for %s allocated: %s of slack in cached blocks", ev.device, fmtBytes(ev.peakRes), fmtBytes(ev.peakAlloc), fmtBytes(ev.peakRes-ev.peakAlloc)),
 			EstimatedSavingsBytes: ev.peakRes - ev.peakAlloc, Cost: "none",
