@@ -1,0 +1,452 @@
+package analysis
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+)
+
+// CheckSchemaID is the JSON schema identifier of CheckResult.
+const CheckSchemaID = "torchmem.check/v1"
+
+// Budget keys besides the category names and "phase:NAME".
+const (
+	BudgetPeak          = "peak"            // allocated bytes at the peak
+	BudgetEnd           = "end"             // allocated bytes at the end (the dump)
+	BudgetGrowthPerStep = "growth_per_step" // the largest Leak.BytesPerStep
+	BudgetLeaks         = "leaks"           // the number of medium/high-confidence leaks
+	// BudgetPhasePrefix starts a phase budget: "phase:forward" bounds the
+	// highest peak of the forward phase over all steps.
+	BudgetPhasePrefix = "phase:"
+)
+
+// Budget is an upper bound on one measure of a run.
+type Budget struct {
+	// Key is what is bounded: "peak", "end", a category name (at the peak),
+	// "phase:NAME", "growth_per_step" or "leaks".
+	Key string `json:"key"`
+	// Limit is in bytes, or a count for "leaks".
+	Limit int64 `json:"limit"`
+}
+
+// BudgetKeys lists every valid budget key, in the order checks are run.
+func BudgetKeys() []string {
+	keys := []string{BudgetPeak, BudgetEnd}
+	for c := Category(0); c < NumCategories; c++ {
+		keys = append(keys, c.String())
+	}
+	for _, ph := range budgetPhases {
+		keys = append(keys, BudgetPhasePrefix+string(ph))
+	}
+	return append(keys, BudgetGrowthPerStep, BudgetLeaks)
+}
+
+var budgetPhases = []Phase{PhaseData, PhaseForward, PhaseBackward, PhaseZeroGrad, PhaseOptimizer, PhaseUnknown}
+
+// budgetRank orders budgets like BudgetKeys; −1 for an unknown key.
+func budgetRank(key string) int {
+	for i, k := range BudgetKeys() {
+		if k == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// ParseBudget reads "KEY=VALUE", e.g. "peak=20GiB", "activation=8GiB",
+// "phase:forward=12GiB", "growth_per_step=0", "leaks=0".
+func ParseBudget(s string) (Budget, error) {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok {
+		return Budget{}, fmt.Errorf("budget %q: want KEY=VALUE, e.g. peak=20GiB", s)
+	}
+	return NewBudget(strings.TrimSpace(k), strings.TrimSpace(v))
+}
+
+// NewBudget validates a budget key and parses its value: a size ("20GiB",
+// "512MiB", "0"; GB is 10^9, GiB 2^30) or, for "leaks", a count.
+func NewBudget(key, value string) (Budget, error) {
+	if budgetRank(key) < 0 {
+		return Budget{}, fmt.Errorf("unknown budget %q: want one of %s", key, strings.Join(BudgetKeys(), ", "))
+	}
+	if key == BudgetLeaks {
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil || n < 0 {
+			return Budget{}, fmt.Errorf("budget %s=%q: want a count like 0", key, value)
+		}
+		return Budget{Key: key, Limit: n}, nil
+	}
+	n, err := ParseSize(value)
+	if err != nil {
+		return Budget{}, fmt.Errorf("budget %s=%q: %v", key, value, err)
+	}
+	return Budget{Key: key, Limit: n}, nil
+}
+
+// ParseSize reads a non-negative byte size: "20GiB", "1.5 GiB", "512MB",
+// "0". Binary units (KiB, MiB, GiB) are powers of 1024, decimal ones (KB,
+// MB, GB) powers of 1000.
+func ParseSize(s string) (int64, error) {
+	if strings.HasPrefix(strings.TrimSpace(s), "-") {
+		return 0, fmt.Errorf("want a size like 20GiB, not a negative number")
+	}
+	n, err := humanize.ParseBytes(s)
+	if err != nil || n > math.MaxInt64 {
+		return 0, fmt.Errorf("want a size like 20GiB")
+	}
+	return int64(n), nil
+}
+
+// Tolerance is how much a measure may grow over the baseline: a share of
+// the baseline (Percent) or, when Bytes is set, an absolute amount.
+type Tolerance struct {
+	Percent float64 `json:"percent"`
+	Bytes   int64   `json:"bytes,omitempty"`
+}
+
+// ParseTolerance reads "5%" or "5" (percent of the baseline) or a size such
+// as "256MiB" (absolute growth).
+func ParseTolerance(s string) (Tolerance, error) {
+	t := strings.TrimSpace(s)
+	if p, ok := strings.CutSuffix(t, "%"); ok {
+		t = strings.TrimSpace(p)
+	}
+	if f, err := strconv.ParseFloat(t, 64); err == nil {
+		if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+			return Tolerance{}, fmt.Errorf("tolerance %q: want a percentage ≥ 0 like 5%%", s)
+		}
+		return Tolerance{Percent: f}, nil
+	}
+	if strings.HasSuffix(strings.TrimSpace(s), "%") {
+		return Tolerance{}, fmt.Errorf("tolerance %q: want a percentage like 5%% or a size like 256MiB", s)
+	}
+	n, err := ParseSize(t)
+	if err != nil {
+		return Tolerance{}, fmt.Errorf("tolerance %q: want a percentage like 5%% or a size like 256MiB", s)
+	}
+	return Tolerance{Bytes: n}, nil
+}
+
+// String writes the tolerance as ParseTolerance reads it.
+func (t Tolerance) String() string {
+	if t.Bytes > 0 {
+		return fmtBytes(t.Bytes)
+	}
+	return strconv.FormatFloat(t.Percent, 'f', -1, 64) + "%"
+}
+
+// Allowed is the largest value that passes against a baseline value.
+func (t Tolerance) Allowed(base int64) int64 {
+	if t.Bytes > 0 {
+		if base > math.MaxInt64-t.Bytes {
+			return math.MaxInt64
+		}
+		return base + t.Bytes
+	}
+	slack := math.Floor(float64(base) * t.Percent / 100)
+	if float64(base)+slack >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return base + int64(slack)
+}
+
+// CheckOptions says what Check verifies.
+type CheckOptions struct {
+	// Budgets are upper bounds, checked on every selected device.
+	Budgets []Budget
+	// Baseline, when set, is an earlier analysis (torchmem analyze --format
+	// json): the peak, every category at the peak and every phase's peak
+	// may not grow by more than Tolerance.
+	Baseline     *Result
+	BaselinePath string
+	Tolerance    Tolerance
+	// Device selects one device by id; −1 checks every device.
+	Device int
+}
+
+// CheckStatus is the outcome of one check.
+type CheckStatus string
+
+// Check outcomes. A skipped check could not be evaluated (a phase the run
+// does not have, a device missing from the baseline).
+const (
+	CheckPass CheckStatus = "pass"
+	CheckFail CheckStatus = "fail"
+	CheckSkip CheckStatus = "skip"
+)
+
+// Check kinds.
+const (
+	CheckKindBudget     = "budget"
+	CheckKindRegression = "regression"
+)
+
+// CheckItem is one verified statement about a run.
+type CheckItem struct {
+	// Name identifies the check across runs ("device 0: peak budget").
+	Name   string      `json:"name"`
+	Kind   string      `json:"kind"` // "budget" or "regression"
+	Key    string      `json:"key"`  // a budget key
+	Device int         `json:"device"`
+	Status CheckStatus `json:"status"`
+	// Actual is the measured value; Limit the largest that passes (the
+	// budget, or the baseline plus the tolerance). Counts for "leaks",
+	// bytes otherwise.
+	Actual int64 `json:"actual"`
+	Limit  int64 `json:"limit"`
+	// Baseline is the baseline's value (regression checks only).
+	Baseline *int64 `json:"baseline,omitempty"`
+	// Message says what was found, in one line.
+	Message string `json:"message"`
+}
+
+// CheckResult is the outcome of every check on one input.
+type CheckResult struct {
+	Schema    string      `json:"schema"`
+	Input     Input       `json:"input"`
+	Baseline  *Input      `json:"baseline,omitempty"`
+	Tolerance *Tolerance  `json:"tolerance,omitempty"`
+	Checks    []CheckItem `json:"checks"`
+	Passed    int         `json:"passed"`
+	Failed    int         `json:"failed"`
+	Skipped   int         `json:"skipped"`
+}
+
+// OK reports whether no check failed.
+func (c *CheckResult) OK() bool { return c.Failed == 0 }
+
+// Check verifies a run against budgets and, when set, a baseline. It
+// returns an error when opts selects a device the run does not have.
+func Check(r *Result, opts CheckOptions) (*CheckResult, error) {
+	cr := &CheckResult{Schema: CheckSchemaID, Input: r.Input, Checks: []CheckItem{}}
+	if opts.Baseline != nil {
+		in := opts.Baseline.Input
+		if opts.BaselinePath != "" {
+			in.Path = opts.BaselinePath
+		}
+		cr.Baseline = &in
+		t := opts.Tolerance
+		cr.Tolerance = &t
+	}
+	budgets := append([]Budget(nil), opts.Budgets...)
+	for _, b := range budgets {
+		if budgetRank(b.Key) < 0 {
+			return nil, fmt.Errorf("unknown budget %q", b.Key)
+		}
+	}
+	// Canonical order; for a key given twice the last one wins.
+	sort.SliceStable(budgets, func(i, j int) bool { return budgetRank(budgets[i].Key) < budgetRank(budgets[j].Key) })
+	dedup := budgets[:0]
+	for _, b := range budgets {
+		if n := len(dedup); n > 0 && dedup[n-1].Key == b.Key {
+			dedup[n-1] = b
+			continue
+		}
+		dedup = append(dedup, b)
+	}
+	budgets = dedup
+
+	var devs []*DeviceResult
+	for i := range r.Devices {
+		if opts.Device < 0 || r.Devices[i].Device == opts.Device {
+			devs = append(devs, &r.Devices[i])
+		}
+	}
+	if opts.Device >= 0 && len(devs) == 0 {
+		return nil, fmt.Errorf("no device %d in %s", opts.Device, r.Input.Path)
+	}
+	if len(devs) == 0 && (len(budgets) > 0 || opts.Baseline != nil) {
+		cr.add(CheckItem{Name: "device memory", Kind: CheckKindBudget, Key: BudgetPeak, Device: -1, Status: CheckSkip,
+			Message: "no device memory in this file: nothing to check"})
+	}
+	for _, d := range devs {
+		for _, b := range budgets {
+			cr.add(checkBudget(r, d, b))
+		}
+		if opts.Baseline != nil {
+			for _, it := range checkBaseline(d, opts.Baseline, opts.Tolerance) {
+				cr.add(it)
+			}
+		}
+	}
+	return cr, nil
+}
+
+func (c *CheckResult) add(it CheckItem) {
+	switch it.Status {
+	case CheckPass:
+		c.Passed++
+	case CheckFail:
+		c.Failed++
+	default:
+		c.Skipped++
+	}
+	c.Checks = append(c.Checks, it)
+}
+
+// budgetSubject names a budget key in messages.
+func budgetSubject(key string) string {
+	switch key {
+	case BudgetPeak:
+		return "peak allocated"
+	case BudgetEnd:
+		return "allocated at the end"
+	case BudgetGrowthPerStep:
+		return "memory growth per step"
+	case BudgetLeaks:
+		return "medium/high-confidence leaks"
+	}
+	if ph, ok := strings.CutPrefix(key, BudgetPhasePrefix); ok {
+		return "peak in " + ph
+	}
+	return key + " at the peak"
+}
+
+func checkBudget(r *Result, d *DeviceResult, b Budget) CheckItem {
+	it := CheckItem{Name: fmt.Sprintf("device %d: %s budget", d.Device, b.Key), Kind: CheckKindBudget, Key: b.Key,
+		Device: d.Device, Limit: b.Limit}
+	subject := budgetSubject(b.Key)
+	detail := ""
+	switch {
+	case b.Key == BudgetPeak:
+		it.Actual = d.Peak.AllocatedBytes
+		detail = fmt.Sprintf(" (in %s, step %d)", d.Peak.Phase, d.Peak.Step)
+	case b.Key == BudgetEnd:
+		it.Actual = d.AtEnd.AllocatedBytes
+	case b.Key == BudgetGrowthPerStep:
+		var worst *Leak
+		for i := range r.Leaks {
+			if l := &r.Leaks[i]; l.Device == d.Device && (worst == nil || l.BytesPerStep > worst.BytesPerStep) {
+				worst = l
+			}
+		}
+		if worst == nil {
+			detail = " (no leak found)"
+		} else {
+			it.Actual = worst.BytesPerStep
+			detail = fmt.Sprintf(" (%s at %s, %s confidence)", worst.Kind, worst.Site, worst.Confidence)
+		}
+	case b.Key == BudgetLeaks:
+		var kinds []string
+		for _, l := range r.Leaks {
+			if l.Device == d.Device && (l.Confidence == High || l.Confidence == Medium) {
+				it.Actual++
+				kinds = append(kinds, l.Kind+" at "+l.Site)
+			}
+		}
+		if len(kinds) > 0 {
+			detail = " (" + strings.Join(kinds, "; ") + ")"
+		}
+		if it.Actual == 1 {
+			subject = strings.TrimSuffix(subject, "s")
+		}
+		it.Message = fmt.Sprintf("device %d: %d %s%s", d.Device, it.Actual, subject, detail)
+		if it.Actual > it.Limit {
+			it.Status = CheckFail
+			it.Message += fmt.Sprintf(", more than the budget of %d", it.Limit)
+		} else {
+			it.Status = CheckPass
+			it.Message += fmt.Sprintf(", within the budget of %d", it.Limit)
+		}
+		return it
+	case strings.HasPrefix(b.Key, BudgetPhasePrefix):
+		ph := Phase(strings.TrimPrefix(b.Key, BudgetPhasePrefix))
+		peaks, _ := PhasePeaks(d.Phases)
+		v, ok := peaks[ph]
+		if !ok {
+			it.Status = CheckSkip
+			it.Message = fmt.Sprintf("device %d: no %s phase found in this run: budget of %s not checked", d.Device, ph, fmtBytes(b.Limit))
+			return it
+		}
+		it.Actual = v
+	default:
+		c, _ := ParseCategory(b.Key)
+		it.Actual = d.Peak.Categories[c]
+	}
+	it.Message = fmt.Sprintf("device %d: %s %s%s", d.Device, subject, fmtBytes(it.Actual), detail)
+	if it.Actual > it.Limit {
+		it.Status = CheckFail
+		it.Message += fmt.Sprintf(" is over the budget of %s by %s", fmtBytes(it.Limit), fmtBytes(it.Actual-it.Limit))
+	} else {
+		it.Status = CheckPass
+		it.Message += fmt.Sprintf(" is within the budget of %s", fmtBytes(it.Limit))
+	}
+	return it
+}
+
+// checkBaseline compares a device with the same device of the baseline:
+// the peak, every category at the peak (those non-zero in either run) and
+// every phase both runs have.
+func checkBaseline(d *DeviceResult, base *Result, tol Tolerance) []CheckItem {
+	var bd *DeviceResult
+	for i := range base.Devices {
+		if base.Devices[i].Device == d.Device {
+			bd = &base.Devices[i]
+			break
+		}
+	}
+	if bd == nil {
+		return []CheckItem{{Name: fmt.Sprintf("device %d: baseline", d.Device), Kind: CheckKindRegression, Key: BudgetPeak,
+			Device: d.Device, Status: CheckSkip, Actual: d.Peak.AllocatedBytes,
+			Message: fmt.Sprintf("device %d is not in the baseline: no regression check", d.Device)}}
+	}
+	items := []CheckItem{regression(d.Device, BudgetPeak, bd.Peak.AllocatedBytes, d.Peak.AllocatedBytes, tol)}
+	for c := Category(0); c < NumCategories; c++ {
+		if bd.Peak.Categories[c] == 0 && d.Peak.Categories[c] == 0 {
+			continue
+		}
+		items = append(items, regression(d.Device, c.String(), bd.Peak.Categories[c], d.Peak.Categories[c], tol))
+	}
+	bp, _ := PhasePeaks(bd.Phases)
+	np, _ := PhasePeaks(d.Phases)
+	for _, ph := range budgetPhases {
+		b, inB := bp[ph]
+		n, inN := np[ph]
+		key := BudgetPhasePrefix + string(ph)
+		switch {
+		case inB && inN:
+			items = append(items, regression(d.Device, key, b, n, tol))
+		case inB:
+			items = append(items, CheckItem{Name: fmt.Sprintf("device %d: %s vs baseline", d.Device, key), Kind: CheckKindRegression,
+				Key: key, Device: d.Device, Status: CheckSkip, Baseline: &b,
+				Message: fmt.Sprintf("device %d: the baseline has a %s phase (peak %s) and this run has none: not compared", d.Device, ph, fmtBytes(b))})
+		case inN:
+			items = append(items, CheckItem{Name: fmt.Sprintf("device %d: %s vs baseline", d.Device, key), Kind: CheckKindRegression,
+				Key: key, Device: d.Device, Status: CheckSkip, Actual: n,
+				Message: fmt.Sprintf("device %d: this run has a %s phase (peak %s) and the baseline has none: not compared", d.Device, ph, fmtBytes(n))})
+		}
+	}
+	return items
+}
+
+func regression(dev int, key string, base, cur int64, tol Tolerance) CheckItem {
+	b := base
+	it := CheckItem{Name: fmt.Sprintf("device %d: %s vs baseline", dev, key), Kind: CheckKindRegression, Key: key, Device: dev,
+		Actual: cur, Limit: tol.Allowed(base), Baseline: &b}
+	subject := budgetSubject(key)
+	change := fmt.Sprintf("%s → %s (%s)", fmtBytes(base), fmtBytes(cur), signedPercent(base, cur))
+	if cur > it.Limit {
+		it.Status = CheckFail
+		it.Message = fmt.Sprintf("device %d: %s grew vs the baseline: %s, more than the %s tolerance (at most %s)", dev, subject, change, tol, fmtBytes(it.Limit))
+	} else {
+		it.Status = CheckPass
+		it.Message = fmt.Sprintf("device %d: %s vs the baseline: %s, within the %s tolerance", dev, subject, change, tol)
+	}
+	return it
+}
+
+// signedPercent writes the change from base to cur as "+1.2%", "-3.0%",
+// "+0.0%", or "was 0" when base is 0.
+func signedPercent(base, cur int64) string {
+	if base == 0 {
+		if cur == 0 {
+			return "0.0%"
+		}
+		return "was 0"
+	}
+	return fmt.Sprintf("%+.1f%%", float64(cur-base)*100/float64(base))
+}

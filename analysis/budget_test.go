@@ -1,0 +1,274 @@
+package analysis
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseBudget(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    Budget
+		wantErr string
+	}{
+		{"peak=20GiB", Budget{"peak", 20 << 30}, ""},
+		{"peak = 1.5 GiB", Budget{"peak", 3 << 29}, ""},
+		{"end=512MB", Budget{"end", 512e6}, ""},
+		{"activation=8GiB", Budget{"activation", 8 << 30}, ""},
+		{"optimizer_state=0", Budget{"optimizer_state", 0}, ""},
+		{"phase:forward=12GiB", Budget{"phase:forward", 12 << 30}, ""},
+		{"phase:zero_grad=1KiB", Budget{"phase:zero_grad", 1024}, ""},
+		{"growth_per_step=0", Budget{"growth_per_step", 0}, ""},
+		{"growth_per_step=10MiB", Budget{"growth_per_step", 10 << 20}, ""},
+		{"leaks=0", Budget{"leaks", 0}, ""},
+		{"leaks=3", Budget{"leaks", 3}, ""},
+		{"peak", Budget{}, "want KEY=VALUE"},
+		{"pea=1GiB", Budget{}, `unknown budget "pea"`},
+		{"phase:lunch=1GiB", Budget{}, `unknown budget "phase:lunch"`},
+		{"activations=1GiB", Budget{}, `unknown budget "activations"`},
+		{"peak=20 jiggabytes", Budget{}, "want a size like 20GiB"},
+		{"peak=-1GiB", Budget{}, "negative"},
+		{"peak=", Budget{}, "want a size"},
+		{"peak=99999999999EiB", Budget{}, "want a size"},
+		{"leaks=1.5", Budget{}, "want a count"},
+		{"leaks=-1", Budget{}, "want a count"},
+	}
+	for _, c := range cases {
+		t.Run(c.in, func(t *testing.T) {
+			got, err := ParseBudget(c.in)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error %v, want one with %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Errorf("%+v %v, want %+v", got, err, c.want)
+			}
+		})
+	}
+}
+
+func TestParseTolerance(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    Tolerance
+		str     string
+		wantErr bool
+	}{
+		{"5%", Tolerance{Percent: 5}, "5%", false},
+		{" 2.5 % ", Tolerance{Percent: 2.5}, "2.5%", false},
+		{"5", Tolerance{Percent: 5}, "5%", false},
+		{"0", Tolerance{}, "0%", false},
+		{"256MiB", Tolerance{Bytes: 256 << 20}, "256.0 MiB", false},
+		{"-5%", Tolerance{}, "", true},
+		{"NaN", Tolerance{}, "", true},
+		{"five%", Tolerance{}, "", true},
+		{"lots", Tolerance{}, "", true},
+	}
+	for _, c := range cases {
+		t.Run(c.in, func(t *testing.T) {
+			got, err := ParseTolerance(c.in)
+			if (err != nil) != c.wantErr {
+				t.Fatalf("error %v, want error %v", err, c.wantErr)
+			}
+			if c.wantErr {
+				return
+			}
+			if got != c.want || got.String() != c.str {
+				t.Errorf("%+v %q, want %+v %q", got, got.String(), c.want, c.str)
+			}
+		})
+	}
+}
+
+func TestToleranceAllowed(t *testing.T) {
+	cases := []struct {
+		tol  Tolerance
+		base int64
+		want int64
+	}{
+		{Tolerance{Percent: 5}, 1000, 1050},
+		{Tolerance{Percent: 5}, 1001, 1051}, // floor of 50.05
+		{Tolerance{}, 1000, 1000},
+		{Tolerance{Percent: 5}, 0, 0},
+		{Tolerance{Bytes: 10}, 0, 10},
+		{Tolerance{Bytes: 10}, math.MaxInt64 - 1, math.MaxInt64},
+		{Tolerance{Percent: 1e300}, 10, math.MaxInt64},
+	}
+	for _, c := range cases {
+		if got := c.tol.Allowed(c.base); got != c.want {
+			t.Errorf("%+v.Allowed(%d) = %d, want %d", c.tol, c.base, got, c.want)
+		}
+	}
+}
+
+// checkRun is a run of two devices for Check tests.
+func checkRun() *Result {
+	d0 := diffDev(0, 1000, 400, Categories{Parameter: 300, Activation: 700},
+		[]PhaseSpan{diffSpan(PhaseForward, 1, 900), diffSpan(PhaseBackward, 1, 1000), diffSpan(PhaseForward, 2, 950)}, nil)
+	d1 := diffDev(1, 50, 50, Categories{Parameter: 50}, []PhaseSpan{diffSpan(PhaseForward, 1, 50)}, nil)
+	return &Result{Input: Input{Path: "run.pickle"}, Devices: []DeviceResult{d0, d1}, Leaks: []Leak{
+		{Kind: "growing_list", Device: 0, Site: "train.py:9 <module>", BytesPerStep: 64, Confidence: Medium},
+		{Kind: "step_growth", Device: 0, Site: "a.py:1 f", BytesPerStep: 128, Confidence: Low},
+		{Kind: "step_growth", Device: 1, Site: "b.py:1 f", BytesPerStep: 8, Confidence: Low},
+	}}
+}
+
+// statuses lists "name=status" for every check.
+func statuses(c *CheckResult) []string {
+	var out []string
+	for _, it := range c.Checks {
+		out = append(out, it.Name+"="+string(it.Status))
+	}
+	return out
+}
+
+func TestCheckBudgets(t *testing.T) {
+	cases := []struct {
+		name    string
+		budgets []string
+		device  int
+		want    []string
+	}{
+		{"peak pass and fail per device", []string{"peak=100"}, -1, []string{"device 0: peak budget=fail", "device 1: peak budget=pass"}},
+		{"exact limit passes", []string{"peak=1000"}, 0, []string{"device 0: peak budget=pass"}},
+		{"end", []string{"end=399"}, 0, []string{"device 0: end budget=fail"}},
+		{"category at peak", []string{"activation=700", "parameter=299"}, 0, []string{"device 0: parameter budget=fail", "device 0: activation budget=pass"}},
+		{"empty category", []string{"temporary=0"}, 0, []string{"device 0: temporary budget=pass"}},
+		{"phase max over steps", []string{"phase:forward=949"}, 0, []string{"device 0: phase:forward budget=fail"}},
+		{"absent phase is skipped", []string{"phase:optimizer=1"}, 0, []string{"device 0: phase:optimizer budget=skip"}},
+		{"growth per step takes the largest leak", []string{"growth_per_step=127"}, -1, []string{"device 0: growth_per_step budget=fail", "device 1: growth_per_step budget=pass"}},
+		{"growth per step at the limit", []string{"growth_per_step=128"}, 0, []string{"device 0: growth_per_step budget=pass"}},
+		{"leaks counts medium and high only", []string{"leaks=0"}, -1, []string{"device 0: leaks budget=fail", "device 1: leaks budget=pass"}},
+		{"leaks within", []string{"leaks=1"}, 0, []string{"device 0: leaks budget=pass"}},
+		{"canonical order, last of a key wins", []string{"leaks=5", "peak=1", "peak=5000"}, 0, []string{"device 0: peak budget=pass", "device 0: leaks budget=pass"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var bs []Budget
+			for _, s := range c.budgets {
+				b, err := ParseBudget(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				bs = append(bs, b)
+			}
+			cr, err := Check(checkRun(), CheckOptions{Budgets: bs, Device: c.device})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(c.want, statuses(cr)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if cr.Passed+cr.Failed+cr.Skipped != len(cr.Checks) || cr.OK() != (cr.Failed == 0) {
+				t.Errorf("counts %d+%d+%d of %d", cr.Passed, cr.Failed, cr.Skipped, len(cr.Checks))
+			}
+		})
+	}
+}
+
+func TestCheckMessages(t *testing.T) {
+	b, _ := ParseBudget("peak=900")
+	l, _ := ParseBudget("leaks=0")
+	cr, err := Check(checkRun(), CheckOptions{Budgets: []Budget{b, l}, Device: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []CheckItem{
+		{Name: "device 0: peak budget", Kind: "budget", Key: "peak", Device: 0, Status: CheckFail, Actual: 1000, Limit: 900,
+			Message: "device 0: peak allocated 1000 B (in forward, step 1) is over the budget of 900 B by 100 B"},
+		{Name: "device 0: leaks budget", Kind: "budget", Key: "leaks", Device: 0, Status: CheckFail, Actual: 1, Limit: 0,
+			Message: "device 0: 1 medium/high-confidence leak (growing_list at train.py:9 <module>), more than the budget of 0"},
+	}
+	if diff := cmp.Diff(want, cr.Checks); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestCheckBaseline(t *testing.T) {
+	base := checkRun()
+	grown := checkRun()
+	grown.Devices[0].Peak.AllocatedBytes = 1040                   // +4%
+	grown.Devices[0].Peak.Categories[Activation] = 800            // +14%
+	grown.Devices[0].Peak.Categories[Temporary] = 1               // was 0
+	grown.Devices[0].Phases = append(grown.Devices[0].Phases[:2], // forward 950 → 900 (the step-2 span dropped)
+		diffSpan(PhaseOptimizer, 1, 10))
+	grown.Devices = grown.Devices[:1]
+	base.Devices[1].Device = 7 // only in the baseline: not checked
+
+	cases := []struct {
+		name string
+		run  *Result
+		tol  Tolerance
+		dev  int
+		want []string
+	}{
+		{"identical passes at 0%", checkRun(), Tolerance{}, 0, []string{
+			"device 0: peak vs baseline=pass", "device 0: parameter vs baseline=pass", "device 0: activation vs baseline=pass",
+			"device 0: phase:forward vs baseline=pass", "device 0: phase:backward vs baseline=pass"}},
+		{"5% tolerance", grown, Tolerance{Percent: 5}, -1, []string{
+			"device 0: peak vs baseline=pass", "device 0: parameter vs baseline=pass", "device 0: activation vs baseline=fail",
+			"device 0: temporary vs baseline=fail", "device 0: phase:forward vs baseline=pass", "device 0: phase:backward vs baseline=pass",
+			"device 0: phase:optimizer vs baseline=skip"}},
+		{"3% tolerance", grown, Tolerance{Percent: 3}, 0, []string{
+			"device 0: peak vs baseline=fail", "device 0: parameter vs baseline=pass", "device 0: activation vs baseline=fail",
+			"device 0: temporary vs baseline=fail", "device 0: phase:forward vs baseline=pass", "device 0: phase:backward vs baseline=pass",
+			"device 0: phase:optimizer vs baseline=skip"}},
+		{"absolute tolerance", grown, Tolerance{Bytes: 100}, 0, []string{
+			"device 0: peak vs baseline=pass", "device 0: parameter vs baseline=pass", "device 0: activation vs baseline=pass",
+			"device 0: temporary vs baseline=pass", "device 0: phase:forward vs baseline=pass", "device 0: phase:backward vs baseline=pass",
+			"device 0: phase:optimizer vs baseline=skip"}},
+		{"device missing from the baseline", checkRun(), Tolerance{}, 1, []string{"device 1: baseline=skip"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cr, err := Check(c.run, CheckOptions{Baseline: base, BaselinePath: "base.json", Tolerance: c.tol, Device: c.dev})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(c.want, statuses(cr)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if cr.Baseline == nil || cr.Baseline.Path != "base.json" || cr.Tolerance == nil || *cr.Tolerance != c.tol {
+				t.Errorf("baseline %+v tolerance %+v", cr.Baseline, cr.Tolerance)
+			}
+		})
+	}
+}
+
+func TestCheckRegressionMessage(t *testing.T) {
+	got := regression(0, "peak", 100, 110, Tolerance{Percent: 5})
+	b := int64(100)
+	want := CheckItem{Name: "device 0: peak vs baseline", Kind: "regression", Key: "peak", Device: 0, Status: CheckFail,
+		Actual: 110, Limit: 105, Baseline: &b,
+		Message: "device 0: peak allocated grew vs the baseline: 100 B → 110 B (+10.0%), more than the 5% tolerance (at most 105 B)"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestCheckErrors(t *testing.T) {
+	if _, err := Check(checkRun(), CheckOptions{Device: 3, Budgets: []Budget{{Key: "peak"}}}); err == nil || !strings.Contains(err.Error(), "no device 3") {
+		t.Errorf("missing device: %v", err)
+	}
+	if _, err := Check(checkRun(), CheckOptions{Device: -1, Budgets: []Budget{{Key: "bogus"}}}); err == nil {
+		t.Error("unknown budget key accepted")
+	}
+	cr, err := Check(&Result{}, CheckOptions{Device: -1, Budgets: []Budget{{Key: "peak"}}})
+	if err != nil || len(cr.Checks) != 1 || cr.Checks[0].Status != CheckSkip || !cr.OK() {
+		t.Errorf("no devices: %+v %v", cr, err)
+	}
+}
+
+func TestBudgetKeys(t *testing.T) {
+	keys := BudgetKeys()
+	want := []string{"peak", "end", "parameter", "gradient", "optimizer_state", "activation", "temporary", "autograd_detail", "input", "unknown",
+		"phase:data", "phase:forward", "phase:backward", "phase:zero_grad", "phase:optimizer", "phase:unknown", "growth_per_step", "leaks"}
+	if diff := cmp.Diff(want, keys); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,180 @@
+package analysis
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// diffDev builds a device result for diff and check tests.
+func diffDev(id int, peak, end int64, peakCats Categories, phases []PhaseSpan, sites []Site) DeviceResult {
+	return DeviceResult{Device: id, Kind: "cuda",
+		AtEnd:  State{AllocatedBytes: end, ReservedBytes: end + 100},
+		Peak:   Peak{AllocatedBytes: peak, ReservedBytes: peak + 100, Phase: PhaseForward, Step: 1, Categories: peakCats},
+		Phases: phases, TopSites: sites}
+}
+
+func diffSpan(ph Phase, step int, peak int64) PhaseSpan {
+	return PhaseSpan{Phase: ph, Step: step, PeakAllocatedBytes: peak}
+}
+
+func TestDiffDevices(t *testing.T) {
+	cases := []struct {
+		name      string
+		base, new []DeviceResult
+		want      []Presence
+		wantIDs   []int
+	}{
+		{"same devices", []DeviceResult{diffDev(0, 10, 5, Categories{}, nil, nil)}, []DeviceResult{diffDev(0, 12, 5, Categories{}, nil, nil)}, []Presence{InBoth}, []int{0}},
+		{"device only in new", []DeviceResult{diffDev(0, 10, 5, Categories{}, nil, nil)},
+			[]DeviceResult{diffDev(1, 3, 1, Categories{}, nil, nil), diffDev(0, 10, 5, Categories{}, nil, nil)}, []Presence{InBoth, OnlyNew}, []int{0, 1}},
+		{"device only in base", []DeviceResult{diffDev(2, 10, 5, Categories{}, nil, nil), diffDev(0, 1, 1, Categories{}, nil, nil)},
+			[]DeviceResult{diffDev(0, 10, 5, Categories{}, nil, nil)}, []Presence{InBoth, OnlyBase}, []int{0, 2}},
+		{"no devices", nil, nil, nil, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := Diff(&Result{Devices: c.base}, &Result{Devices: c.new})
+			var got []Presence
+			var ids []int
+			for _, dd := range d.Devices {
+				got = append(got, dd.Presence)
+				ids = append(ids, dd.Device)
+			}
+			if !cmp.Equal(got, c.want) || !cmp.Equal(ids, c.wantIDs) {
+				t.Errorf("devices %v %v, want %v %v", ids, got, c.wantIDs, c.want)
+			}
+			if d.Schema != DiffSchemaID || d.Devices == nil || d.Leaks == nil {
+				t.Errorf("schema %q, devices %v, leaks %v: want the schema and non-nil lists", d.Schema, d.Devices, d.Leaks)
+			}
+		})
+	}
+}
+
+func TestDiffNumbers(t *testing.T) {
+	base := &Result{Input: Input{Path: "a"}, Devices: []DeviceResult{diffDev(0, 1000, 400, Categories{Parameter: 300, Activation: 700},
+		[]PhaseSpan{diffSpan(PhaseForward, 1, 900), diffSpan(PhaseBackward, 1, 1000), diffSpan(PhaseForward, 2, 950), diffSpan(PhaseOptimizer, 2, 500)},
+		[]Site{{Site: "model.py:1 f", Bytes: 600, Count: 2, Category: Activation}, {Site: "old.py:9 g", Bytes: 100, Count: 1, Category: Activation},
+			{Site: "same.py:3 h", Bytes: 300, Count: 3, Category: Parameter}})}}
+	nw := &Result{Input: Input{Path: "b"}, Devices: []DeviceResult{diffDev(0, 1500, 400, Categories{Parameter: 300, Activation: 1200},
+		[]PhaseSpan{diffSpan(PhaseZeroGrad, 1, 300), diffSpan(PhaseForward, 1, 1500), diffSpan(PhaseBackward, 1, 1400), diffSpan(PhaseForward, 3, 1450)},
+		[]Site{{Site: "model.py:1 f", Bytes: 1000, Count: 3, Category: Activation}, {Site: "new.py:5 k", Bytes: 200, Count: 1, Category: Temporary},
+			{Site: "same.py:3 h", Bytes: 300, Count: 3, Category: Parameter}})}}
+	d := Diff(base, nw)
+	if d.Base.Path != "a" || d.New.Path != "b" || len(d.Devices) != 1 {
+		t.Fatalf("diff %+v", d)
+	}
+	dd := d.Devices[0]
+	checks := []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"peak", dd.PeakAllocated, Delta{1000, 1500, 500}},
+		{"peak reserved", dd.PeakReserved, Delta{1100, 1600, 500}},
+		{"end", dd.EndAllocated, Delta{400, 400, 0}},
+		{"activation at peak", dd.Categories[Activation], CategoryDiff{Activation, Delta{700, 1200, 500}, Delta{}}},
+		{"every category", len(dd.Categories), int(NumCategories)},
+		{"phases", dd.Phases, []PhaseDiff{
+			{PhaseForward, InBoth, Delta{950, 1500, 550}},
+			{PhaseBackward, InBoth, Delta{1000, 1400, 400}},
+			{PhaseOptimizer, OnlyBase, Delta{500, 0, -500}},
+			{PhaseZeroGrad, OnlyNew, Delta{0, 300, 300}},
+		}},
+		{"steps", dd.Steps, []StepDiff{
+			{1, InBoth, Delta{1000, 1500, 500}},
+			{2, OnlyBase, Delta{950, 0, -950}},
+			{3, OnlyNew, Delta{0, 1450, 1450}},
+		}},
+		{"sites", dd.Sites, []SiteDiff{
+			{"model.py:1 f", InBoth, Delta{600, 1000, 400}, Delta{2, 3, 1}, Activation},
+			{"new.py:5 k", OnlyNew, Delta{0, 200, 200}, Delta{0, 1, 1}, Temporary},
+			{"old.py:9 g", OnlyBase, Delta{100, 0, -100}, Delta{1, 0, -1}, Activation},
+			{"same.py:3 h", InBoth, Delta{300, 300, 0}, Delta{3, 3, 0}, Parameter},
+		}},
+		{"oom", dd.OOM, OOMDiff{Status: OOMNone}},
+	}
+	for _, c := range checks {
+		if diff := cmp.Diff(c.want, c.got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", c.name, diff)
+		}
+	}
+}
+
+func TestDiffOOM(t *testing.T) {
+	oom := &OOM{RequestedBytes: 10, DeviceFreeBytes: 2, AllocatedBytes: 90, Phase: PhaseBackward, Step: 3, Site: "x.py:1 f"}
+	brief := &OOMBrief{RequestedBytes: 10, DeviceFreeBytes: 2, AllocatedBytes: 90, Phase: PhaseBackward, Step: 3, Site: "x.py:1 f"}
+	cases := []struct {
+		name      string
+		base, new *OOM
+		want      OOMDiff
+	}{
+		{"none", nil, nil, OOMDiff{Status: OOMNone}},
+		{"new", nil, oom, OOMDiff{Status: OOMAdded, New: brief}},
+		{"fixed", oom, nil, OOMDiff{Status: OOMFixed, Base: brief}},
+		{"both", oom, oom, OOMDiff{Status: OOMBoth, Base: brief, New: brief}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b, n := diffDev(0, 1, 1, Categories{}, nil, nil), diffDev(0, 1, 1, Categories{}, nil, nil)
+			b.OOM, n.OOM = c.base, c.new
+			d := Diff(&Result{Devices: []DeviceResult{b}}, &Result{Devices: []DeviceResult{n}})
+			if diff := cmp.Diff(c.want, d.Devices[0].OOM); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDiffLeaks(t *testing.T) {
+	base := []Leak{
+		{Kind: "growing_list", Device: 0, Site: "train.py:9 <module>", BytesPerStep: 100, Confidence: High},
+		{Kind: "step_growth", Device: 1, Site: "a.py:1 f", BytesPerStep: 5, Confidence: Low},
+	}
+	nw := []Leak{
+		{Kind: "growing_list", Device: 0, Site: "train.py:9 <module>", BytesPerStep: 150, Confidence: Medium},
+		{Kind: "retained_graph", Device: 0, Site: "eval.py:3 run", BytesPerStep: 1000, Confidence: High},
+	}
+	got := Diff(&Result{Leaks: base}, &Result{Leaks: nw}).Leaks
+	want := []LeakDiff{
+		{Device: 0, Kind: "retained_graph", Site: "eval.py:3 run", Presence: OnlyNew, BytesPerStep: Delta{0, 1000, 1000}, Confidence: High},
+		{Device: 0, Kind: "growing_list", Site: "train.py:9 <module>", Presence: InBoth, BytesPerStep: Delta{100, 150, 50}, Confidence: Medium},
+		{Device: 1, Kind: "step_growth", Site: "a.py:1 f", Presence: OnlyBase, BytesPerStep: Delta{5, 0, -5}, Confidence: Low},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestDeltaPercent(t *testing.T) {
+	cases := []struct {
+		d    Delta
+		want float64
+		ok   bool
+	}{
+		{NewDelta(100, 150), 50, true},
+		{NewDelta(200, 100), -50, true},
+		{NewDelta(0, 10), 0, false},
+		{NewDelta(0, 0), 0, false},
+	}
+	for _, c := range cases {
+		got, ok := c.d.Percent()
+		if got != c.want || ok != c.ok {
+			t.Errorf("%+v: %v %v, want %v %v", c.d, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestDiffDoesNotModify guards the promise that Diff leaves its inputs alone.
+func TestDiffDoesNotModify(t *testing.T) {
+	mk := func() *Result {
+		return &Result{Devices: []DeviceResult{diffDev(0, 10, 5, Categories{Activation: 10},
+			[]PhaseSpan{diffSpan(PhaseForward, 1, 10)}, []Site{{Site: "b", Bytes: 1}, {Site: "a", Bytes: 9}})},
+			Leaks: []Leak{{Kind: "k", Site: "s", BytesPerStep: 1}}}
+	}
+	b, n := mk(), mk()
+	Diff(b, n)
+	if diff := cmp.Diff(mk(), b); diff != "" {
+		t.Errorf("base modified:\n%s", diff)
+	}
+}

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/torchmem/torchmem/analysis"
+)
+
+// machineFree cuts the testdata/gate folder from paths in an output.
+func machineFree(s string) string { return strings.ReplaceAll(s, gateDir(), "") }
+
+func TestCheckGolden(t *testing.T) {
+	cfg := []string{"check", "--config", gateFile("torchmem.yaml"), gateFile("new.json")}
+	cases := []struct {
+		golden string
+		args   []string
+		code   int
+	}{
+		{"gate/check_config.txt", cfg, exitFailed},
+		{"gate/check_config.md", append(cfg, "--format", "markdown"), exitFailed},
+		{"gate/check_config.json", append(cfg, "--format", "json"), exitFailed},
+		{"gate/check_pass.txt", []string{"check", "-b", "peak=20GiB", "-b", "phase:forward=10GiB", "-b", "leaks=0", "-b", "phase:zero_grad=1GiB",
+			"--baseline", gateFile("base.json"), gateFile("base.json")}, exitOK},
+		{"gate/check_pass.md", []string{"check", "-f", "markdown", "-b", "peak=20GiB", gateFile("base.json")}, exitOK},
+		{"gate/check_two_files.txt", []string{"check", "-b", "peak=10GiB", "--device", "0", gateFile("base.json"), gateFile("new.json")}, exitFailed},
+		{"gate/check_two_files.json", []string{"check", "-f", "json", "-b", "peak=10GiB", "--device", "0", gateFile("base.json"), gateFile("new.json")}, exitFailed},
+	}
+	for _, c := range cases {
+		t.Run(c.golden, func(t *testing.T) {
+			code, out, stderr := runCLI(nil, c.args...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d: %s", code, c.code, stderr)
+			}
+			golden(t, c.golden, machineFree(out))
+		})
+	}
+}
+
+func TestCheckExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	base, new := gateFile("base.json"), gateFile("new.json")
+	cfg := func(name, text string) string { return writeTemp(t, dir, name, []byte(text)) }
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string // in stdout for exit 0 and 1, in the one-line error for 2
+	}{
+		{"within budget", []string{"check", "--budget", "peak=11GiB", new}, exitOK, "PASS: all 2 checks passed"},
+		{"over budget", []string{"check", "--budget", "peak=10GiB", new}, exitFailed, "fail  device 0: peak allocated 11.00 GiB (in optimizer, step 2) is over the budget of 10.00 GiB by 1.00 GiB"},
+		{"category over budget", []string{"check", "--budget", "activation=2GiB", "--device", "0", new}, exitFailed, "activation at the peak 2.50 GiB is over the budget"},
+		{"phase over budget", []string{"check", "--budget", "phase:backward=10GiB", "-d", "0", new}, exitFailed, "peak in backward 10.50 GiB is over the budget"},
+		{"end over budget", []string{"check", "--budget", "end=8GiB", "-d", "0", new}, exitFailed, "allocated at the end 8.06 GiB is over the budget of 8.00 GiB by 64.0 MiB"},
+		{"leak growth", []string{"check", "--budget", "growth_per_step=16MiB", "-d", "0", new}, exitFailed, "memory growth per step 32.0 MiB (growing_list at train.py:120 <module>, medium confidence)"},
+		{"leaks counted", []string{"check", "--budget", "leaks=0", "-d", "0", new}, exitFailed, "1 medium/high-confidence leak (growing_list"},
+		{"low-confidence leaks do not count", []string{"check", "--budget", "leaks=1", "-d", "0", new}, exitOK, "1 medium/high-confidence leak (growing_list at train.py:120 <module>), within the budget of 1"},
+		{"baseline within tolerance", []string{"check", "--baseline", base, "--tolerance", "70%", "-d", "0", new}, exitOK, "PASS: 9 of 10 checks passed, 1 skipped"},
+		{"baseline regression", []string{"check", "--baseline", base, "--tolerance", "5%", "-d", "0", new}, exitFailed, "peak allocated grew vs the baseline: 10.00 GiB → 11.00 GiB (+10.0%), more than the 5% tolerance"},
+		{"absolute tolerance", []string{"check", "--baseline", base, "--tolerance", "1GiB", "-d", "0", new}, exitOK, "within the 1.00 GiB tolerance"},
+		{"default tolerance is 0", []string{"check", "--baseline", base, base}, exitOK, "within the 0% tolerance"},
+		{"config", []string{"check", "--config", gateFile("torchmem.yaml"), new}, exitFailed, "FAIL: 9 of 15 checks failed"},
+		{"flags override the config", []string{"check", "--config", gateFile("torchmem.yaml"), "--budget", "activation=3GiB", "--tolerance", "70%", "--budget", "phase:forward=11GiB",
+			"--budget", "growth_per_step=1GiB", "--budget", "leaks=1", new}, exitOK, "PASS: 14 of 15 checks passed, 1 skipped"},
+		{"config with numbers", []string{"check", "--config", cfg("numbers.yaml", "budgets:\n  peak: 11811160064\n  growth_per_step: 33554432\ntolerance: 10\nbaseline: "+base+"\ndevice: 1\n"), new}, exitOK, "device 1 is not in the baseline"},
+		{"empty config and a budget", []string{"check", "--config", cfg("empty.yaml", ""), "-b", "peak=1TiB", new}, exitOK, "PASS"},
+
+		{"unknown budget", []string{"check", "--budget", "vram=1GiB", new}, exitInput, `--budget: unknown budget "vram": want one of peak, end, parameter`},
+		{"bad size", []string{"check", "--budget", "peak=20 gigs", new}, exitInput, `--budget: budget peak="20 gigs": want a size like 20GiB`},
+		{"no equals", []string{"check", "--budget", "peak", new}, exitInput, "want KEY=VALUE"},
+		{"bad tolerance", []string{"check", "--baseline", base, "--tolerance", "a bit", new}, exitInput, `--tolerance: tolerance "a bit"`},
+		{"nothing to check", []string{"check", new}, exitInput, "nothing to check: give --budget, --baseline or --config"},
+		{"missing file", []string{"check", "-b", "peak=1GiB", filepath.Join(dir, "nope.pickle")}, exitInput, "nope.pickle: no such file or directory"},
+		{"missing baseline", []string{"check", "--baseline", filepath.Join(dir, "nope.json"), new}, exitInput, "nope.json: no such file or directory"},
+		{"baseline not an analysis", []string{"check", "--baseline", cfg("x.json", `{"schema":"torchmem.check/v1"}`), new}, exitInput, "schema torchmem.check/v1 is not an analysis"},
+		{"no such device", []string{"check", "-b", "peak=1GiB", "--device", "4", new}, exitInput, "no device 4 in"},
+		{"missing config", []string{"check", "--config", filepath.Join(dir, "nope.yaml"), new}, exitInput, "--config: open"},
+		{"config unknown key", []string{"check", "--config", cfg("typo.yaml", "budget:\n  peak: 1GiB\n"), new}, exitInput, "field budget not found"},
+		{"config bad budget", []string{"check", "--config", cfg("bad.yaml", "budgets: {peak: lots}\n"), new}, exitInput, `budget peak="lots"`},
+		{"config unknown budget", []string{"check", "--config", cfg("bad2.yaml", "budgets: {activations: 1GiB}\n"), new}, exitInput, `unknown budget "activations"`},
+		{"config not YAML", []string{"check", "--config", cfg("bad3.yaml", "budgets: [peak\n"), new}, exitInput, "--config"},
+		{"config bad device", []string{"check", "--config", cfg("bad4.yaml", "device: first\n"), "-b", "peak=1GiB", new}, exitInput, "cannot unmarshal"},
+		{"junit unwritable", []string{"check", "-b", "peak=1TiB", "--junit", filepath.Join(dir, "no", "such", "dir.xml"), new}, exitInput, "--junit: open"},
+		{"bad format", []string{"check", "-f", "html", "-b", "peak=1GiB", new}, exitInput, `--format "html"`},
+		{"no file", []string{"check", "-b", "peak=1GiB"}, exitInput, "requires at least 1 arg"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(nil, c.args...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d; stdout %q stderr %q", code, c.code, stdout, stderr)
+			}
+			switch code {
+			case exitInput:
+				first := strings.SplitN(stderr, "\n", 2)[0]
+				if stdout != "" || !strings.HasPrefix(first, "torchmem: ") || !strings.Contains(first, c.want) {
+					t.Errorf("stdout %q, stderr %q: want one error line with %q", stdout, stderr, c.want)
+				}
+			case exitFailed:
+				if !strings.Contains(stdout, c.want) || !strings.HasPrefix(stderr, "torchmem: check failed: ") {
+					t.Errorf("stdout %q, stderr %q: want %q", stdout, stderr, c.want)
+				}
+			default:
+				if !strings.Contains(stdout, c.want) || stderr != "" {
+					t.Errorf("stdout %q, stderr %q: want %q", stdout, stderr, c.want)
+				}
+			}
+		})
+	}
+}
+
+// TestCheckCIOutputs checks --junit and --github: the annotations on
+// stdout, the job summary appended to $GITHUB_STEP_SUMMARY, the JUnit file.
+func TestCheckCIOutputs(t *testing.T) {
+	dir := t.TempDir()
+	summary := filepath.Join(dir, "summary.md")
+	if err := os.WriteFile(summary, []byte("earlier step\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GITHUB_STEP_SUMMARY", summary)
+	junit := filepath.Join(dir, "torchmem.xml")
+	code, out, stderr := runCLI(nil, "check", "--config", gateFile("torchmem.yaml"), "--github", "--junit", junit, gateFile("new.json"))
+	if code != exitFailed || stderr != "torchmem: check failed: 9 of 15 checks failed\n" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	golden(t, "gate/check_github.txt", machineFree(out))
+	sum, err := os.ReadFile(summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(sum), "earlier step\n## ❌ torchmem check: `") {
+		t.Errorf("summary not appended: %q", sum)
+	}
+	golden(t, "gate/check_summary.md", machineFree(strings.TrimPrefix(string(sum), "earlier step\n")))
+	x, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "gate/check.junit.xml", machineFree(string(x)))
+	var suites struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Suites   []struct {
+			Cases []struct {
+				Name    string    `xml:"name,attr"`
+				Failure *struct{} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(x, &suites); err != nil {
+		t.Fatalf("JUnit file is not XML: %v", err)
+	}
+	failed := 0
+	for _, c := range suites.Suites[0].Cases {
+		if c.Failure != nil {
+			failed++
+		}
+	}
+	if suites.Tests != 15 || suites.Failures != 9 || failed != 9 || len(suites.Suites[0].Cases) != 15 {
+		t.Errorf("JUnit: %d tests, %d failures, %d failed cases", suites.Tests, suites.Failures, failed)
+	}
+	// A passing run writes a ::notice and no ::error.
+	code, out, _ = runCLI(nil, "check", "--github", "-b", "peak=1TiB", gateFile("base.json"))
+	if code != exitOK || strings.Contains(out, "::error") || !strings.Contains(machineFree(out), "::notice title=torchmem check::base.json: PASS: 1 check passed") {
+		t.Errorf("exit %d:\n%s", code, machineFree(out))
+	}
+}
+
+// TestCheckSnapshots runs check on snapshots (analysed on the fly) against
+// a baseline written by torchmem analyze, as the README's CI example does.
+func TestCheckSnapshots(t *testing.T) {
+	dir := t.TempDir()
+	small := simSnapshot(t, dir, "small.pickle", 2)
+	big := simSnapshot(t, dir, "big.pickle", 4)
+	code, js, stderr := runCLI(nil, "analyze", "--format", "json", small)
+	if code != exitOK {
+		t.Fatalf("analyze: exit %d %s", code, stderr)
+	}
+	baseline := writeTemp(t, dir, "base.json", []byte(js))
+	var base analysis.Result
+	if err := json.Unmarshal([]byte(js), &base); err != nil {
+		t.Fatal(err)
+	}
+	peak := base.Devices[0].Peak.AllocatedBytes
+	cases := []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"same run", []string{"check", small, "--baseline", baseline}, exitOK},
+		{"snapshot as the baseline", []string{"check", small, "--baseline", small}, exitOK},
+		{"bigger batch", []string{"check", big, "--baseline", baseline, "--tolerance", "5%"}, exitFailed},
+		{"peak budget at the peak", []string{"check", small, "--budget", "peak=" + strconv.FormatInt(peak, 10)}, exitOK},
+		{"peak budget one byte short", []string{"check", small, "--budget", "peak=" + strconv.FormatInt(peak-1, 10)}, exitFailed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, stderr := runCLI(nil, c.args...)
+			if code != c.code {
+				t.Errorf("exit %d, want %d\n%s%s", code, c.code, out, stderr)
+			}
+		})
+	}
+}
+
+// TestCheckRealSnapshots checks a real training step against the analysis
+// of a smaller one as its baseline: the peak grew, so check fails; against
+// itself it passes.
+func TestCheckRealSnapshots(t *testing.T) {
+	small := shared(t, "snapshots", "nothanmin_fullstep.pickle")
+	big := shared(t, "snapshots", "kkaitlyn_ctx128_fullstep.pickle")
+	dir := t.TempDir()
+	code, js, stderr := runCLI(nil, "analyze", "--format", "json", small)
+	if code != exitOK {
+		t.Fatalf("analyze: exit %d %s", code, stderr)
+	}
+	baseline := writeTemp(t, dir, "base.json", []byte(js))
+	code, out, _ := runCLI(nil, "check", big, "--baseline", baseline, "--tolerance", "5%", "--budget", "peak=60GiB")
+	if code != exitFailed || !strings.Contains(out, "pass  device 0: peak allocated 51.04 GiB (in optimizer, step 1) is within the budget of 60.00 GiB") ||
+		!strings.Contains(out, "fail  device 0: peak allocated grew vs the baseline: 21.26 GiB → 51.04 GiB (+140.1%)") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	code, out, _ = runCLI(nil, "check", small, "--baseline", baseline)
+	if code != exitOK {
+		t.Errorf("against itself: exit %d:\n%s", code, out)
+	}
+}

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+
+	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+func newDiffCmd(g *globals) *cobra.Command {
+	var format string
+	var device, top int
+	cmd := &cobra.Command{
+		Use:   "diff BASE NEW",
+		Short: "Compare the memory of two runs: peaks, categories, phases, steps, sites, OOMs",
+		Long: `diff compares two runs of related code, per device (matched by id): the peak
+and the end (allocated and reserved), every category at the peak and at the
+end, the highest peak of each phase, of each step (aligned by step number),
+the bytes live at the peak per allocation site (the first user frame) with
+new and vanished sites, an OOM in one run and not the other, and leaks.
+
+BASE and NEW are snapshots or traces (analysed on the fly) or JSON written by
+'torchmem analyze --format json'. A JSON analysis lists only the sites it was
+written with (analyze --top N; write baselines with --top 1000): a site
+missing from a short list may be below its cut rather than gone.
+diff reports; it does not judge: it exits 0 unless an input is bad (use
+'torchmem check --baseline' to fail a build on growth).`,
+		Example: `  torchmem diff before.pickle after.pickle
+  torchmem diff --format markdown base.json after.pickle > pr-comment.md
+  torchmem diff --format json --device 0 base.json.gz new.json`,
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: inputCompletion,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format, "text", "markdown", "json"); err != nil {
+				return err
+			}
+			if args[0] == "-" && args[1] == "-" {
+				return &exitError{exitInput, fmt.Errorf("BASE and NEW cannot both be - (stdin)")}
+			}
+			opts := analysis.DefaultOptions()
+			opts.TopSites, opts.NoTimeline = top, true
+			var rs [2]*analysis.Result
+			for i, path := range args {
+				r, err := g.loadResult(path, opts)
+				if err != nil {
+					return err
+				}
+				rs[i] = r
+			}
+			if device >= 0 {
+				found := false
+				for i, r := range rs {
+					rs[i], found = keepDevice(r, device), found || hasDevice(r, device)
+				}
+				if !found {
+					return &exitError{exitInput, fmt.Errorf("no device %d in %s or %s", device, args[0], args[1])}
+				}
+			}
+			d := analysis.Diff(rs[0], rs[1])
+			out := cmd.OutOrStdout()
+			switch format {
+			case "json":
+				return report.DiffJSON(out, d)
+			case "markdown":
+				return report.DiffMarkdown(out, d)
+			}
+			return report.DiffText(out, d)
+		},
+	}
+	formatFlag(cmd, &format, "text", "text", "markdown", "json")
+	cmd.Flags().IntVarP(&device, "device", "d", -1, "compare only this device (default: all)")
+	cmd.Flags().IntVar(&top, "top", 1000, "how many allocation sites of each snapshot or trace to compare")
+	return cmd
+}
+
+func hasDevice(r *analysis.Result, id int) bool {
+	for _, d := range r.Devices {
+		if d.Device == id {
+			return true
+		}
+	}
+	return false
+}
+
+// keepDevice returns a shallow copy of r with only device id and its leaks.
+func keepDevice(r *analysis.Result, id int) *analysis.Result {
+	c := *r
+	c.Devices = nil
+	for _, d := range r.Devices {
+		if d.Device == id {
+			c.Devices = append(c.Devices, d)
+		}
+	}
+	c.Leaks = nil
+	for _, l := range r.Leaks {
+		if l.Device == id {
+			c.Leaks = append(c.Leaks, l)
+		}
+	}
+	return &c
+}
+
+// analysisSchema finds the schema id of torchmem's analysis JSON near the
+// start of a file.
+var analysisSchema = regexp.MustCompile(`"schema"\s*:\s*"(torchmem\.[a-z]+/v[0-9]+)"`)
+
+// sniffBytes is how much of a file is read to tell an analysis JSON from a
+// snapshot or trace.
+const sniffBytes = 4096
+
+// loadResult reads one input of diff or check: JSON written by torchmem
+// analyze --format json (recognised by its "schema" near the start; gzip is
+// fine), or a snapshot or trace, which it analyses with opts. "-" reads
+// stdin.
+func (g *globals) loadResult(path string, opts analysis.Options) (*analysis.Result, error) {
+	sopts, err := g.options()
+	if err != nil {
+		return nil, err
+	}
+	var br *bufio.Reader
+	if path == "-" {
+		br = bufio.NewReaderSize(g.stdin, sniffBytes)
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			// g.open words file errors the same way as every command.
+			_, err = g.open(path)
+			return nil, err
+		}
+		defer f.Close()
+		br = bufio.NewReaderSize(f, sniffBytes)
+	}
+	// Sniff the (decompressed) start for the schema of an analysis.
+	head, _ := br.Peek(sniffBytes)
+	var content io.Reader = br
+	if len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b {
+		if zr, err := gzip.NewReader(bytes.NewReader(head)); err == nil {
+			plain, _ := io.ReadAll(io.LimitReader(zr, sniffBytes))
+			if isAnalysisJSON(plain) != "" {
+				zr, err := gzip.NewReader(br)
+				if err != nil {
+					return nil, &exitError{exitInput, fmt.Errorf("%s: %v", path, err)}
+				}
+				content, head = zr, plain
+			}
+		}
+	}
+	if schema := isAnalysisJSON(head); schema != "" {
+		limit := sopts.MaxInputBytes
+		if limit <= 0 {
+			limit = snapshot.DefaultMaxInputBytes
+		}
+		return readAnalysisJSON(content, path, schema, limit)
+	}
+	if path == "-" {
+		s, err := snapshot.Read(br, "-", -1, sopts)
+		if err != nil {
+			return nil, err
+		}
+		return analysis.Analyze(s, opts), nil
+	}
+	s, err := g.open(path)
+	if err != nil {
+		return nil, err
+	}
+	return analysis.Analyze(s, opts), nil
+}
+
+// isAnalysisJSON returns the torchmem schema id named near the start of a
+// JSON document, or "".
+func isAnalysisJSON(head []byte) string {
+	trimmed := bytes.TrimLeft(head, " \t\r\n")
+	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
+		return ""
+	}
+	if m := analysisSchema.FindSubmatch(head); m != nil {
+		return string(m[1])
+	}
+	return ""
+}
+
+// readAnalysisJSON decodes a Result written by torchmem analyze --format
+// json: one object, or an array holding exactly one.
+func readAnalysisJSON(r io.Reader, path, schema string, limit int64) (*analysis.Result, error) {
+	bad := func(format string, args ...any) error {
+		return &exitError{exitInput, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...))}
+	}
+	if schema != analysis.SchemaID {
+		return nil, bad("schema %s is not an analysis (want %s, written by torchmem analyze --format json)", schema, analysis.SchemaID)
+	}
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	if int64(len(data)) > limit {
+		return nil, bad("past the limit of %d bytes (raise it with --max-input-bytes)", limit)
+	}
+	data = bytes.TrimLeft(data, " \t\r\n")
+	var res analysis.Result
+	if len(data) > 0 && data[0] == '[' {
+		var list []analysis.Result
+		if err := json.Unmarshal(data, &list); err != nil {
+			return nil, bad("not a valid torchmem analysis: %v", err)
+		}
+		if len(list) != 1 {
+			return nil, bad("holds %d analyses; want one (run torchmem analyze on one file)", len(list))
+		}
+		res = list[0]
+	} else if err := json.Unmarshal(data, &res); err != nil {
+		return nil, bad("not a valid torchmem analysis: %v", err)
+	}
+	if res.Schema != analysis.SchemaID {
+		return nil, bad("schema %q: want %s", res.Schema, analysis.SchemaID)
+	}
+	res.Input.Path = path
+	return &res, nil
+}

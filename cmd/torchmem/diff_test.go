@@ -1,0 +1,326 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/analysis"
+	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+)
+
+// gateDir is testdata/gate with a trailing separator, so that outputs can
+// be made machine-independent by cutting it from paths.
+func gateDir() string {
+	return filepath.Join(repoRoot(), "testdata", "gate") + string(filepath.Separator)
+}
+
+func gateFile(name string) string { return gateDir() + name }
+
+// writeTemp writes data to a file in dir and returns its path.
+func writeTemp(t *testing.T, dir, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// simSnapshot writes a small training run of the allocator simulator; batch
+// scales its activations.
+func simSnapshot(t *testing.T, dir, name string, batch int64) string {
+	t.Helper()
+	c := st.TrainConfig{Layers: 2, Hidden: 256, Seq: 128, Batch: batch, Heads: 4, Steps: 2, NoBwdStack: true}
+	return writeTemp(t, dir, name, st.Marshal(st.Train(c).Snapshot(), 4))
+}
+
+func TestDiffGolden(t *testing.T) {
+	cases := []struct {
+		golden string
+		args   []string
+	}{
+		{"gate/diff.txt", []string{"diff", gateFile("base.json"), gateFile("new.json")}},
+		{"gate/diff.md", []string{"diff", "--format", "markdown", gateFile("base.json"), gateFile("new.json")}},
+		{"gate/diff.json", []string{"diff", "--format", "json", gateFile("base.json"), gateFile("new.json")}},
+		{"gate/diff_device1.txt", []string{"diff", "--device", "1", gateFile("new.json"), gateFile("base.json")}},
+		{"gate/diff_same.txt", []string{"diff", gateFile("base.json"), gateFile("base.json")}},
+	}
+	for _, c := range cases {
+		t.Run(c.golden, func(t *testing.T) {
+			code, out, stderr := runCLI(nil, c.args...)
+			if code != exitOK || stderr != "" {
+				t.Fatalf("exit %d, stderr %q", code, stderr)
+			}
+			golden(t, c.golden, strings.ReplaceAll(out, gateDir(), ""))
+		})
+	}
+}
+
+func TestDiffExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	base, err := os.ReadFile(gateFile("base.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := writeTemp(t, dir, "two.json", []byte("["+string(base)+","+string(base)+"]"))
+	one := writeTemp(t, dir, "one.json", []byte("[\n"+string(base)+"]"))
+	broken := writeTemp(t, dir, "broken.json", base[:len(base)/2])
+	diffJSON := writeTemp(t, dir, "diff.json", []byte(`{"schema": "torchmem.diff/v1", "devices": []}`))
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	if _, err := zw.Write(base); err != nil || zw.Close() != nil {
+		t.Fatal("gzip")
+	}
+	gzipped := writeTemp(t, dir, "base.json.gz", gz.Bytes())
+	badCat := writeTemp(t, dir, "badcat.json", []byte(strings.Replace(string(base), `"category": "activation"`, `"category": "activations"`, 1)))
+	cases := []struct {
+		name  string
+		stdin []byte
+		args  []string
+		code  int
+		want  string // in stderr (or stdout for exit 0)
+	}{
+		{"ok", nil, []string{"diff", gateFile("base.json"), gateFile("new.json")}, exitOK, "+1.00 GiB (+10.0%)"},
+		{"array of one", nil, []string{"diff", one, gateFile("new.json")}, exitOK, "torchmem diff"},
+		{"stdin", base, []string{"diff", "-", gateFile("new.json")}, exitOK, "base  - (snapshot"},
+		{"gzip", nil, []string{"diff", gzipped, gateFile("new.json")}, exitOK, "base  " + gzipped},
+		{"gzip stdin", gz.Bytes(), []string{"diff", "-", gateFile("new.json")}, exitOK, "+1.00 GiB (+10.0%)"},
+		{"max input", nil, []string{"--max-input-bytes", "1KiB", "diff", gateFile("base.json"), gateFile("new.json")}, exitInput, "base.json: past the limit of 1024 bytes"},
+		{"max input gzip", nil, []string{"--max-input-bytes", "1KiB", "diff", gzipped, gateFile("new.json")}, exitInput, "base.json.gz: past the limit of 1024 bytes"},
+		{"one argument", nil, []string{"diff", gateFile("base.json")}, exitInput, "accepts 2 arg(s), received 1"},
+		{"missing file", nil, []string{"diff", filepath.Join(dir, "nope.pickle"), gateFile("new.json")}, exitInput, "nope.pickle: no such file or directory"},
+		{"two analyses", nil, []string{"diff", two, gateFile("new.json")}, exitInput, "two.json: holds 2 analyses; want one"},
+		{"truncated JSON", nil, []string{"diff", gateFile("base.json"), broken}, exitInput, "broken.json: not a valid torchmem analysis"},
+		{"a diff is not an analysis", nil, []string{"diff", diffJSON, gateFile("new.json")}, exitInput, "schema torchmem.diff/v1 is not an analysis"},
+		{"unknown category", nil, []string{"diff", badCat, gateFile("new.json")}, exitInput, `unknown category "activations"`},
+		{"both stdin", nil, []string{"diff", "-", "-"}, exitInput, "cannot both be -"},
+		{"no such device", nil, []string{"diff", "--device", "5", gateFile("base.json"), gateFile("new.json")}, exitInput, "no device 5 in"},
+		{"bad format", nil, []string{"diff", "--format", "html", gateFile("base.json"), gateFile("new.json")}, exitInput, `--format "html"`},
+		{"not a snapshot", nil, []string{"diff", writeTemp(t, dir, "x.txt", []byte("hello")), gateFile("new.json")}, exitInput, "x.txt"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(c.stdin, c.args...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d; stderr %q", code, c.code, stderr)
+			}
+			where := stderr
+			if code == exitOK {
+				where = stdout
+			} else if stdout != "" || strings.Count(strings.TrimSpace(stderr), "\n") > 1 {
+				t.Errorf("bad input: stdout %q, stderr %q: want one error line", stdout, stderr)
+			}
+			if !strings.Contains(where, c.want) {
+				t.Errorf("output %q, want %q", where, c.want)
+			}
+		})
+	}
+}
+
+// TestDiffBaselineEqualsSnapshot checks that a run given as the JSON of
+// torchmem analyze diffs exactly like the snapshot it was written from.
+func TestDiffBaselineEqualsSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	small := simSnapshot(t, dir, "small.pickle", 2)
+	big := simSnapshot(t, dir, "big.pickle", 4)
+	code, js, stderr := runCLI(nil, "analyze", "--format", "json", "--top", "1000", small)
+	if code != exitOK {
+		t.Fatalf("analyze: exit %d %s", code, stderr)
+	}
+	baseline := writeTemp(t, dir, "small.json", []byte(js))
+	data, err := os.ReadFile(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffs := map[string]*analysis.DiffResult{}
+	for name, args := range map[string][]string{
+		"snapshots": {small, big},
+		"baseline":  {baseline, big},
+		"stdin":     {"-", big},
+	} {
+		code, out, stderr := runCLI(data, append([]string{"diff", "--format", "json"}, args...)...)
+		if code != exitOK {
+			t.Fatalf("%s: exit %d %s", name, code, stderr)
+		}
+		var d analysis.DiffResult
+		if err := json.Unmarshal([]byte(out), &d); err != nil {
+			t.Fatal(err)
+		}
+		d.Base = analysis.Input{}
+		diffs[name] = &d
+	}
+	if diff := cmp.Diff(diffs["snapshots"], diffs["baseline"]); diff != "" {
+		t.Errorf("diff from the baseline JSON differs from the diff of the snapshot (-snapshot +baseline):\n%s", diff)
+	}
+	if diff := cmp.Diff(diffs["snapshots"], diffs["stdin"]); diff != "" {
+		t.Errorf("diff from stdin differs (-file +stdin):\n%s", diff)
+	}
+	// The bigger batch grows activations: the peak must grow.
+	d := diffs["snapshots"]
+	if len(d.Devices) != 1 || d.Devices[0].PeakAllocated.Delta <= 0 || d.Devices[0].Categories[analysis.Activation].Peak.Delta <= 0 {
+		t.Errorf("batch 2 → 4: %+v", d.Devices)
+	}
+	// And the peak delta is the difference of the two analyses' peaks.
+	_, bigJS, _ := runCLI(nil, "analyze", "--format", "json", big)
+	var a, b analysis.Result
+	if json.Unmarshal([]byte(js), &a) != nil || json.Unmarshal([]byte(bigJS), &b) != nil {
+		t.Fatal("analyze JSON unreadable")
+	}
+	if got, want := d.Devices[0].PeakAllocated, analysis.NewDelta(a.Devices[0].Peak.AllocatedBytes, b.Devices[0].Peak.AllocatedBytes); got != want {
+		t.Errorf("peak %+v, want %+v", got, want)
+	}
+}
+
+// diffFacts are the numbers testdata/gate/diff_facts.py computes from two
+// real snapshots with Python's pickle module (see its docstring for what
+// is compared and how). Bytes are the trace's requested sizes.
+type diffFacts struct {
+	base, new                           string
+	peak, peakReserved                  analysis.Delta
+	end, endReserved                    analysis.Delta
+	optimizerPeak, zeroGradPeak         *analysis.Delta // nil: no such phase in either run
+	sites                               map[string]analysis.Delta
+	optimizerPresence, zeroGradPresence analysis.Presence
+}
+
+// diffRealFacts is the output of
+//
+//	python3 testdata/gate/diff_facts.py BASE NEW
+//
+// for two pairs of related real runs: two GPT-style training steps with
+// AdamW (a 13 GiB-parameter model against a 3.6 GiB one), and one model's
+// training step against its inference.
+var diffRealFacts = []diffFacts{
+	{
+		base: "kkaitlyn_ctx128_fullstep.pickle", new: "nothanmin_fullstep.pickle",
+		peak:          analysis.Delta{Base: 54802667524, New: 22827925508, Delta: -31974742016},
+		peakReserved:  analysis.Delta{Base: 61111009280, New: 23842521088, Delta: -37268488192},
+		end:           analysis.Delta{Base: 54597857284, New: 15568596996, Delta: -39029260288},
+		endReserved:   analysis.Delta{Base: 61111009280, New: 23842521088, Delta: -37268488192},
+		optimizerPeak: &analysis.Delta{Base: 54802667524, New: 15621025796, Delta: -39181641728},
+		// kkaitlyn's zero_grad ran before the first trace entry: its peak is
+		// the memory allocated before recording began (initial_allocated).
+		zeroGradPeak:      &analysis.Delta{Base: 13628553216, New: 22786965508, Delta: 9158412292},
+		optimizerPresence: analysis.InBoth, zeroGradPresence: analysis.InBoth,
+		sites: map[string]analysis.Delta{
+			"optimizers.py:82 step":        {Base: 13627238400, New: 0, Delta: -13627238400},
+			"optimizers.py:84 step":        {Base: 13627238400, New: 0, Delta: -13627238400},
+			"optimizers.py:100 step":       {Base: 204810240, New: 0, Delta: -204810240},
+			"<allocated before recording>": {Base: 13628553216, New: 7796262916, Delta: -5832290300},
+			"adapters.py:887 step":         {Base: 0, New: 3877647360, Delta: 3877647360},
+			"adapters.py:888 step":         {Base: 0, New: 3877647360, Delta: 3877647360},
+			"adapters.py:115 forward":      {Base: 0, New: 1509949440, Delta: 1509949440},
+			"adapters.py:714 forward":      {Base: 0, New: 765460480, Delta: 765460480},
+			"adapters.py:820 run_softmax":  {Base: 0, New: 754974720, Delta: 754974720},
+			"transformer.py:22 forward":    {Base: 54034432, New: 0, Delta: -54034432},
+		},
+	},
+	{
+		base: "wedsonlin_medium_128_training.pickle", new: "genG_torch2.1x_wedsonlin_inference.pickle",
+		peak:              analysis.Delta{Base: 7013335044, New: 1736962048, Delta: -5276372996},
+		peakReserved:      analysis.Delta{Base: 7235174400, New: 1763704832, Delta: -5471469568},
+		end:               analysis.Delta{Base: 6808535044, New: 1701310464, Delta: -5107224580},
+		endReserved:       analysis.Delta{Base: 7235174400, New: 1763704832, Delta: -5471469568},
+		optimizerPeak:     &analysis.Delta{Base: 7013335044, New: 0, Delta: -7013335044},
+		optimizerPresence: analysis.OnlyBase,
+		sites: map[string]analysis.Delta{
+			"<allocated before recording>": {Base: 5095321600, New: 1701310464, Delta: -3394011136},
+			"optimizer.py:80 step":         {Base: 122880000, New: 0, Delta: -122880000},
+			"optimizer.py:76 step":         {Base: 40960000, New: 0, Delta: -40960000},
+			"model.py:532 silu":            {Base: 0, New: 16777216, Delta: 16777216},
+			"model.py:39 forward":          {Base: 20480000, New: 10485760, Delta: -9994240},
+			"model.py:104 forward":         {Base: 0, New: 2097152, Delta: 2097152},
+		},
+	},
+}
+
+// TestDiffRealSnapshots diffs real snapshots of related runs and compares
+// the deltas with those computed independently in Python.
+func TestDiffRealSnapshots(t *testing.T) {
+	for _, f := range diffRealFacts {
+		t.Run(f.base+"→"+f.new, func(t *testing.T) {
+			base, new := shared(t, "snapshots", f.base), shared(t, "snapshots", f.new)
+			code, out, stderr := runCLI(nil, "diff", "--format", "json", base, new)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var d analysis.DiffResult
+			if err := json.Unmarshal([]byte(out), &d); err != nil {
+				t.Fatal(err)
+			}
+			if len(d.Devices) != 1 || d.Devices[0].Device != 0 || d.Devices[0].Presence != analysis.InBoth {
+				t.Fatalf("devices %+v, want device 0 in both", d.Devices)
+			}
+			dd := d.Devices[0]
+			phases := map[analysis.Phase]analysis.PhaseDiff{}
+			for _, p := range dd.Phases {
+				phases[p.Phase] = p
+			}
+			sites := map[string]analysis.Delta{}
+			for _, s := range dd.Sites {
+				site := s.Site
+				// torchmem may split the blocks allocated before recording
+				// by category ("<allocated before recording: parameter>");
+				// Python has one site for them.
+				if strings.HasPrefix(site, analysis.SiteBeforeRecording[:len(analysis.SiteBeforeRecording)-1]) {
+					site = analysis.SiteBeforeRecording
+				}
+				v := sites[site]
+				sites[site] = analysis.NewDelta(v.Base+s.Bytes.Base, v.New+s.Bytes.New)
+			}
+			check := func(name string, got, want analysis.Delta) {
+				t.Helper()
+				if got != want {
+					t.Errorf("%s: torchmem %+v, Python %+v", name, got, want)
+				}
+			}
+			check("peak allocated", dd.PeakAllocated, f.peak)
+			check("reserved at the peak", dd.PeakReserved, f.peakReserved)
+			check("allocated at the end", dd.EndAllocated, f.end)
+			check("reserved at the end", dd.EndReserved, f.endReserved)
+			for _, ph := range []struct {
+				phase    analysis.Phase
+				want     *analysis.Delta
+				presence analysis.Presence
+			}{{analysis.PhaseOptimizer, f.optimizerPeak, f.optimizerPresence}, {analysis.PhaseZeroGrad, f.zeroGradPeak, f.zeroGradPresence}} {
+				got, ok := phases[ph.phase]
+				if ph.want == nil {
+					if ok {
+						t.Errorf("phase %s: %+v, want none", ph.phase, got)
+					}
+					continue
+				}
+				check("phase "+string(ph.phase), got.Peak, *ph.want)
+				if got.Presence != ph.presence {
+					t.Errorf("phase %s presence %s, want %s", ph.phase, got.Presence, ph.presence)
+				}
+			}
+			for site, want := range f.sites {
+				check("site "+site, sites[site], want)
+			}
+			// The step peaks end at the overall peaks, and the categories at
+			// the peak add up to the peak.
+			var stepBase, stepNew int64
+			for _, s := range dd.Steps {
+				stepBase, stepNew = max(stepBase, s.Peak.Base), max(stepNew, s.Peak.New)
+			}
+			if stepBase != f.peak.Base || stepNew != f.peak.New {
+				t.Errorf("highest step peaks %d, %d; want %d, %d", stepBase, stepNew, f.peak.Base, f.peak.New)
+			}
+			var catBase, catNew int64
+			for _, c := range dd.Categories {
+				catBase += c.Peak.Base
+				catNew += c.Peak.New
+			}
+			if catBase != f.peak.Base || catNew != f.peak.New {
+				t.Errorf("categories at the peak sum to %d, %d; want %d, %d", catBase, catNew, f.peak.Base, f.peak.New)
+			}
+		})
+	}
+}

@@ -1,0 +1,114 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/torchmem/torchmem/analysis"
+)
+
+// CheckJSON writes check results as schema torchmem.check/v1 (one object,
+// or an array for several inputs).
+func CheckJSON(w io.Writer, results []*analysis.CheckResult) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if len(results) == 1 {
+		return enc.Encode(results[0])
+	}
+	return enc.Encode(results)
+}
+
+// CheckSummary is the one line that says how a check went:
+// "FAIL: 2 of 8 checks failed (5 passed, 1 skipped)".
+func CheckSummary(c *analysis.CheckResult) string {
+	total := len(c.Checks)
+	switch {
+	case c.Failed > 0:
+		return fmt.Sprintf("FAIL: %d of %s failed (%d passed, %d skipped)", c.Failed, plural(total, "check"), c.Passed, c.Skipped)
+	case total == 0:
+		return "PASS: no checks (give --budget, --baseline or --config)"
+	case total == 1 && c.Passed == 1:
+		return "PASS: 1 check passed"
+	case c.Skipped > 0:
+		return fmt.Sprintf("PASS: %d of %s passed, %d skipped", c.Passed, plural(total, "check"), c.Skipped)
+	}
+	return fmt.Sprintf("PASS: all %s passed", plural(total, "check"))
+}
+
+// checkValue formats a check's measured value or limit.
+func checkValue(it analysis.CheckItem, v int64) string {
+	if it.Key == analysis.BudgetLeaks {
+		return Count(int(v))
+	}
+	return Size(v)
+}
+
+func checkSettings(c *analysis.CheckResult) string {
+	if c.Baseline == nil {
+		return ""
+	}
+	return fmt.Sprintf("baseline %s, tolerance %s", c.Baseline.Path, c.Tolerance)
+}
+
+// CheckText writes check results for a terminal: a summary line per input,
+// then one line per check.
+func CheckText(w io.Writer, results []*analysis.CheckResult) error {
+	p := &printer{w: w}
+	for i, c := range results {
+		if i > 0 {
+			p.f("\n")
+		}
+		p.f("torchmem check %s — %s\n", oneLine(c.Input.Path), CheckSummary(c))
+		if s := checkSettings(c); s != "" {
+			p.f("  %s\n", oneLine(s))
+		}
+		for _, it := range c.Checks {
+			p.f("  %-4s  %s\n", it.Status, oneLine(it.Message))
+		}
+	}
+	return p.err
+}
+
+func checkMark(s analysis.CheckStatus) string {
+	switch s {
+	case analysis.CheckFail:
+		return "❌ fail"
+	case analysis.CheckSkip:
+		return "⏭️ skip"
+	}
+	return "✅ pass"
+}
+
+// CheckMarkdown writes check results for a pull-request comment or the
+// GitHub job summary.
+func CheckMarkdown(w io.Writer, results []*analysis.CheckResult) error {
+	p := &printer{w: w}
+	for i, c := range results {
+		if i > 0 {
+			p.f("\n")
+		}
+		icon := "✅"
+		if !c.OK() {
+			icon = "❌"
+		}
+		p.f("## %s torchmem check: `%s`\n\n", icon, mdCode(c.Input.Path))
+		p.f("**%s**", mdText(CheckSummary(c)))
+		if c.Baseline != nil {
+			p.f(" — baseline `%s`, tolerance %s", mdCode(c.Baseline.Path), mdText(c.Tolerance.String()))
+		}
+		p.f("\n")
+		if len(c.Checks) == 0 {
+			continue
+		}
+		p.f("\n| result | check | value | limit | details |\n|---|---|---:|---:|---|\n")
+		for _, it := range c.Checks {
+			val, lim := "", ""
+			if it.Status != analysis.CheckSkip {
+				val, lim = checkValue(it, it.Actual), checkValue(it, it.Limit)
+			}
+			p.f("| %s | %s | %s | %s | %s |\n", checkMark(it.Status), mdText(it.Name), val, lim, mdText(it.Message))
+		}
+	}
+	return p.err
+}

@@ -1,0 +1,315 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/torchmem/torchmem/analysis"
+)
+
+// diffSitesText and diffSitesMarkdown bound the sites a diff lists.
+const (
+	diffSitesText     = 15
+	diffSitesMarkdown = 25
+)
+
+// DiffJSON writes a diff as schema torchmem.diff/v1, with exact bytes.
+func DiffJSON(w io.Writer, d *analysis.DiffResult) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(d)
+}
+
+// Size formats a byte count with three significant digits, for tables
+// where two sizes are compared: "10.5 GiB", "9.80 GiB", "512 MiB", "0 B".
+func Size(n int64) string {
+	neg := ""
+	if n < 0 {
+		neg, n = "-", -n
+	}
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	v, u := float64(n), 0
+	for v >= 1023.5 && u < len(units)-1 { // 1023.5 MiB prints as 1.00 GiB, not 1024 MiB
+		v /= 1024
+		u++
+	}
+	switch {
+	case u == 0:
+		return fmt.Sprintf("%s%d B", neg, n)
+	case v >= 99.95:
+		return fmt.Sprintf("%s%.0f %s", neg, v, units[u])
+	case v >= 9.995:
+		return fmt.Sprintf("%s%.1f %s", neg, v, units[u])
+	}
+	return fmt.Sprintf("%s%.2f %s", neg, v, units[u])
+}
+
+// Change formats a delta for people: "+1.5 GiB (+12.0%)", "-512 MiB
+// (-3.1%)", "+20 MiB (was 0)", "0 B".
+func Change(d analysis.Delta) string {
+	if d.Delta == 0 {
+		return "0 B"
+	}
+	s := Size(d.Delta)
+	if d.Delta > 0 {
+		s = "+" + s
+	}
+	if pct, ok := d.Percent(); ok {
+		return fmt.Sprintf("%s (%+.1f%%)", s, pct)
+	}
+	return s + " (was 0)"
+}
+
+// DiffHeadline is the one sentence a diff starts with: how the peak of the
+// device that changed most moved, and any OOM that appeared or went away.
+func DiffHeadline(d *analysis.DiffResult) string {
+	if len(d.Devices) == 0 {
+		return "No device memory in either run."
+	}
+	for _, dd := range d.Devices {
+		switch dd.OOM.Status {
+		case analysis.OOMAdded:
+			return fmt.Sprintf("Device %d: the new run ran out of memory (%s requested in %s); the base run did not.",
+				dd.Device, Size(dd.OOM.New.RequestedBytes), dd.OOM.New.Phase)
+		case analysis.OOMFixed:
+			return fmt.Sprintf("Device %d: the base run ran out of memory and the new run did not; peak %s → %s, %s.",
+				dd.Device, Size(dd.PeakAllocated.Base), Size(dd.PeakAllocated.New), Change(dd.PeakAllocated))
+		}
+	}
+	best := d.Devices[0]
+	for _, dd := range d.Devices[1:] {
+		if diffAbs(dd.PeakAllocated.Delta) > diffAbs(best.PeakAllocated.Delta) {
+			best = dd
+		}
+	}
+	if best.PeakAllocated.Delta == 0 {
+		return fmt.Sprintf("Device %d: the peak is unchanged at %s.", best.Device, Size(best.PeakAllocated.New))
+	}
+	s := fmt.Sprintf("Device %d: peak %s → %s, %s", best.Device, Size(best.PeakAllocated.Base), Size(best.PeakAllocated.New), Change(best.PeakAllocated))
+	if c, ok := largestCategoryChange(best); ok {
+		s += fmt.Sprintf("; %s changed most at the peak: %s", c.Category, Change(c.Peak))
+	}
+	return s + "."
+}
+
+func largestCategoryChange(dd analysis.DeviceDiff) (analysis.CategoryDiff, bool) {
+	var best analysis.CategoryDiff
+	found := false
+	for _, c := range dd.Categories {
+		if c.Peak.Delta != 0 && (!found || diffAbs(c.Peak.Delta) > diffAbs(best.Peak.Delta)) {
+			best, found = c, true
+		}
+	}
+	return best, found
+}
+
+func diffAbs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+func diffInputLine(in analysis.Input) string {
+	s := oneLine(in.Path)
+	if in.Format != "" {
+		s += " (" + in.Format
+		if in.Generation != "" {
+			s += ", " + oneLine(in.Generation)
+		}
+		s += ")"
+	}
+	return s
+}
+
+func diffPresenceNote(p analysis.Presence) string {
+	switch p {
+	case analysis.OnlyNew:
+		return " (only in new)"
+	case analysis.OnlyBase:
+		return " (only in base)"
+	}
+	return ""
+}
+
+func diffStepLabel(s int) string {
+	if s == analysis.NoStep {
+		return "outside steps"
+	}
+	return fmt.Sprintf("step %d", s)
+}
+
+func sitePresence(p analysis.Presence) string {
+	switch p {
+	case analysis.OnlyNew:
+		return "new"
+	case analysis.OnlyBase:
+		return "vanished"
+	}
+	return "changed"
+}
+
+// changedSites returns the sites whose bytes changed (or that are new or
+// vanished), at most n, and how many more there are.
+func changedSites(sites []analysis.SiteDiff, n int) ([]analysis.SiteDiff, int) {
+	var out []analysis.SiteDiff
+	more := 0
+	for _, s := range sites {
+		if s.Bytes.Delta == 0 && s.Presence == analysis.InBoth {
+			continue
+		}
+		if len(out) == n {
+			more++
+			continue
+		}
+		out = append(out, s)
+	}
+	return out, more
+}
+
+func diffOOMLine(o analysis.OOMDiff) string {
+	brief := func(b *analysis.OOMBrief) string {
+		return fmt.Sprintf("%s requested with %s free, in %s (step %d) at %s", Size(b.RequestedBytes), Size(b.DeviceFreeBytes), b.Phase, b.Step, b.Site)
+	}
+	switch o.Status {
+	case analysis.OOMAdded:
+		return "new in the new run: " + brief(o.New)
+	case analysis.OOMFixed:
+		return "gone: the base run ran out of memory (" + brief(o.Base) + ")"
+	case analysis.OOMBoth:
+		return "in both runs: base " + brief(o.Base) + "; new " + brief(o.New)
+	}
+	return "none in either run"
+}
+
+// DiffText writes a diff for a terminal.
+func DiffText(w io.Writer, d *analysis.DiffResult) error {
+	p := &printer{w: w}
+	p.f("torchmem diff\n  base  %s\n  new   %s\n", diffInputLine(d.Base), diffInputLine(d.New))
+	p.f("%s\n", oneLine(DiffHeadline(d)))
+	row := func(name, base, new, change string) {
+		p.f("  %-24s %12s %12s  %s\n", name, base, new, change)
+	}
+	drow := func(name string, v analysis.Delta) { row(name, Size(v.Base), Size(v.New), Change(v)) }
+	for _, dd := range d.Devices {
+		p.f("\ndevice %s:%d%s\n", dd.Kind, dd.Device, diffPresenceNote(dd.Presence))
+		row("", "base", "new", "change")
+		drow("peak allocated", dd.PeakAllocated)
+		drow("reserved at the peak", dd.PeakReserved)
+		drow("allocated at the end", dd.EndAllocated)
+		drow("reserved at the end", dd.EndReserved)
+		row("phase of the peak", string(dd.PeakPhase.Base), string(dd.PeakPhase.New), "")
+		p.f("  OOM: %s\n", oneLine(diffOOMLine(dd.OOM)))
+		p.f("\n  at the peak\n")
+		for _, c := range dd.Categories {
+			if c.Peak.Base != 0 || c.Peak.New != 0 {
+				drow("  "+c.Category.String(), c.Peak)
+			}
+		}
+		p.f("  at the end\n")
+		for _, c := range dd.Categories {
+			if c.End.Base != 0 || c.End.New != 0 {
+				drow("  "+c.Category.String(), c.End)
+			}
+		}
+		if len(dd.Phases) > 0 {
+			p.f("  phases (highest peak)\n")
+			for _, ph := range dd.Phases {
+				drow("  "+string(ph.Phase)+diffPresenceNote(ph.Presence), ph.Peak)
+			}
+		}
+		if len(dd.Steps) > 0 {
+			p.f("  steps (highest peak)\n")
+			for _, s := range dd.Steps {
+				drow("  "+diffStepLabel(s.Step)+diffPresenceNote(s.Presence), s.Peak)
+			}
+		}
+		sites, more := changedSites(dd.Sites, diffSitesText)
+		if len(sites) > 0 {
+			p.f("  sites live at the peak, largest changes\n")
+			for _, s := range sites {
+				p.f("    %-8s %10s %10s  %-20s %s [%s]\n", sitePresence(s.Presence), Size(s.Bytes.Base), Size(s.Bytes.New), Change(s.Bytes), oneLine(s.Site), s.Category)
+			}
+			if more > 0 {
+				p.f("    … %s more (--format json lists all)\n", plural(more, "site"))
+			}
+		}
+	}
+	if len(d.Leaks) > 0 {
+		p.f("\nleaks\n")
+		for _, l := range d.Leaks {
+			p.f("  %-8s %s on device %d at %s: %s/step → %s/step [%s]\n", leakPresence(l.Presence), l.Kind, l.Device, oneLine(l.Site),
+				Size(l.BytesPerStep.Base), Size(l.BytesPerStep.New), l.Confidence)
+		}
+	}
+	return p.err
+}
+
+func leakPresence(p analysis.Presence) string {
+	switch p {
+	case analysis.OnlyNew:
+		return "new"
+	case analysis.OnlyBase:
+		return "fixed"
+	}
+	return "still"
+}
+
+// DiffMarkdown writes a diff for a pull-request comment or a ticket.
+func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
+	p := &printer{w: w}
+	p.f("## torchmem diff: `%s` → `%s`\n\n", mdCode(d.Base.Path), mdCode(d.New.Path))
+	p.f("**%s**\n", mdText(DiffHeadline(d)))
+	drow := func(name string, v analysis.Delta) {
+		p.f("| %s | %s | %s | %s |\n", name, Size(v.Base), Size(v.New), Change(v))
+	}
+	for _, dd := range d.Devices {
+		p.f("\n### device %s:%d%s\n\n", mdText(dd.Kind), dd.Device, diffPresenceNote(dd.Presence))
+		p.f("| | base | new | change |\n|---|---:|---:|---:|\n")
+		drow("peak allocated", dd.PeakAllocated)
+		drow("reserved at the peak", dd.PeakReserved)
+		drow("allocated at the end", dd.EndAllocated)
+		drow("reserved at the end", dd.EndReserved)
+		p.f("| phase of the peak | %s | %s | |\n", dd.PeakPhase.Base, dd.PeakPhase.New)
+		p.f("\nOOM: %s.\n", mdText(diffOOMLine(dd.OOM)))
+		p.f("\n| category | at peak: base | new | change | at end: base | new | change |\n|---|---:|---:|---:|---:|---:|---:|\n")
+		for _, c := range dd.Categories {
+			if c.Peak.Base == 0 && c.Peak.New == 0 && c.End.Base == 0 && c.End.New == 0 {
+				continue
+			}
+			p.f("| %s | %s | %s | %s | %s | %s | %s |\n", c.Category, Size(c.Peak.Base), Size(c.Peak.New), Change(c.Peak),
+				Size(c.End.Base), Size(c.End.New), Change(c.End))
+		}
+		if len(dd.Phases) > 0 {
+			p.f("\n| phase (highest peak) | base | new | change |\n|---|---:|---:|---:|\n")
+			for _, ph := range dd.Phases {
+				drow(string(ph.Phase)+diffPresenceNote(ph.Presence), ph.Peak)
+			}
+		}
+		if len(dd.Steps) > 0 {
+			p.f("\n| step (highest peak) | base | new | change |\n|---|---:|---:|---:|\n")
+			for _, s := range dd.Steps {
+				drow(diffStepLabel(s.Step)+diffPresenceNote(s.Presence), s.Peak)
+			}
+		}
+		sites, more := changedSites(dd.Sites, diffSitesMarkdown)
+		if len(sites) > 0 {
+			p.f("\n| site live at the peak | | base | new | change | category |\n|---|---|---:|---:|---:|---|\n")
+			for _, s := range sites {
+				p.f("| `%s` | %s | %s | %s | %s | %s |\n", mdCode(s.Site), sitePresence(s.Presence), Size(s.Bytes.Base), Size(s.Bytes.New), Change(s.Bytes), s.Category)
+			}
+			if more > 0 {
+				p.f("\n… %s more (`--format json` lists all).\n", plural(more, "site"))
+			}
+		}
+	}
+	if len(d.Leaks) > 0 {
+		p.f("\n### Leaks\n\n| | kind | device | site | per step: base | new | confidence |\n|---|---|---:|---|---:|---:|---|\n")
+		for _, l := range d.Leaks {
+			p.f("| %s | %s | %d | `%s` | %s | %s | %s |\n", leakPresence(l.Presence), mdText(l.Kind), l.Device, mdCode(l.Site),
+				Size(l.BytesPerStep.Base), Size(l.BytesPerStep.New), l.Confidence)
+		}
+	}
+	return p.err
+}

@@ -1,0 +1,67 @@
+package report
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/torchmem/torchmem/analysis"
+)
+
+func TestSize(t *testing.T) {
+	cases := []struct {
+		n    int64
+		want string
+	}{
+		{0, "0 B"},
+		{1023, "1023 B"},
+		{1024, "1.00 KiB"},
+		{512 << 20, "512 MiB"},
+		{10<<30 + 1<<29, "10.5 GiB"},
+		{9<<30 + 820<<20, "9.80 GiB"},
+		{-(3 << 29), "-1.50 GiB"},
+		{54802667524, "51.0 GiB"},
+		{1<<30 - 1, "1.00 GiB"},
+	}
+	for _, c := range cases {
+		if got := Size(c.n); got != c.want {
+			t.Errorf("Size(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}
+
+func TestChange(t *testing.T) {
+	cases := []struct {
+		d    analysis.Delta
+		want string
+	}{
+		{analysis.NewDelta(1<<30, 1<<30), "0 B"},
+		{analysis.NewDelta(1<<30, 3<<29), "+512 MiB (+50.0%)"},
+		{analysis.NewDelta(4<<30, 3<<30), "-1.00 GiB (-25.0%)"},
+		{analysis.NewDelta(0, 20<<20), "+20.0 MiB (was 0)"},
+	}
+	for _, c := range cases {
+		if got := Change(c.d); got != c.want {
+			t.Errorf("Change(%+v) = %q, want %q", c.d, got, c.want)
+		}
+	}
+}
+
+func TestDiffMarkdownEscapes(t *testing.T) {
+	d := analysis.Diff(
+		&analysis.Result{Input: analysis.Input{Path: "a`b|c.pickle"}, Devices: []analysis.DeviceResult{{Device: 0, Kind: "cuda",
+			TopSites: []analysis.Site{{Site: "x.py:1 f|<script>`", Bytes: 10}}}}},
+		&analysis.Result{Input: analysis.Input{Path: "new"}, Devices: []analysis.DeviceResult{{Device: 0, Kind: "cuda"}}})
+	var md bytes.Buffer
+	if err := DiffMarkdown(&md, d); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(md.String(), "\n") {
+		if strings.Contains(line, "x.py") && strings.Count(strings.ReplaceAll(line, `\|`, ""), "|") != 7 {
+			t.Errorf("site row broken: %q", line)
+		}
+	}
+	if strings.Contains(md.String(), "a`b") {
+		t.Errorf("backtick in a path breaks the code span:\n%s", md.String())
+	}
+}
