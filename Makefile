@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 FUZZTIME ?= 10m
 
-.PHONY: all build test bench fuzz lint demo demo-file clean
+.PHONY: all build test bench fuzz lint demo demo-file echarts clean
 
 all: build test
 
@@ -40,6 +40,19 @@ demo: build
 # Regenerate the demo snapshot (a test checks it matches the generator).
 demo-file:
 	$(GO) run ./cmd/torchmem gen demo -o testdata/demo/oom_snapshot.pickle
+
+# Fetch the ECharts the HTML report embeds again, from npm (run by a
+# developer, not in CI); a test checks the file's SHA-256 (report/html.go).
+ECHARTS_VERSION ?= 5.6.0
+echarts:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	npm pack --silent --pack-destination "$$tmp" echarts@$(ECHARTS_VERSION) >/dev/null && \
+	tar -xzf "$$tmp/echarts-$(ECHARTS_VERSION).tgz" -C "$$tmp" && \
+	cp "$$tmp/package/dist/echarts.min.js" report/assets/echarts.min.js && \
+	cp "$$tmp/package/LICENSE" report/assets/LICENSE-echarts && \
+	cp "$$tmp/package/NOTICE" report/assets/NOTICE-echarts && \
+	cp "$$tmp/package/licenses/LICENSE-d3" report/assets/LICENSE-d3 && \
+	sha256sum report/assets/echarts.min.js
 
 clean:
 	rm -rf bin

@@ -1,0 +1,180 @@
+// torchmem HTML report: draws the charts from the JSON in #tm-data with the
+// embedded ECharts. Every string that reaches HTML (tooltips) goes through
+// esc(); labels on the canvas are plain text. Nothing is fetched.
+(function () {
+  'use strict';
+  var DATA = JSON.parse(document.getElementById('tm-data').textContent);
+  var timing = window.torchmemTiming = { start: performance.now(), finished: null, charts: {} };
+  var instances = [];
+
+  function esc(s) {
+    return String(s).replace(/[&<>"']/g, function (c) {
+      return { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c];
+    });
+  }
+
+  // fmtBytes matches the Go side's report.Bytes (binary units).
+  function fmtBytes(n) {
+    n = Number(n);
+    if (!isFinite(n)) return '';
+    var neg = n < 0, v = Math.abs(n), units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'], i = 0;
+    while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+    var s = i === 0 ? String(v) : (v < 10 ? v.toFixed(1) : v.toFixed(0));
+    return (neg ? '-' : '') + s + ' ' + units[i];
+  }
+
+  function fmtTime(us) {
+    if (us < 1000) return us + ' µs';
+    if (us < 1e6) return (us / 1e3).toFixed(1) + ' ms';
+    return (us / 1e6).toFixed(2) + ' s';
+  }
+
+  // binaryAxis makes a byte axis tick at a power of two (1, 2, 4… GiB)
+  // so that its labels read round, for values up to maxValue.
+  function binaryAxis(axis, maxValue) {
+    axis.axisLabel = { formatter: fmtBytes };
+    if (!(maxValue > 0)) return;
+    var step = Math.pow(2, Math.ceil(Math.log2(maxValue / 6)));
+    axis.interval = Math.max(step, 1);
+    axis.max = Math.ceil(maxValue / axis.interval) * axis.interval;
+  }
+
+  // seriesMax is the largest value of the series, or of a horizontal mark
+  // line (the device capacity) when it is no more than half again above it.
+  function seriesMax(opt) {
+    var m = 0, marks = 0;
+    opt.series.forEach(function (s) {
+      (s.data || []).forEach(function (d) {
+        var v = Array.isArray(d) ? d[1] : (d !== null && typeof d === 'object' ? d.value : d);
+        if (typeof v === 'number' && v > m) m = v;
+      });
+      ((s.markLine && s.markLine.data) || []).forEach(function (d) {
+        if (typeof d.yAxis === 'number' && d.yAxis > marks) marks = d.yAxis;
+      });
+    });
+    return marks <= 1.5 * m ? Math.max(m, marks) : m;
+  }
+
+  var safeColor = /^(#[0-9a-fA-F]{3,8}|rgba?\([0-9., ]+\))$/;
+  function dot(c) {
+    return '<span class="tt-dot" style="background:' + (safeColor.test(c) ? c : '#999') + '"></span>';
+  }
+  function row(color, name, value) {
+    return '<div class="tt-row">' + dot(color) + '<span class="tt-name">' + esc(name) +
+      '</span><b>' + esc(value) + '</b></div>';
+  }
+  // markTip covers tooltips of marks and anything without a data value.
+  function markTip(p) {
+    return esc(p.name || p.seriesName || '');
+  }
+
+  // decorateTimeline zips the columns into the series. The first tl.stacked
+  // series are stacked here, not by ECharts (which stacks a value x axis on
+  // x): each is drawn from 0 to its running total, the lowest on top.
+  function decorateTimeline(tl) {
+    var opt = tl.option, fx = tl.time ? fmtTime : function (v) { return '#' + v; };
+    var n = tl.x.length, total = new Array(n).fill(0);
+    opt.series.forEach(function (s, k) {
+      if (s.name === 'phases') s.z = 1;
+      if (s.name === 'marks') s.z = tl.stacked + 10;
+      if (k >= tl.y.length) return;
+      var col = tl.y[k], data = new Array(n);
+      for (var j = 0; j < n; j++) {
+        var v = col[j];
+        if (k < tl.stacked) { total[j] += v; v = total[j]; }
+        data[j] = [tl.x[j], v];
+      }
+      s.data = data;
+      s.z = k < tl.stacked ? 2 + tl.stacked - k : tl.stacked + 5;
+    });
+    opt.xAxis[0].axisLabel = { formatter: fx, hideOverlap: true };
+    binaryAxis(opt.yAxis[0], seriesMax(opt));
+    opt.dataZoom[1].labelFormatter = fx;
+    opt.tooltip.axisPointer = { type: 'line' };
+    opt.tooltip.formatter = function (ps) {
+      if (!Array.isArray(ps)) return markTip(ps);
+      if (!ps.length) return '';
+      var html = '<div class="tt-head">' + esc(fx(ps[0].value[0])) + '</div>', rows = [], alloc = null;
+      ps.forEach(function (p) {
+        var k = p.seriesIndex, col = tl.y[k];
+        if (!col) return;
+        var v = col[p.dataIndex];
+        if (k < tl.stacked) {
+          alloc = (alloc || 0) + v;
+          if (v) rows.unshift(row(p.color, p.seriesName, fmtBytes(v)));
+        } else {
+          rows.push(row(p.color, p.seriesName, fmtBytes(v)));
+        }
+      });
+      if (alloc !== null) rows.push(row('#222', 'allocated', fmtBytes(alloc)));
+      return html + rows.join('');
+    };
+    return opt;
+  }
+
+  function decorateAxisBytes(opt, horizontal) {
+    binaryAxis((horizontal ? opt.xAxis : opt.yAxis)[0], seriesMax(opt));
+    opt.tooltip.formatter = function (ps) {
+      if (!Array.isArray(ps)) return markTip(ps);
+      if (!ps.length) return '';
+      var html = '<div class="tt-head">' + esc(ps[0].name) + '</div>';
+      ps.forEach(function (p) { html += row(p.color, p.seriesName, fmtBytes(p.value)); });
+      return html;
+    };
+    return opt;
+  }
+
+  function decorateSites(opt) {
+    opt.tooltip.formatter = function (p) {
+      var path = (p.treePathInfo || []).slice(1).map(function (n) { return n.name; });
+      if (!path.length) return markTip(p);
+      return '<div class="tt-head">' + esc(path.join(' › ')) + '</div>' + row(p.color, 'bytes', fmtBytes(p.value));
+    };
+    opt.series[0].breadcrumb = { show: true, bottom: 0 };
+    return opt;
+  }
+
+  var decorate = {
+    timeline: decorateTimeline,
+    categories: function (o) { return decorateAxisBytes(o, true); },
+    sites: decorateSites,
+    fragmentation: function (o) { return decorateAxisBytes(o, false); }
+  };
+
+  function initDevice(i) {
+    var d = DATA.devices[i];
+    if (!d || d.inited) return;
+    d.inited = true;
+    var els = document.querySelectorAll('#tm-d' + i + ' [data-chart]');
+    Array.prototype.forEach.call(els, function (el) {
+      var kind = el.getAttribute('data-chart'), c = d[kind];
+      if (!c) return;
+      var opt = decorate[kind](c);
+      var chart = echarts.init(el, null, { renderer: 'canvas' });
+      chart.on('finished', function () {
+        var t = performance.now();
+        if (!timing.charts[el.id]) timing.charts[el.id] = t;
+        if (timing.finished === null) timing.finished = t;
+      });
+      chart.setOption(opt);
+      instances.push(chart);
+    });
+  }
+
+  function show(i) {
+    var secs = document.querySelectorAll('section.device');
+    Array.prototype.forEach.call(secs, function (s) {
+      s.hidden = s.getAttribute('data-device') !== String(i);
+    });
+    initDevice(i);
+    instances.forEach(function (c) { c.resize(); });
+  }
+
+  var sel = document.getElementById('tm-device');
+  if (sel) sel.addEventListener('change', function () { show(Number(sel.value)); });
+  window.addEventListener('resize', function () { instances.forEach(function (c) { c.resize(); }); });
+  var first = document.querySelector('section.device:not([hidden])');
+  if (first) show(Number(first.getAttribute('data-device')));
+  // A page without charts is drawn once it is parsed.
+  if (!instances.length) timing.finished = performance.now();
+})();

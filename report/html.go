@@ -1,0 +1,317 @@
+package report
+
+import (
+	"bytes"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"path/filepath"
+
+	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// EChartsVersion is the version of Apache ECharts embedded in HTML reports
+// (report/assets/echarts.min.js, from the npm package's dist; `make echarts`
+// fetches it again).
+const EChartsVersion = "5.6.0"
+
+// echartsSHA256 is the SHA-256 of report/assets/echarts.min.js; a test checks it.
+const echartsSHA256 = "bf4a223524e40b77c304bec67e1222cf551f14880cf42c69dc046558e11c07b1"
+
+var (
+	//go:embed assets/echarts.min.js
+	echartsJS string
+	//go:embed assets/report.js
+	reportJS string
+	//go:embed assets/report.css
+	reportCSS string
+	//go:embed templates/report.html.tmpl
+	reportTemplate string
+
+	pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
+		"bytes": Bytes,
+		"count": Count,
+		"pct":   pct,
+		"hex":   func(v uint64) string { return fmt.Sprintf("%#x", v) },
+	}).Parse(reportTemplate))
+)
+
+// DefaultHTMLMaxBytes is the size an HTML report is kept under.
+const DefaultHTMLMaxBytes = 2_000_000
+
+// DefaultHTMLMaxPoints bounds the timeline points of a report, all devices together.
+const DefaultHTMLMaxPoints = 10_000
+
+// HTMLOptions tunes HTML.
+type HTMLOptions struct {
+	// Version is the torchmem version shown in the page.
+	Version string
+	// Snapshot, when set, is the model the Result was computed from: it
+	// supplies the segments and free blocks shown for an OOM.
+	Snapshot *snapshot.Snapshot
+	// MaxBytes is the size the page is kept under by thinning the timeline
+	// further (default DefaultHTMLMaxBytes).
+	MaxBytes int
+	// MaxPoints bounds the timeline points, all devices together (default
+	// DefaultHTMLMaxPoints).
+	MaxPoints int
+}
+
+// HTML writes a self-contained HTML report of r: a headline, a zoomable
+// timeline by category with phases, steps and the OOM marked, categories at
+// the peak, the OOM and the end, top allocation sites, fragmentation at the
+// OOM, leaks, suggestions and diagnostics. ECharts is embedded; the page
+// requests nothing from any network. Every string from the input is escaped.
+// The output is deterministic: the same Result gives the same bytes.
+func HTML(w io.Writer, r *analysis.Result, o HTMLOptions) error {
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultHTMLMaxBytes
+	}
+	if o.MaxPoints <= 0 {
+		o.MaxPoints = DefaultHTMLMaxPoints
+	}
+	var buf bytes.Buffer
+	for points := o.MaxPoints; ; points /= 2 {
+		buf.Reset()
+		if err := renderHTML(&buf, r, o, points); err != nil {
+			return err
+		}
+		if buf.Len() <= o.MaxBytes || points < 500 {
+			break
+		}
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// renderHTML renders the page with at most points timeline points in all.
+func renderHTML(w io.Writer, r *analysis.Result, o HTMLOptions, points int) error {
+	p, data, err := buildPage(r, o, points)
+	if err != nil {
+		return err
+	}
+	js, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	p.Data = template.JS(js)
+	p.EChartsJS = template.JS(echartsJS)
+	p.ReportJS = template.JS(reportJS)
+	p.CSS = template.CSS(reportCSS)
+	p.CSP = contentSecurityPolicy
+	return pageTemplate.Execute(w, p)
+}
+
+// contentSecurityPolicy allows the page's own two scripts (by hash) and
+// nothing from any network: even an injected <img src=…> or inline handler
+// would be refused by the browser.
+var contentSecurityPolicy = "default-src 'none'; script-src " + scriptHash(echartsJS) + " " + scriptHash(reportJS) +
+	"; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+
+// scriptHash is a CSP source for an inline script's exact text.
+func scriptHash(js string) string {
+	sum := sha256.Sum256([]byte(js))
+	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+}
+
+// htmlPage is what the template shows.
+type htmlPage struct {
+	Title       string
+	FileName    string
+	CSP         string
+	Version     string
+	ECharts     string
+	Input       []fact
+	Headline    string
+	Devices     []*deviceView
+	Selected    int
+	Leaks       []analysis.Leak
+	Suggestions []analysis.Suggestion
+	Diagnostics []analysis.Diagnostic
+	TotalSaving int64
+
+	Data      template.JS
+	EChartsJS template.JS
+	ReportJS  template.JS
+	CSS       template.CSS
+}
+
+// fact is one labelled value.
+type fact struct{ Label, Value string }
+
+// deviceView is one device's part of the page.
+type deviceView struct {
+	Index    int
+	Name     string // "cuda:0"
+	Option   string // what the device selector says
+	Headline string
+	Verdict  string
+	Facts    []fact
+	D        *analysis.DeviceResult
+	Cats     []catRow
+	Segments []segmentRow
+	Blocks   int // free blocks at the OOM
+	Later    int // allocations and frees between the OOM and the dump
+	Timeline string
+	Phases   []analysis.PhaseSpan
+}
+
+// catRow is one line of the category table.
+type catRow struct {
+	Name             string
+	Color            string
+	Peak, OOM, AtEnd int64
+	PeakShare        string
+	HasOOM           bool
+}
+
+// segmentRow is one segment with its free blocks at the OOM.
+type segmentRow struct {
+	Address                    uint64
+	Total, Allocated, Free     int64
+	FreeBlocks                 int
+	LargestFree                int64
+	Expandable, FitsTheRequest bool
+	Stream                     uint64
+}
+
+// chartData is the JSON the page's script reads: per device, the options of
+// its charts.
+type chartData struct {
+	Devices []deviceCharts `json:"devices"`
+}
+
+type deviceCharts struct {
+	Timeline      *timelineChart  `json:"timeline,omitempty"`
+	Categories    json.RawMessage `json:"categories,omitempty"`
+	Sites         json.RawMessage `json:"sites,omitempty"`
+	Fragmentation json.RawMessage `json:"fragmentation,omitempty"`
+}
+
+func buildPage(r *analysis.Result, o HTMLOptions, points int) (*htmlPage, *chartData, error) {
+	p := &htmlPage{
+		Title:       "torchmem report — " + filepath.Base(r.Input.Path),
+		FileName:    filepath.Base(r.Input.Path),
+		Version:     o.Version,
+		ECharts:     EChartsVersion,
+		Leaks:       r.Leaks,
+		Suggestions: r.Suggestions,
+		Diagnostics: r.Diagnostics,
+		Selected:    mainDevice(r),
+	}
+	if p.Version == "" {
+		p.Version = "dev"
+	}
+	p.Input = inputFacts(r)
+	for _, s := range r.Suggestions {
+		p.TotalSaving = max(p.TotalSaving, s.EstimatedSavingsBytes)
+	}
+	data := &chartData{Devices: make([]deviceCharts, len(r.Devices))}
+	withTimeline := 0
+	for i := range r.Devices {
+		if t := r.Devices[i].Timeline; t != nil && len(t.Allocated) > 0 {
+			withTimeline++
+		}
+	}
+	for i := range r.Devices {
+		d := &r.Devices[i]
+		v := newDeviceView(i, d, o.Snapshot, len(r.Devices) > 1)
+		p.Devices = append(p.Devices, v)
+		var err error
+		dc := &data.Devices[i]
+		prefix := fmt.Sprintf("tm-d%d-", i)
+		if dc.Timeline, err = buildTimeline(d, prefix+"timeline", points/max(withTimeline, 1)); err != nil {
+			return nil, nil, err
+		}
+		if dc.Timeline != nil {
+			v.Timeline = timelineNote(dc.Timeline)
+		}
+		if dc.Categories, err = buildCategories(d, prefix+"categories"); err != nil {
+			return nil, nil, err
+		}
+		if dc.Sites, err = buildSites(d.TopSites, prefix+"sites"); err != nil {
+			return nil, nil, err
+		}
+		if d.OOM != nil {
+			var blocks []freeBlock
+			if dev := snapDevice(o.Snapshot, d.Device); dev != nil {
+				// The segments are the state at the dump: at the OOM only
+				// when nothing was allocated or freed after it.
+				v.Later = changesAfter(dev, d.OOM.EventIndex)
+				if v.Later == 0 {
+					blocks = largestFreeBlocks(dev)
+				}
+			}
+			v.Blocks = len(blocks)
+			if dc.Fragmentation, err = buildFragmentation(d.OOM, blocks, prefix+"fragmentation"); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if len(p.Devices) > 0 {
+		p.Headline = p.Devices[p.Selected].Headline
+	} else {
+		p.Headline = "The file holds no device memory to report on."
+	}
+	return p, data, nil
+}
+
+// timelineNote says how the timeline was thinned.
+func timelineNote(t *timelineChart) string {
+	axis := "x: event number"
+	if t.Time {
+		axis = "x: time since the first event"
+	}
+	if len(t.X) < t.Points {
+		return fmt.Sprintf("%s; %s of %s points drawn (each stretch keeps its lowest and highest point; the peak and the OOM are exact)",
+			axis, Count(len(t.X)), Count(t.Points))
+	}
+	return fmt.Sprintf("%s; all %s points drawn", axis, Count(t.Points))
+}
+
+// mainDevice is the device shown first: the first with an OOM, else the one
+// with the highest peak.
+func mainDevice(r *analysis.Result) int {
+	best := 0
+	for i, d := range r.Devices {
+		if d.OOM != nil {
+			return i
+		}
+		if d.Peak.AllocatedBytes > r.Devices[best].Peak.AllocatedBytes {
+			best = i
+		}
+	}
+	return best
+}
+
+func snapDevice(s *snapshot.Snapshot, id int) *snapshot.Device {
+	if s == nil {
+		return nil
+	}
+	return s.Device(id)
+}
+
+func inputFacts(r *analysis.Result) []fact {
+	f := []fact{{"file", r.Input.Path}, {"format", r.Input.Format}}
+	if r.Input.Generation != "" {
+		f = append(f, fact{"generation", r.Input.Generation})
+	}
+	f = append(f, fact{"size", Bytes(r.Input.Bytes)})
+	if r.Input.Recording != "" {
+		f = append(f, fact{"recording", r.Input.Recording})
+	}
+	f = append(f, fact{"devices", Count(len(r.Devices))})
+	return f
+}
+
+func pct(part, whole int64) string {
+	if whole <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f%%", 100*float64(part)/float64(whole))
+}

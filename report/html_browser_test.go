@@ -1,0 +1,277 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// chromiumPath is Debian's chromium, the browser the tests open reports in.
+const chromiumPath = "/usr/bin/chromium"
+
+// newBrowser starts one headless Chromium for a test, or skips the test when
+// there is none (it fails instead when TORCHMEM_REQUIRE_BROWSER=1, as .ci/run
+// sets after installing it).
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	path := chromiumPath
+	if _, err := os.Stat(path); err != nil {
+		if p, err := exec.LookPath("chromium"); err == nil {
+			path = p
+		} else {
+			if os.Getenv("TORCHMEM_REQUIRE_BROWSER") == "1" {
+				t.Fatalf("no chromium at %s or on PATH (TORCHMEM_REQUIRE_BROWSER=1)", chromiumPath)
+			}
+			t.Skipf("no chromium at %s: apt-get install chromium (set TORCHMEM_REQUIRE_BROWSER=1 to fail instead)", chromiumPath)
+		}
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-default-apps", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.WindowSize(1400, 1000),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	ctx, cancel := context.WithTimeout(alloc, 5*time.Minute)
+	bctx, cancelBrowser := chromedp.NewContext(ctx)
+	t.Cleanup(func() { cancelBrowser(); cancel(); cancelAlloc() })
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return bctx
+}
+
+// pageFacts is what a report looked like in the browser.
+type pageFacts struct {
+	Requests []string // requests for anything but file://
+	Errors   []string // console errors, uncaught exceptions, browser log errors
+	Dialogs  []string // alert/confirm/prompt dialogs that opened
+	// FirstPaintMS is first-contentful-paint; ChartsMS is when the first
+	// chart had finished drawing (both ms after navigation start).
+	FirstPaintMS, ChartsMS float64
+	Devices                []deviceState
+	Screenshot             string
+	// With hover: the page's text, the text of every tooltip, and how many
+	// elements that could run script are there besides the page's own.
+	Text, Tooltips string
+	Foreign        int
+}
+
+type deviceState struct {
+	Device int         `json:"device"`
+	Charts []chartFact `json:"charts"`
+}
+
+type chartFact struct {
+	ID       string `json:"id"`
+	Instance bool   `json:"instance"`
+	Canvas   bool   `json:"canvas"`
+	Series   int    `json:"series"`
+	Points   int    `json:"points"` // data items of series[0]
+}
+
+// pageState reads the charts of the visible device and the paint times.
+const pageState = `(() => {
+  const out = {device: -1, charts: []};
+  const sec = document.querySelector('section.device:not([hidden])');
+  if (!sec) return out;
+  out.device = Number(sec.getAttribute('data-device'));
+  sec.querySelectorAll('[data-chart]').forEach(el => {
+    const inst = echarts.getInstanceByDom(el), o = inst ? inst.getOption() : null;
+    const s0 = o && o.series && o.series[0];
+    out.charts.push({id: el.id, instance: !!inst, canvas: !!el.querySelector('canvas'),
+      series: o && o.series ? o.series.length : 0, points: s0 && s0.data ? s0.data.length : 0});
+  });
+  return out;
+})()`
+
+// hoverScript shows the tooltip of every item (the first 40 of a series) of
+// every chart of the visible device, collecting the tooltips' text.
+const hoverScript = `(() => {
+  let tips = '';
+  document.querySelectorAll('section.device:not([hidden]) [data-chart]').forEach(el => {
+    const c = echarts.getInstanceByDom(el);
+    if (!c) return;
+    c.getOption().series.forEach((s, si) => {
+      const n = Math.min(c.getModel().getSeriesByIndex(si).getData().count(), 40);
+      for (let i = 0; i < n; i++) {
+        c.dispatchAction({type: 'showTip', seriesIndex: si, dataIndex: i});
+        tips += '\n' + el.innerText;
+      }
+    });
+  });
+  return tips;
+})()`
+
+// foreignScript counts elements that could run script or load something,
+// besides the page's own three scripts.
+const foreignScript = `(() => {
+  const own = new Set(Array.from(document.scripts).slice(0, 3));
+  return Array.from(document.querySelectorAll('img, iframe, object, embed, script, link, [onerror], [onload], [onclick]'))
+    .filter(e => !own.has(e)).length;
+})()`
+
+// openReport opens an HTML file in a new tab of the browser with the network
+// off, waits for its charts, visits every device of the selector (hovering
+// every chart item when hover is set), and takes a full-page screenshot into
+// shotDir.
+func openReport(t *testing.T, bctx context.Context, file, shotDir string, hover bool) pageFacts {
+	t.Helper()
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var f pageFacts
+	var tabRef atomic.Value // the tab's context, for answering dialogs
+	tab, cancel := chromedp.NewContext(bctx, chromedp.WithListener(func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			if !strings.HasPrefix(ev.Request.URL, "file://") {
+				f.Requests = append(f.Requests, ev.Request.URL)
+			}
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeWarning || ev.Type == runtime.ConsoleAPICalledTypeAssert {
+				var parts []string
+				for _, a := range ev.Args {
+					parts = append(parts, string(a.Value)+a.Description)
+				}
+				f.Errors = append(f.Errors, fmt.Sprintf("console.%s: %s", ev.Type, strings.Join(parts, " ")))
+			}
+		case *runtime.EventExceptionThrown:
+			d := ev.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			f.Errors = append(f.Errors, fmt.Sprintf("exception at %d:%d: %s", d.LineNumber, d.ColumnNumber, msg))
+		case *log.EventEntryAdded:
+			if ev.Entry.Level == log.EntryLevelError || ev.Entry.Level == log.EntryLevelWarning {
+				f.Errors = append(f.Errors, fmt.Sprintf("log %s %s: %s %s", ev.Entry.Level, ev.Entry.Source, ev.Entry.Text, ev.Entry.URL))
+			}
+		case *page.EventJavascriptDialogOpening:
+			f.Dialogs = append(f.Dialogs, string(ev.Type)+": "+ev.Message)
+			go func() {
+				if c, ok := tabRef.Load().(context.Context); ok {
+					_, _ = chromedp.Call(c, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+				}
+			}()
+		}
+	}))
+	defer cancel()
+	tabRef.Store(tab)
+	if err := chromedp.Do(tab); err != nil {
+		t.Fatal(err)
+	}
+	offline := network.EmulateNetworkConditionsByRuleParams{MatchedNetworkConditions: []*network.Conditions{{Offline: true}}}
+	if _, err := chromedp.Call(tab, network.EmulateNetworkConditionsByRule, offline); err != nil {
+		t.Fatalf("network off: %v", err)
+	}
+	u := (&url.URL{Scheme: "file", Path: abs}).String()
+	if err := chromedp.Do(tab, chromedp.Navigate(u)); err != nil {
+		t.Fatalf("open %s: %v", u, err)
+	}
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`window.torchmemTiming && window.torchmemTiming.finished !== null &&
+	  performance.getEntriesByType('paint').some(e => e.name === 'first-contentful-paint')`,
+		chromedp.WithPollingTimeout(60*time.Second))); err != nil {
+		mu.Lock()
+		errs := f.Errors
+		mu.Unlock()
+		t.Fatalf("%s: charts never finished drawing: %v (errors: %q)", file, err, errs)
+	}
+	times, err := chromedp.Run(tab, chromedp.Evaluate[[]float64](`[
+	  (performance.getEntriesByType('paint').find(e => e.name === 'first-contentful-paint') || {startTime: -1}).startTime,
+	  window.torchmemTiming.finished]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.FirstPaintMS, f.ChartsMS = times[0], times[1]
+	first, err := chromedp.Run(tab, chromedp.Evaluate[int](`(() => { const s = document.getElementById('tm-device'); return s ? Number(s.value) : -1; })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	options, err := chromedp.Run(tab, chromedp.Evaluate[[]int](
+		`Array.from(document.querySelectorAll('#tm-device option')).map(o => Number(o.value))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(options) == 0 {
+		options = []int{-1}
+	}
+	for _, dev := range options {
+		if dev >= 0 {
+			sel := fmt.Sprintf(`(() => { const s = document.getElementById('tm-device'); s.value = '%d';
+			  s.dispatchEvent(new Event('change')); return true; })()`, dev)
+			if _, err := chromedp.Run(tab, chromedp.Evaluate[bool](sel)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st, err := chromedp.Run(tab, chromedp.Evaluate[deviceState](pageState))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Devices = append(f.Devices, st)
+		if hover {
+			tips, err := chromedp.Run(tab, chromedp.Evaluate[string](hoverScript))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Tooltips += tips
+		}
+	}
+	if hover {
+		time.Sleep(300 * time.Millisecond) // let an injected onerror fire, if any
+		text, err := chromedp.Run(tab, chromedp.Evaluate[string](
+			`document.querySelectorAll('details').forEach(d => { d.open = true; }), document.body.innerText`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		foreign, err := chromedp.Run(tab, chromedp.Evaluate[int](foreignScript))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Text, f.Foreign = text, foreign
+	}
+	if shotDir != "" {
+		// Back to the device shown first for the picture.
+		if first >= 0 {
+			_, _ = chromedp.Run(tab, chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const s = document.getElementById('tm-device');
+			  s.value = '%d'; s.dispatchEvent(new Event('change')); return true; })()`, first)))
+		}
+		png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Screenshot = filepath.Join(shotDir, strings.TrimSuffix(filepath.Base(file), ".html")+".png")
+		if err := os.WriteFile(f.Screenshot, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return f
+}

@@ -1,0 +1,449 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/go-echarts/go-echarts/v2/charts"
+	"github.com/go-echarts/go-echarts/v2/opts"
+	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// The charts are built with go-echarts as typed option builders only: each
+// chart's options become JSON (json.Marshal escapes <, > and &, so input
+// strings cannot close the page's <script>) and our own template and
+// report.js draw them. go-echarts' page rendering is never used.
+
+// categoryColors colours each category the same in every chart.
+var categoryColors = [analysis.NumCategories]string{
+	"#5470c6", "#91cc75", "#fac858", "#ee6666", "#73c0de", "#9a60b4", "#3ba272", "#a0a7b4",
+}
+
+// categoryLabels names the categories for people.
+var categoryLabels = [analysis.NumCategories]string{
+	"parameters", "gradients", "optimizer state", "activations", "temporaries",
+	"autograd internals", "inputs", "unclassified",
+}
+
+// phaseColors shades the phase bands of the timeline.
+var phaseColors = map[analysis.Phase]string{
+	analysis.PhaseForward:   "rgba(84,112,198,0.10)",
+	analysis.PhaseBackward:  "rgba(238,102,102,0.10)",
+	analysis.PhaseOptimizer: "rgba(145,204,117,0.16)",
+	analysis.PhaseZeroGrad:  "rgba(154,96,180,0.14)",
+	analysis.PhaseData:      "rgba(160,167,180,0.14)",
+}
+
+const (
+	colorReserved = "#555a66"
+	colorOOM      = "#d62728"
+	colorPeak     = "#222"
+	// maxPhaseBands bounds the phase bands drawn on a timeline.
+	maxPhaseBands = 1000
+	// maxFreeBlocks bounds the free blocks drawn at an OOM.
+	maxFreeBlocks = 40
+)
+
+// chartOption validates a go-echarts chart and returns its option as JSON.
+func chartOption(c interface {
+	Validate()
+	JSON() map[string]interface{}
+}) (json.RawMessage, error) {
+	c.Validate()
+	return json.Marshal(c.JSON())
+}
+
+// timelineChart is the data of one device's memory timeline: the echarts
+// option (series without data) and the thinned points, sent as columns to
+// keep the page small; report.js zips them into the series.
+type timelineChart struct {
+	Option json.RawMessage `json:"option"`
+	X      []int64         `json:"x"`
+	Y      [][]int64       `json:"y"` // Y[k] is series k's values at X
+	// Stacked is how many of the first series are stacked: report.js adds
+	// them up itself (ECharts would stack a value x axis on x).
+	Stacked int  `json:"stacked"`
+	Time    bool `json:"time"`
+	Points  int  `json:"points"` // points before thinning
+}
+
+// buildTimeline builds the timeline chart of a device, thinned to at most
+// maxPoints points; nil when the device has no timeline.
+func buildTimeline(d *analysis.DeviceResult, id string, maxPoints int) (*timelineChart, error) {
+	t := d.Timeline
+	if t == nil || len(t.Allocated) == 0 {
+		return nil, nil
+	}
+	x, isTime := timelineX(t)
+	var keep []int
+	for _, k := range []int{t.PeakPoint, t.OOMPoint} {
+		if k >= 0 && k < len(x) {
+			keep = append(keep, k)
+		}
+	}
+	idx := thinIndexes(x, t.Allocated, t.Reserved, keep, maxPoints)
+	tc := &timelineChart{X: pick(x, idx), Time: isTime, Points: len(x)}
+	line := charts.NewLine()
+	line.SetGlobalOptions(
+		charts.WithInitializationOpts(opts.Initialization{ChartID: id}),
+		charts.WithAnimation(false),
+		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "axis"}),
+		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(true), Top: "0", Type: "scroll"}),
+		charts.WithGridOpts(opts.Grid{Left: "8", Right: "24", Top: "36", Bottom: "64", ContainLabel: opts.Bool(true)}),
+		charts.WithDataZoomOpts(
+			opts.DataZoom{Type: "inside", XAxisIndex: 0, FilterMode: "none"},
+			opts.DataZoom{Type: "slider", XAxisIndex: 0, FilterMode: "none"},
+		),
+		charts.WithXAxisOpts(opts.XAxis{Type: "value", Min: "dataMin", Max: "dataMax"}),
+		charts.WithYAxisOpts(opts.YAxis{Type: "value"}),
+	)
+	area := func(color string) []charts.SeriesOpts {
+		return []charts.SeriesOpts{
+			charts.WithLineChartOpts(opts.LineChart{ShowSymbol: opts.Bool(false), Step: "end"}),
+			charts.WithAreaStyleOpts(opts.AreaStyle{Color: color, Opacity: opts.Float(1)}),
+			charts.WithLineStyleOpts(opts.LineStyle{Width: 1, Color: color}),
+			charts.WithItemStyleOpts(opts.ItemStyle{Color: color}),
+		}
+	}
+	var legend []string
+	for c := analysis.Category(0); c < analysis.NumCategories; c++ {
+		col := t.ByCategory[c]
+		if len(col) != len(x) || allZero(col) {
+			continue
+		}
+		line.AddSeries(categoryLabels[c], nil, area(categoryColors[c])...)
+		tc.Y = append(tc.Y, pick(col, idx))
+		legend = append(legend, categoryLabels[c])
+	}
+	if len(tc.Y) == 0 {
+		line.AddSeries("allocated", nil, area(categoryColors[analysis.Unknown])...)
+		tc.Y = append(tc.Y, pick(t.Allocated, idx))
+		legend = append(legend, "allocated")
+	}
+	tc.Stacked = len(tc.Y)
+	if len(t.Reserved) == len(x) {
+		line.AddSeries("reserved", nil,
+			charts.WithLineChartOpts(opts.LineChart{ShowSymbol: opts.Bool(false), Step: "end"}),
+			charts.WithLineStyleOpts(opts.LineStyle{Width: 1.5, Color: colorReserved, Type: "dashed"}),
+			charts.WithItemStyleOpts(opts.ItemStyle{Color: colorReserved}),
+		)
+		tc.Y = append(tc.Y, pick(t.Reserved, idx))
+		legend = append(legend, "reserved")
+	}
+	// The marks live on series of their own, without data, so that hiding a
+	// category in the legend keeps them: "phases" is drawn under the areas,
+	// "marks" over them.
+	line.AddSeries("phases", []opts.LineData{},
+		charts.WithSeriesOpts(func(s *charts.SingleSeries) { s.MarkAreas = timelineBands(d, t, x, isTime) }))
+	line.AddSeries("marks", []opts.LineData{},
+		charts.WithSeriesOpts(func(s *charts.SingleSeries) {
+			s.MarkLines = timelineLines(d, t, x, isTime)
+			s.MarkPoints = timelinePeak(d, t, x)
+		}),
+	)
+	line.Legend.Data = legend
+	opt, err := chartOption(line)
+	if err != nil {
+		return nil, err
+	}
+	tc.Option = opt
+	return tc, nil
+}
+
+func allZero(v []int64) bool {
+	for _, n := range v {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// spanX maps a phase span to the x axis of the timeline.
+func spanX(p analysis.PhaseSpan, t *analysis.Timeline, isTime bool) (int64, int64) {
+	if isTime {
+		return p.StartUS - t.TimeUS[0], p.EndUS - t.TimeUS[0]
+	}
+	return int64(p.StartEvent), int64(p.EndEvent)
+}
+
+// timelineBands shades each phase span of the device.
+func timelineBands(d *analysis.DeviceResult, t *analysis.Timeline, x []int64, isTime bool) *opts.MarkAreas {
+	var data []interface{}
+	lo, hi := x[0], x[len(x)-1]
+	labels := len(d.Phases) <= 40
+	for _, p := range d.Phases {
+		color, ok := phaseColors[p.Phase]
+		if !ok || len(data) >= maxPhaseBands {
+			continue
+		}
+		a, b := spanX(p, t, isTime)
+		if b < lo || a > hi || b <= a {
+			continue
+		}
+		name := string(p.Phase)
+		if !labels {
+			name = ""
+		}
+		data = append(data, []opts.MarkAreaData{
+			{Name: name, XAxis: a, MarkAreaStyle: opts.MarkAreaStyle{ItemStyle: &opts.ItemStyle{Color: color}}},
+			{XAxis: b},
+		})
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	return &opts.MarkAreas{Data: data, MarkAreaStyle: opts.MarkAreaStyle{
+		Label: &opts.Label{Show: opts.Bool(labels), Position: "insideTop", FontSize: 10, Color: "#666"},
+	}}
+}
+
+// timelineLines marks step starts, the OOM and the device capacity.
+func timelineLines(d *analysis.DeviceResult, t *analysis.Timeline, x []int64, isTime bool) *opts.MarkLines {
+	var data []interface{}
+	steps := map[int]int64{}
+	for _, p := range d.Phases {
+		if p.Step <= 0 {
+			continue
+		}
+		a, _ := spanX(p, t, isTime)
+		if s, ok := steps[p.Step]; !ok || a < s {
+			steps[p.Step] = a
+		}
+	}
+	if len(steps) <= 200 {
+		keys := make([]int, 0, len(steps))
+		for k := range steps {
+			keys = append(keys, k)
+		}
+		sort.Ints(keys)
+		for _, k := range keys {
+			data = append(data, opts.MarkLineNameXAxisItem{Name: fmt.Sprintf("step %d", k), XAxis: steps[k]})
+		}
+	}
+	if d.OOM != nil && t.OOMPoint >= 0 && t.OOMPoint < len(x) {
+		data = append(data, markLineItem{
+			Name: "OOM: " + Bytes(d.OOM.RequestedBytes) + " requested", XAxis: x[t.OOMPoint],
+			LineStyle: &opts.LineStyle{Color: colorOOM, Width: 2, Type: "solid"},
+			Label:     &opts.Label{Color: colorOOM, FontWeight: "bold"},
+		})
+	}
+	if d.Capacity > 0 {
+		data = append(data, markLineItem{
+			Name: "device capacity " + Bytes(d.Capacity), YAxis: d.Capacity,
+			LineStyle: &opts.LineStyle{Color: "#999", Width: 1, Type: "dotted"},
+		})
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	return &opts.MarkLines{Data: data, MarkLineStyle: opts.MarkLineStyle{
+		Symbol:    []string{"none", "none"},
+		Label:     &opts.Label{Show: opts.Bool(true), Formatter: "{b}", FontSize: 10, Position: "insideEndTop"},
+		LineStyle: &opts.LineStyle{Color: "#aaa", Type: "dashed", Width: 1},
+	}}
+}
+
+// markLineItem is a mark line with its own style (go-echarts' items have
+// none for x lines).
+type markLineItem struct {
+	Name      string      `json:"name,omitempty"`
+	XAxis     interface{} `json:"xAxis,omitempty"`
+	YAxis     interface{} `json:"yAxis,omitempty"`
+	LineStyle *opts.LineStyle
+	Label     *opts.Label `json:"label,omitempty"`
+}
+
+// MarshalJSON writes the item with lowercase keys.
+func (m markLineItem) MarshalJSON() ([]byte, error) {
+	type item struct {
+		Name      string          `json:"name,omitempty"`
+		XAxis     interface{}     `json:"xAxis,omitempty"`
+		YAxis     interface{}     `json:"yAxis,omitempty"`
+		LineStyle *opts.LineStyle `json:"lineStyle,omitempty"`
+		Label     *opts.Label     `json:"label,omitempty"`
+	}
+	return json.Marshal(item(m))
+}
+
+// timelinePeak pins the peak of allocated memory.
+func timelinePeak(d *analysis.DeviceResult, t *analysis.Timeline, x []int64) *opts.MarkPoints {
+	p := t.PeakPoint
+	if p < 0 || p >= len(x) {
+		return nil
+	}
+	return &opts.MarkPoints{
+		Data: []interface{}{opts.MarkPointNameCoordItem{
+			Name:       "peak " + Bytes(t.Allocated[p]),
+			Coordinate: []interface{}{x[p], t.Allocated[p]},
+			Value:      "peak " + Bytes(t.Allocated[p]),
+			Symbol:     "pin",
+			ItemStyle:  &opts.ItemStyle{Color: colorPeak},
+		}},
+		MarkPointStyle: opts.MarkPointStyle{
+			SymbolSize: 40,
+			Label:      &opts.Label{Show: opts.Bool(true), FontSize: 9, Formatter: "peak"},
+		},
+	}
+}
+
+// buildCategories builds the bar chart of categories at the peak, at the
+// OOM and at the end, with allocator slack (reserved − allocated) as "cached".
+func buildCategories(d *analysis.DeviceResult, id string) (json.RawMessage, error) {
+	names := append(categoryLabels[:], "cached (reserved, free)")
+	bar := charts.NewBar()
+	bar.SetGlobalOptions(
+		charts.WithInitializationOpts(opts.Initialization{ChartID: id}),
+		charts.WithAnimation(false),
+		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "axis"}),
+		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(true), Top: "0"}),
+		charts.WithGridOpts(opts.Grid{Left: "8", Right: "24", Top: "32", Bottom: "8", ContainLabel: opts.Bool(true)}),
+		charts.WithXAxisOpts(opts.XAxis{Type: "value"}),
+		charts.WithYAxisOpts(opts.YAxis{Type: "category", Inverse: opts.Bool(true)}),
+	)
+	bar.SetXAxis(names)
+	add := func(name string, cats analysis.Categories, allocated, reserved int64, color string) {
+		data := make([]opts.BarData, 0, len(names))
+		for _, v := range cats {
+			data = append(data, opts.BarData{Value: v})
+		}
+		data = append(data, opts.BarData{Value: max(reserved-allocated, 0)})
+		bar.AddSeries(name, data, charts.WithItemStyleOpts(opts.ItemStyle{Color: color}))
+	}
+	add("at peak", d.Peak.Categories, d.Peak.AllocatedBytes, d.Peak.ReservedBytes, "#5470c6")
+	if d.OOM != nil {
+		add("at OOM", d.OOM.Categories, d.OOM.AllocatedBytes, d.OOM.ReservedBytes, colorOOM)
+	}
+	add("at end", d.AtEnd.Categories, d.AtEnd.AllocatedBytes, d.AtEnd.ReservedBytes, "#a0a7b4")
+	bar.XYReversal()
+	return chartOption(bar)
+}
+
+// buildSites builds the treemap of top allocation sites, grouped by category.
+func buildSites(sites []analysis.Site, id string) (json.RawMessage, error) {
+	if len(sites) == 0 {
+		return nil, nil
+	}
+	var groups [analysis.NumCategories][]opts.TreeMapNode
+	for _, s := range sites {
+		c := s.Category
+		if c < 0 || c >= analysis.NumCategories {
+			c = analysis.Unknown
+		}
+		groups[c] = append(groups[c], opts.TreeMapNode{Name: s.Site, Value: int(s.Bytes)})
+	}
+	var nodes []treeNode
+	for c, g := range groups {
+		if len(g) == 0 {
+			continue
+		}
+		var sum int
+		for _, n := range g {
+			sum += n.Value
+		}
+		nodes = append(nodes, treeNode{
+			TreeMapNode: opts.TreeMapNode{Name: categoryLabels[c], Value: sum, Children: g},
+			ItemStyle:   &opts.ItemStyle{Color: categoryColors[c]},
+		})
+	}
+	tm := charts.NewTreeMap()
+	tm.SetGlobalOptions(
+		charts.WithInitializationOpts(opts.Initialization{ChartID: id}),
+		charts.WithAnimation(false),
+		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true)}),
+		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(false)}),
+	)
+	tm.AddSeries("top sites", nil, charts.WithSeriesOpts(func(s *charts.SingleSeries) {
+		s.Data = nodes
+		s.LeafDepth = 0
+		s.Roam = opts.Bool(false)
+		s.Label = &opts.Label{Show: opts.Bool(true), FontSize: 11}
+		s.UpperLabel = &opts.Label{Show: opts.Bool(true), Color: "#fff", FontWeight: "bold"}
+		s.Levels = []map[string]interface{}{
+			{"itemStyle": map[string]interface{}{"gapWidth": 3, "borderWidth": 0}},
+			{"itemStyle": map[string]interface{}{"gapWidth": 1, "borderColorSaturation": 0.6}},
+		}
+	}))
+	return chartOption(tm)
+}
+
+// treeNode is a treemap node with a colour (go-echarts' node has none).
+type treeNode struct {
+	opts.TreeMapNode
+	ItemStyle *opts.ItemStyle `json:"itemStyle,omitempty"`
+}
+
+// freeBlock is one cached free block at the OOM.
+type freeBlock struct {
+	Segment uint64
+	Address uint64
+	Size    int64
+}
+
+// largestFreeBlocks lists the free blocks of a device's segments, largest first.
+func largestFreeBlocks(dev *snapshot.Device) []freeBlock {
+	var out []freeBlock
+	for _, s := range dev.Segments {
+		for _, b := range s.Blocks {
+			if b.State == snapshot.BlockInactive && b.Size > 0 {
+				out = append(out, freeBlock{Segment: s.Address, Address: b.Address, Size: b.Size})
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Size != out[j].Size {
+			return out[i].Size > out[j].Size
+		}
+		return out[i].Address < out[j].Address
+	})
+	return out
+}
+
+// buildFragmentation charts the largest free blocks against the failed
+// request. Without segments it compares the cached free bytes, the largest
+// free block and the request.
+func buildFragmentation(o *analysis.OOM, blocks []freeBlock, id string) (json.RawMessage, error) {
+	bar := charts.NewBar()
+	bar.SetGlobalOptions(
+		charts.WithInitializationOpts(opts.Initialization{ChartID: id}),
+		charts.WithAnimation(false),
+		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "axis"}),
+		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(false)}),
+		charts.WithGridOpts(opts.Grid{Left: "8", Right: "24", Top: "28", Bottom: "8", ContainLabel: opts.Bool(true)}),
+		charts.WithYAxisOpts(opts.YAxis{Type: "value"}),
+	)
+	var names []string
+	var data []opts.BarData
+	if len(blocks) > 0 {
+		for i, b := range blocks {
+			if i == maxFreeBlocks {
+				break
+			}
+			names = append(names, fmt.Sprintf("%#x", b.Address))
+			data = append(data, opts.BarData{Value: b.Size})
+		}
+	} else {
+		names = []string{"cached free (all blocks)", "largest free block", "request"}
+		data = []opts.BarData{
+			{Value: o.Fragmentation.CachedFreeBytes},
+			{Value: o.Fragmentation.LargestFreeBlockBytes},
+			{Value: o.RequestedBytes, ItemStyle: &opts.ItemStyle{Color: colorOOM}},
+		}
+	}
+	bar.SetXAxis(names)
+	bar.AddSeries("free block", data,
+		charts.WithItemStyleOpts(opts.ItemStyle{Color: "#73c0de"}),
+		charts.WithSeriesOpts(func(s *charts.SingleSeries) {
+			s.MarkLines = &opts.MarkLines{
+				Data: []interface{}{markLineItem{Name: "request " + Bytes(o.RequestedBytes), YAxis: o.RequestedBytes}},
+				MarkLineStyle: opts.MarkLineStyle{
+					Symbol:    []string{"none", "none"},
+					Label:     &opts.Label{Show: opts.Bool(true), Formatter: "{b}", Position: "insideEndTop"},
+					LineStyle: &opts.LineStyle{Color: colorOOM, Width: 2},
+				},
+			}
+		}))
+	return chartOption(bar)
+}

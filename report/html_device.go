@@ -1,0 +1,188 @@
+package report
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// maxSegmentRows bounds the segment table at an OOM.
+const maxSegmentRows = 30
+
+// newDeviceView prepares what the page says about one device; many says
+// the file has more than one.
+func newDeviceView(i int, d *analysis.DeviceResult, s *snapshot.Snapshot, many bool) *deviceView {
+	kind := d.Kind
+	if kind == "" {
+		kind = "device"
+	}
+	v := &deviceView{Index: i, Name: fmt.Sprintf("%s:%d", kind, d.Device), D: d, Phases: d.Phases}
+	v.Option = fmt.Sprintf("%s — peak %s", v.Name, Bytes(d.Peak.AllocatedBytes))
+	if d.OOM != nil {
+		v.Option += " — OOM"
+		v.Verdict = oomVerdict(v.Name, d.OOM)
+		if many && d.OOM.Verdict != "" {
+			v.Verdict = v.Name + ": " + v.Verdict
+		}
+	}
+	v.Headline = filledHeadline(d)
+	v.Facts = deviceFacts(d)
+	for c := analysis.Category(0); c < analysis.NumCategories; c++ {
+		row := catRow{Name: categoryLabels[c], Color: categoryColors[c], Peak: d.Peak.Categories[c], AtEnd: d.AtEnd.Categories[c]}
+		if d.OOM != nil {
+			row.OOM, row.HasOOM = d.OOM.Categories[c], true
+		}
+		row.PeakShare = pct(row.Peak, d.Peak.Categories.Total())
+		v.Cats = append(v.Cats, row)
+	}
+	if d.OOM != nil {
+		if dev := snapDevice(s, d.Device); dev != nil {
+			v.Segments = segmentRows(dev, d.OOM.RequestedBytes)
+		}
+	}
+	return v
+}
+
+// phaseAt names a phase and step for a sentence: "in backward (step 3)".
+func phaseAt(p analysis.Phase, step int) string {
+	if p == "" || p == analysis.PhaseUnknown {
+		if step > 0 {
+			return fmt.Sprintf("in step %d", step)
+		}
+		return "in an unknown phase"
+	}
+	if step > 0 {
+		return fmt.Sprintf("in %s (step %d)", p, step)
+	}
+	return "in " + string(p)
+}
+
+// oomVerdict is the one-sentence OOM explanation: the analysis' own when it
+// gives one.
+func oomVerdict(name string, o *analysis.OOM) string {
+	if o.Verdict != "" {
+		return o.Verdict
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Out of memory on %s %s: a request of %s failed", name, phaseAt(o.Phase, o.Step), Bytes(o.RequestedBytes))
+	if o.Site != "" {
+		fmt.Fprintf(&b, " at %s", o.Site)
+	}
+	fmt.Fprintf(&b, " with %s free on the device, %s allocated and %s reserved", Bytes(o.DeviceFreeBytes), Bytes(o.AllocatedBytes), Bytes(o.ReservedBytes))
+	f := o.Fragmentation
+	if f.Fragmented {
+		fmt.Fprintf(&b, "; %s was cached free but the largest free block was %s (fragmentation)", Bytes(f.CachedFreeBytes), Bytes(f.LargestFreeBlockBytes))
+	}
+	b.WriteString(".")
+	return b.String()
+}
+
+// filledHeadline says what filled memory, at the OOM when there is one and
+// at the peak otherwise.
+func filledHeadline(d *analysis.DeviceResult) string {
+	cats, total, when := d.Peak.Categories, d.Peak.AllocatedBytes, "At the peak"
+	where := phaseAt(d.Peak.Phase, d.Peak.Step)
+	if d.OOM != nil {
+		cats, total, when = d.OOM.Categories, d.OOM.AllocatedBytes, "At the OOM"
+		where = phaseAt(d.OOM.Phase, d.OOM.Step)
+	}
+	if cats.Total() > total {
+		total = cats.Total()
+	}
+	if total <= 0 {
+		return "No memory was allocated on this device while it was recorded."
+	}
+	order := make([]analysis.Category, 0, analysis.NumCategories)
+	for c := analysis.Category(0); c < analysis.NumCategories; c++ {
+		if cats[c] > 0 {
+			order = append(order, c)
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return cats[order[i]] > cats[order[j]] })
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%s allocated, %s)", when, Bytes(total), where)
+	if len(order) == 0 {
+		b.WriteString(", no block could be classified.")
+		return b.String()
+	}
+	part := func(c analysis.Category) string {
+		return fmt.Sprintf("%s %s (%s)", categoryLabels[c], Bytes(cats[c]), pct(cats[c], total))
+	}
+	fmt.Fprintf(&b, ", %s held the most", part(order[0]))
+	if len(order) > 1 {
+		rest := make([]string, 0, 2)
+		for _, c := range order[1:min(len(order), 3)] {
+			rest = append(rest, part(c))
+		}
+		fmt.Fprintf(&b, "; then %s", strings.Join(rest, " and "))
+	}
+	b.WriteString(".")
+	return b.String()
+}
+
+func deviceFacts(d *analysis.DeviceResult) []fact {
+	f := []fact{
+		{"peak allocated", fmt.Sprintf("%s %s", Bytes(d.Peak.AllocatedBytes), phaseAt(d.Peak.Phase, d.Peak.Step))},
+		{"reserved at peak", Bytes(d.Peak.ReservedBytes)},
+		{"at end", fmt.Sprintf("%s allocated, %s reserved", Bytes(d.AtEnd.AllocatedBytes), Bytes(d.AtEnd.ReservedBytes))},
+	}
+	if d.Capacity > 0 {
+		f = append(f, fact{"device capacity", Bytes(d.Capacity)})
+	}
+	if o := d.OOM; o != nil {
+		f = append(f, fact{"OOM request", fmt.Sprintf("%s with %s free on the device", Bytes(o.RequestedBytes), Bytes(o.DeviceFreeBytes))})
+	}
+	return f
+}
+
+// segmentRows lists the segments with free blocks, the one with the
+// largest free block first.
+func segmentRows(dev *snapshot.Device, request int64) []segmentRow {
+	var rows []segmentRow
+	for _, s := range dev.Segments {
+		r := segmentRow{Address: s.Address, Total: s.TotalSize, Allocated: s.AllocatedSize, Expandable: s.IsExpandable, Stream: s.Stream}
+		for _, b := range s.Blocks {
+			if b.State != snapshot.BlockInactive {
+				continue
+			}
+			r.Free += b.Size
+			r.FreeBlocks++
+			r.LargestFree = max(r.LargestFree, b.Size)
+		}
+		if r.FreeBlocks == 0 {
+			continue
+		}
+		r.FitsTheRequest = r.LargestFree >= request
+		rows = append(rows, r)
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		if rows[i].LargestFree != rows[j].LargestFree {
+			return rows[i].LargestFree > rows[j].LargestFree
+		}
+		return rows[i].Address < rows[j].Address
+	})
+	if len(rows) > maxSegmentRows {
+		rows = rows[:maxSegmentRows]
+	}
+	return rows
+}
+
+// changesAfter counts the allocations, frees and segment changes after event
+// i: when there are none, the segments of the dump are the state at event i.
+func changesAfter(dev *snapshot.Device, i int) int {
+	if i < 0 || i >= len(dev.Events) {
+		return 0
+	}
+	n := 0
+	for _, e := range dev.Events[i+1:] {
+		switch e.Action {
+		case snapshot.ActionAlloc, snapshot.ActionFreeCompleted, snapshot.ActionSegmentAlloc,
+			snapshot.ActionSegmentFree, snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
+			n++
+		}
+	}
+	return n
+}
