@@ -155,7 +155,7 @@ func (h *History) oomAt(sites *siteCache, i, topN int) *OOM {
 	e := &h.Device.Events[i]
 	o := &OOM{
 		RequestedBytes:  e.Size,
-		DeviceFreeBytes: e.DeviceFree,
+		DeviceFreeBytes: e.DeviceFree(),
 		Phase:           h.Phases.At(i),
 		Step:            h.Phases.StepAt(i),
 		TimeUS:          h.TimeUS(i),

@@ -69,7 +69,7 @@ func gatherEvidence(h *History, dr *DeviceResult) *evidence {
 	for _, sp := range h.Phases.Spans {
 		if sp.Phase == PhaseForward && sp.PeakAllocatedBytes > fwdPeak {
 			fwdPeak = sp.PeakAllocatedBytes
-			for k := sp.StartEvent; k <= sp.EndEvent; k++ {
+			for k := max(sp.StartEvent, 0); sp.Events > 0 && k <= sp.EndEvent && k < len(h.Allocated); k++ {
 				if h.Allocated[k] == fwdPeak {
 					fwdIdx = k
 					break

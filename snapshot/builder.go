@@ -19,7 +19,7 @@ type Builder struct {
 // NewBuilder starts an empty Snapshot for the given source.
 func NewBuilder(src Source) *Builder {
 	b := &Builder{
-		Snap:      &Snapshot{Source: src, Stacks: [][]FrameID{nil}, Strings: []string{""}, Threads: []Thread{{}}},
+		Snap:      &Snapshot{Source: src, Stacks: [][]FrameID{nil}, Strings: []string{""}, Threads: []Thread{{}}, Streams: []uint64{0}},
 		frameIdx:  make(map[Frame]FrameID),
 		stackIdx:  map[string]StackID{"": 0},
 		strIdx:    map[string]uint32{"": 0},
@@ -93,4 +93,22 @@ func (b *Builder) Device(id int, kind DeviceKind) *Device {
 	b.Snap.Devices = append(b.Snap.Devices, d)
 	sort.Slice(b.Snap.Devices, func(i, j int) bool { return b.Snap.Devices[i].ID < b.Snap.Devices[j].ID })
 	return d
+}
+
+// Stream interns a raw stream handle and returns its index (0 is stream 0;
+// past 65,535 distinct streams the rest share the last index).
+func (b *Builder) Stream(h uint64) uint16 {
+	if h == 0 {
+		return 0
+	}
+	for i, v := range b.Snap.Streams {
+		if v == h {
+			return uint16(i)
+		}
+	}
+	if len(b.Snap.Streams) >= 1<<16-1 {
+		return uint16(len(b.Snap.Streams) - 1)
+	}
+	b.Snap.Streams = append(b.Snap.Streams, h)
+	return uint16(len(b.Snap.Streams) - 1)
 }

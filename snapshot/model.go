@@ -31,6 +31,7 @@ type Snapshot struct {
 	Stacks      [][]FrameID  // interned stacks, innermost frame first; Stacks[0] is the empty stack
 	Threads     []Thread     // threads seen in a chrome trace; Event.Thread indexes this table
 	Strings     []string     // interned metadata strings; Event.Meta indexes it, Strings[0] == ""
+	Streams     []uint64     // raw stream handles; Event.Stream indexes it, Streams[0] == 0
 
 	// Settings is allocator_settings as read (nil when absent).
 	Settings *AllocatorSettings
@@ -211,25 +212,34 @@ func ParseAction(s string) Action {
 const NoTime int64 = -1 << 63
 
 // Event is one allocator trace entry (or one chrome-trace [memory] event).
+// It is 40 bytes: a long trace holds millions.
 type Event struct {
-	Action Action
 	// Addr is the block address (alloc/free_*), the segment address
-	// (segment_*), 0 for snapshot and oom.
+	// (segment_*), 0 for snapshot; for oom it holds the device's free bytes,
+	// as PyTorch's C++ does (use DeviceFree).
 	Addr uint64
 	// Size is the requested size for alloc/free_*, bytes for segment_*, the
 	// rounded failed size for oom, total active bytes for snapshot.
 	Size int64
-	// DeviceFree is cudaMemGetInfo's free bytes at an oom entry.
-	DeviceFree int64
-	Stream     uint64
 	// TimeNS is nanoseconds on the file's clock (epoch for snapshots), or NoTime.
 	TimeNS int64
 	Stack  StackID
-	// Thread indexes Snapshot.Threads (chrome traces), 0 when unknown.
-	Thread uint16
 	// Meta indexes Snapshot.Strings: user_metadata / compile_context / the
 	// owning op name of a trace event; 0 is "".
 	Meta uint32
+	// Stream indexes Snapshot.Streams (the raw cudaStream_t values).
+	Stream uint16
+	// Thread indexes Snapshot.Threads (chrome traces), 0 when unknown.
+	Thread uint16
+	Action Action
+}
+
+// DeviceFree returns cudaMemGetInfo's free bytes at an oom entry (0 otherwise).
+func (e *Event) DeviceFree() int64 {
+	if e.Action == ActionOOM {
+		return int64(e.Addr)
+	}
+	return 0
 }
 
 // HasTime reports whether the event carries a timestamp.

@@ -201,6 +201,7 @@ func (s *schema) stack(m *vm, v value) StackID {
 func (s *schema) event(d *pdict) Event {
 	e := Event{TimeNS: NoTime}
 	var user, internal, compile string
+	var deviceFree int64
 	for i, k := range d.keys {
 		v := d.vals[i]
 		switch k.s {
@@ -218,9 +219,9 @@ func (s *schema) event(d *pdict) Event {
 		case "size":
 			e.Size = asInt(v)
 		case "stream":
-			e.Stream = asUint(v)
+			e.Stream = s.b.Stream(asUint(v))
 		case "device_free":
-			e.DeviceFree = asInt(v)
+			deviceFree = asInt(v)
 		case "time_us":
 			e.TimeNS = asInt(v) * 1000
 			s.feats |= featTimeUS
@@ -242,6 +243,9 @@ func (s *schema) event(d *pdict) Event {
 		default:
 			s.unknown("trace entry", k.s)
 		}
+	}
+	if e.Action == ActionOOM {
+		e.Addr = uint64(deviceFree) // PyTorch's C++ keeps it in addr too
 	}
 	switch {
 	case user != "":

@@ -144,7 +144,7 @@ func factsOf(t *testing.T, s *snapshot.Snapshot) fileFacts {
 		for j, e := range d.Events {
 			df.Actions[e.Action.String()]++
 			if e.Action == snapshot.ActionOOM {
-				f.OOMs = append(f.OOMs, oomFact{Device: d.ID, Index: j, Size: e.Size, DeviceFree: e.DeviceFree})
+				f.OOMs = append(f.OOMs, oomFact{Device: d.ID, Index: j, Size: e.Size, DeviceFree: e.DeviceFree()})
 			}
 		}
 		f.Devices = append(f.Devices, df)

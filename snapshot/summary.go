@@ -116,7 +116,7 @@ func Summarize(s *Snapshot) Summary {
 				}
 			}
 			if e.Action == ActionOOM {
-				sum.OOMs = append(sum.OOMs, OOMEntry{Device: d.ID, Index: i, RequestedBytes: e.Size, DeviceFree: e.DeviceFree, TimeNS: max(e.TimeNS, 0)})
+				sum.OOMs = append(sum.OOMs, OOMEntry{Device: d.ID, Index: i, RequestedBytes: e.Size, DeviceFree: e.DeviceFree(), TimeNS: max(e.TimeNS, 0)})
 			}
 		}
 		if first != NoTime {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -85,7 +86,7 @@ Exit codes: 0 ok, 1 a check or regression failed, 2 bad input or usage.`,
 		Version:       version,
 	}
 	root.PersistentFlags().StringVar(&g.maxInput, "max-input-bytes", "", "stop when an input expands past this size after gzip/base64 decoding (default 8GiB)")
-	root.AddCommand(newInfoCmd(g), newAnalyzeCmd(g), newGenCmd(g), newDiffCmd(g), newCheckCmd(g), newReportCmd(g))
+	root.AddCommand(newInfoCmd(g), newAnalyzeCmd(g), newGenCmd(g), newDiffCmd(g), newCheckCmd(g))
 	return root
 }
 
@@ -109,7 +110,18 @@ func checkFormat(got string, allowed ...string) error {
 }
 
 // run executes the command line and returns the exit code. Errors are one line.
-func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
+	// A panic is a bug in torchmem; still, the user gets one line, not a
+	// stack trace (set TORCHMEM_DEBUG=1 to see it).
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "torchmem: internal error (please report it with the input if you can): %v\n", r)
+			if os.Getenv("TORCHMEM_DEBUG") != "" {
+				fmt.Fprintf(stderr, "%s", debug.Stack())
+			}
+			code = exitInput
+		}
+	}()
 	g := &globals{stdin: stdin, stderr: stderr}
 	root := newRootCmd(g)
 	root.SetArgs(args)
@@ -120,7 +132,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	code := exitInput
+	code = exitInput
 	var ee *exitError
 	if errors.As(err, &ee) {
 		code = ee.code

@@ -107,13 +107,11 @@ func WriteBig(w io.Writer, c BigConfig) (int, error) {
 		frameMemo[i] = -1
 	}
 	stackFrames := make([][]int, c.Stacks)
-	stackMemo := make([]int, c.Stacks)
 	for i := range stackFrames {
 		n := 10 + rng.Intn(30)
 		for j := 0; j < n; j++ {
 			stackFrames[i] = append(stackFrames[i], rng.Intn(c.Frames))
 		}
-		stackMemo[i] = -1
 	}
 	type liveBlock struct {
 		addr  uint64
@@ -137,30 +135,28 @@ func WriteBig(w io.Writer, c BigConfig) (int, error) {
 		p.kv("size", size)
 		p.kv("stream", 0)
 		p.kv("time_us", timeUS)
+		// A fresh frames list per entry (PyTorch builds one per traceback),
+		// whose frame dicts are shared through the memo.
 		p.str("frames")
-		if stackMemo[stack] >= 0 {
-			p.get(stackMemo[stack])
-		} else {
-			p.raw(']')
-			stackMemo[stack] = p.memoize()
-			p.raw('(')
-			for _, f := range stackFrames[stack] {
-				if frameMemo[f] >= 0 {
-					p.get(frameMemo[f])
-					continue
-				}
-				p.raw('}')
-				frameMemo[f] = p.memoize()
-				p.raw('(')
-				p.str("filename")
-				p.str(fmt.Sprintf("/home/user/project/src/module_%d.py", f%97))
-				p.kv("line", int64(10+f*7%900))
-				p.str("name")
-				p.str(fmt.Sprintf("function_%d", f))
-				p.raw('u')
+		p.raw(']')
+		p.memoize()
+		p.raw('(')
+		for _, f := range stackFrames[stack] {
+			if frameMemo[f] >= 0 {
+				p.get(frameMemo[f])
+				continue
 			}
-			p.raw('e')
+			p.raw('}')
+			frameMemo[f] = p.memoize()
+			p.raw('(')
+			p.str("filename")
+			p.str(fmt.Sprintf("/home/user/project/src/module_%d.py", f%97))
+			p.kv("line", int64(10+f*7%900))
+			p.str("name")
+			p.str(fmt.Sprintf("function_%d", f))
+			p.raw('u')
 		}
+		p.raw('e')
 		p.str("compile_context")
 		p.str("N/A")
 		p.str("user_metadata")

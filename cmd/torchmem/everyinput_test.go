@@ -1,0 +1,50 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestAnalyzeEveryInput runs analyze in every format on every real file in
+// ../shared and every input fixture of the repository: each must succeed
+// without an internal error.
+func TestAnalyzeEveryInput(t *testing.T) {
+	var files []string
+	for _, sub := range []string{"snapshots", "traces"} {
+		dir := filepath.Join(repoRoot(), "..", "shared", sub)
+		if _, err := os.Stat(dir); err != nil {
+			if os.Getenv("TORCHMEM_REQUIRE_SHARED") != "" {
+				t.Fatalf("%s missing", dir)
+			}
+			continue
+		}
+		for _, pat := range []string{"*.pickle", "*.pkl", "*.json.gz"} {
+			m, _ := filepath.Glob(filepath.Join(dir, pat))
+			files = append(files, m...)
+		}
+	}
+	for _, pat := range []string{"testdata/demo/*.pickle", "testdata/traces/*.json.gz", "testdata/*/*.pickle"} {
+		m, _ := filepath.Glob(filepath.Join(repoRoot(), pat))
+		files = append(files, m...)
+	}
+	if len(files) < 3 {
+		t.Fatalf("only %d inputs found", len(files))
+	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		if seen[f] {
+			continue
+		}
+		seen[f] = true
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			for _, format := range []string{"json", "text", "markdown"} {
+				code, out, stderr := runCLI(nil, "analyze", "--format", format, f)
+				if code != exitOK || strings.Contains(stderr, "internal error") || out == "" {
+					t.Fatalf("analyze --format %s: exit %d, stderr %q", format, code, stderr)
+				}
+			}
+		})
+	}
+}
