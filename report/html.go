@@ -214,7 +214,7 @@ func buildPage(r *analysis.Result, o HTMLOptions, points int) (*htmlPage, *chart
 	data := &chartData{Devices: make([]deviceCharts, len(r.Devices))}
 	withTimeline := 0
 	for i := range r.Devices {
-		if t := r.Devices[i].Timeline; t != nil && len(t.Allocated) > 0 {
+		if t := r.Devices[i].Timeline; t != nil && len(t.Allocated) > 1 {
 			withTimeline++
 		}
 	}

@@ -66,7 +66,7 @@ func newBrowser(t *testing.T) context.Context {
 // pageFacts is what a report looked like in the browser.
 type pageFacts struct {
 	Requests []string // requests for anything but file://
-	Errors   []string // console errors, uncaught exceptions, browser log errors
+	Errors   []string // console errors and warnings, uncaught exceptions, browser log errors (CSP violations among them)
 	Dialogs  []string // alert/confirm/prompt dialogs that opened
 	// FirstPaintMS is first-contentful-paint; ChartsMS is when the first
 	// chart had finished drawing (both ms after navigation start).
@@ -170,7 +170,7 @@ func openReport(t *testing.T, bctx context.Context, file, shotDir string, hover 
 			}
 			f.Errors = append(f.Errors, fmt.Sprintf("exception at %d:%d: %s", d.LineNumber, d.ColumnNumber, msg))
 		case *log.EventEntryAdded:
-			if ev.Entry.Level == log.EntryLevelError || ev.Entry.Level == log.EntryLevelWarning {
+			if ev.Entry.Level == log.EntryLevelError {
 				f.Errors = append(f.Errors, fmt.Sprintf("log %s %s: %s %s", ev.Entry.Level, ev.Entry.Source, ev.Entry.Text, ev.Entry.URL))
 			}
 		case *page.EventJavascriptDialogOpening:

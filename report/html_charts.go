@@ -70,10 +70,11 @@ type timelineChart struct {
 }
 
 // buildTimeline builds the timeline chart of a device, thinned to at most
-// maxPoints points; nil when the device has no timeline.
+// maxPoints points; nil when the device has no timeline (a file with only
+// the state at the dump has a single point).
 func buildTimeline(d *analysis.DeviceResult, id string, maxPoints int) (*timelineChart, error) {
 	t := d.Timeline
-	if t == nil || len(t.Allocated) == 0 {
+	if t == nil || len(t.Allocated) < 2 {
 		return nil, nil
 	}
 	x, isTime := timelineX(t)
@@ -227,7 +228,7 @@ func timelineLines(d *analysis.DeviceResult, t *analysis.Timeline, x []int64, is
 		data = append(data, markLineItem{
 			Name: "OOM: " + Bytes(d.OOM.RequestedBytes) + " requested", XAxis: x[t.OOMPoint],
 			LineStyle: &opts.LineStyle{Color: colorOOM, Width: 2, Type: "solid"},
-			Label:     &opts.Label{Color: colorOOM, FontWeight: "bold"},
+			Label:     &opts.Label{Color: colorOOM, FontWeight: "bold", Formatter: "OOM"},
 		})
 	}
 	if d.Capacity > 0 {

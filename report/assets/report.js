@@ -88,14 +88,21 @@
       s.z = k < tl.stacked ? 2 + tl.stacked - k : tl.stacked + 5;
     });
     opt.xAxis[0].axisLabel = { formatter: fx, hideOverlap: true };
+    if (!tl.time) opt.xAxis[0].minInterval = 1;
     binaryAxis(opt.yAxis[0], seriesMax(opt));
     opt.dataZoom[1].labelFormatter = fx;
     opt.tooltip.axisPointer = { type: 'line' };
     opt.tooltip.formatter = function (ps) {
       if (!Array.isArray(ps)) return markTip(ps);
       if (!ps.length) return '';
-      var html = '<div class="tt-head">' + esc(fx(ps[0].value[0])) + '</div>', rows = [], alloc = null;
+      var html = '<div class="tt-head">' + esc(fx(ps[0].value[0])) + '</div>', rows = [], others = [], alloc = null;
+      // Events at the same x give a series several points: keep its last.
+      var last = [];
       ps.forEach(function (p) {
+        if (!last[p.seriesIndex] || p.dataIndex > last[p.seriesIndex].dataIndex) last[p.seriesIndex] = p;
+      });
+      last.forEach(function (p) {
+        if (!p) return;
         var k = p.seriesIndex, col = tl.y[k];
         if (!col) return;
         var v = col[p.dataIndex];
@@ -103,11 +110,11 @@
           alloc = (alloc || 0) + v;
           if (v) rows.unshift(row(p.color, p.seriesName, fmtBytes(v)));
         } else {
-          rows.push(row(p.color, p.seriesName, fmtBytes(v)));
+          others.push(row(p.color, p.seriesName, fmtBytes(v)));
         }
       });
       if (alloc !== null) rows.push(row('#222', 'allocated', fmtBytes(alloc)));
-      return html + rows.join('');
+      return html + rows.concat(others).join('');
     };
     return opt;
   }
