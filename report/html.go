@@ -10,6 +10,7 @@ import (
 	"html/template"
 	"io"
 	"path/filepath"
+	"unicode/utf8"
 
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/snapshot"
@@ -38,6 +39,7 @@ var (
 		"count": Count,
 		"pct":   pct,
 		"hex":   func(v uint64) string { return fmt.Sprintf("%#x", v) },
+		"clip":  clip,
 	}).Parse(reportTemplate))
 )
 
@@ -76,12 +78,15 @@ func HTML(w io.Writer, r *analysis.Result, o HTMLOptions) error {
 		o.MaxPoints = DefaultHTMLMaxPoints
 	}
 	var buf bytes.Buffer
-	for points := o.MaxPoints; ; points /= 2 {
+	// Each try halves what grows with the input: timeline points, phase
+	// bands and phase rows.
+	for level := 0; ; level++ {
+		b := budget{points: o.MaxPoints >> level, bands: maxPhaseBands >> level, rows: maxPhaseRows >> level}
 		buf.Reset()
-		if err := renderHTML(&buf, r, o, points); err != nil {
+		if err := renderHTML(&buf, r, o, b); err != nil {
 			return err
 		}
-		if buf.Len() <= o.MaxBytes || points < 500 {
+		if buf.Len() <= o.MaxBytes || b.points < 200 {
 			break
 		}
 	}
@@ -89,9 +94,13 @@ func HTML(w io.Writer, r *analysis.Result, o HTMLOptions) error {
 	return err
 }
 
-// renderHTML renders the page with at most points timeline points in all.
-func renderHTML(w io.Writer, r *analysis.Result, o HTMLOptions, points int) error {
-	p, data, err := buildPage(r, o, points)
+// budget bounds the parts of a page that grow with the input, all devices
+// together: timeline points, phase bands on the timelines, phase table rows.
+type budget struct{ points, bands, rows int }
+
+// renderHTML renders the page within budget b.
+func renderHTML(w io.Writer, r *analysis.Result, o HTMLOptions, b budget) error {
+	p, data, err := buildPage(r, o, b)
 	if err != nil {
 		return err
 	}
@@ -158,7 +167,9 @@ type deviceView struct {
 	Blocks   int // free blocks at the OOM
 	Later    int // allocations and frees between the OOM and the dump
 	Timeline string
-	Phases   []analysis.PhaseSpan
+	Phases   []analysis.PhaseSpan // the first maxPhaseRows
+	// PhasesTotal is how many phase spans the device has.
+	PhasesTotal int
 }
 
 // catRow is one line of the category table.
@@ -193,7 +204,7 @@ type deviceCharts struct {
 	Fragmentation json.RawMessage `json:"fragmentation,omitempty"`
 }
 
-func buildPage(r *analysis.Result, o HTMLOptions, points int) (*htmlPage, *chartData, error) {
+func buildPage(r *analysis.Result, o HTMLOptions, b budget) (*htmlPage, *chartData, error) {
 	p := &htmlPage{
 		Title:       "torchmem report — " + filepath.Base(r.Input.Path),
 		FileName:    filepath.Base(r.Input.Path),
@@ -220,12 +231,12 @@ func buildPage(r *analysis.Result, o HTMLOptions, points int) (*htmlPage, *chart
 	}
 	for i := range r.Devices {
 		d := &r.Devices[i]
-		v := newDeviceView(i, d, o.Snapshot, len(r.Devices) > 1)
+		v := newDeviceView(i, d, o.Snapshot, len(r.Devices) > 1, max(b.rows/len(r.Devices), 10))
 		p.Devices = append(p.Devices, v)
 		var err error
 		dc := &data.Devices[i]
 		prefix := fmt.Sprintf("tm-d%d-", i)
-		if dc.Timeline, err = buildTimeline(d, prefix+"timeline", points/max(withTimeline, 1)); err != nil {
+		if dc.Timeline, err = buildTimeline(d, prefix+"timeline", b.points/max(withTimeline, 1), b.bands/max(withTimeline, 1)); err != nil {
 			return nil, nil, err
 		}
 		if dc.Timeline != nil {
@@ -307,6 +318,19 @@ func inputFacts(r *analysis.Result) []fact {
 	}
 	f = append(f, fact{"devices", Count(len(r.Devices))})
 	return f
+}
+
+// maxClip bounds, in runes, a string from the input shown in the page.
+const maxClip = 400
+
+// clip shortens a string from the input to maxClip runes, so that no name
+// can blow up the page.
+func clip(s string) string {
+	if len(s) <= maxClip || utf8.RuneCountInString(s) <= maxClip {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:maxClip]) + "…"
 }
 
 func pct(part, whole int64) string {

@@ -8,7 +8,6 @@ import (
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
 	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/snapshot"
 )
 
 // The charts are built with go-echarts as typed option builders only: each
@@ -40,8 +39,8 @@ const (
 	colorReserved = "#555a66"
 	colorOOM      = "#d62728"
 	colorPeak     = "#222"
-	// maxPhaseBands bounds the phase bands drawn on a timeline.
-	maxPhaseBands = 1000
+	// maxPhaseBands bounds the phase bands drawn on the timelines of a page.
+	maxPhaseBands = 2000
 	// maxFreeBlocks bounds the free blocks drawn at an OOM.
 	maxFreeBlocks = 40
 )
@@ -70,9 +69,9 @@ type timelineChart struct {
 }
 
 // buildTimeline builds the timeline chart of a device, thinned to at most
-// maxPoints points; nil when the device has no timeline (a file with only
-// the state at the dump has a single point).
-func buildTimeline(d *analysis.DeviceResult, id string, maxPoints int) (*timelineChart, error) {
+// maxPoints points, with at most maxBands phase bands; nil when the device
+// has no timeline (a file with only the state at the dump has a single point).
+func buildTimeline(d *analysis.DeviceResult, id string, maxPoints, maxBands int) (*timelineChart, error) {
 	t := d.Timeline
 	if t == nil || len(t.Allocated) < 2 {
 		return nil, nil
@@ -137,7 +136,7 @@ func buildTimeline(d *analysis.DeviceResult, id string, maxPoints int) (*timelin
 	// category in the legend keeps them: "phases" is drawn under the areas,
 	// "marks" over them.
 	line.AddSeries("phases", []opts.LineData{},
-		charts.WithSeriesOpts(func(s *charts.SingleSeries) { s.MarkAreas = timelineBands(d, t, x, isTime) }))
+		charts.WithSeriesOpts(func(s *charts.SingleSeries) { s.MarkAreas = timelineBands(d, t, x, isTime, maxBands) }))
 	line.AddSeries("marks", []opts.LineData{},
 		charts.WithSeriesOpts(func(s *charts.SingleSeries) {
 			s.MarkLines = timelineLines(d, t, x, isTime)
@@ -170,14 +169,14 @@ func spanX(p analysis.PhaseSpan, t *analysis.Timeline, isTime bool) (int64, int6
 	return int64(p.StartEvent), int64(p.EndEvent)
 }
 
-// timelineBands shades each phase span of the device.
-func timelineBands(d *analysis.DeviceResult, t *analysis.Timeline, x []int64, isTime bool) *opts.MarkAreas {
+// timelineBands shades each phase span of the device, the first limit of them.
+func timelineBands(d *analysis.DeviceResult, t *analysis.Timeline, x []int64, isTime bool, limit int) *opts.MarkAreas {
 	var data []interface{}
 	lo, hi := x[0], x[len(x)-1]
 	labels := len(d.Phases) <= 40
 	for _, p := range d.Phases {
 		color, ok := phaseColors[p.Phase]
-		if !ok || len(data) >= maxPhaseBands {
+		if !ok || len(data) >= limit {
 			continue
 		}
 		a, b := spanX(p, t, isTime)
@@ -288,163 +287,4 @@ func timelinePeak(d *analysis.DeviceResult, t *analysis.Timeline, x []int64) *op
 			Label:      &opts.Label{Show: opts.Bool(true), FontSize: 9, Formatter: "peak"},
 		},
 	}
-}
-
-// buildCategories builds the bar chart of categories at the peak, at the
-// OOM and at the end, with allocator slack (reserved − allocated) as "cached".
-func buildCategories(d *analysis.DeviceResult, id string) (json.RawMessage, error) {
-	names := append(categoryLabels[:], "cached (reserved, free)")
-	bar := charts.NewBar()
-	bar.SetGlobalOptions(
-		charts.WithInitializationOpts(opts.Initialization{ChartID: id}),
-		charts.WithAnimation(false),
-		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "axis"}),
-		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(true), Top: "0"}),
-		charts.WithGridOpts(opts.Grid{Left: "8", Right: "24", Top: "32", Bottom: "8", ContainLabel: opts.Bool(true)}),
-		charts.WithXAxisOpts(opts.XAxis{Type: "value"}),
-		charts.WithYAxisOpts(opts.YAxis{Type: "category", Inverse: opts.Bool(true)}),
-	)
-	bar.SetXAxis(names)
-	add := func(name string, cats analysis.Categories, allocated, reserved int64, color string) {
-		data := make([]opts.BarData, 0, len(names))
-		for _, v := range cats {
-			data = append(data, opts.BarData{Value: v})
-		}
-		data = append(data, opts.BarData{Value: max(reserved-allocated, 0)})
-		bar.AddSeries(name, data, charts.WithItemStyleOpts(opts.ItemStyle{Color: color}))
-	}
-	add("at peak", d.Peak.Categories, d.Peak.AllocatedBytes, d.Peak.ReservedBytes, "#5470c6")
-	if d.OOM != nil {
-		add("at OOM", d.OOM.Categories, d.OOM.AllocatedBytes, d.OOM.ReservedBytes, colorOOM)
-	}
-	add("at end", d.AtEnd.Categories, d.AtEnd.AllocatedBytes, d.AtEnd.ReservedBytes, "#a0a7b4")
-	bar.XYReversal()
-	return chartOption(bar)
-}
-
-// buildSites builds the treemap of top allocation sites, grouped by category.
-func buildSites(sites []analysis.Site, id string) (json.RawMessage, error) {
-	if len(sites) == 0 {
-		return nil, nil
-	}
-	var groups [analysis.NumCategories][]opts.TreeMapNode
-	for _, s := range sites {
-		c := s.Category
-		if c < 0 || c >= analysis.NumCategories {
-			c = analysis.Unknown
-		}
-		groups[c] = append(groups[c], opts.TreeMapNode{Name: s.Site, Value: int(s.Bytes)})
-	}
-	var nodes []treeNode
-	for c, g := range groups {
-		if len(g) == 0 {
-			continue
-		}
-		var sum int
-		for _, n := range g {
-			sum += n.Value
-		}
-		nodes = append(nodes, treeNode{
-			TreeMapNode: opts.TreeMapNode{Name: categoryLabels[c], Value: sum, Children: g},
-			ItemStyle:   &opts.ItemStyle{Color: categoryColors[c]},
-		})
-	}
-	tm := charts.NewTreeMap()
-	tm.SetGlobalOptions(
-		charts.WithInitializationOpts(opts.Initialization{ChartID: id}),
-		charts.WithAnimation(false),
-		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true)}),
-		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(false)}),
-	)
-	tm.AddSeries("top sites", nil, charts.WithSeriesOpts(func(s *charts.SingleSeries) {
-		s.Data = nodes
-		s.LeafDepth = 0
-		s.Roam = opts.Bool(false)
-		s.Label = &opts.Label{Show: opts.Bool(true), FontSize: 11}
-		s.UpperLabel = &opts.Label{Show: opts.Bool(true), Color: "#fff", FontWeight: "bold"}
-		s.Levels = []map[string]interface{}{
-			{"itemStyle": map[string]interface{}{"gapWidth": 3, "borderWidth": 0}},
-			{"itemStyle": map[string]interface{}{"gapWidth": 1, "borderColorSaturation": 0.6}},
-		}
-	}))
-	return chartOption(tm)
-}
-
-// treeNode is a treemap node with a colour (go-echarts' node has none).
-type treeNode struct {
-	opts.TreeMapNode
-	ItemStyle *opts.ItemStyle `json:"itemStyle,omitempty"`
-}
-
-// freeBlock is one cached free block at the OOM.
-type freeBlock struct {
-	Segment uint64
-	Address uint64
-	Size    int64
-}
-
-// largestFreeBlocks lists the free blocks of a device's segments, largest first.
-func largestFreeBlocks(dev *snapshot.Device) []freeBlock {
-	var out []freeBlock
-	for _, s := range dev.Segments {
-		for _, b := range s.Blocks {
-			if b.State == snapshot.BlockInactive && b.Size > 0 {
-				out = append(out, freeBlock{Segment: s.Address, Address: b.Address, Size: b.Size})
-			}
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Size != out[j].Size {
-			return out[i].Size > out[j].Size
-		}
-		return out[i].Address < out[j].Address
-	})
-	return out
-}
-
-// buildFragmentation charts the largest free blocks against the failed
-// request. Without segments it compares the cached free bytes, the largest
-// free block and the request.
-func buildFragmentation(o *analysis.OOM, blocks []freeBlock, id string) (json.RawMessage, error) {
-	bar := charts.NewBar()
-	bar.SetGlobalOptions(
-		charts.WithInitializationOpts(opts.Initialization{ChartID: id}),
-		charts.WithAnimation(false),
-		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "axis"}),
-		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(false)}),
-		charts.WithGridOpts(opts.Grid{Left: "8", Right: "24", Top: "28", Bottom: "8", ContainLabel: opts.Bool(true)}),
-		charts.WithYAxisOpts(opts.YAxis{Type: "value"}),
-	)
-	var names []string
-	var data []opts.BarData
-	if len(blocks) > 0 {
-		for i, b := range blocks {
-			if i == maxFreeBlocks {
-				break
-			}
-			names = append(names, fmt.Sprintf("%#x", b.Address))
-			data = append(data, opts.BarData{Value: b.Size})
-		}
-	} else {
-		names = []string{"cached free (all blocks)", "largest free block", "request"}
-		data = []opts.BarData{
-			{Value: o.Fragmentation.CachedFreeBytes},
-			{Value: o.Fragmentation.LargestFreeBlockBytes},
-			{Value: o.RequestedBytes, ItemStyle: &opts.ItemStyle{Color: colorOOM}},
-		}
-	}
-	bar.SetXAxis(names)
-	bar.AddSeries("free block", data,
-		charts.WithItemStyleOpts(opts.ItemStyle{Color: "#73c0de"}),
-		charts.WithSeriesOpts(func(s *charts.SingleSeries) {
-			s.MarkLines = &opts.MarkLines{
-				Data: []interface{}{markLineItem{Name: "request " + Bytes(o.RequestedBytes), YAxis: o.RequestedBytes}},
-				MarkLineStyle: opts.MarkLineStyle{
-					Symbol:    []string{"none", "none"},
-					Label:     &opts.Label{Show: opts.Bool(true), Formatter: "{b}", Position: "insideEndTop"},
-					LineStyle: &opts.LineStyle{Color: colorOOM, Width: 2},
-				},
-			}
-		}))
-	return chartOption(bar)
 }

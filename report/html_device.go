@@ -9,17 +9,24 @@ import (
 	"github.com/torchmem/torchmem/snapshot"
 )
 
-// maxSegmentRows bounds the segment table at an OOM.
-const maxSegmentRows = 30
+// maxSegmentRows bounds the segment table at an OOM; maxPhaseRows the phase
+// tables of a page.
+const (
+	maxSegmentRows = 30
+	maxPhaseRows   = 1000
+)
 
-// newDeviceView prepares what the page says about one device; many says
-// the file has more than one.
-func newDeviceView(i int, d *analysis.DeviceResult, s *snapshot.Snapshot, many bool) *deviceView {
+// newDeviceView prepares what the page says about one device, listing at
+// most rows phase spans; many says the file has more than one device.
+func newDeviceView(i int, d *analysis.DeviceResult, s *snapshot.Snapshot, many bool, rows int) *deviceView {
 	kind := d.Kind
 	if kind == "" {
 		kind = "device"
 	}
-	v := &deviceView{Index: i, Name: fmt.Sprintf("%s:%d", kind, d.Device), D: d, Phases: d.Phases}
+	v := &deviceView{Index: i, Name: fmt.Sprintf("%s:%d", kind, d.Device), D: d, Phases: d.Phases, PhasesTotal: len(d.Phases)}
+	if len(v.Phases) > rows {
+		v.Phases = v.Phases[:rows]
+	}
 	v.Option = fmt.Sprintf("%s — peak %s", v.Name, Bytes(d.Peak.AllocatedBytes))
 	if d.OOM != nil {
 		v.Option += " — OOM"

@@ -133,7 +133,7 @@ func TestHTMLSizeBound(t *testing.T) {
 		t.Errorf("page is %d bytes, over %d", b.Len(), DefaultHTMLMaxBytes)
 	}
 	t.Logf("3 devices × 300,000 points: %s", Bytes(int64(b.Len())))
-	_, data, err := buildPage(r, HTMLOptions{}, DefaultHTMLMaxPoints)
+	_, data, err := buildPage(r, HTMLOptions{}, budget{points: DefaultHTMLMaxPoints, bands: maxPhaseBands, rows: maxPhaseRows})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,5 +183,38 @@ func TestThinIndexes(t *testing.T) {
 	}
 	if got := thinIndexes(x[:10], alloc[:10], res[:10], nil, 1000); len(got) != 10 {
 		t.Errorf("short series thinned to %d", len(got))
+	}
+}
+
+// TestHTMLHostileSize gives the renderer what a hostile or huge file could:
+// names of 100 KB, 50,000 phase spans, eight devices. The page stays under
+// the limit and every chart keeps its data.
+func TestHTMLHostileSize(t *testing.T) {
+	r := handResult(8, 50_000)
+	long := strings.Repeat(xssStrings[1], 100_000/len(xssStrings[1]))
+	for i := range r.Devices {
+		d := &r.Devices[i]
+		for k := range d.TopSites {
+			d.TopSites[k].Site = long
+		}
+		if d.OOM != nil {
+			d.OOM.Site, d.OOM.Stack, d.OOM.Verdict = long, []string{long, long, long}, long
+		}
+		phases := d.Phases
+		for len(d.Phases) < 50_000 {
+			d.Phases = append(d.Phases, phases...)
+		}
+	}
+	r.Leaks = append(r.Leaks, analysis.Leak{Site: long, Evidence: long})
+	var b bytes.Buffer
+	if err := HTML(&b, r, HTMLOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() > DefaultHTMLMaxBytes {
+		t.Errorf("page is %d bytes, over %d", b.Len(), DefaultHTMLMaxBytes)
+	}
+	t.Logf("8 devices × 50,000 points, 100 KB names, 50,000 phases: %s", Bytes(int64(b.Len())))
+	if !strings.Contains(b.String(), "tm-d7-timeline") {
+		t.Error("the last device's timeline is missing")
 	}
 }
