@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"os"
 	"runtime/debug"
+	"unsafe"
 
 	"github.com/nlpodyssey/gopickle/pickle"
 	"github.com/nlpodyssey/gopickle/types"
@@ -25,7 +26,7 @@ func readPickle(in *bufio.Reader, src Source, opts Options) (snap *Snapshot, err
 	}()
 	b := NewBuilder(src)
 	sch := newSchema(b)
-	m := &vm{r: in, opts: opts.withDefaults(), path: src.Path, sch: sch, strs: make(map[string]string, 1024),
+	m := &vm{in: newInbuf(in), opts: opts.withDefaults(), path: src.Path, sch: sch, strs: make(map[string]string, 1024),
 		stack: make([]value, 0, 4096)}
 	sch.m = m
 	root, err := m.run()
@@ -89,13 +90,13 @@ func (c *refConverter) convert(o any, depth int) value {
 		case x.Sign() > 0 && x.IsUint64():
 			return value{k: kUint, n: int64(x.Uint64())}
 		}
-		return value{k: kBig, p: x}
+		return value{k: kBig, p: unsafe.Pointer(x)}
 	case float64:
 		return value{k: kFloat, n: int64(float64bits(x))}
 	case string:
-		return value{k: kStr, s: x}
+		return strVal(kStr, x)
 	case []byte:
-		return value{k: kBytes, s: string(x)}
+		return strVal(kBytes, string(x))
 	case *types.Dict:
 		if v, ok := c.dicts[x]; ok {
 			return v
@@ -105,7 +106,7 @@ func (c *refConverter) convert(o any, depth int) value {
 			d.keys = append(d.keys, c.convert(e.Key, depth+1))
 			d.vals = append(d.vals, c.convert(e.Value, depth+1))
 		}
-		v := value{k: kDict, p: d}
+		v := value{k: kDict, p: unsafe.Pointer(d)}
 		if d.has("filename") || (d.has("name") && d.has("line")) {
 			v = value{k: kFrame, n: int64(c.sch.frame(d))}
 		}
@@ -119,7 +120,7 @@ func (c *refConverter) convert(o any, depth int) value {
 		for _, it := range *x {
 			c.sch.appendItem(l, c.convert(it, depth+1))
 		}
-		v := value{k: kList, p: l}
+		v := value{k: kList, p: unsafe.Pointer(l)}
 		c.lists[x] = v
 		return v
 	case *types.Tuple:
@@ -127,7 +128,7 @@ func (c *refConverter) convert(o any, depth int) value {
 		for _, it := range *x {
 			l.items = append(l.items, c.convert(it, depth+1))
 		}
-		return value{k: kTuple, p: l}
+		return value{k: kTuple, p: unsafe.Pointer(l)}
 	}
 	return value{k: kNone}
 }

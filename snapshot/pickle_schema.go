@@ -3,7 +3,6 @@ package snapshot
 import (
 	"fmt"
 	"math"
-	"math/big"
 	"sort"
 	"strings"
 )
@@ -66,7 +65,7 @@ func (s *schema) appendItem(l *plist, v value) {
 		l.frames = append(l.frames, FrameID(v.n))
 		return
 	case kDict:
-		d := v.p.(*pdict)
+		d := v.dict()
 		switch {
 		case d.has("filename") || (d.has("name") && d.has("line")):
 			id := s.frame(d)
@@ -116,7 +115,7 @@ func asInt(v value) int64 {
 	case kFloat:
 		return int64(math.Float64frombits(uint64(v.n)))
 	case kBig:
-		x := v.p.(*big.Int)
+		x := v.bigint()
 		if x.Sign() < 0 {
 			return math.MinInt64
 		}
@@ -129,7 +128,7 @@ func asUint(v value) uint64 { return uint64(asInt(v)) }
 
 func asString(v value) string {
 	if v.k == kStr || v.k == kBytes {
-		return v.s
+		return v.str()
 	}
 	return ""
 }
@@ -152,7 +151,7 @@ func (s *schema) frame(d *pdict) FrameID {
 	var f Frame
 	for i, k := range d.keys {
 		v := d.vals[i]
-		switch k.s {
+		switch k.str() {
 		case "filename":
 			f.Filename = asString(v)
 		case "line":
@@ -172,7 +171,7 @@ func (s *schema) frame(d *pdict) FrameID {
 			f.FXOriginalTrace = asString(v)
 			s.feats |= featFX
 		default:
-			s.unknown("frame", k.s)
+			s.unknown("frame", k.str())
 		}
 	}
 	return s.b.Frame(f)
@@ -184,7 +183,7 @@ func (s *schema) stack(m *vm, v value) StackID {
 	case kStack:
 		return StackID(v.n)
 	case kList:
-		l := v.p.(*plist)
+		l := v.list()
 		if len(l.items) > 0 {
 			// Frames that were not dicts with filename: skip them.
 			s.mixed += len(l.items)
@@ -192,6 +191,7 @@ func (s *schema) stack(m *vm, v value) StackID {
 		id := s.b.Stack(l.frames)
 		if m != nil {
 			m.replaceMemo(l.memo, value{k: kStack, n: int64(id)})
+			m.recycleList(l)
 		}
 		return id
 	}
@@ -204,7 +204,7 @@ func (s *schema) event(d *pdict) Event {
 	var deviceFree int64
 	for i, k := range d.keys {
 		v := d.vals[i]
-		switch k.s {
+		switch k.str() {
 		case "action":
 			name := asString(v)
 			e.Action = ParseAction(name)
@@ -241,7 +241,7 @@ func (s *schema) event(d *pdict) Event {
 		case "cpp_frames":
 			s.feats |= featCppFrames
 		default:
-			s.unknown("trace entry", k.s)
+			s.unknown("trace entry", k.str())
 		}
 	}
 	if e.Action == ActionOOM {
@@ -275,7 +275,7 @@ func (s *schema) block(d *pdict) Block {
 	hasAddr := false
 	for i, k := range d.keys {
 		v := d.vals[i]
-		switch k.s {
+		switch k.str() {
 		case "address":
 			b.Address = asUint(v)
 			hasAddr = true
@@ -292,8 +292,8 @@ func (s *schema) block(d *pdict) Block {
 			s.feats |= featHistory
 			// 2.0: history[0] is the most recent allocation in this block.
 			if v.k == kList {
-				if h := v.p.(*plist); len(h.items) > 0 && h.items[0].k == kDict {
-					hd := h.items[0].p.(*pdict)
+				if h := v.list(); len(h.items) > 0 && h.items[0].k == kDict {
+					hd := h.items[0].dict()
 					if fr, ok := hd.get("frames"); ok && b.Stack == 0 {
 						b.Stack = s.stack(s.m, fr)
 					}
@@ -303,7 +303,7 @@ func (s *schema) block(d *pdict) Block {
 				}
 			}
 		default:
-			s.unknown("block", k.s)
+			s.unknown("block", k.str())
 		}
 	}
 	if !hasAddr {
@@ -317,7 +317,7 @@ func (s *schema) segment(d *pdict) Segment {
 	var blocks *plist
 	for i, k := range d.keys {
 		v := d.vals[i]
-		switch k.s {
+		switch k.str() {
 		case "device":
 			g.Device = int(asInt(v))
 		case "address":
@@ -337,7 +337,7 @@ func (s *schema) segment(d *pdict) Segment {
 		case "segment_pool_id":
 			s.feats |= featPoolID
 			if v.k == kTuple || v.k == kList {
-				if it := v.p.(*plist).items; len(it) == 2 {
+				if it := v.list().items; len(it) == 2 {
 					g.PoolID = [2]int64{asInt(it[0]), asInt(it[1])}
 				}
 			}
@@ -348,10 +348,10 @@ func (s *schema) segment(d *pdict) Segment {
 			g.Stack = s.stack(s.m, v)
 		case "blocks":
 			if v.k == kList {
-				blocks = v.p.(*plist)
+				blocks = v.list()
 			}
 		default:
-			s.unknown("segment", k.s)
+			s.unknown("segment", k.str())
 		}
 	}
 	if blocks != nil {
@@ -375,7 +375,7 @@ func (s *schema) annotation(d *pdict) rawAnnotation {
 	a := rawAnnotation{timeNS: NoTime}
 	for i, k := range d.keys {
 		v := d.vals[i]
-		switch k.s {
+		switch k.str() {
 		case "stage":
 			a.stage = asString(v)
 		case "name":
@@ -385,7 +385,7 @@ func (s *schema) annotation(d *pdict) rawAnnotation {
 		case "time_us":
 			a.timeNS = asInt(v) * 1000
 		default:
-			s.unknown("annotation", k.s)
+			s.unknown("annotation", k.str())
 		}
 	}
 	return a
@@ -395,7 +395,7 @@ func (s *schema) settings(d *pdict) *AllocatorSettings {
 	st := &AllocatorSettings{Other: map[string]string{}}
 	for i, k := range d.keys {
 		v := d.vals[i]
-		switch k.s {
+		switch k.str() {
 		case "PYTORCH_CUDA_ALLOC_CONF":
 			st.AllocConf = asString(v)
 		case "max_split_size":
@@ -423,7 +423,7 @@ func (s *schema) settings(d *pdict) *AllocatorSettings {
 
 func keyString(k value) string {
 	if k.k == kStr {
-		return k.s
+		return k.str()
 	}
 	return render(k, 0)
 }
@@ -446,13 +446,13 @@ func render(v value, depth int) string {
 	case kUint:
 		return fmt.Sprint(uint64(v.n))
 	case kBig:
-		return v.p.(*big.Int).String()
+		return v.bigint().String()
 	case kFloat:
 		return fmt.Sprint(math.Float64frombits(uint64(v.n)))
 	case kStr, kBytes:
-		return fmt.Sprintf("%q", v.s)
+		return fmt.Sprintf("%q", v.str())
 	case kDict:
-		d := v.p.(*pdict)
+		d := v.dict()
 		var parts []string
 		for i := range d.keys {
 			if i == 20 {
@@ -463,7 +463,7 @@ func render(v value, depth int) string {
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	case kList, kTuple:
-		l := v.p.(*plist)
+		l := v.list()
 		var parts []string
 		for i, it := range l.items {
 			if i == 20 {
@@ -486,7 +486,7 @@ func (s *schema) assemble(root value, src Source, proto int) (*Snapshot, error) 
 	switch root.k {
 	case kList:
 		snap.Source.Format = FormatSegmentList
-		l := root.p.(*plist)
+		l := root.list()
 		if len(l.items) > 0 && len(l.segs) == 0 {
 			return nil, &Error{Path: src.Path, Offset: -1, Msg: "a pickled list, but not of memory segments (not a torch.cuda.memory_snapshot() output)"}
 		}
@@ -495,17 +495,17 @@ func (s *schema) assemble(root value, src Source, proto int) (*Snapshot, error) 
 		if snap.Source.Format == "" {
 			snap.Source.Format = FormatSnapshotPickle
 		}
-		d := root.p.(*pdict)
+		d := root.dict()
 		if !d.has("segments") && !d.has("device_traces") {
 			return nil, &Error{Path: src.Path, Offset: -1, Msg: fmt.Sprintf("a pickled dict without segments or device_traces: not a PyTorch memory snapshot (keys: %s)", keysOf(d))}
 		}
 		for i, k := range d.keys {
 			v := d.vals[i]
 			snap.Source.Keys = append(snap.Source.Keys, keyString(k))
-			switch k.s {
+			switch k.str() {
 			case "segments":
 				if v.k == kList {
-					l := v.p.(*plist)
+					l := v.list()
 					s.addSegments(l.segs)
 					if len(l.items) > 0 {
 						s.mixed += len(l.items)
@@ -515,10 +515,10 @@ func (s *schema) assemble(root value, src Source, proto int) (*Snapshot, error) 
 				if v.k != kList {
 					return nil, &Error{Path: src.Path, Offset: -1, Msg: "device_traces is a " + kindName(v.k) + ", not a list"}
 				}
-				for dev, tv := range v.p.(*plist).items {
+				for dev, tv := range v.list().items {
 					dv := b.Device(dev, DeviceCUDA)
 					if tv.k == kList {
-						tl := tv.p.(*plist)
+						tl := tv.list()
 						dv.Events = tl.events
 						if len(tl.items) > 0 {
 							s.mixed += len(tl.items)
@@ -528,12 +528,12 @@ func (s *schema) assemble(root value, src Source, proto int) (*Snapshot, error) 
 			case "allocator_settings":
 				s.feats |= featSettings
 				if v.k == kDict {
-					snap.Settings = s.settings(v.p.(*pdict))
+					snap.Settings = s.settings(v.dict())
 				}
 			case "external_annotations":
 				s.feats |= featAnnotations
 				if v.k == kList {
-					snap.Annotations = pairAnnotations(v.p.(*plist).annots)
+					snap.Annotations = pairAnnotations(v.list().annots)
 				}
 			case "traces":
 				// written by _memory_viz._read when wrapping a segment list; ignore.

@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // This file is the opcode machine of torchmem's own pickle decoder. It
@@ -39,24 +39,42 @@ const (
 	kMark  // stack marker used by the reference converter only
 )
 
-// value is one pickle value on the machine's stack or in its memo.
+// value is one pickle value on the machine's stack or in its memo: 24
+// bytes, since millions pass through the stack. Strings are kept as data
+// pointer and length (n), containers and big integers behind p.
 type value struct {
 	k kind
 	n int64
-	s string
-	p any
+	p unsafe.Pointer
 }
+
+func strVal(k kind, s string) value {
+	return value{k: k, n: int64(len(s)), p: unsafe.Pointer(unsafe.StringData(s))}
+}
+
+// str returns a string or bytes value's text ("" for other kinds).
+func (v value) str() string {
+	if (v.k == kStr || v.k == kBytes) && v.n > 0 {
+		return unsafe.String((*byte)(v.p), int(v.n))
+	}
+	return ""
+}
+
+func (v value) dict() *pdict     { return (*pdict)(v.p) }
+func (v value) list() *plist     { return (*plist)(v.p) }
+func (v value) bigint() *big.Int { return (*big.Int)(v.p) }
 
 // pdict is a Python dict in insertion order. Snapshot dicts are small, so
 // lookups are linear.
 type pdict struct {
 	keys, vals []value
 	memo       int // memo index + 1, 0 when not memoized
+	gets       int // times fetched from the memo: shared when > 0, never recycled
 }
 
 func (d *pdict) get(key string) (value, bool) {
 	for i, k := range d.keys {
-		if k.k == kStr && k.s == key {
+		if k.k == kStr && k.str() == key {
 			return d.vals[i], true
 		}
 	}
@@ -70,6 +88,7 @@ func (d *pdict) has(key string) bool { _, ok := d.get(key); return ok }
 type plist struct {
 	items  []value
 	memo   int
+	gets   int // times fetched from the memo: shared when > 0, never recycled
 	frames []FrameID
 	events []Event
 	blocks []Block
@@ -106,7 +125,7 @@ const maxLongBytes = 1024
 
 // vm decodes one pickle stream.
 type vm struct {
-	r         *bufio.Reader
+	in        *inbuf
 	off       int64 // bytes consumed
 	opOff     int64 // offset of the current opcode
 	stack     []value
@@ -121,6 +140,7 @@ type vm struct {
 	buf       []byte
 	curOp     byte
 	freeDicts []*pdict
+	freeLists []*plist
 }
 
 func (m *vm) fail(format string, args ...any) error {
@@ -140,7 +160,7 @@ func (m *vm) readN(n int64, what string) ([]byte, error) {
 			m.buf = make([]byte, n)
 		}
 		b := m.buf[:n]
-		k, err := io.ReadFull(m.r, b)
+		k, err := io.ReadFull(m.in, b)
 		m.off += int64(k)
 		if err != nil {
 			return nil, m.readErr(err, what)
@@ -154,7 +174,7 @@ func (m *vm) readN(n int64, what string) ([]byte, error) {
 		c := min(rem, 1<<20)
 		start := len(out)
 		out = append(out, make([]byte, c)...)
-		k, err := io.ReadFull(m.r, out[start:])
+		k, err := io.ReadFull(m.in, out[start:])
 		m.off += int64(k)
 		if err != nil {
 			return nil, m.readErr(err, what)
@@ -175,26 +195,36 @@ func (m *vm) readErr(err error, what string) error {
 }
 
 func (m *vm) readLine(what string) (string, error) {
-	line, err := m.r.ReadSlice('\n')
-	m.off += int64(len(line))
-	if err != nil {
-		if errors.Is(err, bufio.ErrBufferFull) {
-			return "", m.fail("%s argument longer than %d bytes", what, len(line))
+	for {
+		in := m.in
+		for i := in.pos; i < in.end; i++ {
+			if in.buf[i] == '\n' {
+				line := string(in.buf[in.pos:i])
+				m.off += int64(i + 1 - in.pos)
+				in.pos = i + 1
+				return line, nil
+			}
 		}
-		return "", m.readErr(err, what)
+		if in.end-in.pos >= len(in.buf) {
+			return "", m.fail("%s argument longer than %d bytes", what, len(in.buf))
+		}
+		if !in.fill(in.end - in.pos + 1) {
+			m.off += int64(in.end - in.pos)
+			in.pos = in.end
+			return "", m.readErr(in.failure(), what)
+		}
 	}
-	return string(line[:len(line)-1]), nil
 }
 
 func (m *vm) uint(n int, what string) (uint64, error) {
-	b, err := m.r.Peek(n)
-	if err != nil {
-		k := len(b)
-		m.r.Discard(k)
-		m.off += int64(k)
-		return 0, m.readErr(io.ErrUnexpectedEOF, what)
+	in := m.in
+	if !in.fill(n) {
+		m.off += int64(in.end - in.pos)
+		in.pos = in.end
+		return 0, m.readErr(in.failure(), what)
 	}
-	m.r.Discard(n)
+	b := in.buf[in.pos : in.pos+n]
+	in.pos += n
 	m.off += int64(n)
 	switch n {
 	case 1:
@@ -278,11 +308,11 @@ func (m *vm) memoPut(idx int, v value) {
 	}
 	switch v.k {
 	case kDict:
-		if d := v.p.(*pdict); d.memo == 0 {
+		if d := v.dict(); d.memo == 0 {
 			d.memo = idx + 1
 		}
 	case kList:
-		if l := v.p.(*plist); l.memo == 0 {
+		if l := v.list(); l.memo == 0 {
 			l.memo = idx + 1
 		}
 	}
@@ -330,13 +360,15 @@ var refused = func() (r [256]bool) {
 func (m *vm) run() (value, error) {
 	for {
 		m.opOff = m.off
-		op, err := m.r.ReadByte()
-		if err != nil {
+		in := m.in
+		if in.pos == in.end && !in.fill(1) {
 			if m.off == 0 {
 				return value{}, &Error{Path: m.path, Offset: 0, Msg: "empty pickle"}
 			}
-			return value{}, m.readErr(err, "the pickle: no STOP opcode")
+			return value{}, m.readErr(in.failure(), "the pickle: no STOP opcode")
 		}
+		op := in.buf[in.pos]
+		in.pos++
 		m.off++
 		m.curOp = op
 		if refused[op] {
@@ -389,10 +421,16 @@ func (m *vm) step(op byte) error {
 	case '1':
 		_, err := m.popMark()
 		return err
-	case '2':
+	case '2': // DUP shares the container, like a memo fetch
 		t, err := m.top()
 		if err != nil {
 			return err
+		}
+		switch t.k {
+		case kDict:
+			t.dict().gets++
+		case kList:
+			t.list().gets++
 		}
 		m.push(*t)
 	case 'N':
@@ -402,11 +440,13 @@ func (m *vm) step(op byte) error {
 	case 0x89:
 		m.push(value{k: kBool})
 	case 'K':
-		v, err := m.uint(1, "BININT1")
-		if err != nil {
-			return err
+		if !m.in.fill(1) {
+			return m.readErr(m.in.failure(), "BININT1")
 		}
-		m.push(value{k: kInt, n: int64(v)})
+		b := m.in.buf[m.in.pos]
+		m.in.pos++
+		m.off++
+		m.push(value{k: kInt, n: int64(b)})
 	case 'M':
 		v, err := m.uint(2, "BININT2")
 		if err != nil {
@@ -462,7 +502,7 @@ func (m *vm) step(op byte) error {
 		if err != nil {
 			return err
 		}
-		m.push(value{k: kStr, s: s})
+		m.push(strVal(kStr, s))
 	case 'U', 'T', 'C', 'B', 0x8e, 0x96: // byte strings
 		w := 1
 		switch op {
@@ -480,9 +520,9 @@ func (m *vm) step(op byte) error {
 			return err
 		}
 		if op == 'U' || op == 'T' {
-			m.push(value{k: kStr, s: s})
+			m.push(strVal(kStr, s))
 		} else {
-			m.push(value{k: kBytes, s: s})
+			m.push(strVal(kBytes, s))
 		}
 	case 'V', 'S': // protocol 0 text strings
 		line, err := m.readLine(opName(op))
@@ -494,13 +534,13 @@ func (m *vm) step(op byte) error {
 				line = u
 			}
 		}
-		m.push(value{k: kStr, s: line})
+		m.push(strVal(kStr, line))
 	case '}':
-		m.push(value{k: kDict, p: m.newDict()})
+		m.push(value{k: kDict, p: unsafe.Pointer(m.newDict())})
 	case ']', 0x8f:
-		m.push(value{k: kList, p: &plist{}})
+		m.push(value{k: kList, p: unsafe.Pointer(m.newList())})
 	case ')':
-		m.push(value{k: kTuple, p: &plist{}})
+		m.push(value{k: kTuple, p: unsafe.Pointer(&plist{})})
 	case 'd', 'l', 't', 0x91: // DICT, LIST, TUPLE, FROZENSET from mark
 		items, err := m.popMark()
 		if err != nil {
@@ -516,15 +556,15 @@ func (m *vm) step(op byte) error {
 				d.keys = append(d.keys, items[i])
 				d.vals = append(d.vals, items[i+1])
 			}
-			m.push(value{k: kDict, p: d})
+			m.push(value{k: kDict, p: unsafe.Pointer(d)})
 		case 't':
-			m.push(value{k: kTuple, p: &plist{items: append([]value(nil), items...)}})
+			m.push(value{k: kTuple, p: unsafe.Pointer(&plist{items: append([]value(nil), items...)})})
 		default:
 			l := &plist{}
 			for _, it := range items {
 				m.sch.appendItem(l, it)
 			}
-			m.push(value{k: kList, p: l})
+			m.push(value{k: kList, p: unsafe.Pointer(l)})
 		}
 	case 0x85, 0x86, 0x87: // TUPLE1-3
 		n := int(op - 0x84)
@@ -537,7 +577,7 @@ func (m *vm) step(op byte) error {
 		}
 		items := append([]value(nil), m.stack[len(m.stack)-n:]...)
 		m.stack = m.stack[:len(m.stack)-n]
-		m.push(value{k: kTuple, p: &plist{items: items}})
+		m.push(value{k: kTuple, p: unsafe.Pointer(&plist{items: items})})
 	case 'a': // APPEND
 		v, err := m.pop()
 		if err != nil {
@@ -550,7 +590,7 @@ func (m *vm) step(op byte) error {
 		if t.k != kList {
 			return m.fail("APPEND to a %s, not a list", kindName(t.k))
 		}
-		m.sch.appendItem(t.p.(*plist), v)
+		m.sch.appendItem(t.list(), v)
 	case 'e', 0x90: // APPENDS, ADDITEMS
 		items, err := m.popMark()
 		if err != nil {
@@ -563,7 +603,7 @@ func (m *vm) step(op byte) error {
 		if t.k != kList {
 			return m.fail("%s to a %s, not a list", opName(op), kindName(t.k))
 		}
-		l := t.p.(*plist)
+		l := t.list()
 		for _, it := range items {
 			m.sch.appendItem(l, it)
 		}
@@ -584,7 +624,7 @@ func (m *vm) step(op byte) error {
 		if t.k != kDict {
 			return m.fail("SETITEM on a %s, not a dict", kindName(t.k))
 		}
-		d := t.p.(*pdict)
+		d := t.dict()
 		d.keys = append(d.keys, k)
 		d.vals = append(d.vals, v)
 	case 'u': // SETITEMS
@@ -602,7 +642,7 @@ func (m *vm) step(op byte) error {
 		if t.k != kDict {
 			return m.fail("SETITEMS on a %s, not a dict", kindName(t.k))
 		}
-		d := t.p.(*pdict)
+		d := t.dict()
 		d.keys = slices.Grow(d.keys, len(items)/2)
 		d.vals = slices.Grow(d.vals, len(items)/2)
 		for i := 0; i < len(items); i += 2 {
@@ -641,15 +681,20 @@ func (m *vm) step(op byte) error {
 			return err
 		}
 		m.memoPut(int(idx), *t)
-	case 'h', 'j', 'g': // BINGET, LONG_BINGET, GET
+	case 'h': // BINGET, the commonest opcode of a snapshot
+		if !m.in.fill(1) {
+			return m.readErr(m.in.failure(), "BINGET")
+		}
+		b := m.in.buf[m.in.pos]
+		m.in.pos++
+		m.off++
+		return m.pushMemo(int(b))
+	case 'j', 'g': // LONG_BINGET, GET
 		var idx uint64
 		var err error
-		switch op {
-		case 'h':
-			idx, err = m.uint(1, "BINGET")
-		case 'j':
+		if op == 'j' {
 			idx, err = m.uint(4, "LONG_BINGET")
-		default:
+		} else {
 			var line string
 			if line, err = m.readLine("GET"); err == nil {
 				idx, err = strconv.ParseUint(line, 10, 31)
@@ -661,11 +706,7 @@ func (m *vm) step(op byte) error {
 		if err != nil {
 			return err
 		}
-		v, err := m.memoGet(int(idx))
-		if err != nil {
-			return err
-		}
-		m.push(v)
+		return m.pushMemo(int(idx))
 	default:
 		return m.fail("%s is not a pickle opcode this reader knows", opName(op))
 	}
@@ -710,7 +751,7 @@ func decodeLong(b []byte) value {
 	if x.Sign() > 0 && x.IsUint64() {
 		return value{k: kUint, n: int64(x.Uint64())}
 	}
-	return value{k: kBig, p: x}
+	return value{k: kBig, p: unsafe.Pointer(x)}
 }
 
 // textNumber handles the protocol 0 INT, LONG and FLOAT opcodes.
@@ -747,7 +788,7 @@ func (m *vm) textNumber(op byte) error {
 	case x.Sign() > 0 && x.IsUint64():
 		m.push(value{k: kUint, n: int64(x.Uint64())})
 	default:
-		m.push(value{k: kBig, p: x})
+		m.push(value{k: kBig, p: unsafe.Pointer(x)})
 	}
 	return nil
 }
@@ -811,10 +852,66 @@ func (m *vm) newDict() *pdict {
 
 // recycle keeps a dict consumed into the model for reuse.
 func (m *vm) recycle(d *pdict) {
-	if len(m.freeDicts) < 4096 {
+	if len(m.freeDicts) < 4096 && d.gets == 0 {
 		clear(d.keys)
 		clear(d.vals)
-		d.keys, d.vals, d.memo = d.keys[:0], d.vals[:0], 0
+		d.keys, d.vals, d.memo, d.gets = d.keys[:0], d.vals[:0], 0, 0
 		m.freeDicts = append(m.freeDicts, d)
+	}
+}
+
+// pushMemo pushes memo entry idx: frames, stacks and live objects directly,
+// anything else through memoGet's checks.
+func (m *vm) pushMemo(idx int) error {
+	if idx < len(m.memo.slots) {
+		sl := m.memo.slots[idx]
+		switch sl & slotMask {
+		case slotObj:
+			v := m.memo.objs[uint32(sl&^slotMask)]
+			switch v.k {
+			case kDict:
+				v.dict().gets++
+			case kList:
+				v.list().gets++
+			}
+			m.stack = append(m.stack, v)
+			return nil
+		case slotFrame:
+			m.stack = append(m.stack, value{k: kFrame, n: int64(sl &^ slotMask)})
+			return nil
+		case slotStack:
+			m.stack = append(m.stack, value{k: kStack, n: int64(sl &^ slotMask)})
+			return nil
+		}
+	}
+	v, err := m.memoGet(idx)
+	if err != nil {
+		return err
+	}
+	switch v.k {
+	case kDict:
+		v.dict().gets++
+	case kList:
+		v.list().gets++
+	}
+	m.push(v)
+	return nil
+}
+
+// newList returns an empty list, reusing a frames list already interned.
+func (m *vm) newList() *plist {
+	if n := len(m.freeLists); n > 0 {
+		l := m.freeLists[n-1]
+		m.freeLists = m.freeLists[:n-1]
+		return l
+	}
+	return &plist{}
+}
+
+// recycleList keeps a frames list whose stack was interned for reuse.
+func (m *vm) recycleList(l *plist) {
+	if len(m.freeLists) < 4096 && l.gets == 0 && len(l.items)+len(l.events)+len(l.blocks)+len(l.segs)+len(l.annots) == 0 {
+		l.frames, l.memo = l.frames[:0], 0
+		m.freeLists = append(m.freeLists, l)
 	}
 }
