@@ -64,6 +64,7 @@ func (g *globals) open(path string) (*snapshot.Snapshot, error) {
 		var done func()
 		opts.Progress, done = newProgress(g.stderr, path, st.Size())
 		defer done()
+		boundMemory(st.Size())
 	}
 	return snapshot.Open(path, opts)
 }
@@ -143,4 +144,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		fmt.Fprintf(stderr, "Run 'torchmem --help' for usage.\n")
 	}
 	return code
+}
+
+// boundMemory asks the Go runtime to keep its heap under about 80% of a
+// large input's size (a soft limit: the collector runs more often instead of
+// letting garbage double the heap). The decoded model and the analysis need
+// about half the size of a snapshot, so torchmem's peak RSS stays near the
+// file size. A GOMEMLIMIT set by the user wins.
+func boundMemory(inputBytes int64) {
+	if inputBytes < 64<<20 || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	if limit := inputBytes / 10 * 8; limit < debug.SetMemoryLimit(-1) {
+		debug.SetMemoryLimit(limit)
+	}
 }
