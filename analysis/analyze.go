@@ -59,7 +59,6 @@ func Analyze(s *snapshot.Snapshot, opts Options) *Result {
 	}
 	var best *evidence
 	var hs []*History
-	bestOOM := false
 	for _, d := range s.Devices {
 		if opts.Device >= 0 && d.ID != opts.Device {
 			continue
@@ -67,8 +66,13 @@ func Analyze(s *snapshot.Snapshot, opts Options) *Result {
 		if len(d.Events) == 0 && len(d.Segments) == 0 {
 			continue
 		}
-		h := BuildHistory(s, d)
-		hs = append(hs, h)
+		hs = append(hs, BuildHistory(s, d))
+	}
+	// Leak detection only reads the histories: it runs beside the rest.
+	leaks := make(chan []Leak, 1)
+	go func() { leaks <- DetectLeaks(s, hs) }()
+	bestOOM := false
+	for _, h := range hs {
 		dr := deviceResult(h, opts)
 		r.Devices = append(r.Devices, dr)
 		r.Diagnostics = append(r.Diagnostics, deviceDiagnostics(h, &dr)...)
@@ -80,7 +84,7 @@ func Analyze(s *snapshot.Snapshot, opts Options) *Result {
 			best, bestOOM = ev, dr.OOM != nil
 		}
 	}
-	r.Leaks = DetectLeaks(s, hs)
+	r.Leaks = <-leaks
 	if r.Leaks == nil {
 		r.Leaks = []Leak{}
 	}

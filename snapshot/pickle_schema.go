@@ -66,27 +66,27 @@ func (s *schema) appendItem(l *plist, v value) {
 		return
 	case kDict:
 		d := v.dict()
-		switch {
-		case d.has("filename") || (d.has("name") && d.has("line")):
+		switch shapeOf(d) {
+		case shapeFrame:
 			id := s.frame(d)
 			if m != nil {
 				m.replaceMemo(d.memo, value{k: kFrame, n: int64(id)})
 			}
 			l.frames = append(l.frames, id)
 			return
-		case d.has("action"):
+		case shapeEntry:
 			l.events = append(l.events, s.event(d))
 			s.consumed(m, d)
 			return
-		case d.has("state") && d.has("size"):
+		case shapeBlock:
 			l.blocks = append(l.blocks, s.block(d))
 			s.consumed(m, d)
 			return
-		case d.has("blocks") || d.has("total_size"):
+		case shapeSegment:
 			l.segs = append(l.segs, s.segment(d))
 			s.consumed(m, d)
 			return
-		case d.has("stage") && d.has("name"):
+		case shapeAnnotation:
 			l.annots = append(l.annots, s.annotation(d))
 			s.consumed(m, d)
 			return
@@ -749,4 +749,61 @@ func unmatchedFrees(d *Device) int {
 		}
 	}
 	return n
+}
+
+// dictShape is what a dict of a snapshot is, told by its keys.
+type dictShape uint8
+
+const (
+	shapeOther dictShape = iota
+	shapeFrame
+	shapeEntry
+	shapeBlock
+	shapeSegment
+	shapeAnnotation
+)
+
+// shapeOf tells a dict's shape in one pass over its keys: a frame has
+// filename (or name and line), a trace entry action, a block state and size,
+// a segment blocks or total_size, an annotation stage and name.
+func shapeOf(d *pdict) dictShape {
+	var filename, name, line, action, state, size, blocks, total, stage bool
+	for _, k := range d.keys {
+		if k.k != kStr {
+			continue
+		}
+		switch k.str() {
+		case "action":
+			action = true
+		case "filename":
+			filename = true
+		case "name":
+			name = true
+		case "line":
+			line = true
+		case "state":
+			state = true
+		case "size":
+			size = true
+		case "blocks":
+			blocks = true
+		case "total_size":
+			total = true
+		case "stage":
+			stage = true
+		}
+	}
+	switch {
+	case filename || (name && line):
+		return shapeFrame
+	case action:
+		return shapeEntry
+	case state && size:
+		return shapeBlock
+	case blocks || total:
+		return shapeSegment
+	case stage && name:
+		return shapeAnnotation
+	}
+	return shapeOther
 }

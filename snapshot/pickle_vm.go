@@ -369,6 +369,21 @@ func (m *vm) run() (value, error) {
 		}
 		op := in.buf[in.pos]
 		in.pos++
+		// The commonest opcodes of a snapshot run inline.
+		if op == 'h' && in.pos < in.end {
+			m.off += 2
+			m.curOp = op
+			if err := m.pushMemo(int(in.buf[in.pos])); err != nil {
+				return value{}, err
+			}
+			in.pos++
+			continue
+		}
+		if op == '(' && len(m.marks) < m.opts.MaxDepth {
+			m.off++
+			m.marks = append(m.marks, len(m.stack))
+			continue
+		}
 		m.off++
 		m.curOp = op
 		if refused[op] {
@@ -604,8 +619,12 @@ func (m *vm) step(op byte) error {
 			return m.fail("%s to a %s, not a list", opName(op), kindName(t.k))
 		}
 		l := t.list()
-		for _, it := range items {
-			m.sch.appendItem(l, it)
+		for i, it := range items {
+			if it.k == kFrame && len(l.items) == 0 {
+				l.frames = append(l.frames, FrameID(it.n))
+				continue
+			}
+			m.sch.appendItem(l, items[i])
 		}
 		clear(items)
 	case 's': // SETITEM
