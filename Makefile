@@ -18,14 +18,18 @@ test:
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 
-# Benchmarks (speed and allocations), on real files and generated large ones.
+# Benchmarks (speed and allocations): the largest real snapshot and trace,
+# then generated inputs of about 10 MB, 100 MB and 1 GB (written once into
+# $$TORCHMEM_BENCH_DIR or the temp folder; about 2 GB of disk).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./...
+	$(GO) test -run '^$$' -bench 'Largest|Reference' -benchmem -benchtime 5x ./snapshot/
+	$(GO) test -run '^$$' -bench 'AnalyzeGenerated' -benchmem -benchtime 2x -timeout 60m ./analysis/
 
 # Fuzz every target for FUZZTIME each (not run in CI).
 fuzz:
-	@for t in $$($(GO) test -list 'Fuzz.*' ./snapshot/ | grep ^Fuzz); do \
-		echo "== $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./snapshot/ || exit 1; done
+	@for pkg in ./snapshot/ ./report/; do \
+		for t in $$($(GO) test -list 'Fuzz.*' $$pkg | grep ^Fuzz); do \
+			echo "== $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done; done
 
 lint:
 	@test -z "$$(gofmt -l cmd snapshot analysis report)" || { gofmt -l cmd snapshot analysis report; exit 1; }

@@ -131,3 +131,18 @@ func TestHostileCheap(t *testing.T) {
 		})
 	}
 }
+
+// TestTenMillionNestedArrays: JSON with 10 million nested arrays (10 MB,
+// gzip-compressed to a few KB) stops at the depth limit after reading about
+// 10,000 bytes, with the offset.
+func TestTenMillionNestedArrays(t *testing.T) {
+	var raw bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&raw, gzip.BestCompression)
+	zw.Write([]byte(`{"traceEvents": [{"ph": "X", "name": "op", "args": {"a": `))
+	zw.Write(bytes.Repeat([]byte{'['}, 10_000_000))
+	zw.Close()
+	_, err := Read(bytes.NewReader(raw.Bytes()), "deep.json.gz", int64(raw.Len()), Options{})
+	if err == nil || !strings.Contains(err.Error(), "nested deeper than 10000") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -15,16 +15,17 @@ func newGenCmd(g *globals) *cobra.Command {
 	var out, size string
 	var protocol int
 	cmd := &cobra.Command{
-		Use:    "gen demo|big",
+		Use:    "gen demo|big|bigtrace",
 		Short:  "Generate a snapshot made by torchmem's own allocator simulator",
 		Hidden: true,
 		Example: `  torchmem gen demo -o testdata/demo/oom_snapshot.pickle
-  torchmem gen big --size 1GB -o /tmp/big.pickle`,
+  torchmem gen big --size 1GB -o /tmp/big.pickle
+  torchmem gen bigtrace --size 1GB -o /tmp/big.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var data []byte
 			switch args[0] {
-			case "big":
+			case "big", "bigtrace":
 				n, err := humanize.ParseBytes(size)
 				if err != nil {
 					return &exitError{exitInput, fmt.Errorf("gen big --size %q: %v", size, err)}
@@ -38,6 +39,13 @@ func newGenCmd(g *globals) *cobra.Command {
 					defer f.Close()
 					w = f
 				}
+				if args[0] == "bigtrace" {
+					events, err := st.WriteBigTrace(w, int64(n), 1)
+					if err == nil {
+						fmt.Fprintf(g.stderr, "wrote %d memory events\n", events)
+					}
+					return err
+				}
 				entries, err := st.WriteBig(w, st.BigConfig{TargetBytes: int64(n), Seed: 1})
 				if err == nil {
 					fmt.Fprintf(g.stderr, "wrote %d trace entries\n", entries)
@@ -46,7 +54,7 @@ func newGenCmd(g *globals) *cobra.Command {
 			case "demo":
 				data = st.Marshal(st.Train(st.DemoConfig).Snapshot(), protocol)
 			default:
-				return &exitError{exitInput, fmt.Errorf("gen: unknown scenario %q (want demo or big)", args[0])}
+				return &exitError{exitInput, fmt.Errorf("gen: unknown scenario %q (want demo, big or bigtrace)", args[0])}
 			}
 			if out == "" || out == "-" {
 				_, err := cmd.OutOrStdout().Write(data)
