@@ -138,7 +138,20 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 	for i := range h.openAt {
 		h.openAt[i], h.closeAt[i] = -1, -1
 	}
-	live := map[uint64]int32{}
+	// Size the block table once: an allocation, a free without one, or a
+	// block live at the dump each make at most one block.
+	blocks := 0
+	for i := range d.Events {
+		switch d.Events[i].Action {
+		case snapshot.ActionAlloc, snapshot.ActionFreeCompleted:
+			blocks++
+		}
+	}
+	for gi := range d.Segments {
+		blocks += len(d.Segments[gi].Blocks)
+	}
+	h.Blocks = make([]Block, 0, blocks+1)
+	live := make(map[uint64]int32, 1024)
 	type anonKey struct {
 		size int64
 		meta uint32

@@ -75,7 +75,7 @@ func (s *schema) appendItem(l *plist, v value) {
 			l.frames = append(l.frames, id)
 			return
 		case shapeEntry:
-			l.events = append(l.events, s.event(d))
+			l.addEvent(s.event(d))
 			s.consumed(m, d)
 			return
 		case shapeBlock:
@@ -92,7 +92,7 @@ func (s *schema) appendItem(l *plist, v value) {
 			return
 		}
 	}
-	if len(l.frames)+len(l.events)+len(l.blocks)+len(l.segs)+len(l.annots) > 0 {
+	if len(l.frames)+l.nEvents+len(l.blocks)+len(l.segs)+len(l.annots) > 0 {
 		s.mixed++
 	}
 	s.generic++
@@ -519,7 +519,7 @@ func (s *schema) assemble(root value, src Source, proto int) (*Snapshot, error) 
 					dv := b.Device(dev, DeviceCUDA)
 					if tv.k == kList {
 						tl := tv.list()
-						dv.Events = tl.events
+						dv.Events = tl.allEvents()
 						if len(tl.items) > 0 {
 							s.mixed += len(tl.items)
 						}

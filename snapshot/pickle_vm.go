@@ -86,14 +86,16 @@ func (d *pdict) has(key string) bool { _, ok := d.get(key); return ok }
 // plist is a Python list, set or tuple. Items that match a snapshot schema are
 // kept reduced in a typed slice instead of items.
 type plist struct {
-	items  []value
-	memo   int
-	gets   int // times fetched from the memo: shared when > 0, never recycled
-	frames []FrameID
-	events []Event
-	blocks []Block
-	segs   []Segment
-	annots []rawAnnotation
+	items   []value
+	memo    int
+	gets    int // times fetched from the memo: shared when > 0, never recycled
+	frames  []FrameID
+	events  []Event   // the current chunk of trace entries
+	evDone  [][]Event // full chunks before it (see addEvent)
+	nEvents int
+	blocks  []Block
+	segs    []Segment
+	annots  []rawAnnotation
 }
 
 // opcode names for messages.
@@ -218,7 +220,7 @@ func (m *vm) readLine(what string) (string, error) {
 
 func (m *vm) uint(n int, what string) (uint64, error) {
 	in := m.in
-	if !in.fill(n) {
+	if in.end-in.pos < n && !in.fill(n) {
 		m.off += int64(in.end - in.pos)
 		in.pos = in.end
 		return 0, m.readErr(in.failure(), what)
@@ -929,8 +931,36 @@ func (m *vm) newList() *plist {
 
 // recycleList keeps a frames list whose stack was interned for reuse.
 func (m *vm) recycleList(l *plist) {
-	if len(m.freeLists) < 4096 && l.gets == 0 && len(l.items)+len(l.events)+len(l.blocks)+len(l.segs)+len(l.annots) == 0 {
+	if len(m.freeLists) < 4096 && l.gets == 0 && len(l.items)+l.nEvents+len(l.blocks)+len(l.segs)+len(l.annots) == 0 {
 		l.frames, l.memo = l.frames[:0], 0
 		m.freeLists = append(m.freeLists, l)
 	}
+}
+
+// addEvent appends a trace entry. Entries are kept in chunks that are never
+// copied while decoding (a growing slice would copy the whole trace again
+// and again); allEvents joins them once at the end.
+func (l *plist) addEvent(e Event) {
+	if len(l.events) == cap(l.events) {
+		if l.events != nil {
+			l.evDone = append(l.evDone, l.events)
+		}
+		l.events = make([]Event, 0, min(max(256, l.nEvents), 1<<16))
+	}
+	l.events = append(l.events, e)
+	l.nEvents++
+}
+
+// allEvents returns the trace entries of the list as one slice.
+func (l *plist) allEvents() []Event {
+	if len(l.evDone) == 0 {
+		return l.events
+	}
+	out := make([]Event, 0, l.nEvents)
+	for _, c := range l.evDone {
+		out = append(out, c...)
+	}
+	out = append(out, l.events...)
+	l.evDone, l.events = nil, nil
+	return out
 }

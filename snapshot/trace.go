@@ -163,6 +163,12 @@ func newTraceReader(in *bufio.Reader, src Source, opts Options) *traceReader {
 		devProps:   make(map[int64]devProp),
 		devIdx:     make(map[devKey]int32),
 	}
+	// Size the [memory] records from the file size (a record is about 300
+	// bytes of JSON): growing the slice would copy it over and over, while
+	// capacity never written costs address space, not memory.
+	if est := src.FileBytes / 300; src.FileBytes > 0 && !src.Gzipped {
+		tr.mem = make([]memRec, 0, min(est, 1<<26))
+	}
 	if head, _ := in.Peek(3); len(head) == 3 && head[0] == 0xef && head[1] == 0xbb && head[2] == 0xbf {
 		in.Discard(3)
 		tr.skip = 3

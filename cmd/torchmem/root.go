@@ -146,7 +146,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	return code
 }
 
-// boundMemory asks the Go runtime to keep its heap under about 80% of a
+// boundMemory asks the Go runtime to keep its heap under about 90% of a
 // large input's size (a soft limit: the collector runs more often instead of
 // letting garbage double the heap). The decoded model and the analysis need
 // about half the size of a snapshot, so torchmem's peak RSS stays near the
@@ -155,7 +155,7 @@ func boundMemory(inputBytes int64) {
 	if inputBytes < 64<<20 || os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	if limit := inputBytes / 10 * 8; limit < debug.SetMemoryLimit(-1) {
+	if limit := inputBytes / 10 * 9; limit < debug.SetMemoryLimit(-1) {
 		debug.SetMemoryLimit(limit)
 	}
 }
