@@ -678,22 +678,7 @@ func (m *vm) step(op byte) error {
 		}
 		m.memoPut(len(m.memo.slots), *t)
 	case 'q', 'r', 'p': // BINPUT, LONG_BINPUT, PUT
-		var idx uint64
-		var err error
-		switch op {
-		case 'q':
-			idx, err = m.uint(1, "BINPUT")
-		case 'r':
-			idx, err = m.uint(4, "LONG_BINPUT")
-		default:
-			var line string
-			if line, err = m.readLine("PUT"); err == nil {
-				idx, err = strconv.ParseUint(line, 10, 31)
-				if err != nil {
-					return m.fail("PUT with a bad index %q", line)
-				}
-			}
-		}
+		idx, err := m.memoIndex(op)
 		if err != nil {
 			return err
 		}
@@ -711,19 +696,7 @@ func (m *vm) step(op byte) error {
 		m.off++
 		return m.pushMemo(int(b))
 	case 'j', 'g': // LONG_BINGET, GET
-		var idx uint64
-		var err error
-		if op == 'j' {
-			idx, err = m.uint(4, "LONG_BINGET")
-		} else {
-			var line string
-			if line, err = m.readLine("GET"); err == nil {
-				idx, err = strconv.ParseUint(line, 10, 31)
-				if err != nil {
-					return m.fail("GET with a bad index %q", line)
-				}
-			}
-		}
+		idx, err := m.memoIndex(op)
 		if err != nil {
 			return err
 		}
@@ -963,4 +936,24 @@ func (l *plist) allEvents() []Event {
 	out = append(out, l.events...)
 	l.evDone, l.events = nil, nil
 	return out
+}
+
+// memoIndex reads the memo index argument of a PUT or GET opcode: one byte
+// (BINPUT), four (LONG_BINPUT, LONG_BINGET) or a decimal line (PUT, GET).
+func (m *vm) memoIndex(op byte) (uint64, error) {
+	switch op {
+	case 'q':
+		return m.uint(1, "BINPUT")
+	case 'r', 'j':
+		return m.uint(4, opName(op))
+	}
+	line, err := m.readLine(opName(op))
+	if err != nil {
+		return 0, err
+	}
+	idx, err := strconv.ParseUint(line, 10, 31)
+	if err != nil {
+		return 0, m.fail("%s with a bad index %q", opName(op), trunc(line))
+	}
+	return idx, nil
 }
