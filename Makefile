@@ -29,7 +29,7 @@ bench:
 fuzz:
 	@for pkg in ./snapshot/ ./report/; do \
 		for t in $$($(GO) test -list 'Fuzz.*' $$pkg | grep ^Fuzz); do \
-			echo "== $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done; done
+			echo "== $$pkg $$t"; $(GO) test -run '^$$' -timeout 0 -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done; done
 
 lint:
 	@test -z "$$(gofmt -l cmd snapshot analysis report)" || { gofmt -l cmd snapshot analysis report; exit 1; }
