@@ -146,3 +146,20 @@ func TestTenMillionNestedArrays(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestMemoBombDefaultLimits: with the default limits a gzip bomb of memo
+// entries (a few KB on disk) stops at 8M entries, under 256 MiB of memo.
+func TestMemoBombDefaultLimits(t *testing.T) {
+	var raw bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&raw, gzip.BestCompression)
+	zw.Write([]byte("\x80\x04"))
+	chunk := bytes.Repeat([]byte("N\x940"), 1<<20)
+	for i := 0; i < 10; i++ { // 10M entries
+		zw.Write(chunk)
+	}
+	zw.Close()
+	_, err := Read(bytes.NewReader(raw.Bytes()), "bomb.pickle.gz", int64(raw.Len()), Options{})
+	if err == nil || !strings.Contains(err.Error(), "more than 8388608 memo entries") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -18,7 +18,11 @@ const (
 	slotFrame uint64 = 2 << 56
 	slotStack uint64 = 3 << 56
 	slotGone  uint64 = 4 << 56
+	slotNone  uint64 = 5 << 56
+	slotInt   uint64 = 6 << 56 // an int in 56-bit two's complement
+	slotBool  uint64 = 7 << 56
 	slotMask  uint64 = 0xff << 56
+	payload   uint64 = 1<<56 - 1
 )
 
 func (t *memoTable) encode(v value) uint64 {
@@ -29,6 +33,14 @@ func (t *memoTable) encode(v value) uint64 {
 		return slotStack | uint64(v.n)
 	case kGone:
 		return slotGone
+	case kNone:
+		return slotNone
+	case kBool:
+		return slotBool | uint64(v.n&1)
+	case kInt:
+		if v.n >= -1<<55 && v.n < 1<<55 {
+			return slotInt | uint64(v.n)&payload
+		}
 	}
 	var i uint32
 	if n := len(t.free); n > 0 {
@@ -76,6 +88,12 @@ func (t *memoTable) get(idx int) (value, bool) {
 		return value{k: kStack, n: int64(s &^ slotMask)}, true
 	case slotGone:
 		return value{k: kGone}, true
+	case slotNone:
+		return value{k: kNone}, true
+	case slotBool:
+		return value{k: kBool, n: int64(s & 1)}, true
+	case slotInt:
+		return value{k: kInt, n: int64(s<<8) >> 8}, true
 	}
 	return value{}, false
 }

@@ -404,10 +404,10 @@ func (m *vm) run() (value, error) {
 			return value{}, err
 		}
 		if len(m.stack)+m.sch.generic > m.opts.MaxValues {
-			return value{}, m.fail("more than %d pickle values that are not snapshot records (raise the limit with Options.MaxValues)", m.opts.MaxValues)
+			return value{}, m.fail("more than %d pickle values that are not snapshot records: not a snapshot PyTorch wrote (limit snapshot.Options.MaxValues)", m.opts.MaxValues)
 		}
 		if len(m.memo.slots) > m.opts.MaxMemo {
-			return value{}, m.fail("more than %d memo entries (raise the limit with Options.MaxMemo)", m.opts.MaxMemo)
+			return value{}, m.fail("more than %d memo entries, more than a snapshot of this size holds (limit snapshot.Options.MaxMemo)", m.opts.MaxMemo)
 		}
 	}
 }

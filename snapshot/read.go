@@ -20,8 +20,11 @@ type Options struct {
 	MaxStringBytes int64
 	// MaxDepth caps nesting of pickle marks and JSON containers (default 10,000).
 	MaxDepth int
-	// MaxMemo caps the pickle memo (default 32M entries, 256 MiB); real
-	// snapshots memoize about 13M objects per GB.
+	// MaxMemo caps the pickle memo. The default follows the input: 8M
+	// entries (at most 32 bytes each), or one entry per 40 bytes of the file
+	// (per 4 bytes of a gzip file) when that is more. Real snapshots memoize
+	// about one object per 77 bytes, so a hostile file's memo costs at most
+	// 256 MiB or about 0.8× its own size.
 	MaxMemo int
 	// MaxValues caps pickle values pending on the stack or in lists that are
 	// not snapshot records (default 4M); records themselves are bounded by
@@ -29,6 +32,8 @@ type Options struct {
 	MaxValues int
 	// Progress, when set, is called now and then with the input bytes read so far.
 	Progress func(read int64)
+
+	memoAuto bool // MaxMemo was left to follow the input size
 }
 
 // Default limits.
@@ -36,7 +41,7 @@ const (
 	DefaultMaxInputBytes  int64 = 8 << 30
 	DefaultMaxStringBytes int64 = 256 << 20
 	DefaultMaxDepth             = 10000
-	DefaultMaxMemo              = 32 << 20
+	DefaultMaxMemo              = 8 << 20
 	DefaultMaxValues            = 4 << 20
 )
 
@@ -51,7 +56,7 @@ func (o Options) withDefaults() Options {
 		o.MaxDepth = DefaultMaxDepth
 	}
 	if o.MaxMemo <= 0 {
-		o.MaxMemo = DefaultMaxMemo
+		o.MaxMemo, o.memoAuto = DefaultMaxMemo, true
 	}
 	if o.MaxValues <= 0 {
 		o.MaxValues = DefaultMaxValues
@@ -154,6 +159,16 @@ func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error)
 	} else {
 		lim = &limitReader{r: br, max: opts.MaxInputBytes}
 		in = bufio.NewReaderSize(lim, 1<<20)
+	}
+	if opts.memoAuto {
+		per := int64(40)
+		if src.Gzipped {
+			per = 4
+		}
+		if size < 0 { // stdin: the size is unknown; allow a 2.4 GB snapshot
+			size = 32 << 20 * per
+		}
+		opts.MaxMemo = int(min(max(int64(DefaultMaxMemo), size/per), 1<<31-1))
 	}
 	s, err := readSniffed(in, src, opts)
 	if src.FileBytes < 0 {

@@ -1,0 +1,26 @@
+package snapshot
+
+import "testing"
+
+// TestMemoTableRoundTrip: every kind of value comes back from the memo as
+// it went in, scalars and IDs stored inline in the slot.
+func TestMemoTableRoundTrip(t *testing.T) {
+	var m memoTable
+	vals := []value{
+		{k: kNone}, {k: kBool, n: 1}, {k: kBool}, {k: kInt, n: -1}, {k: kInt, n: 1<<55 - 1},
+		{k: kInt, n: -1 << 55}, {k: kInt, n: 1 << 60}, {k: kUint, n: -1}, {k: kFrame, n: 7},
+		{k: kStack, n: 9}, {k: kGone}, strVal(kStr, "alloc"),
+	}
+	for i, v := range vals {
+		m.set(i, v)
+	}
+	for i, want := range vals {
+		got, ok := m.get(i)
+		if !ok || got.k != want.k || got.n != want.n || got.str() != want.str() {
+			t.Errorf("slot %d: got %+v, want %+v", i, got, want)
+		}
+	}
+	if inline := len(vals) - len(m.objs); inline != 9 {
+		t.Errorf("%d values stored inline, want 9 (all but the two ints beyond 56 bits and the string)", inline)
+	}
+}
