@@ -16,7 +16,8 @@ type Options struct {
 	// MaxInputBytes caps the bytes a reader will decode after gzip or base64
 	// expansion (default 8 GiB). A larger input stops with an error.
 	MaxInputBytes int64
-	// MaxStringBytes caps one string in a pickle (default 256 MiB).
+	// MaxStringBytes caps one string in a pickle (default 16 MiB; the longest
+	// strings of real snapshots, FX traces, are a few KB).
 	MaxStringBytes int64
 	// MaxDepth caps nesting of pickle marks and JSON containers (default 10,000).
 	MaxDepth int
@@ -27,8 +28,8 @@ type Options struct {
 	// 256 MiB or about 0.8× its own size.
 	MaxMemo int
 	// MaxValues caps pickle values pending on the stack or in lists that are
-	// not snapshot records (default 4M); records themselves are bounded by
-	// the input size.
+	// not snapshot records (default 1M; real snapshots keep a few thousand);
+	// records themselves are bounded by the input size.
 	MaxValues int
 	// Progress, when set, is called now and then with the input bytes read so far.
 	Progress func(read int64)
@@ -39,10 +40,10 @@ type Options struct {
 // Default limits.
 const (
 	DefaultMaxInputBytes  int64 = 8 << 30
-	DefaultMaxStringBytes int64 = 256 << 20
+	DefaultMaxStringBytes int64 = 16 << 20
 	DefaultMaxDepth             = 10000
 	DefaultMaxMemo              = 8 << 20
-	DefaultMaxValues            = 4 << 20
+	DefaultMaxValues            = 1 << 20
 )
 
 func (o Options) withDefaults() Options {
