@@ -24,13 +24,16 @@ func JSON(w io.Writer, results []*analysis.Result) error {
 func Text(w io.Writer, r *analysis.Result) error {
 	p := &printer{w: w}
 	p.f("%s — %s, %s\n", oneLine(r.Input.Path), r.Input.Format, r.Input.Generation)
-	p.f("%s\n", Headline(r))
+	headline := Headline(r)
+	p.f("%s\n", oneLine(headline))
 	for _, d := range r.Devices {
 		p.f("\n%s\n", deviceTitle(d))
 		if d.OOM != nil {
 			o := d.OOM
-			p.f("  OOM      %s\n", oneLine(o.Verdict))
-			p.f("           requested %s, device free %s, allocated %s, reserved %s, in %s (step %d) at %s\n",
+			if d.Device != headlineOOMDevice(r) { // another device's OOM: its own verdict
+				p.f("  OOM      %s\n", oneLine(o.Verdict))
+			}
+			p.f("  OOM      requested %s, device free %s, allocated %s, reserved %s, in %s (step %d) at %s\n",
 				Bytes(o.RequestedBytes), Bytes(o.DeviceFreeBytes), Bytes(o.AllocatedBytes), Bytes(o.ReservedBytes), o.Phase, o.Step, oneLine(o.Site))
 			fr := o.Fragmentation
 			p.f("           cached free %s, largest free block %s, expandable segments %v\n", Bytes(fr.CachedFreeBytes), Bytes(fr.LargestFreeBlockBytes), fr.ExpandableSegments)
@@ -79,11 +82,27 @@ func Text(w io.Writer, r *analysis.Result) error {
 	return p.err
 }
 
-// Headline is the one sentence a report starts with.
-func Headline(r *analysis.Result) string {
+// headlineOOMDevice is the device whose OOM verdict is the headline (−1: none).
+func headlineOOMDevice(r *analysis.Result) int {
 	for _, d := range r.Devices {
 		if d.OOM != nil && d.OOM.Verdict != "" {
-			return d.OOM.Verdict
+			return d.Device
+		}
+	}
+	return -1
+}
+
+// Headline is the one sentence a report starts with: the OOM verdict (with
+// its device when the file has several), else the peak and what filled it.
+func Headline(r *analysis.Result) string {
+	if dev := headlineOOMDevice(r); dev >= 0 {
+		for _, d := range r.Devices {
+			if d.Device == dev {
+				if len(r.Devices) > 1 {
+					return fmt.Sprintf("Device %d: %s", dev, d.OOM.Verdict)
+				}
+				return d.OOM.Verdict
+			}
 		}
 	}
 	var best *analysis.DeviceResult
