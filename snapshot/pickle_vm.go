@@ -115,12 +115,19 @@ var opNames = map[byte]string{
 	0x98: "READONLY_BUFFER",
 }
 
-func opName(op byte) string {
-	if n, ok := opNames[op]; ok {
-		return n
+// opNameTable indexes opcode names by byte: opName runs on hot paths
+// (it names the opcode in errors that may never happen).
+var opNameTable = func() (t [256]string) {
+	for i := range t {
+		t[i] = fmt.Sprintf("unknown opcode 0x%02x", i)
 	}
-	return fmt.Sprintf("unknown opcode 0x%02x", op)
-}
+	for op, n := range opNames {
+		t[op] = n
+	}
+	return t
+}()
+
+func opName(op byte) string { return opNameTable[op] }
 
 // maxLongBytes bounds LONG1/LONG4 integers: snapshot integers fit in 9 bytes.
 const maxLongBytes = 1024
@@ -379,6 +386,16 @@ func (m *vm) run() (value, error) {
 				return value{}, err
 			}
 			in.pos++
+			continue
+		}
+		if op == 'j' && in.end-in.pos >= 4 { // LONG_BINGET: frames past memo entry 255
+			m.off += 5
+			m.curOp = op
+			idx := binary.LittleEndian.Uint32(in.buf[in.pos:])
+			in.pos += 4
+			if err := m.pushMemo(int(idx)); err != nil {
+				return value{}, err
+			}
 			continue
 		}
 		if op == '(' && len(m.marks) < m.opts.MaxDepth {
