@@ -63,8 +63,8 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 			}
 			p.f("    segments  %s: %s, allocated %s, active %s\n", seg, reserved, Bytes(d.AllocatedBytes), Bytes(d.ActiveBytes))
 			p.f("    blocks    %s\n", countsLine(d.Blocks))
-		} else if d.ReservedBytes > 0 {
-			p.f("    reserved  %s (last Total Reserved)\n", Bytes(d.ReservedBytes))
+		} else if d.ReservedBytes > 0 || d.BaselineBytes >= 0 {
+			p.f("    at end    %s allocated, %s reserved (last Total Reserved)\n", Bytes(d.AllocatedBytes), Bytes(d.ReservedBytes))
 		}
 		if d.BaselineBytes >= 0 {
 			p.f("    baseline  %s allocated before the recording window\n", Bytes(d.BaselineBytes))

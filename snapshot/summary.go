@@ -100,6 +100,18 @@ func Summarize(s *Snapshot) Summary {
 		if len(d.Segments) == 0 && len(d.Reserved) > 0 {
 			ds.ReservedBytes = d.Reserved[len(d.Reserved)-1].Value
 		}
+		if len(d.Segments) == 0 && d.Baseline >= 0 {
+			// A trace: allocated at the end is the baseline plus the net of its events.
+			ds.AllocatedBytes = d.Baseline
+			for i := range d.Events {
+				switch d.Events[i].Action {
+				case ActionAlloc:
+					ds.AllocatedBytes += d.Events[i].Size
+				case ActionFreeCompleted:
+					ds.AllocatedBytes -= d.Events[i].Size
+				}
+			}
+		}
 		first, last := NoTime, NoTime
 		for i := range d.Events {
 			e := &d.Events[i]

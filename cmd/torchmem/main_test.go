@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -171,5 +172,32 @@ func TestHelpHasExamples(t *testing.T) {
 	code, out, _ := runCLI(nil, "completion", "bash")
 	if code != exitOK || !strings.Contains(out, "torchmem") {
 		t.Errorf("shell completion: exit %d", code)
+	}
+}
+
+// TestInfoTraceEnd: for a trace, info's allocated bytes at the end are the
+// pre-window baseline plus the net of the events — 4,096,614,400 on the HTA
+// DDP trace, the value chrome-trace.md §4 checked by hand.
+func TestInfoTraceEnd(t *testing.T) {
+	path := shared(t, "traces", "hta_ddp_training_gpu_memory.json.gz")
+	code, out, stderr := runCLI(nil, "info", "--format", "json", path)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var sum struct {
+		Devices []struct {
+			Device    int   `json:"device"`
+			Allocated int64 `json:"allocated_bytes"`
+			Reserved  int64 `json:"reserved_bytes"`
+			Baseline  int64 `json:"baseline_bytes"`
+		} `json:"devices"`
+	}
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range sum.Devices {
+		if d.Device == 1 && (d.Allocated != 4096614400 || d.Baseline != 4096614400 || d.Reserved != 12782141440) {
+			t.Errorf("device 1: %+v", d)
+		}
 	}
 }
