@@ -1,6 +1,15 @@
 package snapshot
 
-import "io"
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+	"unsafe"
+)
 
 // inbuf is the decoder's input buffer: opcodes and their arguments are read
 // with inline slice operations instead of a method call per byte.
@@ -55,4 +64,193 @@ func (b *inbuf) failure() error {
 		return io.ErrUnexpectedEOF
 	}
 	return b.err
+}
+
+func (m *vm) readN(n int64, what string) ([]byte, error) {
+	if n < 0 {
+		return nil, m.fail("negative length %d in %s", n, what)
+	}
+	if n <= int64(cap(m.buf)) || n <= 1<<16 {
+		if int64(cap(m.buf)) < n {
+			m.buf = make([]byte, n)
+		}
+		b := m.buf[:n]
+		k, err := io.ReadFull(m.in, b)
+		m.off += int64(k)
+		if err != nil {
+			return nil, m.readErr(err, what)
+		}
+		return b, nil
+	}
+	// Large claims are read in chunks so that a short file cannot make us
+	// reserve the claimed size up front.
+	var out []byte
+	for rem := n; rem > 0; {
+		c := min(rem, 1<<20)
+		start := len(out)
+		out = append(out, make([]byte, c)...)
+		k, err := io.ReadFull(m.in, out[start:])
+		m.off += int64(k)
+		if err != nil {
+			return nil, m.readErr(err, what)
+		}
+		rem -= c
+	}
+	return out, nil
+}
+
+func (m *vm) readErr(err error, what string) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return m.truncated(what)
+	}
+	if errors.Is(err, errTooLarge) {
+		return err
+	}
+	return &Error{Path: m.path, Offset: m.off, Msg: "read error: " + err.Error()}
+}
+
+func (m *vm) readLine(what string) (string, error) {
+	for {
+		in := m.in
+		for i := in.pos; i < in.end; i++ {
+			if in.buf[i] == '\n' {
+				line := string(in.buf[in.pos:i])
+				m.off += int64(i + 1 - in.pos)
+				in.pos = i + 1
+				return line, nil
+			}
+		}
+		if in.end-in.pos >= len(in.buf) {
+			return "", m.fail("%s argument longer than %d bytes", what, len(in.buf))
+		}
+		if !in.fill(in.end - in.pos + 1) {
+			m.off += int64(in.end - in.pos)
+			in.pos = in.end
+			return "", m.readErr(in.failure(), what)
+		}
+	}
+}
+
+func (m *vm) uint(n int, what string) (uint64, error) {
+	in := m.in
+	if in.end-in.pos < n && !in.fill(n) {
+		m.off += int64(in.end - in.pos)
+		in.pos = in.end
+		return 0, m.readErr(in.failure(), what)
+	}
+	b := in.buf[in.pos : in.pos+n]
+	in.pos += n
+	m.off += int64(n)
+	switch n {
+	case 1:
+		return uint64(b[0]), nil
+	case 2:
+		return uint64(binary.LittleEndian.Uint16(b)), nil
+	case 4:
+		return uint64(binary.LittleEndian.Uint32(b)), nil
+	}
+	return binary.LittleEndian.Uint64(b), nil
+}
+
+func (m *vm) str(n uint64, what string) (string, error) {
+	if int64(n) > m.opts.MaxStringBytes || n > math.MaxInt64 {
+		return "", m.fail("%s claims a string of %d bytes, over the limit of %d", what, n, m.opts.MaxStringBytes)
+	}
+	b, err := m.readN(int64(n), what)
+	if err != nil {
+		return "", err
+	}
+	if len(b) <= 64 {
+		if s, ok := m.strs[string(b)]; ok {
+			return s, nil
+		}
+		s := string(b)
+		if len(m.strs) < 1<<20 {
+			m.strs[s] = s
+		}
+		return s, nil
+	}
+	return string(b), nil
+}
+
+func bswap(v uint64) uint64 {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// textNumber handles the protocol 0 INT, LONG and FLOAT opcodes.
+func (m *vm) textNumber(op byte) error {
+	line, err := m.readLine(opName(op))
+	if err != nil {
+		return err
+	}
+	switch op {
+	case 'F':
+		f, err := strconv.ParseFloat(line, 64)
+		if err != nil {
+			return m.fail("FLOAT with a bad value %q", trunc(line))
+		}
+		m.push(value{k: kFloat, n: int64(math.Float64bits(f))})
+		return nil
+	case 'I':
+		if line == "00" || line == "01" {
+			m.push(value{k: kBool, n: int64(line[1] - '0')})
+			return nil
+		}
+	}
+	line = strings.TrimSuffix(line, "L")
+	if len(line) > maxLongBytes*3 {
+		return m.fail("%s integer of %d digits", opName(op), len(line))
+	}
+	x, ok := new(big.Int).SetString(line, 10)
+	if !ok {
+		return m.fail("%s with a bad value %q", opName(op), trunc(line))
+	}
+	switch {
+	case x.IsInt64():
+		m.push(value{k: kInt, n: x.Int64()})
+	case x.Sign() > 0 && x.IsUint64():
+		m.push(value{k: kUint, n: int64(x.Uint64())})
+	default:
+		m.push(value{k: kBig, p: unsafe.Pointer(x)})
+	}
+	return nil
+}
+
+func trunc(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// pyQuoteToGo turns a Python repr of a byte string ('…' or "…") into a Go
+// quoted string for strconv.Unquote.
+func pyQuoteToGo(s string) string {
+	if len(s) >= 2 && s[0] == '\'' && s[len(s)-1] == '\'' {
+		inner := strings.ReplaceAll(s[1:len(s)-1], `\'`, `'`)
+		return `"` + strings.ReplaceAll(inner, `"`, `\"`) + `"`
+	}
+	return s
+}
+
+// memoIndex reads the memo index argument of a PUT or GET opcode: one byte
+// (BINPUT), four (LONG_BINPUT, LONG_BINGET) or a decimal line (PUT, GET).
+func (m *vm) memoIndex(op byte) (uint64, error) {
+	switch op {
+	case 'q':
+		return m.uint(1, "BINPUT")
+	case 'r', 'j':
+		return m.uint(4, opName(op))
+	}
+	line, err := m.readLine(opName(op))
+	if err != nil {
+		return 0, err
+	}
+	idx, err := strconv.ParseUint(line, 10, 31)
+	if err != nil {
+		return 0, m.fail("%s with a bad index %q", opName(op), trunc(line))
+	}
+	return idx, nil
 }

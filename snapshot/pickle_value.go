@@ -1,0 +1,186 @@
+package snapshot
+
+import (
+	"encoding/binary"
+	"math"
+	"math/big"
+	"unsafe"
+)
+
+// This file holds the values of torchmem's pickle machine: scalars,
+// strings and the dict and list containers, which keep snapshot records
+// reduced into typed slices.
+
+type kind uint8
+
+const (
+	kNone kind = iota
+	kBool
+	kInt   // n holds the value
+	kUint  // n holds the bits of a value in [2^63, 2^64)
+	kBig   // p holds *big.Int
+	kFloat // n holds the float64 bits
+	kStr
+	kBytes
+	kDict  // p holds *pdict
+	kList  // p holds *plist (lists and sets)
+	kTuple // p holds *plist
+	kFrame // n holds a FrameID: a frame dict already interned
+	kStack // n holds a StackID: a frames list already interned
+	kGone  // a container already consumed into the model (tombstone in the memo)
+	kMark  // stack marker used by the reference converter only
+)
+
+// value is one pickle value on the machine's stack or in its memo: 24
+// bytes, since millions pass through the stack. Strings are kept as data
+// pointer and length (n), containers and big integers behind p.
+type value struct {
+	k kind
+	n int64
+	p unsafe.Pointer
+}
+
+func strVal(k kind, s string) value {
+	return value{k: k, n: int64(len(s)), p: unsafe.Pointer(unsafe.StringData(s))}
+}
+
+// str returns a string or bytes value's text ("" for other kinds).
+func (v value) str() string {
+	if (v.k == kStr || v.k == kBytes) && v.n > 0 {
+		return unsafe.String((*byte)(v.p), int(v.n))
+	}
+	return ""
+}
+
+func (v value) dict() *pdict { return (*pdict)(v.p) }
+
+func (v value) list() *plist { return (*plist)(v.p) }
+
+func (v value) bigint() *big.Int { return (*big.Int)(v.p) }
+
+// pdict is a Python dict in insertion order. Snapshot dicts are small, so
+// lookups are linear.
+type pdict struct {
+	keys, vals []value
+	memo       int // memo index + 1, 0 when not memoized
+	gets       int // times fetched from the memo: shared when > 0, never recycled
+}
+
+func (d *pdict) get(key string) (value, bool) {
+	for i, k := range d.keys {
+		if k.k == kStr && k.str() == key {
+			return d.vals[i], true
+		}
+	}
+	return value{}, false
+}
+
+func (d *pdict) has(key string) bool { _, ok := d.get(key); return ok }
+
+// plist is a Python list, set or tuple. Items that match a snapshot schema are
+// kept reduced in a typed slice instead of items.
+type plist struct {
+	items   []value
+	memo    int
+	gets    int // times fetched from the memo: shared when > 0, never recycled
+	frames  []FrameID
+	events  []Event   // the current chunk of trace entries
+	evDone  [][]Event // full chunks before it (see addEvent)
+	nEvents int
+	blocks  []Block
+	segs    []Segment
+	annots  []rawAnnotation
+}
+
+// decodeLong decodes a little-endian two's-complement integer.
+func decodeLong(b []byte) value {
+	n := len(b)
+	if n == 0 {
+		return value{k: kInt}
+	}
+	if n <= 8 {
+		var u uint64
+		for i := n - 1; i >= 0; i-- {
+			u = u<<8 | uint64(b[i])
+		}
+		shift := uint(64 - 8*n)
+		return value{k: kInt, n: int64(u<<shift) >> shift}
+	}
+	if n == 9 && b[8] == 0 {
+		return value{k: kUint, n: int64(binary.LittleEndian.Uint64(b[:8]))}
+	}
+	// Arbitrary size: big-endian magnitude with sign.
+	be := make([]byte, n)
+	for i := range b {
+		be[n-1-i] = b[i]
+	}
+	x := new(big.Int).SetBytes(be)
+	if b[n-1]&0x80 != 0 {
+		x.Sub(x, new(big.Int).Lsh(big.NewInt(1), uint(8*n)))
+	}
+	if x.IsInt64() {
+		return value{k: kInt, n: x.Int64()}
+	}
+	if x.Sign() > 0 && x.IsUint64() {
+		return value{k: kUint, n: int64(x.Uint64())}
+	}
+	return value{k: kBig, p: unsafe.Pointer(x)}
+}
+
+func kindName(k kind) string {
+	switch k {
+	case kNone:
+		return "None"
+	case kBool:
+		return "bool"
+	case kInt, kUint, kBig:
+		return "int"
+	case kFloat:
+		return "float"
+	case kStr:
+		return "str"
+	case kBytes:
+		return "bytes"
+	case kDict:
+		return "dict"
+	case kList:
+		return "list"
+	case kTuple:
+		return "tuple"
+	case kFrame:
+		return "frame"
+	case kStack:
+		return "frame list"
+	}
+	return "value"
+}
+
+func float64bits(f float64) uint64 { return math.Float64bits(f) }
+
+// addEvent appends a trace entry. Entries are kept in chunks that are never
+// copied while decoding (a growing slice would copy the whole trace again
+// and again); allEvents joins them once at the end.
+func (l *plist) addEvent(e Event) {
+	if len(l.events) == cap(l.events) {
+		if l.events != nil {
+			l.evDone = append(l.evDone, l.events)
+		}
+		l.events = make([]Event, 0, min(max(256, l.nEvents), 1<<16))
+	}
+	l.events = append(l.events, e)
+	l.nEvents++
+}
+
+// allEvents returns the trace entries of the list as one slice.
+func (l *plist) allEvents() []Event {
+	if len(l.evDone) == 0 {
+		return l.events
+	}
+	out := make([]Event, 0, l.nEvents)
+	for _, c := range l.evDone {
+		out = append(out, c...)
+	}
+	out = append(out, l.events...)
+	l.evDone, l.events = nil, nil
+	return out
+}
