@@ -29,9 +29,6 @@ func readPickle(in *bufio.Reader, src Source, opts Options) (snap *Snapshot, err
 	m := &vm{in: newInbuf(in), opts: opts.withDefaults(), path: src.Path, sch: sch, strs: make(map[string]string, 1024),
 		stack: make([]value, 0, 4096)}
 	sch.m = m
-	// Reserve the memo's slots at its limit: pages never written cost no
-	// memory, and the slots are never copied while growing.
-	m.memo.slots = make([]uint64, 0, m.opts.MaxMemo+1)
 	root, err := m.run()
 	if err != nil {
 		return nil, err

@@ -7,10 +7,20 @@ package snapshot
 // objects sit in a side table whose entries are reused once their object is
 // reduced, so the memo's memory follows the live objects, not the file.
 type memoTable struct {
-	slots []uint64 // kind<<56 | payload; 0 = never stored
-	objs  []value  // live objects referenced by slots
-	free  []uint32 // reusable indexes of objs
+	chunks [][]uint64 // slots, memoChunk a chunk: growing never copies them
+	n      int        // slots in use
+	objs   []value    // live objects referenced by slots
+	free   []uint32   // reusable indexes of objs
 }
+
+// memoChunk is the number of slots in a chunk (32 KiB).
+const memoChunk = 1 << 12
+
+// len is the number of slots.
+func (t *memoTable) len() int { return t.n }
+
+// slot returns slot idx (idx < len).
+func (t *memoTable) slot(idx int) uint64 { return t.chunks[idx/memoChunk][idx%memoChunk] }
 
 const (
 	slotEmpty uint64 = 0
@@ -65,20 +75,25 @@ func (t *memoTable) release(slot uint64) {
 
 // set stores v at idx (idx ≤ len: the memo is dense; the caller handles sparse).
 func (t *memoTable) set(idx int, v value) {
-	if idx == len(t.slots) {
-		t.slots = append(t.slots, t.encode(v))
+	if idx == t.n {
+		if t.n%memoChunk == 0 {
+			t.chunks = append(t.chunks, make([]uint64, memoChunk))
+		}
+		t.chunks[idx/memoChunk][idx%memoChunk] = t.encode(v)
+		t.n++
 		return
 	}
-	t.release(t.slots[idx])
-	t.slots[idx] = t.encode(v)
+	c := &t.chunks[idx/memoChunk][idx%memoChunk]
+	t.release(*c)
+	*c = t.encode(v)
 }
 
 // get returns the value at idx and whether it was ever stored.
 func (t *memoTable) get(idx int) (value, bool) {
-	if idx < 0 || idx >= len(t.slots) {
+	if idx < 0 || idx >= t.n {
 		return value{}, false
 	}
-	s := t.slots[idx]
+	s := t.slot(idx)
 	switch s & slotMask {
 	case slotObj:
 		return t.objs[uint32(s&^slotMask)], true

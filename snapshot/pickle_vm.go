@@ -116,7 +116,7 @@ func (m *vm) popMark() ([]value, error) {
 
 func (m *vm) memoPut(idx int, v value) {
 	switch {
-	case idx <= len(m.memo.slots):
+	case idx <= m.memo.len():
 		m.memo.set(idx, v)
 	default:
 		if m.sparse == nil {
@@ -139,7 +139,7 @@ func (m *vm) memoPut(idx int, v value) {
 func (m *vm) memoGet(idx int) (value, error) {
 	var v value
 	ok := false
-	if idx >= 0 && idx < len(m.memo.slots) {
+	if idx >= 0 && idx < m.memo.len() {
 		v, ok = m.memo.get(idx)
 	} else if m.sparse != nil {
 		v, ok = m.sparse[idx]
@@ -159,7 +159,7 @@ func (m *vm) replaceMemo(memo int, v value) {
 		return
 	}
 	idx := memo - 1
-	if idx < len(m.memo.slots) {
+	if idx < m.memo.len() {
 		m.memo.set(idx, v)
 	} else if m.sparse != nil {
 		m.sparse[idx] = v
@@ -232,7 +232,7 @@ func (m *vm) run() (value, error) {
 		if len(m.stack)+m.sch.generic > m.opts.MaxValues {
 			return value{}, m.fail("more than %d pickle values that are not snapshot records: not a snapshot PyTorch wrote (limit snapshot.Options.MaxValues)", m.opts.MaxValues)
 		}
-		if len(m.memo.slots) > m.opts.MaxMemo {
+		if m.memo.len() > m.opts.MaxMemo {
 			return value{}, m.fail("more than %d memo entries, more than a snapshot of this size holds (limit snapshot.Options.MaxMemo)", m.opts.MaxMemo)
 		}
 	}
@@ -502,7 +502,7 @@ func (m *vm) step(op byte) error {
 		if err != nil {
 			return err
 		}
-		m.memoPut(len(m.memo.slots), *t)
+		m.memoPut(m.memo.len(), *t)
 	case 'q', 'r', 'p': // BINPUT, LONG_BINPUT, PUT
 		idx, err := m.memoIndex(op)
 		if err != nil {
@@ -536,8 +536,8 @@ func (m *vm) step(op byte) error {
 // pushMemo pushes memo entry idx: frames, stacks and live objects directly,
 // anything else through memoGet's checks.
 func (m *vm) pushMemo(idx int) error {
-	if idx < len(m.memo.slots) {
-		sl := m.memo.slots[idx]
+	if idx < m.memo.len() {
+		sl := m.memo.slot(idx)
 		switch sl & slotMask {
 		case slotObj:
 			v := m.memo.objs[uint32(sl&^slotMask)]
