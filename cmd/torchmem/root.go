@@ -79,8 +79,10 @@ func newRootCmd(g *globals) *cobra.Command {
 what leaked and what to change. Inputs are never executed.
 
 Exit codes: 0 ok, 1 a check or regression failed, 2 bad input or usage.`,
-		Example: `  torchmem info oom_snapshot.pickle
-  torchmem info --format json trace.json.gz
+		Example: `  torchmem analyze oom_snapshot.pickle
+  torchmem report oom_snapshot.pickle -o report.html
+  torchmem analyze --format markdown trace.json.gz > ticket.md
+  torchmem check new.pickle --baseline base.json --tolerance 5%
   cat snapshot.pickle | torchmem info -`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
