@@ -18,10 +18,6 @@ type segRange struct {
 
 func (r segRange) end() uint64 { return r.addr + uint64(r.size) }
 
-// small reports whether the range belongs to the small pool (2 MiB
-// segments; requests above 1 MiB never come from it).
-func (r segRange) small() bool { return !r.expandable && r.size == 2<<20 }
-
 // segmentsAt rebuilds the reserved ranges after event i by replaying the
 // segment events backwards from the dump-time segments, as MemoryViz's
 // Allocator State History does. It returns nil when the device has no
@@ -85,46 +81,24 @@ func removeRange(rs []segRange, addr uint64, size int64) []segRange {
 }
 
 // fragmentationAt measures the allocator's cached free memory after event
-// i: the reserved ranges minus the live blocks (rounded sizes), and the
-// largest contiguous free block usable for a request of the given size.
+// i: the free pieces of the rebuilt segments, and the largest one usable for
+// a request of the given size (a request above 1 MiB never uses the small
+// pool's 2 MiB segments).
 func (h *History) fragmentationAt(i int, request int64) Fragmentation {
 	fr := Fragmentation{ExpandableSegments: h.expandable()}
-	rs := h.segmentsAt(i)
-	if rs == nil {
+	segs := h.StateAt(i)
+	if segs == nil {
 		fr.CachedFreeBytes = max(0, h.ReservedAt(i)-h.AllocatedAt(i))
 		return fr
 	}
-	type iv struct{ a, e uint64 }
-	var live []iv
-	for bi := range h.Blocks {
-		b := &h.Blocks[bi]
-		if b.Untracked || !b.LiveAt(i) {
-			continue
-		}
-		live = append(live, iv{b.Addr, b.Addr + uint64(max(b.Rounded, b.Size))})
-	}
-	sort.Slice(live, func(a, b int) bool { return live[a].a < live[b].a })
-	li := 0
-	for _, r := range rs {
-		cur := r.addr
-		for li < len(live) && live[li].e <= r.addr {
-			li++
-		}
-		for k := li; k < len(live) && live[k].a < r.end(); k++ {
-			if live[k].a > cur {
-				gap := int64(live[k].a - cur)
-				fr.CachedFreeBytes += gap
-				if request <= 1<<20 || !r.small() {
-					fr.LargestFreeBlockBytes = max(fr.LargestFreeBlockBytes, gap)
-				}
+	for _, g := range segs {
+		for _, b := range g.Blocks {
+			if !b.Free() {
+				continue
 			}
-			cur = max(cur, live[k].e)
-		}
-		if cur < r.end() {
-			gap := int64(r.end() - cur)
-			fr.CachedFreeBytes += gap
-			if request <= 1<<20 || !r.small() {
-				fr.LargestFreeBlockBytes = max(fr.LargestFreeBlockBytes, gap)
+			fr.CachedFreeBytes += b.Size
+			if request <= 1<<20 || !g.small() {
+				fr.LargestFreeBlockBytes = max(fr.LargestFreeBlockBytes, b.Size)
 			}
 		}
 	}
@@ -168,6 +142,7 @@ func (h *History) oomAt(sites *siteCache, i, topN int) *OOM {
 		Fragmentation:   h.fragmentationAt(i, e.Size),
 		TopSites:        h.topSites(sites, i, topN),
 		LiveByPhase:     h.liveByPhase(i),
+		Layout:          h.StateAt(i),
 	}
 	if o.Site == "" {
 		o.Site = SiteNoFrames

@@ -88,6 +88,9 @@ type OOM struct {
 	LiveByPhase []PhaseBytes `json:"live_by_phase"`
 	// Verdict is the one-sentence explanation shown first in every report.
 	Verdict string `json:"verdict"`
+	// Layout is the allocator's segments and blocks at the OOM, rebuilt by
+	// replay (nil without dump-time segments); for the HTML report, not JSON.
+	Layout []SegmentState `json:"-"`
 }
 
 // Fragmentation measures allocator slack at a moment.

@@ -250,7 +250,10 @@ func buildPage(r *analysis.Result, o HTMLOptions, b budget) (*htmlPage, *chartDa
 		}
 		if d.OOM != nil {
 			var blocks []freeBlock
-			if dev := snapDevice(o.Snapshot, d.Device); dev != nil {
+			if d.OOM.Layout != nil {
+				// The allocator state rebuilt at the OOM by replay.
+				blocks = layoutFreeBlocks(d.OOM.Layout)
+			} else if dev := snapDevice(o.Snapshot, d.Device); dev != nil {
 				// The segments are the state at the dump: at the OOM only
 				// when nothing was allocated or freed after it.
 				v.Later = changesAfter(dev, d.OOM.EventIndex)

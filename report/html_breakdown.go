@@ -125,6 +125,26 @@ func largestFreeBlocks(dev *snapshot.Device) []freeBlock {
 	return out
 }
 
+// layoutFreeBlocks lists the free pieces of the allocator state rebuilt at
+// the OOM, largest first.
+func layoutFreeBlocks(layout []analysis.SegmentState) []freeBlock {
+	var out []freeBlock
+	for _, g := range layout {
+		for _, b := range g.Blocks {
+			if b.Free() && b.Size > 0 {
+				out = append(out, freeBlock{Segment: g.Address, Address: b.Address, Size: b.Size})
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Size != out[j].Size {
+			return out[i].Size > out[j].Size
+		}
+		return out[i].Address < out[j].Address
+	})
+	return out
+}
+
 // buildFragmentation charts the largest free blocks against the failed
 // request. Without segments it compares the cached free bytes, the largest
 // free block and the request.

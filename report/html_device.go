@@ -46,7 +46,9 @@ func newDeviceView(i int, d *analysis.DeviceResult, s *snapshot.Snapshot, many b
 		v.Cats = append(v.Cats, row)
 	}
 	if d.OOM != nil {
-		if dev := snapDevice(s, d.Device); dev != nil {
+		if d.OOM.Layout != nil {
+			v.Segments = layoutSegmentRows(d.OOM.Layout, d.OOM.RequestedBytes)
+		} else if dev := snapDevice(s, d.Device); dev != nil {
 			v.Segments = segmentRows(dev, d.OOM.RequestedBytes)
 		}
 	}
@@ -165,6 +167,36 @@ func segmentRows(dev *snapshot.Device, request int64) []segmentRow {
 		r.FitsTheRequest = r.LargestFree >= request
 		rows = append(rows, r)
 	}
+	return largestFirst(rows)
+}
+
+// layoutSegmentRows lists the segments of the state rebuilt at the OOM that
+// have free pieces, the one with the largest first.
+func layoutSegmentRows(layout []analysis.SegmentState, request int64) []segmentRow {
+	var rows []segmentRow
+	for _, g := range layout {
+		r := segmentRow{Address: g.Address, Total: g.Size, Expandable: g.Expandable}
+		for _, b := range g.Blocks {
+			if !b.Free() {
+				r.Allocated += b.Size
+				continue
+			}
+			r.Free += b.Size
+			r.FreeBlocks++
+			r.LargestFree = max(r.LargestFree, b.Size)
+		}
+		if r.FreeBlocks == 0 {
+			continue
+		}
+		r.FitsTheRequest = r.LargestFree >= request
+		rows = append(rows, r)
+	}
+	return largestFirst(rows)
+}
+
+// largestFirst orders segment rows by their largest free block and keeps
+// the first maxSegmentRows.
+func largestFirst(rows []segmentRow) []segmentRow {
 	sort.SliceStable(rows, func(i, j int) bool {
 		if rows[i].LargestFree != rows[j].LargestFree {
 			return rows[i].LargestFree > rows[j].LargestFree
