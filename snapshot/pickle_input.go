@@ -20,7 +20,7 @@ type inbuf struct {
 	err      error // sticky error from src (io.EOF at the end)
 }
 
-func newInbuf(r io.Reader) *inbuf { return &inbuf{src: r, buf: make([]byte, 1<<20)} }
+func newInbuf(r io.Reader) *inbuf { return &inbuf{src: r, buf: make([]byte, 256<<10)} }
 
 // fill makes at least n bytes available (n ≤ len(buf)), and reports whether
 // it could.

@@ -447,6 +447,9 @@ func (m *vm) step(op byte) error {
 			return m.fail("%s to a %s, not a list", opName(op), kindName(t.k))
 		}
 		l := t.list()
+		if len(items) > 0 && items[0].k == kFrame && len(l.items) == 0 {
+			l.frames = slices.Grow(l.frames, len(items)) // one allocation for the batch
+		}
 		for i, it := range items {
 			if it.k == kFrame && len(l.items) == 0 {
 				l.frames = append(l.frames, FrameID(it.n))

@@ -141,7 +141,7 @@ func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error)
 	opts = opts.withDefaults()
 	cr := &countingReader{r: r, progress: opts.Progress}
 	src := Source{Path: path, FileBytes: size}
-	br := bufio.NewReaderSize(cr, 1<<20)
+	br := bufio.NewReaderSize(cr, 256<<10)
 	head, _ := br.Peek(2)
 	if len(head) == 0 {
 		return nil, &Error{Path: path, Offset: 0, Msg: "empty file"}
@@ -156,10 +156,10 @@ func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error)
 		zr.Multistream(true)
 		src.Gzipped = true
 		lim = &limitReader{r: zr, max: opts.MaxInputBytes}
-		in = bufio.NewReaderSize(lim, 1<<20)
+		in = bufio.NewReaderSize(lim, 256<<10)
 	} else {
 		lim = &limitReader{r: br, max: opts.MaxInputBytes}
-		in = bufio.NewReaderSize(lim, 1<<20)
+		in = bufio.NewReaderSize(lim, 256<<10)
 	}
 	if opts.memoAuto {
 		per := int64(40)
