@@ -28,6 +28,7 @@ type evidence struct {
 	gradsInFwd int64 // gradient bytes live at the forward peak
 	lateZero   int   // event of a zero_grad that frees them after that peak (−1)
 	steps      int   // training steps seen
+	training   bool  // a backward, optimizer or zero_grad phase ran, or gradients / optimizer state exist
 	fp32       bool  // parameters known to be fp32 (chrome-trace shapes)
 }
 
@@ -45,6 +46,16 @@ func gatherEvidence(h *History, dr *DeviceResult) *evidence {
 	}
 	ev.total = ev.cats.Total()
 	ev.steps = len(h.Phases.Steps)
+	for _, sp := range h.Phases.Spans {
+		if sp.Events > 0 && (sp.Phase == PhaseBackward || sp.Phase == PhaseOptimizer) || sp.Phase == PhaseZeroGrad {
+			ev.training = true
+		}
+	}
+	for _, c := range []Categories{dr.Peak.Categories, dr.AtEnd.Categories} {
+		if c[Gradient]+c[OptimizerState] > 0 {
+			ev.training = true
+		}
+	}
 	sites := map[string]int64{}
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
@@ -119,7 +130,10 @@ func suggest(ev *evidence) []Suggestion {
 	oomPhase := ev.oom != nil && (ev.phase == PhaseForward || ev.phase == PhaseBackward)
 	inOpt := ev.oom != nil && ev.phase == PhaseOptimizer
 
-	if oomPhase || pct(act, ev.total) >= 40 {
+	// Checkpointing trades recomputation in backward for memory: only
+	// training has a backward to recompute in. An OOM in forward or backward
+	// is most often training's; a peak without an OOM needs evidence of it.
+	if oomPhase || ev.training && pct(act, ev.total) >= 40 {
 		because := fmt.Sprintf("activations and temporaries are %s of %s allocated %s (%.0f%%)", fmtBytes(act), fmtBytes(ev.total), where, pct(act, ev.total))
 		if oomPhase {
 			because = fmt.Sprintf("the OOM happened in %s with %s of activations and temporaries live (%.0f%% of %s allocated) %s", ev.phase, fmtBytes(act), pct(act, ev.total), fmtBytes(ev.total), where)
@@ -145,7 +159,12 @@ func suggest(ev *evidence) []Suggestion {
 				How: "halve max_seq_len / block_size (attention memory falls about 4×), or pack shorter sequences"})
 		}
 	}
-	if pct(act, ev.total) >= 50 || oomPhase && pct(act, ev.total) >= 30 {
+	if !ev.training && !oomPhase && pct(act, ev.total) >= 50 {
+		out = append(out, Suggestion{ID: "reduce_batch_size", Title: "Process smaller batches (or chunk the input)",
+			Because:               fmt.Sprintf("activations and temporaries dominate %s: %s of %s (%.0f%%), and they scale with the batch; nothing here is trained", where, fmtBytes(act), fmtBytes(ev.total), pct(act, ev.total)),
+			EstimatedSavingsBytes: act / 2, Cost: "more, smaller forward passes",
+			How: "for chunk in torch.split(batch, batch.shape[0] // 2):\n    with torch.inference_mode():\n        outputs.append(model(chunk))"})
+	} else if pct(act, ev.total) >= 50 || oomPhase && pct(act, ev.total) >= 30 {
 		out = append(out, Suggestion{ID: "gradient_accumulation", Title: "Halve the micro-batch and accumulate gradients",
 			Because:               fmt.Sprintf("activations and temporaries dominate %s: %s of %s (%.0f%%), and they scale with the micro-batch", where, fmtBytes(act), fmtBytes(ev.total), pct(act, ev.total)),
 			EstimatedSavingsBytes: act / 2, Cost: "none for the result (same effective batch); more, smaller steps",
@@ -172,7 +191,12 @@ func suggest(ev *evidence) []Suggestion {
 			EstimatedSavingsBytes: opt, Cost: "2–5× slower steps",
 			How: "# FSDP2: fully_shard(model, offload_policy=CPUOffloadPolicy())\n# DeepSpeed: \"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\"}}"})
 	}
-	if pct(par, ev.total) >= 50 {
+	if pct(par, ev.total) >= 50 && !ev.training {
+		out = append(out, Suggestion{ID: "quantize_weights", Title: "Load the weights in 8-bit (or 4-bit) for inference",
+			Because:               fmt.Sprintf("parameters dominate %s: %s of %s (%.0f%%), and nothing is trained (no backward, no optimizer state)", where, fmtBytes(par), fmtBytes(ev.total), pct(par, ev.total)),
+			EstimatedSavingsBytes: par / 2, Cost: "slightly slower matmuls; a small accuracy cost (check on your evaluation)",
+			How: "from transformers import BitsAndBytesConfig\nmodel = AutoModelForCausalLM.from_pretrained(name, quantization_config=BitsAndBytesConfig(load_in_8bit=True))  # or load_in_4bit=True: ~75% saved\n# torchao: quantize_(model, int8_weight_only())"})
+	} else if pct(par, ev.total) >= 50 {
 		out = append(out, Suggestion{ID: "qlora", Title: "Fine-tune with QLoRA (4-bit frozen weights + LoRA adapters)",
 			Because:               fmt.Sprintf("parameters dominate %s: %s of %s (%.0f%%)", where, fmtBytes(par), fmtBytes(ev.total), pct(par, ev.total)),
 			EstimatedSavingsBytes: par * 3 / 4, Cost: "similar speed; only adapters are trained (fine-tuning only)",
