@@ -31,10 +31,10 @@ func (s SegmentState) small() bool { return !s.Expandable && s.Size == 2<<20 }
 // dump-time segments. It returns nil when the file has no dump-time
 // segments (chrome traces, traces without a state).
 func (h *History) StateAt(i int) []SegmentState {
-	rs := h.segmentsAt(i)
-	if rs == nil {
+	if len(h.Device.Segments) == 0 {
 		return nil
 	}
+	rs := h.segmentsAt(i)
 	type iv struct {
 		a, e uint64
 		bi   int

@@ -165,7 +165,6 @@ type deviceView struct {
 	Cats     []catRow
 	Segments []segmentRow
 	Blocks   int // free blocks at the OOM
-	Later    int // allocations and frees between the OOM and the dump
 	Timeline string
 	Phases   []analysis.PhaseSpan // the first maxPhaseRows
 	// PhasesTotal is how many phase spans the device has.
@@ -188,7 +187,6 @@ type segmentRow struct {
 	FreeBlocks                 int
 	LargestFree                int64
 	Expandable, FitsTheRequest bool
-	Stream                     uint64
 }
 
 // chartData is the JSON the page's script reads: per device, the options of
@@ -249,18 +247,9 @@ func buildPage(r *analysis.Result, o HTMLOptions, b budget) (*htmlPage, *chartDa
 			return nil, nil, err
 		}
 		if d.OOM != nil {
-			var blocks []freeBlock
-			if d.OOM.Layout != nil {
-				// The allocator state rebuilt at the OOM by replay.
-				blocks = layoutFreeBlocks(d.OOM.Layout)
-			} else if dev := snapDevice(o.Snapshot, d.Device); dev != nil {
-				// The segments are the state at the dump: at the OOM only
-				// when nothing was allocated or freed after it.
-				v.Later = changesAfter(dev, d.OOM.EventIndex)
-				if v.Later == 0 {
-					blocks = largestFreeBlocks(dev)
-				}
-			}
+			// The allocator state rebuilt at the OOM by replay (none
+			// without dump-time segments).
+			blocks := layoutFreeBlocks(d.OOM.Layout)
 			v.Blocks = len(blocks)
 			if dc.Fragmentation, err = buildFragmentation(d.OOM, blocks, prefix+"fragmentation"); err != nil {
 				return nil, nil, err

@@ -8,7 +8,6 @@ import (
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
 	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/snapshot"
 )
 
 // The charts beside the timeline: categories, sites, free blocks.
@@ -104,25 +103,6 @@ type freeBlock struct {
 	Segment uint64
 	Address uint64
 	Size    int64
-}
-
-// largestFreeBlocks lists the free blocks of a device's segments, largest first.
-func largestFreeBlocks(dev *snapshot.Device) []freeBlock {
-	var out []freeBlock
-	for _, s := range dev.Segments {
-		for _, b := range s.Blocks {
-			if b.State == snapshot.BlockInactive && b.Size > 0 {
-				out = append(out, freeBlock{Segment: s.Address, Address: b.Address, Size: b.Size})
-			}
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Size != out[j].Size {
-			return out[i].Size > out[j].Size
-		}
-		return out[i].Address < out[j].Address
-	})
-	return out
 }
 
 // layoutFreeBlocks lists the free pieces of the allocator state rebuilt at

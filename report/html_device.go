@@ -46,11 +46,7 @@ func newDeviceView(i int, d *analysis.DeviceResult, s *snapshot.Snapshot, many b
 		v.Cats = append(v.Cats, row)
 	}
 	if d.OOM != nil {
-		if d.OOM.Layout != nil {
-			v.Segments = layoutSegmentRows(d.OOM.Layout, d.OOM.RequestedBytes)
-		} else if dev := snapDevice(s, d.Device); dev != nil {
-			v.Segments = segmentRows(dev, d.OOM.RequestedBytes)
-		}
+		v.Segments = layoutSegmentRows(d.OOM.Layout, d.OOM.RequestedBytes)
 	}
 	return v
 }
@@ -147,29 +143,6 @@ func deviceFacts(d *analysis.DeviceResult) []fact {
 	return f
 }
 
-// segmentRows lists the segments with free blocks, the one with the
-// largest free block first.
-func segmentRows(dev *snapshot.Device, request int64) []segmentRow {
-	var rows []segmentRow
-	for _, s := range dev.Segments {
-		r := segmentRow{Address: s.Address, Total: s.TotalSize, Allocated: s.AllocatedSize, Expandable: s.IsExpandable, Stream: s.Stream}
-		for _, b := range s.Blocks {
-			if b.State != snapshot.BlockInactive {
-				continue
-			}
-			r.Free += b.Size
-			r.FreeBlocks++
-			r.LargestFree = max(r.LargestFree, b.Size)
-		}
-		if r.FreeBlocks == 0 {
-			continue
-		}
-		r.FitsTheRequest = r.LargestFree >= request
-		rows = append(rows, r)
-	}
-	return largestFirst(rows)
-}
-
 // layoutSegmentRows lists the segments of the state rebuilt at the OOM that
 // have free pieces, the one with the largest first.
 func layoutSegmentRows(layout []analysis.SegmentState, request int64) []segmentRow {
@@ -207,21 +180,4 @@ func largestFirst(rows []segmentRow) []segmentRow {
 		rows = rows[:maxSegmentRows]
 	}
 	return rows
-}
-
-// changesAfter counts the allocations, frees and segment changes after event
-// i: when there are none, the segments of the dump are the state at event i.
-func changesAfter(dev *snapshot.Device, i int) int {
-	if i < 0 || i >= len(dev.Events) {
-		return 0
-	}
-	n := 0
-	for _, e := range dev.Events[i+1:] {
-		switch e.Action {
-		case snapshot.ActionAlloc, snapshot.ActionFreeCompleted, snapshot.ActionSegmentAlloc,
-			snapshot.ActionSegmentFree, snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
-			n++
-		}
-	}
-	return n
 }
