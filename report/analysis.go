@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // JSON writes results as schema torchmem.analysis/v1 (one object, or an
@@ -23,18 +24,18 @@ func JSON(w io.Writer, results []*analysis.Result) error {
 // Text writes what filled memory, for a terminal, on about one screen.
 func Text(w io.Writer, r *analysis.Result) error {
 	p := &printer{w: w}
-	p.f("%s — %s, %s\n", oneLine(r.Input.Path), r.Input.Format, r.Input.Generation)
+	p.f("%s — %s, %s\n", snapshot.OneLine(r.Input.Path), r.Input.Format, r.Input.Generation)
 	headline := Headline(r)
-	p.f("%s\n", oneLine(headline))
+	p.f("%s\n", snapshot.OneLine(headline))
 	for _, d := range r.Devices {
 		p.f("\n%s\n", deviceTitle(d))
 		if d.OOM != nil {
 			o := d.OOM
 			if d.Device != headlineOOMDevice(r) { // another device's OOM: its own verdict
-				p.f("  OOM      %s\n", oneLine(o.Verdict))
+				p.f("  OOM      %s\n", snapshot.OneLine(o.Verdict))
 			}
 			p.f("  OOM      requested %s, device free %s, allocated %s, reserved %s, in %s (step %d) at %s\n",
-				Bytes(o.RequestedBytes), Bytes(o.DeviceFreeBytes), Bytes(o.AllocatedBytes), Bytes(o.ReservedBytes), o.Phase, o.Step, oneLine(o.Site))
+				Bytes(o.RequestedBytes), Bytes(o.DeviceFreeBytes), Bytes(o.AllocatedBytes), Bytes(o.ReservedBytes), o.Phase, o.Step, snapshot.OneLine(o.Site))
 			fr := o.Fragmentation
 			p.f("           cached free %s, largest free block %s, expandable segments %v\n", Bytes(fr.CachedFreeBytes), Bytes(fr.LargestFreeBlockBytes), fr.ExpandableSegments)
 		}
@@ -54,7 +55,7 @@ func Text(w io.Writer, r *analysis.Result) error {
 		if len(d.TopSites) > 0 {
 			p.f("  top sites\n")
 			for _, s := range firstN(d.TopSites, 5) {
-				p.f("    %10s  %-16s %s (%s)\n", Bytes(s.Bytes), s.Category, oneLine(s.Site), plural(s.Count, "block"))
+				p.f("    %10s  %-16s %s (%s)\n", Bytes(s.Bytes), s.Category, snapshot.OneLine(s.Site), plural(s.Count, "block"))
 			}
 		}
 		if ph := phasePeaks(d.Phases); ph != "" {
@@ -64,19 +65,19 @@ func Text(w io.Writer, r *analysis.Result) error {
 	if len(r.Leaks) > 0 {
 		p.f("\nleaks\n")
 		for _, l := range r.Leaks {
-			p.f("  [%s] %s on device %d at %s: %s/step over %d steps (%s); fix: %s\n", l.Confidence, l.Kind, l.Device, oneLine(l.Site), Bytes(l.BytesPerStep), l.Steps, oneLine(l.Evidence), oneLine(l.Fix))
+			p.f("  [%s] %s on device %d at %s: %s/step over %d steps (%s); fix: %s\n", l.Confidence, l.Kind, l.Device, snapshot.OneLine(l.Site), Bytes(l.BytesPerStep), l.Steps, snapshot.OneLine(l.Evidence), snapshot.OneLine(l.Fix))
 		}
 	}
 	if len(r.Suggestions) > 0 {
 		p.f("\nsuggestions (by estimated saving)\n")
 		for i, s := range r.Suggestions {
-			p.f("  %d. %s — saves ~%s (%s)\n     because %s\n", i+1, s.Title, Bytes(s.EstimatedSavingsBytes), s.Cost, oneLine(s.Because))
+			p.f("  %d. %s — saves ~%s (%s)\n     because %s\n", i+1, s.Title, Bytes(s.EstimatedSavingsBytes), s.Cost, snapshot.OneLine(s.Because))
 		}
 	}
 	if len(r.Diagnostics) > 0 {
 		p.f("\nnotes\n")
 		for _, d := range r.Diagnostics {
-			p.f("  - %s\n", oneLine(d.Message))
+			p.f("  - %s\n", snapshot.OneLine(d.Message))
 		}
 	}
 	return p.err
@@ -254,10 +255,10 @@ func fragNote(f analysis.Fragmentation) string {
 // no table breaks, no line breaks.
 func mdText(s string) string {
 	r := strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;", "&", "&amp;", "\n", " ", "\r", " ", "`", "'", "*", `\*`, "_", `\_`, "[", `\[`, "]", `\]`)
-	return r.Replace(oneLine(s))
+	return r.Replace(snapshot.OneLine(s))
 }
 
 // mdCode makes a string safe inside `code` in a table cell.
 func mdCode(s string) string {
-	return strings.NewReplacer("`", "'", "|", `\|`, "\n", " ", "\r", " ").Replace(oneLine(s))
+	return strings.NewReplacer("`", "'", "|", `\|`, "\n", " ", "\r", " ").Replace(snapshot.OneLine(s))
 }

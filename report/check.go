@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // CheckJSON writes check results as schema torchmem.check/v1 (one object,
@@ -59,12 +60,12 @@ func CheckText(w io.Writer, results []*analysis.CheckResult) error {
 		if i > 0 {
 			p.f("\n")
 		}
-		p.f("torchmem check %s — %s\n", oneLine(c.Input.Path), CheckSummary(c))
+		p.f("torchmem check %s — %s\n", snapshot.OneLine(c.Input.Path), CheckSummary(c))
 		if s := checkSettings(c); s != "" {
-			p.f("  %s\n", oneLine(s))
+			p.f("  %s\n", snapshot.OneLine(s))
 		}
 		for _, it := range c.Checks {
-			p.f("  %-4s  %s\n", it.Status, oneLine(it.Message))
+			p.f("  %-4s  %s\n", it.Status, snapshot.OneLine(it.Message))
 		}
 	}
 	return p.err

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // diffSitesText and diffSitesMarkdown bound the sites a diff lists.
@@ -112,11 +113,11 @@ func diffAbs(v int64) int64 {
 }
 
 func diffInputLine(in analysis.Input) string {
-	s := oneLine(in.Path)
+	s := snapshot.OneLine(in.Path)
 	if in.Format != "" {
 		s += " (" + in.Format
 		if in.Generation != "" {
-			s += ", " + oneLine(in.Generation)
+			s += ", " + snapshot.OneLine(in.Generation)
 		}
 		s += ")"
 	}
@@ -187,7 +188,7 @@ func diffOOMLine(o analysis.OOMDiff) string {
 func DiffText(w io.Writer, d *analysis.DiffResult) error {
 	p := &printer{w: w}
 	p.f("torchmem diff\n  base  %s\n  new   %s\n", diffInputLine(d.Base), diffInputLine(d.New))
-	p.f("%s\n", oneLine(DiffHeadline(d)))
+	p.f("%s\n", snapshot.OneLine(DiffHeadline(d)))
 	row := func(name, base, new, change string) {
 		p.f("  %-24s %12s %12s  %s\n", name, base, new, change)
 	}
@@ -200,7 +201,7 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 		drow("allocated at the end", dd.EndAllocated)
 		drow("reserved at the end", dd.EndReserved)
 		row("phase of the peak", string(dd.PeakPhase.Base), string(dd.PeakPhase.New), "")
-		p.f("  OOM: %s\n", oneLine(diffOOMLine(dd.OOM)))
+		p.f("  OOM: %s\n", snapshot.OneLine(diffOOMLine(dd.OOM)))
 		p.f("\n  at the peak\n")
 		for _, c := range dd.Categories {
 			if c.Peak.Base != 0 || c.Peak.New != 0 {
@@ -229,7 +230,7 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 		if len(sites) > 0 {
 			p.f("  sites live at the peak, largest changes\n")
 			for _, s := range sites {
-				p.f("    %-8s %10s %10s  %-20s %s [%s]\n", sitePresence(s.Presence), Size(s.Bytes.Base), Size(s.Bytes.New), Change(s.Bytes), oneLine(s.Site), s.Category)
+				p.f("    %-8s %10s %10s  %-20s %s [%s]\n", sitePresence(s.Presence), Size(s.Bytes.Base), Size(s.Bytes.New), Change(s.Bytes), snapshot.OneLine(s.Site), s.Category)
 			}
 			if more > 0 {
 				p.f("    … %s more (--format json lists all)\n", plural(more, "site"))
@@ -239,7 +240,7 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 	if len(d.Leaks) > 0 {
 		p.f("\nleaks\n")
 		for _, l := range d.Leaks {
-			p.f("  %-8s %s on device %d at %s: %s/step → %s/step [%s]\n", leakPresence(l.Presence), l.Kind, l.Device, oneLine(l.Site),
+			p.f("  %-8s %s on device %d at %s: %s/step → %s/step [%s]\n", leakPresence(l.Presence), l.Kind, l.Device, snapshot.OneLine(l.Site),
 				Size(l.BytesPerStep.Base), Size(l.BytesPerStep.New), l.Confidence)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // githubTitle is the title of every annotation torchmem writes.
@@ -35,7 +36,7 @@ func GitHubAnnotations(w io.Writer, results []*analysis.CheckResult) error {
 // are shown as \xNN.
 func githubData(s string) string {
 	s = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
-	return oneLine(s)
+	return snapshot.OneLine(s)
 }
 
 // githubProperty escapes a property value of a workflow command (also : and ,).

@@ -25,7 +25,7 @@ func InfoJSON(w io.Writer, sums []snapshot.Summary) error {
 // InfoText writes a summary for a terminal.
 func InfoText(w io.Writer, s snapshot.Summary) error {
 	p := &printer{w: w}
-	p.f("%s\n", oneLine(s.Path))
+	p.f("%s\n", snapshot.OneLine(s.Path))
 	format := string(s.Format)
 	if s.Protocol > 0 {
 		format += fmt.Sprintf(", pickle protocol %d", s.Protocol)
@@ -42,7 +42,7 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 		}
 		extra := ""
 		if d.Name != "" {
-			extra = " " + oneLine(d.Name)
+			extra = " " + snapshot.OneLine(d.Name)
 		}
 		if d.CapacityBytes > 0 {
 			extra += " (" + Bytes(d.CapacityBytes) + ")"
@@ -81,7 +81,7 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 	if s.Annotations.Count > 0 {
 		var top []string
 		for _, a := range s.Annotations.Top {
-			top = append(top, fmt.Sprintf("%s ×%d", oneLine(a.Name), a.Count))
+			top = append(top, fmt.Sprintf("%s ×%d", snapshot.OneLine(a.Name), a.Count))
 		}
 		p.f("  annotations %s: %s\n", Count(s.Annotations.Count), strings.Join(top, ", "))
 	}
@@ -94,13 +94,13 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 		if st.MaxSplitSize >= 0 {
 			split = Bytes(st.MaxSplitSize)
 		}
-		p.f("  allocator   PYTORCH_CUDA_ALLOC_CONF=%s, expandable_segments=%v, max_split_size=%s\n", oneLine(conf), st.ExpandableSegments, split)
+		p.f("  allocator   PYTORCH_CUDA_ALLOC_CONF=%s, expandable_segments=%v, max_split_size=%s\n", snapshot.OneLine(conf), st.ExpandableSegments, split)
 	}
 	for _, o := range s.OOMs {
 		p.f("  OOM         device %d, entry %d: requested %s with %s free on the device\n", o.Device, o.Index, Bytes(o.RequestedBytes), Bytes(o.DeviceFree))
 	}
 	for _, d := range s.Diagnostics {
-		p.f("  note        %s\n", oneLine(d.Message))
+		p.f("  note        %s\n", snapshot.OneLine(d.Message))
 	}
 	return p.err
 }

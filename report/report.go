@@ -5,7 +5,6 @@ package report
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/dustin/go-humanize"
 )
@@ -32,21 +31,4 @@ func Duration(ns int64) string {
 		return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
 	}
 	return fmt.Sprintf("%.2f s", float64(ns)/1e9)
-}
-
-// oneLine makes an input string safe for a single terminal line: control
-// characters (escape sequences included) are shown as \xNN.
-func oneLine(s string) string {
-	if strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) < 0 {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
-			fmt.Fprintf(&b, `\x%02x`, r)
-		} else {
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }

@@ -21,22 +21,27 @@ func (e *Error) Error() string {
 		p = "<input>"
 	}
 	if e.Offset >= 0 {
-		return escapeControl(fmt.Sprintf("%s: %s at byte offset %d", p, e.Msg, e.Offset))
+		return OneLine(fmt.Sprintf("%s: %s at byte offset %d", p, e.Msg, e.Offset))
 	}
-	return escapeControl(fmt.Sprintf("%s: %s", p, e.Msg))
+	return OneLine(fmt.Sprintf("%s: %s", p, e.Msg))
 }
 
-// escapeControl escapes control characters (input strings quoted in a message may
-// hold newlines or terminal escapes) so an error is always one safe line.
-func escapeControl(s string) string {
+// OneLine makes text from an input (quoted in an error, printed in a
+// report) one inert line: line breaks and tabs become spaces, other control
+// characters — C0, DEL and the C1 range, whose 0x9b starts terminal escape
+// sequences — become \xNN.
+func OneLine(s string) string {
 	if !strings.ContainsFunc(s, isControl) {
 		return s
 	}
 	var b strings.Builder
 	for _, r := range s {
-		if isControl(r) {
+		switch {
+		case r == '\n' || r == '\r' || r == '\t':
+			b.WriteByte(' ')
+		case isControl(r):
 			fmt.Fprintf(&b, "\\x%02x", r)
-		} else {
+		default:
 			b.WriteRune(r)
 		}
 	}

@@ -25,7 +25,7 @@ func readChromeTrace(in *bufio.Reader, src Source, opts Options) (s *Snapshot, e
 	defer func() {
 		if r := recover(); r != nil {
 			s = nil
-			err = &Error{Path: src.Path, Offset: tr.offset(), Msg: oneLine(fmt.Sprintf("malformed chrome trace (reader failure: %v)", r))}
+			err = &Error{Path: src.Path, Offset: tr.offset(), Msg: fmt.Sprintf("malformed chrome trace (reader failure: %v)", r)}
 		}
 	}()
 	tr = newTraceReader(in, src, opts)
@@ -200,7 +200,7 @@ func (tr *traceReader) nextOffset() int64 {
 
 // errAt makes an *Error at a byte offset of the decompressed input.
 func (tr *traceReader) errAt(off int64, format string, args ...any) *Error {
-	return &Error{Path: tr.src.Path, Offset: off, Msg: oneLine(fmt.Sprintf(format, args...))}
+	return &Error{Path: tr.src.Path, Offset: off, Msg: fmt.Sprintf(format, args...)}
 }
 
 // wrap turns a decoder or read error into an *Error with its byte offset;

@@ -310,13 +310,3 @@ func skipSpace(b []byte, i int) int {
 	}
 	return i
 }
-
-// oneLine replaces line breaks so that an error message stays on one line.
-func oneLine(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\r' {
-			return ' '
-		}
-		return r
-	}, s)
-}
