@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"math/big"
 	"os"
 	"runtime/debug"
@@ -92,7 +93,7 @@ func (c *refConverter) convert(o any, depth int) value {
 		}
 		return value{k: kBig, p: unsafe.Pointer(x)}
 	case float64:
-		return value{k: kFloat, n: int64(float64bits(x))}
+		return value{k: kFloat, n: int64(math.Float64bits(x))}
 	case string:
 		return strVal(kStr, x)
 	case []byte:

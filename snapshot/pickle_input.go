@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -88,7 +89,7 @@ func (m *vm) readN(n int64, what string) ([]byte, error) {
 	for rem := n; rem > 0; {
 		c := min(rem, 1<<20)
 		start := len(out)
-		out = append(out, make([]byte, c)...)
+		out = slices.Grow(out, int(c))[:start+int(c)]
 		k, err := io.ReadFull(m.in, out[start:])
 		m.off += int64(k)
 		if err != nil {

@@ -75,19 +75,19 @@ func (s *schema) appendItem(l *plist, v value) {
 			return
 		case shapeEntry:
 			l.addEvent(s.event(d))
-			s.consumed(m, d)
+			s.consumed(d)
 			return
 		case shapeBlock:
 			l.blocks = append(l.blocks, s.block(d))
-			s.consumed(m, d)
+			s.consumed(d)
 			return
 		case shapeSegment:
 			l.segs = append(l.segs, s.segment(d))
-			s.consumed(m, d)
+			s.consumed(d)
 			return
 		case shapeAnnotation:
 			l.annots = append(l.annots, s.annotation(d))
-			s.consumed(m, d)
+			s.consumed(d)
 			return
 		}
 	}
@@ -98,7 +98,10 @@ func (s *schema) appendItem(l *plist, v value) {
 	l.items = append(l.items, v)
 }
 
-func (s *schema) consumed(m *vm, d *pdict) {
+// consumed retires a dict reduced into the model: its memo slot becomes a
+// tombstone and the dict is reused (streaming decoder only).
+func (s *schema) consumed(d *pdict) {
+	m := s.m
 	if m != nil {
 		m.replaceMemo(d.memo, value{k: kGone})
 		m.recycle(d)
@@ -177,7 +180,8 @@ func (s *schema) frame(d *pdict) FrameID {
 }
 
 // stack interns a frames list (or returns an interned one).
-func (s *schema) stack(m *vm, v value) StackID {
+func (s *schema) stack(v value) StackID {
+	m := s.m
 	switch v.k {
 	case kStack:
 		return StackID(v.n)
@@ -225,7 +229,7 @@ func (s *schema) event(d *pdict) Event {
 			e.TimeNS = asInt(v) * 1000
 			s.feats |= featTimeUS
 		case "frames":
-			e.Stack = s.stack(s.m, v)
+			e.Stack = s.stack(v)
 		case "compile_context":
 			compile = asString(v)
 			s.feats |= featCompileContext
@@ -286,7 +290,7 @@ func (s *schema) block(d *pdict) Block {
 		case "state":
 			b.State = parseState(asString(v))
 		case "frames":
-			b.Stack = s.stack(s.m, v)
+			b.Stack = s.stack(v)
 		case "history":
 			s.feats |= featHistory
 			// 2.0: history[0] is the most recent allocation in this block.
@@ -294,7 +298,7 @@ func (s *schema) block(d *pdict) Block {
 				if h := v.list(); len(h.items) > 0 && h.items[0].k == kDict {
 					hd := h.items[0].dict()
 					if fr, ok := hd.get("frames"); ok && b.Stack == 0 {
-						b.Stack = s.stack(s.m, fr)
+						b.Stack = s.stack(fr)
 					}
 					if rs, ok := hd.get("real_size"); ok && b.RequestedSize == 0 {
 						b.RequestedSize = asInt(rs)
@@ -344,7 +348,7 @@ func (s *schema) segment(d *pdict) Segment {
 			s.feats |= featExpandable
 			g.IsExpandable = asBool(v)
 		case "frames":
-			g.Stack = s.stack(s.m, v)
+			g.Stack = s.stack(v)
 		case "blocks":
 			if v.k == kList {
 				blocks = v.list()

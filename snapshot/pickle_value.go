@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"encoding/binary"
-	"math"
 	"math/big"
 	"unsafe"
 )
@@ -28,7 +27,6 @@ const (
 	kFrame // n holds a FrameID: a frame dict already interned
 	kStack // n holds a StackID: a frames list already interned
 	kGone  // a container already consumed into the model (tombstone in the memo)
-	kMark  // stack marker used by the reference converter only
 )
 
 // value is one pickle value on the machine's stack or in its memo: 24
@@ -154,8 +152,6 @@ func kindName(k kind) string {
 	}
 	return "value"
 }
-
-func float64bits(f float64) uint64 { return math.Float64bits(f) }
 
 // addEvent appends a trace entry. Entries are kept in chunks that are never
 // copied while decoding (a growing slice would copy the whole trace again

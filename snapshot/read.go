@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // Options bound what an input may make a reader do.
@@ -188,7 +189,7 @@ func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error)
 			if e.Path == "" {
 				e.Path = path
 			}
-			if src.Gzipped && e.Offset >= 0 && !bytes.Contains([]byte(e.Msg), []byte("decompressed")) {
+			if src.Gzipped && e.Offset >= 0 && !strings.Contains(e.Msg, "decompressed") {
 				e.Msg += " (of the decompressed data)"
 			}
 			return nil, e
