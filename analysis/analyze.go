@@ -2,7 +2,6 @@ package analysis
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -88,40 +87,8 @@ func Analyze(s *snapshot.Snapshot, opts Options) *Result {
 	if r.Leaks == nil {
 		r.Leaks = []Leak{}
 	}
-	if best != nil {
-		r.Suggestions = suggest(best)
-	}
-	r.Suggestions = append(r.Suggestions, leakSuggestions(r.Leaks)...)
-	sort.SliceStable(r.Suggestions, func(i, j int) bool {
-		return r.Suggestions[i].EstimatedSavingsBytes > r.Suggestions[j].EstimatedSavingsBytes
-	})
+	r.Suggestions = suggest(best, r.Leaks)
 	return r
-}
-
-// leakSuggestions turns medium- and high-confidence leak findings into the
-// detach_or_item / no_grad_eval suggestions; the saving is the leaked bytes.
-func leakSuggestions(leaks []Leak) []Suggestion {
-	var out []Suggestion
-	seen := map[string]bool{}
-	for _, l := range leaks {
-		if l.Confidence == Low {
-			continue
-		}
-		id, title, how := "detach_or_item", "Stop keeping tensors (and their graphs) across steps",
-			"total_loss += loss.item()        # a Python float, not a tensor with a graph\noutputs.append(logits.detach().cpu())"
-		if l.Kind == "retained_graph" {
-			id, title, how = "no_grad_eval", "Run evaluation without autograd",
-				"with torch.inference_mode():    # or torch.no_grad()\n    for x, y in val_loader:\n        total_loss += loss_fn(model(x), y).item()"
-		}
-		if l.Kind == "step_growth" || l.Kind == "reference_cycle" || seen[id] {
-			continue
-		}
-		seen[id] = true
-		out = append(out, Suggestion{ID: id, Title: title,
-			Because:               fmt.Sprintf("%s leak at %s: %s per step over %d steps (%s)", l.Kind, l.Site, fmtBytes(l.BytesPerStep), l.Steps, l.Evidence),
-			EstimatedSavingsBytes: l.TotalBytes, Cost: "none", How: how})
-	}
-	return out
 }
 
 // deviceResult assembles the result of one device from its history.

@@ -117,11 +117,23 @@ func pct(part, whole int64) float64 {
 	return 100 * float64(part) / float64(whole)
 }
 
-// suggest chooses the suggestions of the design table from the evidence,
-// ranked by estimated savings.
-func suggest(ev *evidence) []Suggestion {
-	if ev == nil || ev.total <= 0 && ev.oom == nil {
+// suggest chooses the suggestions of the design table from the evidence of
+// the device that matters most and from the leak findings, ranked by
+// estimated savings.
+func suggest(ev *evidence, leaks []Leak) []Suggestion {
+	out := append(fromEvidence(ev), leakSuggestions(leaks)...)
+	sort.SliceStable(out, func(a, b int) bool { return out[a].EstimatedSavingsBytes > out[b].EstimatedSavingsBytes })
+	if out == nil {
 		return []Suggestion{}
+	}
+	return out
+}
+
+// fromEvidence chooses the suggestions one device's evidence supports,
+// dropping those that would save under 1 MiB or 1% of the memory in question.
+func fromEvidence(ev *evidence) []Suggestion {
+	if ev == nil || ev.total <= 0 && ev.oom == nil {
+		return nil
 	}
 	var out []Suggestion
 	c := ev.cats
@@ -248,10 +260,31 @@ func suggest(ev *evidence) []Suggestion {
 			kept = append(kept, sg)
 		}
 	}
-	out = kept
-	sort.SliceStable(out, func(a, b int) bool { return out[a].EstimatedSavingsBytes > out[b].EstimatedSavingsBytes })
-	if len(out) == 0 {
-		return []Suggestion{}
+	return kept
+}
+
+// leakSuggestions turns medium- and high-confidence leak findings into the
+// detach_or_item / no_grad_eval suggestions; the saving is the leaked bytes.
+func leakSuggestions(leaks []Leak) []Suggestion {
+	var out []Suggestion
+	seen := map[string]bool{}
+	for _, l := range leaks {
+		if l.Confidence == Low {
+			continue
+		}
+		id, title, how := "detach_or_item", "Stop keeping tensors (and their graphs) across steps",
+			"total_loss += loss.item()        # a Python float, not a tensor with a graph\noutputs.append(logits.detach().cpu())"
+		if l.Kind == "retained_graph" {
+			id, title, how = "no_grad_eval", "Run evaluation without autograd",
+				"with torch.inference_mode():    # or torch.no_grad()\n    for x, y in val_loader:\n        total_loss += loss_fn(model(x), y).item()"
+		}
+		if l.Kind == "step_growth" || l.Kind == "reference_cycle" || seen[id] {
+			continue
+		}
+		seen[id] = true
+		out = append(out, Suggestion{ID: id, Title: title,
+			Because:               fmt.Sprintf("%s leak at %s: %s per step over %d steps (%s)", l.Kind, l.Site, fmtBytes(l.BytesPerStep), l.Steps, l.Evidence),
+			EstimatedSavingsBytes: l.TotalBytes, Cost: "none", How: how})
 	}
 	return out
 }
