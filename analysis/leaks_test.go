@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -294,27 +293,6 @@ func TestLeakStepsUntilFull(t *testing.T) {
 	}
 }
 
-// realLeakFiles lists the real snapshots and traces in ../shared, skipping
-// (or failing under TORCHMEM_REQUIRE_SHARED) when they are absent.
-func realLeakFiles(t *testing.T) []string {
-	t.Helper()
-	_, here, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(here), "..", "..", "shared")
-	var files []string
-	for _, pat := range []string{"snapshots/*.pickle", "snapshots/*.pkl", "traces/*.json.gz"} {
-		m, _ := filepath.Glob(filepath.Join(root, pat))
-		files = append(files, m...)
-	}
-	if len(files) == 0 {
-		msg := root + ": no real snapshots or traces (they live in ../shared beside the repository)"
-		if os.Getenv("TORCHMEM_REQUIRE_SHARED") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return files
-}
-
 // TestLeakRealFiles: none of the real files shows a high-confidence leak
 // (they are single steps, healthy training loops, benchmarks and
 // inference), and each gets the findings listed here (kind, at most this
@@ -354,7 +332,7 @@ func TestLeakRealFiles(t *testing.T) {
 		"tracelens_resnet18_train_cpu_memory_stacks.json.gz":      nil,
 		"tracelens_rocm_norm_layers.json.gz":                      nil,
 	}
-	files := realLeakFiles(t)
+	files := snapshottest.SharedInputs(t)
 	seen := map[string]bool{}
 	for _, f := range files {
 		name := filepath.Base(f)

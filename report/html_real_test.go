@@ -4,32 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
-)
 
-// sharedInputs lists the real snapshots and traces in ../shared (beside the
-// repository). It skips the test when they are absent, or fails it when
-// TORCHMEM_REQUIRE_SHARED is set (as .ci/run does).
-func sharedInputs(t *testing.T) []string {
-	t.Helper()
-	dir := filepath.Join("..", "..", "shared")
-	var files []string
-	for _, pat := range []string{"snapshots/*.pickle", "snapshots/*.pkl", "traces/*.json.gz"} {
-		m, _ := filepath.Glob(filepath.Join(dir, pat))
-		files = append(files, m...)
-	}
-	if len(files) == 0 {
-		msg := fmt.Sprintf("no real files in %s (snapshots/, traces/)", dir)
-		if os.Getenv("TORCHMEM_REQUIRE_SHARED") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	sort.Strings(files)
-	return files
-}
+	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+)
 
 // mustShow are the real files whose reports every run must open in the
 // browser: the demo and the OOM snapshots and trace the issue names.
@@ -45,7 +24,7 @@ var mustShow = []string{
 // nothing but file:// is requested. It logs the sizes and paint times and
 // leaves screenshots in $TMPDIR/torchmem-html (or TORCHMEM_HTML_OUT).
 func TestHTMLRealFiles(t *testing.T) {
-	files := append([]string{demoPath}, sharedInputs(t)...)
+	files := append([]string{demoPath}, st.SharedInputs(t)...)
 	found := map[string]bool{}
 	for _, f := range files {
 		found[filepath.Base(f)] = true

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
@@ -26,9 +28,9 @@ import (
 // (see the script's docstring for what each figure means). Regenerate it
 // there rather than editing numbers by hand. The snapshots themselves are
 // never copied into the repository; the test is skipped when they are absent.
-// Set TORCHMEM_SNAPSHOTS to point at another copy of the folder.
+// Set TORCHMEM_SHARED to point at another copy of ../shared.
 func TestRealSnapshots(t *testing.T) {
-	dir := findRealSnapshots(t)
+	dir := st.SharedDir(t, "snapshots")
 
 	checkTableCoversManifest(t, dir)
 
@@ -190,35 +192,6 @@ func factsOf(t *testing.T, s *snapshot.Snapshot) fileFacts {
 	}
 	f.FramesSHA256 = hex.EncodeToString(h.Sum(nil))[:16]
 	return f
-}
-
-// findRealSnapshots returns the shared snapshots folder: $TORCHMEM_SNAPSHOTS,
-// or shared/snapshots in the working directory or one of its parents (from
-// this package's directory that is ../../shared/snapshots). It skips the test
-// when there is none.
-func findRealSnapshots(t *testing.T) string {
-	t.Helper()
-	if d := os.Getenv("TORCHMEM_SNAPSHOTS"); d != "" {
-		if _, err := os.Stat(filepath.Join(d, "MANIFEST.json")); err != nil {
-			t.Fatalf("TORCHMEM_SNAPSHOTS=%s: %v", d, err)
-		}
-		return d
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		requireOrSkip(t, "real snapshots not found: %v", err)
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		cand := filepath.Join(d, "shared", "snapshots")
-		if _, err := os.Stat(filepath.Join(cand, "MANIFEST.json")); err == nil {
-			return cand
-		}
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	requireOrSkip(t, "real snapshots not found: no shared/snapshots/MANIFEST.json above %s (set TORCHMEM_SNAPSHOTS)", wd)
-	return ""
 }
 
 // checkTableCoversManifest fails when MANIFEST.json and the facts table list
@@ -510,14 +483,4 @@ var realSnapshotFacts = []fileFacts{
 		HasSettings: true, ExpandableSegments: false,
 		Frames: 511, MaxLine: 1790, UnknownLineFrames: 0, FramesSHA256: "70aa1148f9efb6ab",
 	},
-}
-
-// requireOrSkip skips when the real files are absent, or fails when
-// TORCHMEM_REQUIRE_SHARED is set (as .ci/run does).
-func requireOrSkip(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("TORCHMEM_REQUIRE_SHARED") != "" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
 }

@@ -1,30 +1,18 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestAnalyzeEveryInput runs analyze in every format on every real file in
 // ../shared and every input fixture of the repository: each must succeed
 // without an internal error.
 func TestAnalyzeEveryInput(t *testing.T) {
-	var files []string
-	for _, sub := range []string{"snapshots", "traces"} {
-		dir := filepath.Join(repoRoot(), "..", "shared", sub)
-		if _, err := os.Stat(dir); err != nil {
-			if os.Getenv("TORCHMEM_REQUIRE_SHARED") != "" {
-				t.Fatalf("%s missing", dir)
-			}
-			continue
-		}
-		for _, pat := range []string{"*.pickle", "*.pkl", "*.json.gz"} {
-			m, _ := filepath.Glob(filepath.Join(dir, pat))
-			files = append(files, m...)
-		}
-	}
+	files := st.SharedInputs(t)
 	for _, pat := range []string{"testdata/demo/*.pickle", "testdata/traces/*.json.gz", "testdata/*/*.pickle"} {
 		m, _ := filepath.Glob(filepath.Join(repoRoot(), pat))
 		files = append(files, m...)

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -19,18 +21,10 @@ func repoRoot() string {
 	return filepath.Join(filepath.Dir(here), "..", "..")
 }
 
-// shared returns ../shared/<sub>/<name>, skipping (or failing under
-// TORCHMEM_REQUIRE_SHARED) when it is absent.
+// shared returns the path of a real file in ../shared.
 func shared(t *testing.T, sub, name string) string {
 	t.Helper()
-	p := filepath.Join(repoRoot(), "..", "shared", sub, name)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("TORCHMEM_REQUIRE_SHARED") != "" {
-			t.Fatalf("%s missing", p)
-		}
-		t.Skipf("%s missing", p)
-	}
-	return p
+	return st.SharedFile(t, sub, name)
 }
 
 // runCLI runs torchmem in-process and returns exit code, stdout, stderr.
