@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -13,12 +12,7 @@ import (
 // JSON writes results as schema torchmem.analysis/v1 (one object, or an
 // array for several inputs), with exact byte counts.
 func JSON(w io.Writer, results []*analysis.Result) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if len(results) == 1 {
-		return enc.Encode(results[0])
-	}
-	return enc.Encode(results)
+	return writeJSON(w, oneOrMany(results))
 }
 
 // Text writes what filled memory, for a terminal, on about one screen.

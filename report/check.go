@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -12,12 +11,7 @@ import (
 // CheckJSON writes check results as schema torchmem.check/v1 (one object,
 // or an array for several inputs).
 func CheckJSON(w io.Writer, results []*analysis.CheckResult) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if len(results) == 1 {
-		return enc.Encode(results[0])
-	}
-	return enc.Encode(results)
+	return writeJSON(w, oneOrMany(results))
 }
 
 // CheckSummary is the one line that says how a check went:

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -17,9 +16,7 @@ const (
 
 // DiffJSON writes a diff as schema torchmem.diff/v1, with exact bytes.
 func DiffJSON(w io.Writer, d *analysis.DiffResult) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(d)
+	return writeJSON(w, d)
 }
 
 // Size formats a byte count with three significant digits, for tables

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -14,12 +13,7 @@ import (
 // InfoJSON writes summaries as indented JSON (one object, or an array for
 // several files).
 func InfoJSON(w io.Writer, sums []snapshot.Summary) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if len(sums) == 1 {
-		return enc.Encode(sums[0])
-	}
-	return enc.Encode(sums)
+	return writeJSON(w, oneOrMany(sums))
 }
 
 // InfoText writes a summary for a terminal.

@@ -4,7 +4,9 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/dustin/go-humanize"
 )
@@ -31,4 +33,19 @@ func Duration(ns int64) string {
 		return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
 	}
 	return fmt.Sprintf("%.2f s", float64(ns)/1e9)
+}
+
+// writeJSON writes v as indented JSON (the machine outputs of every command).
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// oneOrMany is one input's result as an object, several inputs' as an array.
+func oneOrMany[T any](items []T) any {
+	if len(items) == 1 {
+		return items[0]
+	}
+	return items
 }
