@@ -179,21 +179,10 @@ func (w *Writer) value(v any) {
 		}
 		w.op('}')
 		w.memo[x] = w.memoize()
-		for i := 0; i < len(x.Keys); i += 1000 {
-			end := min(len(x.Keys), i+1000)
-			if end-i > 1 {
-				w.op('(')
-			}
-			for j := i; j < end; j++ {
-				w.str(x.Keys[j])
-				w.value(x.Vals[j])
-			}
-			if end-i > 1 {
-				w.op('u')
-			} else {
-				w.op('s')
-			}
-		}
+		w.batches(len(x.Keys), 's', 'u', func(j int) {
+			w.str(x.Keys[j])
+			w.value(x.Vals[j])
+		})
 	case *List:
 		if idx, ok := w.memo[x]; ok {
 			w.get(idx)
@@ -201,24 +190,31 @@ func (w *Writer) value(v any) {
 		}
 		w.op(']')
 		w.memo[x] = w.memoize()
-		for i := 0; i < len(x.Items); i += 1000 {
-			end := min(len(x.Items), i+1000)
-			if end-i > 1 {
-				w.op('(')
-			}
-			for j := i; j < end; j++ {
-				w.value(x.Items[j])
-			}
-			if end-i > 1 {
-				w.op('e')
-			} else {
-				w.op('a')
-			}
-		}
+		w.batches(len(x.Items), 'a', 'e', func(j int) { w.value(x.Items[j]) })
 	case []any:
 		w.value(&List{Items: x})
 	default:
 		panic(fmt.Sprintf("snapshottest: cannot pickle %T", v))
+	}
+}
+
+// batches writes n items in batches of 1,000 as CPython does: a single item
+// with the one-item opcode (APPEND, SETITEM), more between MARK and the
+// batch opcode (APPENDS, SETITEMS).
+func (w *Writer) batches(n int, one, many byte, item func(j int)) {
+	for i := 0; i < n; i += 1000 {
+		end := min(n, i+1000)
+		if end-i > 1 {
+			w.op('(')
+		}
+		for j := i; j < end; j++ {
+			item(j)
+		}
+		if end-i > 1 {
+			w.op(many)
+		} else {
+			w.op(one)
+		}
 	}
 }
 
