@@ -275,13 +275,11 @@ func parseState(st string) BlockState {
 
 func (s *schema) block(d *pdict) Block {
 	var b Block
-	hasAddr := false
 	for i, k := range d.keys {
 		v := d.vals[i]
 		switch k.str() {
 		case "address":
 			b.Address = asUint(v)
-			hasAddr = true
 			s.feats |= featBlockAddress
 		case "size":
 			b.Size = asInt(v)
@@ -308,9 +306,6 @@ func (s *schema) block(d *pdict) Block {
 		default:
 			s.unknown("block", k.str())
 		}
-	}
-	if !hasAddr {
-		b.Address = 0
 	}
 	return b
 }

@@ -189,9 +189,16 @@ func TestInfoTraceEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatal(err)
 	}
+	found := false
 	for _, d := range sum.Devices {
-		if d.Device == 1 && (d.Allocated != 4096614400 || d.Baseline != 4096614400 || d.Reserved != 12782141440) {
-			t.Errorf("device 1: %+v", d)
+		if d.Device == 1 {
+			found = true
+			if d.Allocated != 4096614400 || d.Baseline != 4096614400 || d.Reserved != 12782141440 {
+				t.Errorf("device 1: %+v", d)
+			}
 		}
+	}
+	if !found {
+		t.Errorf("no device 1 in %+v", sum.Devices)
 	}
 }
