@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
@@ -59,7 +57,8 @@ diff reports; it does not judge: it exits 0 unless an input is bad (use
 			if device >= 0 {
 				found := false
 				for i, r := range rs {
-					rs[i], found = keepDevice(r, device), found || hasDevice(r, device)
+					rs[i] = r.OnlyDevice(device)
+					found = found || len(rs[i].Devices) > 0
 				}
 				if !found {
 					return &exitError{exitInput, fmt.Errorf("no device %d in %s or %s", device, args[0], args[1])}
@@ -81,37 +80,6 @@ diff reports; it does not judge: it exits 0 unless an input is bad (use
 	cmd.Flags().IntVar(&top, "top", 1000, "how many allocation sites of each snapshot or trace to compare")
 	return cmd
 }
-
-func hasDevice(r *analysis.Result, id int) bool {
-	for _, d := range r.Devices {
-		if d.Device == id {
-			return true
-		}
-	}
-	return false
-}
-
-// keepDevice returns a shallow copy of r with only device id and its leaks.
-func keepDevice(r *analysis.Result, id int) *analysis.Result {
-	c := *r
-	c.Devices = nil
-	for _, d := range r.Devices {
-		if d.Device == id {
-			c.Devices = append(c.Devices, d)
-		}
-	}
-	c.Leaks = nil
-	for _, l := range r.Leaks {
-		if l.Device == id {
-			c.Leaks = append(c.Leaks, l)
-		}
-	}
-	return &c
-}
-
-// analysisSchema finds the schema id of torchmem's analysis JSON near the
-// start of a file.
-var analysisSchema = regexp.MustCompile(`"schema"\s*:\s*"(torchmem\.[a-z]+/v[0-9]+)"`)
 
 // sniffBytes is how much of a file is read to tell an analysis JSON from a
 // snapshot or trace.
@@ -145,7 +113,7 @@ func (g *globals) loadResult(path string, opts analysis.Options) (*analysis.Resu
 	if len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b {
 		if zr, err := gzip.NewReader(bytes.NewReader(head)); err == nil {
 			plain, _ := io.ReadAll(io.LimitReader(zr, sniffBytes))
-			if isAnalysisJSON(plain) != "" {
+			if analysis.JSONSchema(plain) != "" {
 				zr, err := gzip.NewReader(br)
 				if err != nil {
 					return nil, &exitError{exitInput, fmt.Errorf("%s: %v", path, err)}
@@ -154,12 +122,16 @@ func (g *globals) loadResult(path string, opts analysis.Options) (*analysis.Resu
 			}
 		}
 	}
-	if schema := isAnalysisJSON(head); schema != "" {
+	if schema := analysis.JSONSchema(head); schema != "" {
 		limit := sopts.MaxInputBytes
 		if limit <= 0 {
 			limit = snapshot.DefaultMaxInputBytes
 		}
-		return readAnalysisJSON(content, path, schema, limit)
+		res, err := analysis.ReadResult(content, path, schema, limit)
+		if err != nil {
+			return nil, &exitError{exitInput, err}
+		}
+		return res, nil
 	}
 	if path == "-" {
 		s, err := snapshot.Read(br, "-", -1, sopts)
@@ -173,54 +145,4 @@ func (g *globals) loadResult(path string, opts analysis.Options) (*analysis.Resu
 		return nil, err
 	}
 	return analysis.Analyze(s, opts), nil
-}
-
-// isAnalysisJSON returns the torchmem schema id named near the start of a
-// JSON document, or "".
-func isAnalysisJSON(head []byte) string {
-	trimmed := bytes.TrimLeft(head, " \t\r\n")
-	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
-		return ""
-	}
-	if m := analysisSchema.FindSubmatch(head); m != nil {
-		return string(m[1])
-	}
-	return ""
-}
-
-// readAnalysisJSON decodes a Result written by torchmem analyze --format
-// json: one object, or an array holding exactly one.
-func readAnalysisJSON(r io.Reader, path, schema string, limit int64) (*analysis.Result, error) {
-	bad := func(format string, args ...any) error {
-		return &exitError{exitInput, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...))}
-	}
-	if schema != analysis.SchemaID {
-		return nil, bad("schema %s is not an analysis (want %s, written by torchmem analyze --format json)", schema, analysis.SchemaID)
-	}
-	data, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, bad("%v", err)
-	}
-	if int64(len(data)) > limit {
-		return nil, bad("past the limit of %d bytes (raise it with --max-input-bytes)", limit)
-	}
-	data = bytes.TrimLeft(data, " \t\r\n")
-	var res analysis.Result
-	if len(data) > 0 && data[0] == '[' {
-		var list []analysis.Result
-		if err := json.Unmarshal(data, &list); err != nil {
-			return nil, bad("not a valid torchmem analysis: %v", err)
-		}
-		if len(list) != 1 {
-			return nil, bad("holds %d analyses; want one (run torchmem analyze on one file)", len(list))
-		}
-		res = list[0]
-	} else if err := json.Unmarshal(data, &res); err != nil {
-		return nil, bad("not a valid torchmem analysis: %v", err)
-	}
-	if res.Schema != analysis.SchemaID {
-		return nil, bad("schema %q: want %s", res.Schema, analysis.SchemaID)
-	}
-	res.Input.Path = path
-	return &res, nil
 }

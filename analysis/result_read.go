@@ -1,0 +1,81 @@
+package analysis
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+)
+
+// resultSchema finds the schema id of torchmem's JSON near the start of a file.
+var resultSchema = regexp.MustCompile(`"schema"\s*:\s*"(torchmem\.[a-z]+/v[0-9]+)"`)
+
+// JSONSchema returns the torchmem schema id named near the start of a JSON
+// document (e.g. torchmem.analysis/v1), or "" when it is not one of ours.
+func JSONSchema(head []byte) string {
+	trimmed := bytes.TrimLeft(head, " \t\r\n")
+	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
+		return ""
+	}
+	if m := resultSchema.FindSubmatch(head); m != nil {
+		return string(m[1])
+	}
+	return ""
+}
+
+// ReadResult decodes a Result written by torchmem analyze --format json (a
+// baseline): one object, or an array holding exactly one. schema is what
+// JSONSchema found; more than limit bytes is an error. Errors name path.
+func ReadResult(r io.Reader, path, schema string, limit int64) (*Result, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...))
+	}
+	if schema != SchemaID {
+		return nil, bad("schema %s is not an analysis (want %s, written by torchmem analyze --format json)", schema, SchemaID)
+	}
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	if int64(len(data)) > limit {
+		return nil, bad("past the limit of %d bytes (raise it with --max-input-bytes)", limit)
+	}
+	data = bytes.TrimLeft(data, " \t\r\n")
+	var res Result
+	if len(data) > 0 && data[0] == '[' {
+		var list []Result
+		if err := json.Unmarshal(data, &list); err != nil {
+			return nil, bad("not a valid torchmem analysis: %v", err)
+		}
+		if len(list) != 1 {
+			return nil, bad("holds %d analyses; want one (run torchmem analyze on one file)", len(list))
+		}
+		res = list[0]
+	} else if err := json.Unmarshal(data, &res); err != nil {
+		return nil, bad("not a valid torchmem analysis: %v", err)
+	}
+	if res.Schema != SchemaID {
+		return nil, bad("schema %q: want %s", res.Schema, SchemaID)
+	}
+	res.Input.Path = path
+	return &res, nil
+}
+
+// OnlyDevice returns a shallow copy of r with only device id and its leaks.
+func (r *Result) OnlyDevice(id int) *Result {
+	c := *r
+	c.Devices = nil
+	for _, d := range r.Devices {
+		if d.Device == id {
+			c.Devices = append(c.Devices, d)
+		}
+	}
+	c.Leaks = nil
+	for _, l := range r.Leaks {
+		if l.Device == id {
+			c.Leaks = append(c.Leaks, l)
+		}
+	}
+	return &c
+}
