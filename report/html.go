@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/snapshot"
 )
 
 // EChartsVersion is the version of Apache ECharts embedded in HTML reports
@@ -53,9 +52,6 @@ const DefaultHTMLMaxPoints = 10_000
 type HTMLOptions struct {
 	// Version is the torchmem version shown in the page.
 	Version string
-	// Snapshot, when set, is the model the Result was computed from: it
-	// supplies the segments and free blocks shown for an OOM.
-	Snapshot *snapshot.Snapshot
 	// MaxBytes is the size the page is kept under by thinning the timeline
 	// further (default DefaultHTMLMaxBytes).
 	MaxBytes int
@@ -229,7 +225,7 @@ func buildPage(r *analysis.Result, o HTMLOptions, b budget) (*htmlPage, *chartDa
 	}
 	for i := range r.Devices {
 		d := &r.Devices[i]
-		v := newDeviceView(i, d, o.Snapshot, len(r.Devices) > 1, max(b.rows/len(r.Devices), 10))
+		v := newDeviceView(i, d, len(r.Devices) > 1, max(b.rows/len(r.Devices), 10))
 		p.Devices = append(p.Devices, v)
 		var err error
 		dc := &data.Devices[i]
@@ -290,13 +286,6 @@ func mainDevice(r *analysis.Result) int {
 		}
 	}
 	return best
-}
-
-func snapDevice(s *snapshot.Snapshot, id int) *snapshot.Device {
-	if s == nil {
-		return nil
-	}
-	return s.Device(id)
 }
 
 func inputFacts(r *analysis.Result) []fact {

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/snapshot"
 )
 
 // maxSegmentRows bounds the segment table at an OOM; maxPhaseRows the phase
@@ -18,7 +17,7 @@ const (
 
 // newDeviceView prepares what the page says about one device, listing at
 // most rows phase spans; many says the file has more than one device.
-func newDeviceView(i int, d *analysis.DeviceResult, s *snapshot.Snapshot, many bool, rows int) *deviceView {
+func newDeviceView(i int, d *analysis.DeviceResult, many bool, rows int) *deviceView {
 	kind := d.Kind
 	if kind == "" {
 		kind = "device"
@@ -30,7 +29,7 @@ func newDeviceView(i int, d *analysis.DeviceResult, s *snapshot.Snapshot, many b
 	v.Option = fmt.Sprintf("%s — peak %s", v.Name, Bytes(d.Peak.AllocatedBytes))
 	if d.OOM != nil {
 		v.Option += " — OOM"
-		v.Verdict = oomVerdict(v.Name, d.OOM)
+		v.Verdict = d.OOM.Verdict
 		if many && d.OOM.Verdict != "" {
 			v.Verdict = v.Name + ": " + v.Verdict
 		}
@@ -63,26 +62,6 @@ func phaseAt(p analysis.Phase, step int) string {
 		return fmt.Sprintf("in %s (step %d)", p, step)
 	}
 	return "in " + string(p)
-}
-
-// oomVerdict is the one-sentence OOM explanation: the analysis' own when it
-// gives one.
-func oomVerdict(name string, o *analysis.OOM) string {
-	if o.Verdict != "" {
-		return o.Verdict
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "Out of memory on %s %s: a request of %s failed", name, phaseAt(o.Phase, o.Step), Bytes(o.RequestedBytes))
-	if o.Site != "" {
-		fmt.Fprintf(&b, " at %s", o.Site)
-	}
-	fmt.Fprintf(&b, " with %s free on the device, %s allocated and %s reserved", Bytes(o.DeviceFreeBytes), Bytes(o.AllocatedBytes), Bytes(o.ReservedBytes))
-	f := o.Fragmentation
-	if f.Fragmented {
-		fmt.Fprintf(&b, "; %s was cached free but the largest free block was %s (fragmentation)", Bytes(f.CachedFreeBytes), Bytes(f.LargestFreeBlockBytes))
-	}
-	b.WriteString(".")
-	return b.String()
 }
 
 // filledHeadline says what filled memory, at the OOM when there is one and

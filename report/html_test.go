@@ -40,7 +40,6 @@ func renderFile(t testing.TB, path string, o HTMLOptions) []byte {
 		t.Fatalf("%s: %v", path, err)
 	}
 	r := analysis.Analyze(s, analysis.DefaultOptions())
-	o.Snapshot = s
 	var b bytes.Buffer
 	if err := HTML(&b, r, o); err != nil {
 		t.Fatalf("%s: %v", path, err)

@@ -52,7 +52,7 @@ func TestHTMLXSSInBrowser(t *testing.T) {
 	r := analysis.Analyze(snap, analysis.DefaultOptions())
 	dir := t.TempDir()
 	files := map[string]*bytes.Buffer{"xss_snapshot.html": {}, "xss_hand.html": {}}
-	if err := HTML(files["xss_snapshot.html"], r, HTMLOptions{Snapshot: snap}); err != nil {
+	if err := HTML(files["xss_snapshot.html"], r, HTMLOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := HTML(files["xss_hand.html"], handResult(2, 2000), HTMLOptions{}); err != nil {

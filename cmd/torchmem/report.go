@@ -42,7 +42,7 @@ shown as text, never as markup.`,
 			}
 			r := analysis.Analyze(s, analysis.DefaultOptions())
 			var page bytes.Buffer
-			if err := report.HTML(&page, r, report.HTMLOptions{Version: version, Snapshot: s}); err != nil {
+			if err := report.HTML(&page, r, report.HTMLOptions{Version: version}); err != nil {
 				return err
 			}
 			if out == "-" {
