@@ -1,27 +1,12 @@
 package analysis
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
-
-// The golden files are rewritten with `go test ./analysis -run Golden
-// -update`. The flag is defined here unless another test file of the
-// package defines it first.
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files")
-	}
-}
-
-func updateGolden() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
 
 // TestGoldenJSON pins the whole torchmem.analysis/v1 JSON of simulated runs
 // (its schema is a contract): a two-step training loop, and one that runs
@@ -71,42 +56,7 @@ func TestGoldenJSON(t *testing.T) {
 			}
 			got = append(got, '\n')
 			path := filepath.Join("..", "testdata", "analysis", tc.name+".golden.json")
-			if updateGolden() {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("%s differs from the golden file; run `go test ./analysis -run Golden -update` and review the diff:\n%s", tc.name, firstDiff(string(want), string(got)))
-			}
+			snapshottest.Golden(t, path, got)
 		})
 	}
-}
-
-// firstDiff shows the first differing line of two texts.
-func firstDiff(a, b string) string {
-	la, lb := bytes.Split([]byte(a), []byte("\n")), bytes.Split([]byte(b), []byte("\n"))
-	for i := 0; i < len(la) || i < len(lb); i++ {
-		var x, y []byte
-		if i < len(la) {
-			x = la[i]
-		}
-		if i < len(lb) {
-			y = lb[i]
-		}
-		if !bytes.Equal(x, y) {
-			return "line " + itoa(i+1) + ":\n- " + string(x) + "\n+ " + string(y)
-		}
-	}
-	return ""
-}
-
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }

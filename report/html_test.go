@@ -4,30 +4,16 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/snapshot"
 )
-
-// The golden files are rewritten with `go test ./report -update`. The flag
-// is defined here unless another test file of the package defines it first
-// (package variables are initialised before init runs).
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files")
-	}
-}
-
-func updatingGolden() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
 
 // demoPath is the OOM snapshot the repository ships.
 var demoPath = filepath.Join("..", "testdata", "demo", "oom_snapshot.pickle")
@@ -68,22 +54,7 @@ func TestEChartsAsset(t *testing.T) {
 func TestHTMLGolden(t *testing.T) {
 	got := renderFile(t, demoPath, HTMLOptions{Version: "test"})
 	got = bytes.Replace(got, []byte(echartsJS), []byte("/* echarts.min.js "+EChartsVersion+" */"), 1)
-	golden := filepath.Join("..", "testdata", "golden", "html", "demo.html")
-	if updatingGolden() {
-		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./report -run TestHTMLGolden -update)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("demo report differs from %s (-want +got; -update rewrites it):\n%s", golden, diff)
-	}
+	st.Golden(t, filepath.Join("..", "testdata", "golden", "html", "demo.html"), got)
 }
 
 func TestHTMLDeterministic(t *testing.T) {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,8 +11,6 @@ import (
 
 	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // repoRoot is the repository root, from this file's location.
 func repoRoot() string {
@@ -37,23 +34,7 @@ func runCLI(stdin []byte, args ...string) (int, string, string) {
 // golden compares got with testdata/golden/name, or rewrites it with -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join(repoRoot(), "testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./cmd/torchmem -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the golden file (go test ./cmd/torchmem -update rewrites it)\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
-	}
+	st.Golden(t, filepath.Join(repoRoot(), "testdata", "golden", name), []byte(got))
 }
 
 func TestBadInputExitCodes(t *testing.T) {
