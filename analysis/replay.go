@@ -138,15 +138,20 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 	for i := range h.openAt {
 		h.openAt[i], h.closeAt[i] = -1, -1
 	}
-	// Size the block table once: an allocation, a free without one, or a
-	// block live at the dump each make at most one block.
-	blocks := 0
+	// Size the block table for the usual case: every allocation and every
+	// block live at the dump makes a block, frees without an allocation
+	// (blocks allocated before recording began) are few and grow the table.
+	// Counting allocations and frees both would reserve twice the memory.
+	allocs, frees := 0, 0
 	for i := range d.Events {
 		switch d.Events[i].Action {
-		case snapshot.ActionAlloc, snapshot.ActionFreeCompleted:
-			blocks++
+		case snapshot.ActionAlloc:
+			allocs++
+		case snapshot.ActionFreeCompleted:
+			frees++
 		}
 	}
+	blocks := allocs + max(0, frees-allocs)
 	for gi := range d.Segments {
 		blocks += len(d.Segments[gi].Blocks)
 	}

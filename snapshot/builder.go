@@ -1,8 +1,8 @@
 package snapshot
 
 import (
-	"encoding/binary"
 	"sort"
+	"unsafe"
 )
 
 // Builder fills a Snapshot while a reader decodes, interning frames, stacks
@@ -13,7 +13,6 @@ type Builder struct {
 	stackIdx  map[string]StackID
 	strIdx    map[string]uint32
 	threadIdx map[[2]string]uint16
-	keyBuf    []byte
 }
 
 // NewBuilder starts an empty Snapshot for the given source.
@@ -45,16 +44,15 @@ func (b *Builder) Stack(frames []FrameID) StackID {
 	if len(frames) == 0 {
 		return 0
 	}
-	b.keyBuf = b.keyBuf[:0]
-	for _, f := range frames {
-		b.keyBuf = binary.LittleEndian.AppendUint32(b.keyBuf, uint32(f))
-	}
-	if id, ok := b.stackIdx[string(b.keyBuf)]; ok {
+	// The key is the frame IDs' own bytes (host order: it never leaves
+	// memory); looking it up copies nothing.
+	key := unsafe.Slice((*byte)(unsafe.Pointer(&frames[0])), len(frames)*int(unsafe.Sizeof(frames[0])))
+	if id, ok := b.stackIdx[string(key)]; ok {
 		return id
 	}
 	id := StackID(len(b.Snap.Stacks))
 	b.Snap.Stacks = append(b.Snap.Stacks, append([]FrameID(nil), frames...))
-	b.stackIdx[string(b.keyBuf)] = id
+	b.stackIdx[string(key)] = id
 	return id
 }
 

@@ -209,6 +209,9 @@ func (m *vm) run() (value, error) {
 		}
 		if op == '(' && len(m.marks) < m.opts.MaxDepth {
 			m.off++
+			if m.appendFrameRun() {
+				continue
+			}
 			m.marks = append(m.marks, len(m.stack))
 			continue
 		}
@@ -572,4 +575,58 @@ func (m *vm) pushMemo(idx int) error {
 	}
 	m.push(v)
 	return nil
+}
+
+// appendFrameRun is the fast path of a trace entry's frames list, the bulk
+// of every snapshot: MARK, memo fetches of frames already reduced, APPENDS.
+// Called just after a MARK, it appends the frames straight to the list on
+// top of the stack, without pushing a value for each, when the batch is
+// exactly that; otherwise it consumes nothing and returns false, and the
+// opcodes run one by one as usual.
+func (m *vm) appendFrameRun() bool {
+	base := 0
+	if len(m.marks) > 0 {
+		base = m.marks[len(m.marks)-1]
+	}
+	if len(m.stack) <= base {
+		return false
+	}
+	t := &m.stack[len(m.stack)-1]
+	if t.k != kList || len(t.list().items) != 0 {
+		return false
+	}
+	l := t.list()
+	in := m.in
+	start, pos := len(l.frames), in.pos
+	for pos < in.end {
+		var idx, n int
+		switch in.buf[pos] {
+		case 'j':
+			if in.end-pos < 5 {
+				break
+			}
+			idx, n = int(binary.LittleEndian.Uint32(in.buf[pos+1:])), 5
+		case 'h':
+			if in.end-pos < 2 {
+				break
+			}
+			idx, n = int(in.buf[pos+1]), 2
+		}
+		if n == 0 || idx >= m.memo.len() {
+			break
+		}
+		sl := m.memo.slot(idx)
+		if sl&slotMask != slotFrame {
+			break
+		}
+		l.frames = append(l.frames, FrameID(sl&^slotMask))
+		pos += n
+	}
+	if pos > in.pos && pos < in.end && in.buf[pos] == 'e' {
+		m.off += int64(pos + 1 - in.pos)
+		in.pos = pos + 1
+		return true
+	}
+	l.frames = l.frames[:start]
+	return false
 }
