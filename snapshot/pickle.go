@@ -25,9 +25,11 @@ func readPickle(in *bufio.Reader, src Source, opts Options) (snap *Snapshot, err
 			}
 		}
 	}()
+	ra := newReadAhead(in, nil)
+	defer ra.stop()
 	b := NewBuilder(src)
 	sch := newSchema(b)
-	m := &vm{in: newInbuf(in), opts: opts.withDefaults(), path: src.Path, sch: sch, strs: make(map[string]string, 1024),
+	m := &vm{in: newInbuf(ra), opts: opts.withDefaults(), path: src.Path, sch: sch, strs: make(map[string]string, 1024),
 		stack: make([]value, 0, 4096)}
 	sch.m = m
 	root, err := m.run()

@@ -258,7 +258,7 @@ func (s *schema) diagnose(snap *Snapshot) {
 // unmatchedFrees counts frees in a device trace whose block was never
 // allocated earlier in the trace.
 func unmatchedFrees(d *Device) int {
-	live := map[uint64]int{}
+	live := make(map[uint64]int, 1024)
 	n := 0
 	for i := range d.Events {
 		e := &d.Events[i]
@@ -272,9 +272,9 @@ func unmatchedFrees(d *Device) int {
 			}
 		case ActionFreeCompleted:
 			switch c := live[e.Addr]; {
-			case c > 0:
+			case c > 1:
 				live[e.Addr] = c - 1
-			case c < 0:
+			case c == 1, c < 0: // keep the map to the live blocks
 				delete(live, e.Addr)
 			default:
 				n++

@@ -29,6 +29,7 @@ func readChromeTrace(in *bufio.Reader, src Source, opts Options) (s *Snapshot, e
 		}
 	}()
 	tr = newTraceReader(in, src, opts)
+	defer tr.ra.stop()
 	return tr.read()
 }
 
@@ -113,7 +114,8 @@ func (e *rawEvent) reset() {
 type traceReader struct {
 	src  Source
 	opts Options
-	san  *ctrlSanitizer
+	san  *ctrlSanitizer // runs on ra's goroutine: read nothing of it here
+	ra   *readAhead
 	dec  *jsontext.Decoder
 	skip int64 // bytes skipped before the decoder (a UTF-8 BOM)
 
@@ -174,7 +176,9 @@ func newTraceReader(in *bufio.Reader, src Source, opts Options) *traceReader {
 		tr.skip = 3
 	}
 	tr.san = &ctrlSanitizer{r: in, maxDepth: opts.MaxDepth}
-	tr.dec = jsontext.NewDecoder(tr.san, jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
+	san := tr.san
+	tr.ra = newReadAhead(san, func() int64 { return san.replaced })
+	tr.dec = jsontext.NewDecoder(tr.ra, jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
 	return tr
 }
 
@@ -220,7 +224,7 @@ func (tr *traceReader) wrap(err error) error {
 	if errors.As(err, &de) {
 		return tr.errAt(de.offset+tr.skip, "invalid chrome trace JSON: %s", de.Error())
 	}
-	end := tr.san.n + tr.skip // bytes the decoder was given
+	end := tr.ra.n + tr.skip // bytes the decoder was given
 	var se *jsontext.SyntacticError
 	if errors.As(err, &se) {
 		off := se.ByteOffset + tr.skip

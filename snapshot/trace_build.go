@@ -129,7 +129,7 @@ func (tr *traceReader) build() (*Snapshot, error) {
 	src := tr.src
 	src.Format = FormatChromeTrace
 	src.Keys = tr.keys
-	src.Bytes = tr.san.n + tr.skip
+	src.Bytes = tr.ra.n + tr.skip
 	src.Generation = tr.generation()
 	b := NewBuilder(src)
 	s := b.Snap
@@ -221,8 +221,8 @@ func (tr *traceReader) build() (*Snapshot, error) {
 	if len(tr.mem) == 0 {
 		s.Diag("no_memory_events", -1, "the trace has no [memory] events (recorded without profile_memory=True): no memory curve")
 	}
-	if tr.san.replaced > 0 {
-		s.Diag("control_characters", -1, fmt.Sprintf("%d raw control characters inside JSON strings were read as spaces", tr.san.replaced))
+	if tr.ra.cur.tag > 0 {
+		s.Diag("control_characters", -1, fmt.Sprintf("%d raw control characters inside JSON strings were read as spaces", tr.ra.cur.tag))
 	}
 	if tr.badTimes > 0 {
 		s.Diag("bad_timestamps", -1, fmt.Sprintf("%d events without a readable ts were skipped", tr.badTimes))

@@ -1,0 +1,122 @@
+package snapshot
+
+import (
+	"fmt"
+	"io"
+)
+
+// readAhead runs the Read calls of a reader (the disk, gunzip, the chrome
+// trace sanitiser) on a goroutine of its own, a few chunks ahead of the
+// decoder that consumes them, so that this work takes the second core
+// instead of the decoder's time. The bytes and errors the decoder sees are
+// exactly those of the reader; only their timing changes.
+type readAhead struct {
+	full chan aheadChunk // chunks read, in order
+	free chan []byte     // buffers the consumer is done with
+	done chan struct{}   // closed by stop: the producer quits
+	gone chan struct{}   // closed by the producer as it returns
+	cur  aheadChunk      // the chunk being consumed
+	off  int             // bytes of cur consumed
+	n    int64           // bytes delivered to the consumer
+}
+
+// aheadChunk is one buffer of input and the error that ended it, if any.
+type aheadChunk struct {
+	b   []byte
+	err error
+	// tag is what the producer's tag function said after reading the
+	// chunk (the sanitiser's running count of replaced bytes).
+	tag int64
+}
+
+// Read-ahead geometry: aheadChunks buffers of aheadChunkBytes (1 MiB in all).
+const (
+	aheadChunkBytes = 256 << 10
+	aheadChunks     = 4
+)
+
+// newReadAhead starts reading r on a goroutine. tag, when not nil, runs on
+// that goroutine after each chunk; its value travels with the chunk. The
+// caller must call stop when it stops reading.
+func newReadAhead(r io.Reader, tag func() int64) *readAhead {
+	ra := &readAhead{
+		full: make(chan aheadChunk, aheadChunks),
+		free: make(chan []byte, aheadChunks),
+		done: make(chan struct{}),
+		gone: make(chan struct{}),
+	}
+	for range aheadChunks {
+		ra.free <- make([]byte, aheadChunkBytes)
+	}
+	go ra.produce(r, tag)
+	return ra
+}
+
+// produce fills free buffers from r and hands them over in order until r
+// fails or ends, or stop is called.
+func (ra *readAhead) produce(r io.Reader, tag func() int64) {
+	defer close(ra.gone)
+	defer func() {
+		if p := recover(); p != nil {
+			// A failure below the decoder is reported to it as a read error
+			// (the decoder's own recover cannot see this goroutine).
+			select {
+			case ra.full <- aheadChunk{err: fmt.Errorf("reader failure: %v", p)}:
+			case <-ra.done:
+			}
+		}
+	}()
+	for {
+		var buf []byte
+		select {
+		case buf = <-ra.free:
+		case <-ra.done:
+			return
+		}
+		n := 0
+		var err error
+		for n < len(buf) && err == nil {
+			var k int
+			k, err = r.Read(buf[n:])
+			n += k
+		}
+		c := aheadChunk{b: buf[:n], err: err}
+		if tag != nil {
+			c.tag = tag()
+		}
+		select {
+		case ra.full <- c:
+		case <-ra.done:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Read implements io.Reader on the chunks, in order.
+func (ra *readAhead) Read(p []byte) (int, error) {
+	for ra.off == len(ra.cur.b) {
+		if ra.cur.err != nil {
+			return 0, ra.cur.err
+		}
+		if ra.cur.b != nil {
+			ra.free <- ra.cur.b[:cap(ra.cur.b)] // never blocks: one slot per buffer
+		}
+		ra.cur, ra.off = <-ra.full, 0
+	}
+	n := copy(p, ra.cur.b[ra.off:])
+	ra.off += n
+	ra.n += int64(n)
+	return n, nil
+}
+
+// stop tells the producer to quit and waits until it has: after stop, the
+// readers below (their byte counts, the progress callback) are the
+// caller's again. A producer in the middle of a Read returns when that Read
+// does (at once for a file; for a pipe, when its writer writes or closes).
+func (ra *readAhead) stop() {
+	close(ra.done)
+	<-ra.gone
+}
