@@ -1,8 +1,10 @@
 package snapshot
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // readAhead runs the Read calls of a reader (the disk, gunzip, the chrome
@@ -56,16 +58,6 @@ func newReadAhead(r io.Reader, tag func() int64) *readAhead {
 // fails or ends, or stop is called.
 func (ra *readAhead) produce(r io.Reader, tag func() int64) {
 	defer close(ra.gone)
-	defer func() {
-		if p := recover(); p != nil {
-			// A failure below the decoder is reported to it as a read error
-			// (the decoder's own recover cannot see this goroutine).
-			select {
-			case ra.full <- aheadChunk{err: fmt.Errorf("reader failure: %v", p)}:
-			case <-ra.done:
-			}
-		}
-	}()
 	for {
 		var buf []byte
 		select {
@@ -77,7 +69,7 @@ func (ra *readAhead) produce(r io.Reader, tag func() int64) {
 		var err error
 		for n < len(buf) && err == nil {
 			var k int
-			k, err = r.Read(buf[n:])
+			k, err = safeRead(r, buf[n:])
 			n += k
 		}
 		c := aheadChunk{b: buf[:n], err: err}
@@ -93,6 +85,17 @@ func (ra *readAhead) produce(r io.Reader, tag func() int64) {
 			return
 		}
 	}
+}
+
+// safeRead is r.Read with a panic turned into a one-line read error: the
+// decoder's own recover cannot see the producer's goroutine.
+func safeRead(r io.Reader, p []byte) (n int, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			n, err = 0, errors.New("reader failure: "+strings.Join(strings.Fields(fmt.Sprint(v)), " "))
+		}
+	}()
+	return r.Read(p)
 }
 
 // Read implements io.Reader on the chunks, in order.

@@ -64,7 +64,9 @@ func (g *globals) open(path string) (*snapshot.Snapshot, error) {
 		var done func()
 		opts.Progress, done = newProgress(g.stderr, path, st.Size())
 		defer done()
-		boundMemory(st.Size())
+		if !isGzip(path) { // a compressed size says little of the memory needed
+			boundMemory(st.Size())
+		}
 	}
 	return snapshot.Open(path, opts)
 }
@@ -148,16 +150,30 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	return code
 }
 
-// boundMemory asks the Go runtime to keep its heap under about 90% of a
-// large input's size (a soft limit: the collector runs more often instead of
-// letting garbage double the heap). The decoded model and the analysis need
-// about half the size of a snapshot, so torchmem's peak RSS stays near the
-// file size. A GOMEMLIMIT set by the user wins.
+// isGzip reports whether the file starts with the gzip magic bytes.
+func isGzip(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var head [2]byte
+	n, _ := io.ReadFull(f, head[:])
+	return n == 2 && head[0] == 0x1f && head[1] == 0x8b
+}
+
+// boundMemory asks the Go runtime to keep the memory it manages under 3/4
+// of a large input's size (a soft limit: the collector runs more often
+// instead of letting garbage double the heap). The decoded model and the
+// analysis need about 60% of the size of a snapshot at their peak, and the
+// process adds about 10 MB the limit does not count (the program's own
+// pages), so torchmem's peak RSS stays near 0.8× the file size. A
+// GOMEMLIMIT set by the user wins.
 func boundMemory(inputBytes int64) {
 	if inputBytes < 64<<20 || os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	if limit := inputBytes / 10 * 9; limit < debug.SetMemoryLimit(-1) {
+	if limit := inputBytes / 4 * 3; limit < debug.SetMemoryLimit(-1) {
 		debug.SetMemoryLimit(limit)
 	}
 }
