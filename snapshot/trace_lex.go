@@ -190,6 +190,9 @@ func parseIntLenient(b []byte) (int64, bool) {
 	if len(b) == 0 {
 		return 0, false
 	}
+	if v, ok := plainDecimal(b); ok {
+		return v, true
+	}
 	if v, err := strconv.ParseInt(string(b), 10, 64); err == nil {
 		return v, true
 	}
@@ -207,8 +210,35 @@ func parseIntLenient(b []byte) (int64, bool) {
 	return 0, false
 }
 
+// plainDecimal parses the common case of the numbers of a trace, an
+// optional minus and at most 18 decimal digits (no overflow possible),
+// without strconv's generality; anything else reports false.
+func plainDecimal(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var v int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
+}
+
 // parseUintLenient is parseIntLenient for unsigned values (addresses, ids).
 func parseUintLenient(b []byte) (uint64, bool) {
+	if v, ok := plainDecimal(b); ok && v >= 0 {
+		return uint64(v), true
+	}
 	if v, err := strconv.ParseUint(string(b), 10, 64); err == nil {
 		return v, true
 	}
