@@ -119,9 +119,14 @@ type traceReader struct {
 	dec  *jsontext.Decoder
 	skip int64 // bytes skipped before the decoder (a UTF-8 BOM)
 
-	arena []byte
-	ev    rawEvent
+	arena []byte   // the text of the fields of the events queued (JSON side)
+	ev    rawEvent // the event being decoded
 	seq   int32
+
+	rec      *recordPipe // see trace_pipeline.go
+	recArena []byte      // the recording goroutine's event: its fields' text,
+	recEv    *rawEvent   // its fields
+	recSeq   int32       // and its position in the file
 
 	names      []string
 	nameIdx    map[string]int32
@@ -503,6 +508,12 @@ func (tr *traceReader) bytesOf(f field) []byte {
 // readEvents reads the events of an array whose '[' was consumed, up to and
 // including its ']'.
 func (tr *traceReader) readEvents(where string) error {
+	tr.startRecording()
+	defer func() {
+		if p := tr.stopRecording(); p != nil {
+			panic(p) // for readChromeTrace's recover, as if it had happened here
+		}
+	}()
 	dec := tr.dec
 	for i := 0; ; i++ {
 		switch k := dec.PeekKind(); k {
@@ -548,7 +559,6 @@ func (tr *traceReader) readEvent() error {
 	if _, err := dec.ReadToken(); err != nil {
 		return tr.wrap(err)
 	}
-	tr.arena = tr.arena[:0]
 	ev := &tr.ev
 	ev.reset()
 	for {
@@ -606,7 +616,7 @@ func (tr *traceReader) readEvent() error {
 		return tr.wrap(err)
 	}
 	tr.seq++
-	tr.record()
+	tr.queue()
 	return nil
 }
 
@@ -725,9 +735,9 @@ func (tr *traceReader) thread(pid, tid []byte) int32 {
 
 // record files the decoded event.
 func (tr *traceReader) record() {
-	ev := &tr.ev
-	ph := tr.bytesOf(ev.ph)
-	cat := string(tr.bytesOf(ev.cat))
+	ev := tr.recEv
+	ph := tr.recBytes(ev.ph)
+	cat := string(tr.recBytes(ev.cat))
 	if ev.cat.ok() {
 		switch cat {
 		case "Operator", "Runtime", "Kernel", "Memcpy", "Memset", "async":
@@ -747,12 +757,12 @@ func (tr *traceReader) record() {
 		if !ok || !ev.name.ok() {
 			return
 		}
-		start, ok := parseTimeNS(tr.bytesOf(ev.ts))
+		start, ok := parseTimeNS(tr.recBytes(ev.ts))
 		if !ok {
 			tr.badTimes++
 			return
 		}
-		dur, ok := parseTimeNS(tr.bytesOf(ev.dur))
+		dur, ok := parseTimeNS(tr.recBytes(ev.dur))
 		if !ok || dur < 0 {
 			dur = 0
 		}
@@ -760,13 +770,13 @@ func (tr *traceReader) record() {
 		if end < start {
 			end = start
 		}
-		name := tr.bytesOf(ev.name)
-		th := tr.thread(tr.bytesOf(ev.pid), tr.bytesOf(ev.tid))
-		sp := opSpan{start: start, end: end, name: tr.intern(name), seq: tr.seq, callStack: -1, kind: kind}
+		name := tr.recBytes(ev.name)
+		th := tr.thread(tr.recBytes(ev.pid), tr.recBytes(ev.tid))
+		sp := opSpan{start: start, end: end, name: tr.intern(name), seq: tr.recSeq, callStack: -1, kind: kind}
 		if kind == spanPython {
 			tr.hasPython = true
 		}
-		if cs := tr.bytesOf(ev.callStack); len(bytes.TrimSpace(cs)) > 0 {
+		if cs := tr.recBytes(ev.callStack); len(bytes.TrimSpace(cs)) > 0 {
 			if id, ok := tr.csIdx[string(cs)]; ok {
 				sp.callStack = id
 			} else {
@@ -780,15 +790,15 @@ func (tr *traceReader) record() {
 		if kind == spanOp && string(name) == "torch::autograd::AccumulateGrad" {
 			g := gradRec{ts: start, thread: th, elements: -1}
 			if ev.inputDims.ok() {
-				g.elements = firstDims(tr.bytesOf(ev.inputDims))
+				g.elements = firstDims(tr.recBytes(ev.inputDims))
 			}
 			if ev.inputType.ok() {
-				g.dtype = firstString(tr.bytesOf(ev.inputType))
+				g.dtype = firstString(tr.recBytes(ev.inputType))
 			}
 			tr.grads = append(tr.grads, g)
 		}
 	case 'i', 'I':
-		name := string(tr.bytesOf(ev.name))
+		name := string(tr.recBytes(ev.name))
 		oom := name == "[OutOfMemory]"
 		if name != "[memory]" && !oom {
 			return
@@ -798,11 +808,11 @@ func (tr *traceReader) record() {
 		}
 		tr.recordMem(oom)
 	case 'M':
-		if string(tr.bytesOf(ev.name)) != "thread_name" || !ev.argName.ok() {
+		if string(tr.recBytes(ev.name)) != "thread_name" || !ev.argName.ok() {
 			return
 		}
-		tr.keyBuf = append(append(append(tr.keyBuf[:0], tr.bytesOf(ev.pid)...), 0), tr.bytesOf(ev.tid)...)
-		n := string(tr.bytesOf(ev.argName))
+		tr.keyBuf = append(append(append(tr.keyBuf[:0], tr.recBytes(ev.pid)...), 0), tr.recBytes(ev.tid)...)
+		n := string(tr.recBytes(ev.argName))
 		if old, ok := tr.threadName[string(tr.keyBuf)]; ok && strings.Contains(old, "pt_autograd") {
 			return // keep the autograd label when both are written
 		}
@@ -812,15 +822,15 @@ func (tr *traceReader) record() {
 
 // recordMem files a [memory] or [OutOfMemory] event.
 func (tr *traceReader) recordMem(oom bool) {
-	ev := &tr.ev
-	ts, ok := parseTimeNS(tr.bytesOf(ev.ts))
+	ev := tr.recEv
+	ts, ok := parseTimeNS(tr.recBytes(ev.ts))
 	if !ok {
 		tr.badTimes++
 		return
 	}
-	typ, ok1 := parseIntLenient(tr.bytesOf(ev.devType))
-	id, ok2 := parseIntLenient(tr.bytesOf(ev.devID))
-	n, ok3 := parseIntLenient(tr.bytesOf(ev.bytes))
+	typ, ok1 := parseIntLenient(tr.recBytes(ev.devType))
+	id, ok2 := parseIntLenient(tr.recBytes(ev.devID))
+	n, ok3 := parseIntLenient(tr.recBytes(ev.bytes))
 	if !ok1 || !ok3 {
 		tr.badMem++
 		return
@@ -832,22 +842,22 @@ func (tr *traceReader) recordMem(oom bool) {
 		tr.zeroBytes++
 		return
 	}
-	m := memRec{ts: ts, bytes: n, thread: tr.thread(tr.bytesOf(ev.pid), tr.bytesOf(ev.tid))}
+	m := memRec{ts: ts, bytes: n, thread: tr.thread(tr.recBytes(ev.pid), tr.recBytes(ev.tid))}
 	if oom {
 		m.flags |= memOOM
 	}
 	if ev.addr.ok() {
-		if a, ok := parseUintLenient(tr.bytesOf(ev.addr)); ok {
+		if a, ok := parseUintLenient(tr.recBytes(ev.addr)); ok {
 			m.addr = a
 			m.flags |= memHasAddr
 			tr.memAddr = true
 		}
 	}
-	if v, ok := parseIntLenient(tr.bytesOf(ev.ta)); ok {
+	if v, ok := parseIntLenient(tr.recBytes(ev.ta)); ok {
 		m.ta = v
 		m.flags |= memHasTA
 	}
-	if v, ok := parseIntLenient(tr.bytesOf(ev.tr)); ok {
+	if v, ok := parseIntLenient(tr.recBytes(ev.tr)); ok {
 		m.tr = v
 		m.flags |= memHasTR
 	}
