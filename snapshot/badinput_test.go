@@ -120,6 +120,11 @@ func TestHostileCheap(t *testing.T) {
 		{"bomb of values", gz(append([]byte("\x80\x04]("), bytes.Repeat([]byte("N"), 8<<20)...)), "pickle values"},
 		{"bomb of memo", gz(append([]byte("\x80\x04"), bytes.Repeat([]byte("N\x940"), 12<<20)...)), "memo entries"},
 		{"memo cycle", []byte("\x80\x04]\x94h\x00a."), "not of memory segments"},
+		// A frame, then a list of 8M fetches of it in one batch: the frames
+		// fast path never holds more than a read buffer's worth (or
+		// MaxValues), and the slow path refuses the batch.
+		{"bomb of frame fetches", gz(append([]byte("\x80\x04]\x94}\x94(\x8c\x08filename\x8c\x01a\x8c\x04lineK\x01\x8c\x04name\x8c\x01fua]("),
+			append(bytes.Repeat([]byte("h\x01"), 8<<20), "ea."...)...)), "pickle values"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -66,6 +66,7 @@ type vm struct {
 	curOp     byte
 	freeDicts []*pdict
 	freeLists []*plist
+	frameRun  []FrameID // scratch of appendFrameRun
 }
 
 func (m *vm) fail(format string, args ...any) error {
@@ -597,8 +598,10 @@ func (m *vm) appendFrameRun() bool {
 	}
 	l := t.list()
 	in := m.in
-	start, pos := len(l.frames), in.pos
-	for pos < in.end {
+	pos := in.pos
+	run := m.frameRun[:0] // gathered apart: the list grows once, to its size
+	// A batch longer than MaxValues is left to the slow path, which refuses it.
+	for pos < in.end && len(run) < m.opts.MaxValues {
 		var idx, n int
 		switch in.buf[pos] {
 		case 'j':
@@ -619,14 +622,15 @@ func (m *vm) appendFrameRun() bool {
 		if sl&slotMask != slotFrame {
 			break
 		}
-		l.frames = append(l.frames, FrameID(sl&^slotMask))
+		run = append(run, FrameID(sl&^slotMask))
 		pos += n
 	}
+	m.frameRun = run
 	if pos > in.pos && pos < in.end && in.buf[pos] == 'e' {
+		l.frames = append(l.frames, run...)
 		m.off += int64(pos + 1 - in.pos)
 		in.pos = pos + 1
 		return true
 	}
-	l.frames = l.frames[:start]
 	return false
 }
