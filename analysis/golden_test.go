@@ -2,10 +2,9 @@ package analysis
 
 import (
 	"encoding/json"
+	"github.com/torchmem/torchmem/snapshot/snapshottest/golden"
 	"path/filepath"
 	"testing"
-
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestGoldenJSON pins the whole torchmem.analysis/v1 JSON of simulated runs
@@ -56,7 +55,7 @@ func TestGoldenJSON(t *testing.T) {
 			}
 			got = append(got, '\n')
 			path := filepath.Join("..", "testdata", "analysis", tc.name+".golden.json")
-			snapshottest.Golden(t, path, got)
+			golden.Check(t, path, got)
 		})
 	}
 }

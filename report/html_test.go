@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/torchmem/torchmem/snapshot/snapshottest/golden"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/snapshot"
@@ -54,7 +53,7 @@ func TestEChartsAsset(t *testing.T) {
 func TestHTMLGolden(t *testing.T) {
 	got := renderFile(t, demoPath, HTMLOptions{Version: "test"})
 	got = bytes.Replace(got, []byte(echartsJS), []byte("/* echarts.min.js "+EChartsVersion+" */"), 1)
-	st.Golden(t, filepath.Join("..", "testdata", "golden", "html", "demo.html"), got)
+	golden.Check(t, filepath.Join("..", "testdata", "golden", "html", "demo.html"), got)
 }
 
 func TestHTMLDeterministic(t *testing.T) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	goldenfile "github.com/torchmem/torchmem/snapshot/snapshottest/golden"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -34,7 +35,7 @@ func runCLI(stdin []byte, args ...string) (int, string, string) {
 // golden compares got with testdata/golden/name, or rewrites it with -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	st.Golden(t, filepath.Join(repoRoot(), "testdata", "golden", name), []byte(got))
+	goldenfile.Check(t, filepath.Join(repoRoot(), "testdata", "golden", name), []byte(got))
 }
 
 func TestBadInputExitCodes(t *testing.T) {
