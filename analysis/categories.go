@@ -342,11 +342,8 @@ func decide(f *blockFacts, paramPaired, gradPaired, pairing int, training bool) 
 // CategoriesAt sums the live bytes of each category after event i.
 func (h *History) CategoriesAt(i int) Categories {
 	var c Categories
-	for bi := range h.Blocks {
-		b := &h.Blocks[bi]
-		if b.LiveAt(i) {
-			c[b.Category] += b.Size
-		}
+	for _, b := range h.LiveBlocks(i) {
+		c[b.Category] += b.Size
 	}
 	return c
 }
@@ -360,11 +357,7 @@ func (h *History) ruleUses(i int) []RuleUse {
 		conf Confidence
 	}
 	m := map[key]*RuleUse{}
-	for bi := range h.Blocks {
-		b := &h.Blocks[bi]
-		if !b.LiveAt(i) {
-			continue
-		}
+	for _, b := range h.LiveBlocks(i) {
 		k := key{b.Rule, b.Category, b.Confidence}
 		u := m[k]
 		if u == nil {

@@ -324,24 +324,33 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 	return m
 }
 
-// markerCache memoises markersOf per stack.
-type markerCache struct {
+// stackMemo memoises a function of a stack (siteOf, markersOf): each
+// stack's value is computed once, on first use.
+type stackMemo[T any] struct {
 	s    *snapshot.Snapshot
+	of   func(*snapshot.Snapshot, snapshot.StackID) T
 	done []bool
-	m    []stackMarkers
+	v    []T
 }
 
-func newMarkerCache(s *snapshot.Snapshot) *markerCache {
-	return &markerCache{s: s, done: make([]bool, len(s.Stacks)), m: make([]stackMarkers, len(s.Stacks))}
+func newStackMemo[T any](s *snapshot.Snapshot, of func(*snapshot.Snapshot, snapshot.StackID) T) *stackMemo[T] {
+	return &stackMemo[T]{s: s, of: of, done: make([]bool, len(s.Stacks)), v: make([]T, len(s.Stacks))}
 }
 
-func (c *markerCache) get(st snapshot.StackID) stackMarkers {
+// get is of(stack), the zero value for a stack the snapshot does not have.
+func (c *stackMemo[T]) get(st snapshot.StackID) T {
 	if int(st) >= len(c.done) {
-		return stackMarkers{}
+		var zero T
+		return zero
 	}
 	if !c.done[st] {
-		c.m[st] = markersOf(c.s, st)
+		c.v[st] = c.of(c.s, st)
 		c.done[st] = true
 	}
-	return c.m[st]
+	return c.v[st]
 }
+
+// siteCache names the allocation site of each stack (siteOf).
+type siteCache = stackMemo[string]
+
+func newSiteCache(s *snapshot.Snapshot) *siteCache { return newStackMemo(s, siteOf) }

@@ -221,11 +221,7 @@ func (h *History) liveByPhase(i int) []PhaseBytes {
 		step int
 	}
 	m := map[key]*PhaseBytes{}
-	for bi := range h.Blocks {
-		b := &h.Blocks[bi]
-		if !b.LiveAt(i) {
-			continue
-		}
+	for _, b := range h.LiveBlocks(i) {
 		k := key{PhaseBeforeRecording, 0}
 		if b.Alloc >= 0 {
 			k = key{h.Phases.At(b.Alloc), h.Phases.StepAt(b.Alloc)}

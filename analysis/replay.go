@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"iter"
 	"strings"
 
 	"github.com/torchmem/torchmem/snapshot"
@@ -64,7 +65,7 @@ type History struct {
 	// extraClose lists blocks closed by an event that also opens one
 	// (an alloc at an address still live: a lost free).
 	extraClose map[int]int32
-	markers    *markerCache
+	markers    *stackMemo[stackMarkers]
 	diags      []Diagnostic
 	// firstOOM is the index of the first oom event (−1).
 	firstOOM int
@@ -131,7 +132,7 @@ func roundUp512(n int64) int64 {
 // events backwards from the dump-time segments. Phases are left to
 // ComputePhases.
 func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
-	h := &History{Snap: s, Device: d, markers: newMarkerCache(s), firstOOM: -1}
+	h := &History{Snap: s, Device: d, markers: newStackMemo(s, markersOf), firstOOM: -1}
 	n := len(d.Events)
 	h.openAt = make([]int32, n)
 	h.closeAt = make([]int32, n)
@@ -359,15 +360,16 @@ func (h *History) replayReserved() {
 	}
 }
 
-// LiveBlocks returns the indices of the blocks live after event i.
-func (h *History) LiveBlocks(i int) []int {
-	var out []int
-	for bi := range h.Blocks {
-		if h.Blocks[bi].LiveAt(i) {
-			out = append(out, bi)
+// LiveBlocks yields the index and the block of every block live after
+// event i (i = −1: at the start of the trace), in block order.
+func (h *History) LiveBlocks(i int) iter.Seq2[int, *Block] {
+	return func(yield func(int, *Block) bool) {
+		for bi := range h.Blocks {
+			if b := &h.Blocks[bi]; b.LiveAt(i) && !yield(bi, b) {
+				return
+			}
 		}
 	}
-	return out
 }
 
 // replayDiagnostics says what the replay found that limits trust.

@@ -1,32 +1,6 @@
 package analysis
 
-import (
-	"sort"
-
-	"github.com/torchmem/torchmem/snapshot"
-)
-
-// siteCache memoises siteOf per stack.
-type siteCache struct {
-	s    *snapshot.Snapshot
-	done []bool
-	site []string
-}
-
-func newSiteCache(s *snapshot.Snapshot) *siteCache {
-	return &siteCache{s: s, done: make([]bool, len(s.Stacks)), site: make([]string, len(s.Stacks))}
-}
-
-func (c *siteCache) get(st snapshot.StackID) string {
-	if int(st) >= len(c.done) || st == 0 {
-		return ""
-	}
-	if !c.done[st] {
-		c.site[st] = siteOf(c.s, st)
-		c.done[st] = true
-	}
-	return c.site[st]
-}
+import "sort"
 
 // blockSite names the allocation site of a block: its first user frame, or
 // "<allocated before recording: CATEGORY>" / "<no frames: PHASE>".
@@ -59,11 +33,7 @@ func (h *History) topSites(c *siteCache, i, n int) []Site {
 		cats  Categories
 	}
 	m := map[string]*acc{}
-	for bi := range h.Blocks {
-		b := &h.Blocks[bi]
-		if !b.LiveAt(i) {
-			continue
-		}
+	for _, b := range h.LiveBlocks(i) {
 		site := h.blockSite(c, b)
 		a := m[site]
 		if a == nil {

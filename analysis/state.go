@@ -40,9 +40,8 @@ func (h *History) StateAt(i int) []SegmentState {
 		bi   int
 	}
 	var live []iv
-	for bi := range h.Blocks {
-		b := &h.Blocks[bi]
-		if b.Untracked || !b.LiveAt(i) {
+	for bi, b := range h.LiveBlocks(i) {
+		if b.Untracked {
 			continue
 		}
 		live = append(live, iv{b.Addr, b.Addr + uint64(max(b.Rounded, b.Size)), bi})

@@ -57,9 +57,8 @@ func gatherEvidence(h *History, dr *DeviceResult) *evidence {
 		}
 	}
 	sites := map[string]int64{}
-	for bi := range h.Blocks {
-		b := &h.Blocks[bi]
-		if !b.LiveAt(ev.index) || b.Untracked {
+	for _, b := range h.LiveBlocks(ev.index) {
+		if b.Untracked {
 			continue
 		}
 		m := h.markers.get(b.Stack)
@@ -91,9 +90,8 @@ func gatherEvidence(h *History, dr *DeviceResult) *evidence {
 	ev.lateZero = -1
 	if fwdIdx >= 0 {
 		ev.gradsInFwd = h.CategoriesAt(fwdIdx)[Gradient]
-		for bi := range h.Blocks {
-			b := &h.Blocks[bi]
-			if b.Rule == RuleFreedByZeroGrad && b.LiveAt(fwdIdx) && (ev.lateZero < 0 || b.Free < ev.lateZero) {
+		for _, b := range h.LiveBlocks(fwdIdx) {
+			if b.Rule == RuleFreedByZeroGrad && (ev.lateZero < 0 || b.Free < ev.lateZero) {
 				ev.lateZero = b.Free
 			}
 		}
