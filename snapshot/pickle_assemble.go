@@ -129,17 +129,28 @@ func pairAnnotations(raw []rawAnnotation) []Annotation {
 	return out
 }
 
-// annotationKind recognises the record_function names PyTorch emits.
-func annotationKind(name string) AnnotationKind {
+// pytorchMarker recognises the record_function names PyTorch itself emits
+// (torch.profiler's steps, the optimizer's step and zero_grad, the data
+// loader), in snapshots and chrome traces alike; false for any other name.
+func pytorchMarker(name string) (AnnotationKind, bool) {
 	switch {
 	case strings.HasPrefix(name, "ProfilerStep#"):
-		return AnnotationStep
+		return AnnotationStep, true
 	case strings.HasPrefix(name, "Optimizer.step#"):
-		return AnnotationOptStep
+		return AnnotationOptStep, true
 	case strings.HasPrefix(name, "Optimizer.zero_grad#"):
-		return AnnotationZeroGrad
+		return AnnotationZeroGrad, true
 	case strings.HasPrefix(name, "enumerate(DataLoader)#"), strings.HasPrefix(name, "enumerate(DataPipe)#"):
-		return AnnotationData
+		return AnnotationData, true
+	}
+	return AnnotationUser, false
+}
+
+// annotationKind classifies a snapshot annotation: PyTorch's own markers,
+// then the user's names by the phase words they contain.
+func annotationKind(name string) AnnotationKind {
+	if k, ok := pytorchMarker(name); ok {
+		return k
 	}
 	low := strings.ToLower(name)
 	switch {

@@ -36,16 +36,18 @@ const (
 	clsLegacyBw // NllLossBackward, torch::autograd::AccumulateGrad (legacy traces)
 )
 
+// markerClass is the span class of each of PyTorch's own markers.
+var markerClass = map[AnnotationKind]uint8{
+	AnnotationStep: clsStep, AnnotationOptStep: clsOpt, AnnotationZeroGrad: clsZero, AnnotationData: clsData,
+}
+
 func classifyName(n string) uint8 {
+	if k, ok := pytorchMarker(n); ok {
+		return markerClass[k]
+	}
 	switch {
-	case strings.HasPrefix(n, "ProfilerStep#") || strings.HasPrefix(n, "ProfilerStep #"):
+	case strings.HasPrefix(n, "ProfilerStep #"): // spelled with a space: accepted in traces only, as before
 		return clsStep
-	case strings.HasPrefix(n, "Optimizer.step#"):
-		return clsOpt
-	case strings.HasPrefix(n, "Optimizer.zero_grad#"):
-		return clsZero
-	case strings.HasPrefix(n, "enumerate(DataLoader)#") || strings.HasPrefix(n, "enumerate(DataPipe)#"):
-		return clsData
 	case strings.HasPrefix(n, "autograd::engine::evaluate_function:"):
 		return clsEvalFn
 	case strings.HasPrefix(n, "nn.Module: "):
