@@ -325,22 +325,7 @@ func jsonKindName(k jsontext.Kind) string {
 // baseTimeNanoseconds.
 func (tr *traceReader) readTopObject() error {
 	dec := tr.dec
-	if _, err := dec.ReadToken(); err != nil {
-		return tr.wrap(err)
-	}
-	for {
-		k := tr.peekMember()
-		if k == '}' {
-			break
-		}
-		if k == 0 {
-			_, err := dec.ReadToken()
-			return tr.wrap(err)
-		}
-		nv, err := dec.ReadValue()
-		if err != nil {
-			return tr.wrap(err)
-		}
+	err := tr.eachMember(func(nv []byte) error {
 		name := unquoteLenient(nv)
 		if len(tr.keys) < 1000 {
 			key := name
@@ -383,17 +368,14 @@ func (tr *traceReader) readTopObject() error {
 			}
 		case "roctracer_version", "hip_runtime_version", "hip_driver_version":
 			tr.rocm = true
-			if err := dec.SkipValue(); err != nil {
-				return tr.wrap(err)
-			}
+			return tr.wrap(dec.SkipValue())
 		default:
-			if err := dec.SkipValue(); err != nil {
-				return tr.wrap(err)
-			}
+			return tr.wrap(dec.SkipValue())
 		}
-	}
-	if _, err := dec.ReadToken(); err != nil { // '}'
-		return tr.wrap(err)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if !tr.hasEvents {
 		return tr.noEventsError()
@@ -555,27 +537,11 @@ func keptCat(cat string, hasCat bool) (uint8, bool) {
 
 // readEvent decodes one event object into tr.ev and records what it holds.
 func (tr *traceReader) readEvent() error {
-	dec := tr.dec
-	if _, err := dec.ReadToken(); err != nil {
-		return tr.wrap(err)
-	}
 	ev := &tr.ev
 	ev.reset()
-	for {
-		k := tr.peekMember()
-		if k == '}' {
-			break
-		}
-		if k == 0 {
-			_, err := dec.ReadToken()
-			return tr.wrap(err)
-		}
-		kv, err := dec.ReadValue()
-		if err != nil {
-			return tr.wrap(err)
-		}
+	err := tr.eachMember(func(key []byte) error {
 		var dst *field
-		switch string(kv) {
+		switch string(key) {
 		case `"ph"`:
 			dst = &ev.ph
 		case `"cat"`:
@@ -591,32 +557,55 @@ func (tr *traceReader) readEvent() error {
 		case `"dur"`:
 			dst = &ev.dur
 		case `"args"`:
-			if err := tr.readArgs(); err != nil {
-				return err
-			}
-			continue
+			return tr.readArgs()
 		}
-		if dst == nil {
-			if err := dec.SkipValue(); err != nil {
-				return tr.wrap(err)
-			}
-			continue
-		}
-		v, err := dec.ReadValue()
-		if err != nil {
-			return tr.wrap(err)
-		}
-		switch v[0] {
-		case '{', '[':
-			continue // not a scalar: ignore the field
-		}
-		*dst = tr.put(v)
-	}
-	if _, err := dec.ReadToken(); err != nil {
-		return tr.wrap(err)
+		return tr.keepValue(dst, true)
+	})
+	if err != nil {
+		return err
 	}
 	tr.seq++
 	tr.queue()
+	return nil
+}
+
+// eachMember reads the object that comes next, through its '}': visit gets
+// each member's key as written (quotes and escapes included) and must read
+// or skip the member's value.
+func (tr *traceReader) eachMember(visit func(key []byte) error) error {
+	dec := tr.dec
+	if _, err := dec.ReadToken(); err != nil { // '{'
+		return tr.wrap(err)
+	}
+	for {
+		if k := tr.peekMember(); k == '}' || k == 0 { // the end, or the error that stops it
+			_, err := dec.ReadToken()
+			return tr.wrap(err)
+		}
+		key, err := dec.ReadValue()
+		if err != nil {
+			return tr.wrap(err)
+		}
+		if err := visit(key); err != nil {
+			return err
+		}
+	}
+}
+
+// keepValue reads the value of the member being read into dst, or skips it
+// when dst is nil; with scalarsOnly, an object or array is read and ignored.
+func (tr *traceReader) keepValue(dst *field, scalarsOnly bool) error {
+	if dst == nil {
+		return tr.wrap(tr.dec.SkipValue())
+	}
+	v, err := tr.dec.ReadValue()
+	if err != nil {
+		return tr.wrap(err)
+	}
+	if scalarsOnly && (v[0] == '{' || v[0] == '[') {
+		return nil // not a scalar: ignore the field
+	}
+	*dst = tr.put(v)
 	return nil
 }
 
@@ -666,24 +655,9 @@ func (tr *traceReader) readArgs() error {
 	}
 	ev := &tr.ev
 	ev.hasArgs = true
-	if _, err := dec.ReadToken(); err != nil {
-		return tr.wrap(err)
-	}
-	for {
-		k := tr.peekMember()
-		if k == '}' {
-			break
-		}
-		if k == 0 {
-			_, err := dec.ReadToken()
-			return tr.wrap(err)
-		}
-		kv, err := dec.ReadValue()
-		if err != nil {
-			return tr.wrap(err)
-		}
+	return tr.eachMember(func(key []byte) error {
 		var dst *field
-		switch string(kv) {
+		switch string(key) {
 		case `"Device Type"`:
 			dst = &ev.devType
 		case `"Device Id"`:
@@ -711,20 +685,8 @@ func (tr *traceReader) readArgs() error {
 		case `"Ev Idx"`:
 			tr.evIdx = true
 		}
-		if dst == nil {
-			if err := dec.SkipValue(); err != nil {
-				return tr.wrap(err)
-			}
-			continue
-		}
-		v, err := dec.ReadValue()
-		if err != nil {
-			return tr.wrap(err)
-		}
-		*dst = tr.put(v)
-	}
-	_, err := dec.ReadToken()
-	return tr.wrap(err)
+		return tr.keepValue(dst, false)
+	})
 }
 
 // intern returns the index of a name in tr.names.
