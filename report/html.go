@@ -34,8 +34,8 @@ var (
 	//go:embed templates/report.html.tmpl
 	reportTemplate string
 
-	// pageTemplate is parsed on first use, not at start-up: every other
-	// command would pay for it (about 1.6 ms and 1 MB).
+	// pageTemplate is parsed on first use, not at start-up, where every
+	// other command would pay for it (about 0.4 ms and 2,000 allocations).
 	pageTemplate = sync.OnceValue(func() *template.Template {
 		return template.Must(template.New("report").Funcs(template.FuncMap{
 			"bytes": Bytes,

@@ -114,8 +114,7 @@ func (e *rawEvent) reset() {
 type traceReader struct {
 	src  Source
 	opts Options
-	san  *ctrlSanitizer // runs on ra's goroutine: read nothing of it here
-	ra   *readAhead
+	ra   *readAhead // reads through the sanitiser, on a goroutine of its own
 	dec  *jsontext.Decoder
 	skip int64 // bytes skipped before the decoder (a UTF-8 BOM)
 
@@ -180,8 +179,7 @@ func newTraceReader(in *bufio.Reader, src Source, opts Options) *traceReader {
 		in.Discard(3)
 		tr.skip = 3
 	}
-	tr.san = &ctrlSanitizer{r: in, maxDepth: opts.MaxDepth}
-	san := tr.san
+	san := &ctrlSanitizer{r: in, maxDepth: opts.MaxDepth}
 	tr.ra = newReadAhead(san, func() int64 { return san.replaced })
 	tr.dec = jsontext.NewDecoder(tr.ra, jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
 	return tr

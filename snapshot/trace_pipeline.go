@@ -88,10 +88,7 @@ func (tr *traceReader) recordBatches(p *recordPipe) {
 		if panicked == nil {
 			panicked = tr.recordBatch(b)
 		}
-		select {
-		case p.free <- b:
-		default: // the final batches: nobody waits for them
-		}
+		p.free <- b // never blocks: one slot per batch
 	}
 	p.done <- panicked
 }
