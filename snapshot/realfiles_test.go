@@ -223,6 +223,7 @@ func checkTableCoversManifest(t *testing.T, dir string) {
 }
 
 // Produced by: python3 testdata/facts/snapshot_facts.py
+// Produced by: python3 testdata/facts/snapshot_facts.py
 var realSnapshotFacts = []fileFacts{
 	{
 		File:     "edge_2dev_expandable_no_trace_albi2.pickle",
@@ -302,6 +303,19 @@ var realSnapshotFacts = []fileFacts{
 		ExternalAnnotations: 0, Annotations: 0,
 		HasSettings: false, ExpandableSegments: false,
 		Frames: 415, MaxLine: 2233, UnknownLineFrames: 0, FramesSHA256: "9b599b88b8d1e151",
+	},
+	{
+		File:     "genB_torch2.1_zijiandu_state_only_diffusion.pickle",
+		Format:   snapshot.FormatSnapshotPickle,
+		Segments: 499, TotalSize: 16236150784, AllocatedSize: 8548367872, ActiveSize: 8548367872,
+		BlockStates: map[string]int{"inactive": 450, "active_allocated": 2524},
+		Devices: []deviceFacts{
+			{ID: 0, Segments: 499, Events: 0, Actions: map[string]int{}},
+			{ID: 1, Segments: 0, Events: 0, Actions: map[string]int{}},
+		},
+		ExternalAnnotations: 0, Annotations: 0,
+		HasSettings: false, ExpandableSegments: false,
+		Frames: 139, MaxLine: 8769, UnknownLineFrames: 0, FramesSHA256: "b4aadfa09e604400",
 	},
 	{
 		File:     "genC_torch2.2_jaspersolt_snapshot_entries.pickle",
@@ -400,6 +414,18 @@ var realSnapshotFacts = []fileFacts{
 		Frames: 825, MaxLine: 4346, UnknownLineFrames: 0, FramesSHA256: "78e2966ca4f71270",
 	},
 	{
+		File:     "genF_torch2.8_zidongliu_zeroth_order_fl.pickle",
+		Format:   snapshot.FormatSnapshotPickle,
+		Segments: 61, TotalSize: 1897922560, AllocatedSize: 1014430208, ActiveSize: 1014430208,
+		BlockStates: map[string]int{"inactive": 71, "active_allocated": 397},
+		Devices: []deviceFacts{
+			{ID: 0, Segments: 61, Events: 23105, Actions: map[string]int{"alloc": 7946, "free_requested": 7549, "free_completed": 7549, "segment_alloc": 61}},
+		},
+		ExternalAnnotations: 8, Annotations: 4,
+		HasSettings: true, ExpandableSegments: false,
+		Frames: 137, MaxLine: 4343, UnknownLineFrames: 0, FramesSHA256: "d2cb242bf7182cfd",
+	},
+	{
 		File:     "genG_torch2.10x_bcrafton.pickle",
 		Format:   snapshot.FormatSnapshotPickle,
 		Segments: 96, TotalSize: 4238344192, AllocatedSize: 3072871424, ActiveSize: 3072871424,
@@ -482,5 +508,17 @@ var realSnapshotFacts = []fileFacts{
 		ExternalAnnotations: 2, Annotations: 1,
 		HasSettings: true, ExpandableSegments: false,
 		Frames: 511, MaxLine: 1790, UnknownLineFrames: 0, FramesSHA256: "70aa1148f9efb6ab",
+	},
+	{
+		File:     "wedsonlin_medium_256_training.pickle",
+		Format:   snapshot.FormatSnapshotPickle,
+		Segments: 495, TotalSize: 9265217536, AllocatedSize: 6837944832, ActiveSize: 6837944832,
+		BlockStates: map[string]int{"inactive": 138, "active_allocated": 885},
+		Devices: []deviceFacts{
+			{ID: 0, Segments: 495, Events: 19430, Actions: map[string]int{"alloc": 6624, "free_requested": 6403, "free_completed": 6403}},
+		},
+		ExternalAnnotations: 2, Annotations: 1,
+		HasSettings: true, ExpandableSegments: false,
+		Frames: 513, MaxLine: 1790, UnknownLineFrames: 0, FramesSHA256: "940839b061241294",
 	},
 }
