@@ -134,7 +134,7 @@ func ParseTolerance(s string) (Tolerance, error) {
 // String writes the tolerance as ParseTolerance reads it.
 func (t Tolerance) String() string {
 	if t.Bytes > 0 {
-		return fmtBytes(t.Bytes)
+		return FormatBytes(t.Bytes)
 	}
 	return strconv.FormatFloat(t.Percent, 'f', -1, 64) + "%"
 }
@@ -359,7 +359,7 @@ func checkBudget(r *Result, d *DeviceResult, b Budget) CheckItem {
 		v, ok := peaks[ph]
 		if !ok {
 			it.Status = CheckSkip
-			it.Message = fmt.Sprintf("device %d: no %s phase found in this run: budget of %s not checked", d.Device, ph, fmtBytes(b.Limit))
+			it.Message = fmt.Sprintf("device %d: no %s phase found in this run: budget of %s not checked", d.Device, ph, FormatBytes(b.Limit))
 			return it
 		}
 		it.Actual = v
@@ -367,13 +367,13 @@ func checkBudget(r *Result, d *DeviceResult, b Budget) CheckItem {
 		c, _ := ParseCategory(b.Key)
 		it.Actual = d.Peak.Categories[c]
 	}
-	it.Message = fmt.Sprintf("device %d: %s %s%s", d.Device, subject, fmtBytes(it.Actual), detail)
+	it.Message = fmt.Sprintf("device %d: %s %s%s", d.Device, subject, FormatBytes(it.Actual), detail)
 	if it.Actual > it.Limit {
 		it.Status = CheckFail
-		it.Message += fmt.Sprintf(" is over the budget of %s by %s", fmtBytes(it.Limit), fmtBytes(it.Actual-it.Limit))
+		it.Message += fmt.Sprintf(" is over the budget of %s by %s", FormatBytes(it.Limit), FormatBytes(it.Actual-it.Limit))
 	} else {
 		it.Status = CheckPass
-		it.Message += fmt.Sprintf(" is within the budget of %s", fmtBytes(it.Limit))
+		it.Message += fmt.Sprintf(" is within the budget of %s", FormatBytes(it.Limit))
 	}
 	return it
 }
@@ -413,11 +413,11 @@ func checkBaseline(d *DeviceResult, base *Result, tol Tolerance) []CheckItem {
 		case inB:
 			items = append(items, CheckItem{Name: fmt.Sprintf("device %d: %s vs baseline", d.Device, key), Kind: CheckKindRegression,
 				Key: key, Device: d.Device, Status: CheckSkip, Baseline: &b,
-				Message: fmt.Sprintf("device %d: the baseline has a %s phase (peak %s) and this run has none: not compared", d.Device, ph, fmtBytes(b))})
+				Message: fmt.Sprintf("device %d: the baseline has a %s phase (peak %s) and this run has none: not compared", d.Device, ph, FormatBytes(b))})
 		case inN:
 			items = append(items, CheckItem{Name: fmt.Sprintf("device %d: %s vs baseline", d.Device, key), Kind: CheckKindRegression,
 				Key: key, Device: d.Device, Status: CheckSkip, Actual: n,
-				Message: fmt.Sprintf("device %d: this run has a %s phase (peak %s) and the baseline has none: not compared", d.Device, ph, fmtBytes(n))})
+				Message: fmt.Sprintf("device %d: this run has a %s phase (peak %s) and the baseline has none: not compared", d.Device, ph, FormatBytes(n))})
 		}
 	}
 	return items
@@ -428,10 +428,10 @@ func regression(dev int, key string, base, cur int64, tol Tolerance) CheckItem {
 	it := CheckItem{Name: fmt.Sprintf("device %d: %s vs baseline", dev, key), Kind: CheckKindRegression, Key: key, Device: dev,
 		Actual: cur, Limit: tol.Allowed(base), Baseline: &b}
 	subject := budgetSubject(key)
-	change := fmt.Sprintf("%s → %s (%s)", fmtBytes(base), fmtBytes(cur), signedPercent(base, cur))
+	change := fmt.Sprintf("%s → %s (%s)", FormatBytes(base), FormatBytes(cur), signedPercent(base, cur))
 	if cur > it.Limit {
 		it.Status = CheckFail
-		it.Message = fmt.Sprintf("device %d: %s grew vs the baseline: %s, more than the %s tolerance (at most %s)", dev, subject, change, tol, fmtBytes(it.Limit))
+		it.Message = fmt.Sprintf("device %d: %s grew vs the baseline: %s, more than the %s tolerance (at most %s)", dev, subject, change, tol, FormatBytes(it.Limit))
 	} else {
 		it.Status = CheckPass
 		it.Message = fmt.Sprintf("device %d: %s vs the baseline: %s, within the %s tolerance", dev, subject, change, tol)

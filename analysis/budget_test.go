@@ -63,7 +63,7 @@ func TestParseTolerance(t *testing.T) {
 		{" 2.5 % ", Tolerance{Percent: 2.5}, "2.5%", false},
 		{"5", Tolerance{Percent: 5}, "5%", false},
 		{"0", Tolerance{}, "0%", false},
-		{"256MiB", Tolerance{Bytes: 256 << 20}, "256.0 MiB", false},
+		{"256MiB", Tolerance{Bytes: 256 << 20}, "256 MiB", false},
 		{"-5%", Tolerance{}, "", true},
 		{"NaN", Tolerance{}, "", true},
 		{"five%", Tolerance{}, "", true},

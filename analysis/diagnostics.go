@@ -79,7 +79,7 @@ func deviceDiagnostics(h *History, dr *DeviceResult) []Diagnostic {
 		var rules []string
 		for _, r := range dr.Rules {
 			if r.Confidence == Low && r.Bytes*20 >= all {
-				rules = append(rules, fmt.Sprintf("%s %s", r.Rule, fmtBytes(r.Bytes)))
+				rules = append(rules, fmt.Sprintf("%s %s", r.Rule, FormatBytes(r.Bytes)))
 			}
 		}
 		out = append(out, Diagnostic{Kind: "low_confidence_categories", Device: id, Message: fmt.Sprintf(

@@ -127,7 +127,7 @@ func detectDeviceLeaks(h *History) []Leak {
 				continue
 			}
 			l.StepsUntilFull = stepsUntilFull(capacity, peak, l.BytesPerStep)
-			l.Evidence += fmt.Sprintf(" At %s per step the device (%s) is full in %d more steps.", fmtBytes(l.BytesPerStep), fmtBytes(capacity), l.StepsUntilFull)
+			l.Evidence += fmt.Sprintf(" At %s per step the device (%s) is full in %d more steps.", FormatBytes(l.BytesPerStep), FormatBytes(capacity), l.StepsUntilFull)
 		}
 	}
 	return out
@@ -371,12 +371,12 @@ func (sc *leakScan) keptFindings() []Leak {
 			what = fmt.Sprintf("%d tensors", blocks)
 		}
 		l.Evidence = fmt.Sprintf("%s leaves %s of %s per step that no later step frees (%s of %d; steps from %s): %s held at the end, growing by %s per step. One site keeping a tensor every step is a list or dict that collects tensors across steps (e.g. outputs.append(logits)).",
-			a.site, what, fmtBytes(per), sc.stepRange(a.steps), len(sc.steps), sc.plan.source, fmtBytes(a.total), fmtBytes(per))
+			a.site, what, FormatBytes(per), sc.stepRange(a.steps), len(sc.steps), sc.plan.source, FormatBytes(a.total), FormatBytes(per))
 		if sc.graphAlive(a.steps) {
 			l.Evidence += " No backward runs in these steps: if the tensors were made under grad mode, each also keeps its step's autograd graph alive (CPU-side nodes, and any saved tensors)."
 		}
 		l.Fix = fmt.Sprintf("Keep a detached copy on the CPU, and only what is needed: outputs.append(logits.detach().cpu()) (or preds.append(logits.argmax(-1).cpu()), losses.append(loss.item())); or clear the list every step. Saves %s now and %s for every further step.",
-			fmtBytes(a.total), fmtBytes(per))
+			FormatBytes(a.total), FormatBytes(per))
 		out = append(out, l)
 	}
 	return out
@@ -454,7 +454,7 @@ func (sc *leakScan) graphFinding(ks []int) Leak {
 		if i == 4 {
 			break
 		}
-		top = append(top, fmt.Sprintf("%s %s/step", g.site, fmtBytes(g.bytes/int64(len(ks)))))
+		top = append(top, fmt.Sprintf("%s %s/step", g.site, FormatBytes(g.bytes/int64(len(ks)))))
 	}
 	alive := sc.graphAlive(ks)
 	backward := "no backward pass frees them: the autograd graph of every step stays alive with its saved activations"
@@ -462,13 +462,13 @@ func (sc *leakScan) graphFinding(ks []int) Leak {
 		backward = "backward runs but does not free them: the graph is kept (retain_graph=True, or outputs that still require grad kept across steps)"
 	}
 	l.Evidence = fmt.Sprintf("In %s of %d (steps from %s) each step leaves about %d tensors from %d sites (%s per step, %s in all) allocated until the end; %s. Forward called at %s. Largest: %s.",
-		sc.stepRange(ks), len(sc.steps), sc.plan.source, leakMedianInt(nblocks), len(groups), fmtBytes(perStep), fmtBytes(total), backward, call, strings.Join(top, ", "))
+		sc.stepRange(ks), len(sc.steps), sc.plan.source, leakMedianInt(nblocks), len(groups), FormatBytes(perStep), FormatBytes(total), backward, call, strings.Join(top, ", "))
 	if alive {
 		l.Fix = fmt.Sprintf("Do not keep tensors that require grad across steps: if the loop does not train, run it under with torch.no_grad(): (or torch.inference_mode()); accumulate metrics with .item() (total_loss += loss.item()); store outputs with .detach() (.detach().cpu() to free the GPU). Saves %s now and %s for every further step.",
-			fmtBytes(total), fmtBytes(perStep))
+			FormatBytes(total), FormatBytes(perStep))
 	} else {
 		l.Fix = fmt.Sprintf("Let backward free the graph: drop retain_graph=True unless a second backward needs it, and keep nothing that requires grad across steps — .item() for metrics (total_loss += loss.item()), .detach() for outputs (.detach().cpu() to free the GPU). Saves %s now and %s for every further step.",
-			fmtBytes(total), fmtBytes(perStep))
+			FormatBytes(total), FormatBytes(perStep))
 	}
 	return l
 }
@@ -665,16 +665,16 @@ func (sc *leakScan) cycleFinding() (Leak, bool) {
 	var at []string
 	for _, m := range collections {
 		r := rel[m]
-		at = append(at, fmt.Sprintf("step %d freed %s from %d earlier steps", sc.steps[m].n, fmtBytes(r.bytes), len(r.from)))
+		at = append(at, fmt.Sprintf("step %d freed %s from %d earlier steps", sc.steps[m].n, FormatBytes(r.bytes), len(r.from)))
 	}
 	how := "together"
 	if bulk {
 		how = "in one burst of frees"
 	}
 	l.Evidence = fmt.Sprintf("A sawtooth (steps from %s): tensors allocated at %s (%s per step) stay allocated across several steps and are then released %s: %s. Up to %s is held at once. Tensors freed in bulk long after their step are kept by objects in a reference cycle, which only Python's garbage collector (gc.collect) frees.",
-		sc.plan.source, groups[0].site, fmtBytes(perStep), how, strings.Join(at, "; "), fmtBytes(held))
+		sc.plan.source, groups[0].site, FormatBytes(perStep), how, strings.Join(at, "; "), FormatBytes(held))
 	l.Fix = fmt.Sprintf("Break the cycle so that reference counting frees the tensors at the end of each step: do not store tensors on objects that reference themselves (self.cache = {..., 'owner': self}, closures or hooks capturing the module, a kept exception with its traceback); use weakref or del the references each step; store .detach() copies. As a stopgap, call gc.collect() every step. Saves up to %s at the peak.",
-		fmtBytes(held))
+		FormatBytes(held))
 	return l, true
 }
 
@@ -795,15 +795,15 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 	}
 	first, last := S[1].n, S[len(S)-1].n
 	l.Evidence = fmt.Sprintf("Allocated memory at the start of each step (steps from %s) rose from %s at step %d to %s after step %d: %s per step, rising in %d of %d steps.",
-		sc.plan.source, fmtBytes(vals[0]), first, fmtBytes(vals[len(vals)-1]), last, fmtBytes(slope), rises, len(diffs))
+		sc.plan.source, FormatBytes(vals[0]), first, FormatBytes(vals[len(vals)-1]), last, FormatBytes(slope), rises, len(diffs))
 	if site != "" {
-		l.Evidence += fmt.Sprintf(" Most of it (%s) is memory allocated at %s.", fmtBytes(best), site)
+		l.Evidence += fmt.Sprintf(" Most of it (%s) is memory allocated at %s.", FormatBytes(best), site)
 	}
 	if kvCache {
 		l.Evidence += " It is allocated in cache code: a key/value cache that grows with the generated sequence is expected, not a leak, unless it is never reset between sequences."
 	}
 	l.Fix = fmt.Sprintf("Find what keeps tensors alive from one step to the next (allocated at %s): a tensor accumulated with its graph (use .item() or .detach()), a list or dict of GPU tensors (.detach().cpu()), a buffer grown with torch.cat (preallocate or bound it), a cache that grows by design (cap it). Saves %s per step, %s so far.",
-		leakOrUnknown(site), fmtBytes(slope), fmtBytes(total))
+		leakOrUnknown(site), FormatBytes(slope), FormatBytes(total))
 	return l, true
 }
 

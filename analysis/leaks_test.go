@@ -154,7 +154,7 @@ func checkLeakFindings(t *testing.T, got []Leak, want []wantLeak) {
 			if l.TotalBytes < l.BytesPerStep || l.TotalBytes <= 0 {
 				t.Errorf("%s: total %d below bytes per step %d", w.kind, l.TotalBytes, l.BytesPerStep)
 			}
-			if !strings.Contains(l.Evidence, fmtBytes(l.BytesPerStep)) || !strings.Contains(l.Fix, fmtBytes(l.TotalBytes)) {
+			if !strings.Contains(l.Evidence, FormatBytes(l.BytesPerStep)) || !strings.Contains(l.Fix, FormatBytes(l.TotalBytes)) {
 				t.Errorf("%s: evidence or fix lacks the sizes:\n%s\n%s", w.kind, l.Evidence, l.Fix)
 			}
 			if l.Fix == "" || l.Evidence == "" {

@@ -165,16 +165,16 @@ func (h *History) oomVerdict(o *OOM, e *snapshot.Event) string {
 	if m.sdpaMath {
 		b.WriteString(" (scaled_dot_product_attention, math backend)")
 	}
-	fmt.Fprintf(&b, ": %s requested with %s free on the device", fmtBytes(o.RequestedBytes), fmtBytes(o.DeviceFreeBytes))
+	fmt.Fprintf(&b, ": %s requested with %s free on the device", FormatBytes(o.RequestedBytes), FormatBytes(o.DeviceFreeBytes))
 	if o.AllocatedBytes > 0 {
-		fmt.Fprintf(&b, "; %s allocated (%s)", fmtBytes(o.AllocatedBytes), topCategories(o.Categories, 2))
+		fmt.Fprintf(&b, "; %s allocated (%s)", FormatBytes(o.AllocatedBytes), topCategories(o.Categories, 2))
 	}
 	fr := o.Fragmentation
 	switch {
 	case fr.Fragmented:
-		fmt.Fprintf(&b, " and %s cached free, but fragmented: the largest free block is %s", fmtBytes(fr.CachedFreeBytes), fmtBytes(fr.LargestFreeBlockBytes))
+		fmt.Fprintf(&b, " and %s cached free, but fragmented: the largest free block is %s", FormatBytes(fr.CachedFreeBytes), FormatBytes(fr.LargestFreeBlockBytes))
 	case fr.CachedFreeBytes > 0:
-		fmt.Fprintf(&b, " and %s cached free", fmtBytes(fr.CachedFreeBytes))
+		fmt.Fprintf(&b, " and %s cached free", FormatBytes(fr.CachedFreeBytes))
 	}
 	// The allocator frees its cached segments and retries before giving up:
 	// segment_free/segment_unmap entries right before the oom.
@@ -187,7 +187,7 @@ func (h *History) oomVerdict(o *OOM, e *snapshot.Event) string {
 		released += h.Device.Events[k].Size
 	}
 	if released > 0 {
-		fmt.Fprintf(&b, ", after the allocator had released %s of cached segments and retried", fmtBytes(released))
+		fmt.Fprintf(&b, ", after the allocator had released %s of cached segments and retried", FormatBytes(released))
 	}
 	b.WriteString(".")
 	return b.String()
@@ -204,7 +204,7 @@ func topCategories(c Categories, n int) string {
 	var parts []string
 	for _, i := range idx[:n] {
 		if c[i] > 0 {
-			parts = append(parts, fmt.Sprintf("%s %s", Category(i), fmtBytes(c[i])))
+			parts = append(parts, fmt.Sprintf("%s %s", Category(i), FormatBytes(c[i])))
 		}
 	}
 	if len(parts) == 0 {

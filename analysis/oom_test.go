@@ -60,7 +60,7 @@ func TestRealOOMs(t *testing.T) {
 			wantSuggest: []string{"activation_checkpointing", "gradient_accumulation", "flash_attention"},
 			dontSuggest: []string{"optimizer_8bit", "paged_optimizer", "cpu_offload", "expandable_segments", "empty_cache", "qlora"},
 			// event 1116, just before the oom, is a segment_free of 100,663,296 B
-			verdictHas: []string{"forward", "dit.py:125 forward", "384.0 MiB requested", "252.4 MiB free", "math backend", "released 96.0 MiB of cached segments"},
+			verdictHas: []string{"forward", "dit.py:125 forward", "384 MiB requested", "252 MiB free", "math backend", "released 96.0 MiB of cached segments"},
 		},
 		{
 			file: "genF_torch2.8_constructorsun_OOM_expandable_3dev.pickle", device: 1, index: 421,

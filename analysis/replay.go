@@ -378,11 +378,11 @@ func (h *History) replayDiagnostics() []Diagnostic {
 	var out []Diagnostic
 	if h.preFreed > 0 {
 		out = append(out, Diagnostic{Kind: "trace_starts_mid_run", Device: id, Message: fmt.Sprintf(
-			"device %d: %d blocks (%s) were freed without an allocation in the trace: they were allocated before recording began (or the ring buffer dropped their allocation); their categories come from when they were freed", id, h.preFreed, fmtBytes(h.preFreedBytes))})
+			"device %d: %d blocks (%s) were freed without an allocation in the trace: they were allocated before recording began (or the ring buffer dropped their allocation); their categories come from when they were freed", id, h.preFreed, FormatBytes(h.preFreedBytes))})
 	}
 	if h.preLive > 0 && len(h.Device.Events) > 0 {
 		out = append(out, Diagnostic{Kind: "blocks_without_history", Device: id, Message: fmt.Sprintf(
-			"device %d: %d blocks (%s) live at the dump have no allocation in the trace: they were allocated before recording began; their categories come from sizes, frames and lifetimes (lower confidence)", id, h.preLive, fmtBytes(h.preLiveBytes))})
+			"device %d: %d blocks (%s) live at the dump have no allocation in the trace: they were allocated before recording began; their categories come from sizes, frames and lifetimes (lower confidence)", id, h.preLive, FormatBytes(h.preLiveBytes))})
 	}
 	if h.liveNotInDump > 0 {
 		out = append(out, Diagnostic{Kind: "replay_mismatch", Device: id, Message: fmt.Sprintf(

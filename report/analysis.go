@@ -29,12 +29,12 @@ func Text(w io.Writer, r *analysis.Result) error {
 				p.f("  OOM      %s\n", snapshot.OneLine(o.Verdict))
 			}
 			p.f("  OOM      requested %s, device free %s, allocated %s, reserved %s, in %s (step %d) at %s\n",
-				Bytes(o.RequestedBytes), Bytes(o.DeviceFreeBytes), Bytes(o.AllocatedBytes), Bytes(o.ReservedBytes), o.Phase, o.Step, snapshot.OneLine(o.Site))
+				analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFreeBytes), analysis.FormatBytes(o.AllocatedBytes), analysis.FormatBytes(o.ReservedBytes), o.Phase, o.Step, snapshot.OneLine(o.Site))
 			fr := o.Fragmentation
-			p.f("           cached free %s, largest free block %s, expandable segments %v\n", Bytes(fr.CachedFreeBytes), Bytes(fr.LargestFreeBlockBytes), fr.ExpandableSegments)
+			p.f("           cached free %s, largest free block %s, expandable segments %v\n", analysis.FormatBytes(fr.CachedFreeBytes), analysis.FormatBytes(fr.LargestFreeBlockBytes), fr.ExpandableSegments)
 		}
-		p.f("  peak     %s allocated (reserved %s) in %s, step %d, event %d\n", Bytes(d.Peak.AllocatedBytes), Bytes(d.Peak.ReservedBytes), d.Peak.Phase, d.Peak.Step, d.Peak.EventIndex)
-		p.f("  end      %s allocated, %s reserved\n", Bytes(d.AtEnd.AllocatedBytes), Bytes(d.AtEnd.ReservedBytes))
+		p.f("  peak     %s allocated (reserved %s) in %s, step %d, event %d\n", analysis.FormatBytes(d.Peak.AllocatedBytes), analysis.FormatBytes(d.Peak.ReservedBytes), d.Peak.Phase, d.Peak.Step, d.Peak.EventIndex)
+		p.f("  end      %s allocated, %s reserved\n", analysis.FormatBytes(d.AtEnd.AllocatedBytes), analysis.FormatBytes(d.AtEnd.ReservedBytes))
 		p.f("  %-20s %12s %12s %12s\n", "category", "at peak", "at end", oomHeader(d))
 		for c := analysis.Category(0); c < analysis.NumCategories; c++ {
 			if d.Peak.Categories[c] == 0 && d.AtEnd.Categories[c] == 0 && (d.OOM == nil || d.OOM.Categories[c] == 0) {
@@ -42,14 +42,14 @@ func Text(w io.Writer, r *analysis.Result) error {
 			}
 			oom := ""
 			if d.OOM != nil {
-				oom = Bytes(d.OOM.Categories[c])
+				oom = analysis.FormatBytes(d.OOM.Categories[c])
 			}
-			p.f("  %-20s %12s %12s %12s\n", c, Bytes(d.Peak.Categories[c]), Bytes(d.AtEnd.Categories[c]), oom)
+			p.f("  %-20s %12s %12s %12s\n", c, analysis.FormatBytes(d.Peak.Categories[c]), analysis.FormatBytes(d.AtEnd.Categories[c]), oom)
 		}
 		if len(d.TopSites) > 0 {
 			p.f("  top sites\n")
 			for _, s := range firstN(d.TopSites, 5) {
-				p.f("    %10s  %-16s %s (%s)\n", Bytes(s.Bytes), s.Category, snapshot.OneLine(s.Site), plural(s.Count, "block"))
+				p.f("    %10s  %-16s %s (%s)\n", analysis.FormatBytes(s.Bytes), s.Category, snapshot.OneLine(s.Site), plural(s.Count, "block"))
 			}
 		}
 		if ph := phasePeaks(d.Phases); ph != "" {
@@ -59,13 +59,13 @@ func Text(w io.Writer, r *analysis.Result) error {
 	if len(r.Leaks) > 0 {
 		p.f("\nleaks\n")
 		for _, l := range r.Leaks {
-			p.f("  [%s] %s on device %d at %s: %s/step over %d steps (%s); fix: %s\n", l.Confidence, l.Kind, l.Device, snapshot.OneLine(l.Site), Bytes(l.BytesPerStep), l.Steps, snapshot.OneLine(l.Evidence), snapshot.OneLine(l.Fix))
+			p.f("  [%s] %s on device %d at %s: %s/step over %d steps (%s); fix: %s\n", l.Confidence, l.Kind, l.Device, snapshot.OneLine(l.Site), analysis.FormatBytes(l.BytesPerStep), l.Steps, snapshot.OneLine(l.Evidence), snapshot.OneLine(l.Fix))
 		}
 	}
 	if len(r.Suggestions) > 0 {
 		p.f("\nsuggestions (by estimated saving)\n")
 		for i, s := range r.Suggestions {
-			p.f("  %d. %s — saves ~%s (%s)\n     because %s\n", i+1, s.Title, Bytes(s.EstimatedSavingsBytes), s.Cost, snapshot.OneLine(s.Because))
+			p.f("  %d. %s — saves ~%s (%s)\n     because %s\n", i+1, s.Title, analysis.FormatBytes(s.EstimatedSavingsBytes), s.Cost, snapshot.OneLine(s.Because))
 		}
 	}
 	if len(r.Diagnostics) > 0 {
@@ -114,7 +114,7 @@ func Headline(r *analysis.Result) string {
 		return fmt.Sprintf("Device %d: no allocations recorded.", best.Device)
 	}
 	return fmt.Sprintf("Device %d peaked at %s allocated in %s; %s was the largest part (%.0f%%).",
-		best.Device, Bytes(best.Peak.AllocatedBytes), best.Peak.Phase, top, share*100)
+		best.Device, analysis.FormatBytes(best.Peak.AllocatedBytes), best.Peak.Phase, top, share*100)
 }
 
 func dominant(c analysis.Categories) (analysis.Category, float64) {
@@ -135,7 +135,7 @@ func dominant(c analysis.Categories) (analysis.Category, float64) {
 func deviceTitle(d analysis.DeviceResult) string {
 	t := fmt.Sprintf("device %s:%d", d.Kind, d.Device)
 	if d.Capacity > 0 {
-		t += " (" + Bytes(d.Capacity) + ")"
+		t += " (" + analysis.FormatBytes(d.Capacity) + ")"
 	}
 	return t
 }
@@ -173,7 +173,7 @@ func phasePeaks(spans []analysis.PhaseSpan) string {
 	}
 	var parts []string
 	for _, ph := range order {
-		parts = append(parts, fmt.Sprintf("%s %s", ph, Bytes(peak[ph])))
+		parts = append(parts, fmt.Sprintf("%s %s", ph, analysis.FormatBytes(peak[ph])))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -184,17 +184,17 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 	p := &printer{w: w}
 	p.f("## torchmem: `%s`\n\n", mdCode(r.Input.Path))
 	p.f("**%s**\n\n", mdText(Headline(r)))
-	p.f("Input: %s, generation %s, %s; recorded: %s.\n", r.Input.Format, mdText(r.Input.Generation), Bytes(r.Input.Bytes), r.Input.Recording)
+	p.f("Input: %s, generation %s, %s; recorded: %s.\n", r.Input.Format, mdText(r.Input.Generation), analysis.FormatBytes(r.Input.Bytes), r.Input.Recording)
 	for _, d := range r.Devices {
 		p.f("\n### %s\n\n", deviceTitle(d))
 		if o := d.OOM; o != nil {
-			p.f("> **Out of memory** in `%s` (step %d): requested **%s** with **%s** free on the device.  \n", o.Phase, o.Step, Bytes(o.RequestedBytes), Bytes(o.DeviceFreeBytes))
+			p.f("> **Out of memory** in `%s` (step %d): requested **%s** with **%s** free on the device.  \n", o.Phase, o.Step, analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFreeBytes))
 			p.f("> Site: `%s`  \n", mdCode(o.Site))
-			p.f("> Allocated %s, reserved %s; cached free %s, largest free block %s%s.\n\n", Bytes(o.AllocatedBytes), Bytes(o.ReservedBytes),
-				Bytes(o.Fragmentation.CachedFreeBytes), Bytes(o.Fragmentation.LargestFreeBlockBytes), fragNote(o.Fragmentation))
+			p.f("> Allocated %s, reserved %s; cached free %s, largest free block %s%s.\n\n", analysis.FormatBytes(o.AllocatedBytes), analysis.FormatBytes(o.ReservedBytes),
+				analysis.FormatBytes(o.Fragmentation.CachedFreeBytes), analysis.FormatBytes(o.Fragmentation.LargestFreeBlockBytes), fragNote(o.Fragmentation))
 		}
 		p.f("Peak **%s** allocated (reserved %s) in `%s`, step %d. At the end: %s allocated, %s reserved.\n\n",
-			Bytes(d.Peak.AllocatedBytes), Bytes(d.Peak.ReservedBytes), d.Peak.Phase, d.Peak.Step, Bytes(d.AtEnd.AllocatedBytes), Bytes(d.AtEnd.ReservedBytes))
+			analysis.FormatBytes(d.Peak.AllocatedBytes), analysis.FormatBytes(d.Peak.ReservedBytes), d.Peak.Phase, d.Peak.Step, analysis.FormatBytes(d.AtEnd.AllocatedBytes), analysis.FormatBytes(d.AtEnd.ReservedBytes))
 		head := "| category | at peak | at end |"
 		sep := "|---|---:|---:|"
 		if d.OOM != nil {
@@ -203,29 +203,29 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 		}
 		p.f("%s\n%s\n", head, sep)
 		for c := analysis.Category(0); c < analysis.NumCategories; c++ {
-			row := fmt.Sprintf("| %s | %s | %s |", c, Bytes(d.Peak.Categories[c]), Bytes(d.AtEnd.Categories[c]))
+			row := fmt.Sprintf("| %s | %s | %s |", c, analysis.FormatBytes(d.Peak.Categories[c]), analysis.FormatBytes(d.AtEnd.Categories[c]))
 			if d.OOM != nil {
-				row += " " + Bytes(d.OOM.Categories[c]) + " |"
+				row += " " + analysis.FormatBytes(d.OOM.Categories[c]) + " |"
 			}
 			p.f("%s\n", row)
 		}
 		if len(d.TopSites) > 0 {
 			p.f("\n| top site | bytes | blocks | category |\n|---|---:|---:|---|\n")
 			for _, s := range firstN(d.TopSites, 10) {
-				p.f("| `%s` | %s | %s | %s |\n", mdCode(s.Site), Bytes(s.Bytes), Count(s.Count), s.Category)
+				p.f("| `%s` | %s | %s | %s |\n", mdCode(s.Site), analysis.FormatBytes(s.Bytes), Count(s.Count), s.Category)
 			}
 		}
 	}
 	if len(r.Leaks) > 0 {
 		p.f("\n### Leaks\n\n| kind | site | per step | steps | confidence | fix |\n|---|---|---:|---:|---|---|\n")
 		for _, l := range r.Leaks {
-			p.f("| %s | `%s` | %s | %d | %s | %s |\n", l.Kind, mdCode(l.Site), Bytes(l.BytesPerStep), l.Steps, l.Confidence, mdText(l.Fix))
+			p.f("| %s | `%s` | %s | %d | %s | %s |\n", l.Kind, mdCode(l.Site), analysis.FormatBytes(l.BytesPerStep), l.Steps, l.Confidence, mdText(l.Fix))
 		}
 	}
 	if len(r.Suggestions) > 0 {
 		p.f("\n### Suggestions\n\n| # | change | saves | cost | because |\n|---:|---|---:|---|---|\n")
 		for i, s := range r.Suggestions {
-			p.f("| %d | %s | ~%s | %s | %s |\n", i+1, mdText(s.Title), Bytes(s.EstimatedSavingsBytes), mdText(s.Cost), mdText(s.Because))
+			p.f("| %d | %s | ~%s | %s | %s |\n", i+1, mdText(s.Title), analysis.FormatBytes(s.EstimatedSavingsBytes), mdText(s.Cost), mdText(s.Because))
 		}
 	}
 	if len(r.Diagnostics) > 0 {

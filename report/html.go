@@ -301,7 +301,7 @@ func inputFacts(r *analysis.Result) []fact {
 	if r.Input.Generation != "" {
 		f = append(f, fact{"generation", r.Input.Generation})
 	}
-	f = append(f, fact{"size", Bytes(r.Input.Bytes)})
+	f = append(f, fact{"size", analysis.FormatBytes(r.Input.Bytes)})
 	if r.Input.Recording != "" {
 		f = append(f, fact{"recording", r.Input.Recording})
 	}

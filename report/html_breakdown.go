@@ -161,7 +161,7 @@ func buildFragmentation(o *analysis.OOM, blocks []freeBlock, id string) (json.Ra
 		charts.WithItemStyleOpts(opts.ItemStyle{Color: "#73c0de"}),
 		charts.WithSeriesOpts(func(s *charts.SingleSeries) {
 			s.MarkLines = &opts.MarkLines{
-				Data: []interface{}{markLineItem{Name: "request " + Bytes(o.RequestedBytes), YAxis: o.RequestedBytes}},
+				Data: []interface{}{markLineItem{Name: "request " + analysis.FormatBytes(o.RequestedBytes), YAxis: o.RequestedBytes}},
 				MarkLineStyle: opts.MarkLineStyle{
 					Symbol:    []string{"none", "none"},
 					Label:     &opts.Label{Show: opts.Bool(true), Formatter: "{b}", Position: "insideEndTop"},

@@ -26,7 +26,7 @@ func newDeviceView(i int, d *analysis.DeviceResult, many bool, rows int) *device
 	if len(v.Phases) > rows {
 		v.Phases = v.Phases[:rows]
 	}
-	v.Option = fmt.Sprintf("%s — peak %s", v.Name, Bytes(d.Peak.AllocatedBytes))
+	v.Option = fmt.Sprintf("%s — peak %s", v.Name, analysis.FormatBytes(d.Peak.AllocatedBytes))
 	if d.OOM != nil {
 		v.Option += " — OOM"
 		v.Verdict = d.OOM.Verdict
@@ -87,13 +87,13 @@ func filledHeadline(d *analysis.DeviceResult) string {
 	}
 	sort.SliceStable(order, func(i, j int) bool { return cats[order[i]] > cats[order[j]] })
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s (%s allocated, %s)", when, Bytes(total), where)
+	fmt.Fprintf(&b, "%s (%s allocated, %s)", when, analysis.FormatBytes(total), where)
 	if len(order) == 0 {
 		b.WriteString(", no block could be classified.")
 		return b.String()
 	}
 	part := func(c analysis.Category) string {
-		return fmt.Sprintf("%s %s (%s)", categoryLabels[c], Bytes(cats[c]), pct(cats[c], total))
+		return fmt.Sprintf("%s %s (%s)", categoryLabels[c], analysis.FormatBytes(cats[c]), pct(cats[c], total))
 	}
 	fmt.Fprintf(&b, ", %s held the most", part(order[0]))
 	if len(order) > 1 {
@@ -109,15 +109,15 @@ func filledHeadline(d *analysis.DeviceResult) string {
 
 func deviceFacts(d *analysis.DeviceResult) []fact {
 	f := []fact{
-		{"peak allocated", fmt.Sprintf("%s %s", Bytes(d.Peak.AllocatedBytes), phaseAt(d.Peak.Phase, d.Peak.Step))},
-		{"reserved at peak", Bytes(d.Peak.ReservedBytes)},
-		{"at end", fmt.Sprintf("%s allocated, %s reserved", Bytes(d.AtEnd.AllocatedBytes), Bytes(d.AtEnd.ReservedBytes))},
+		{"peak allocated", fmt.Sprintf("%s %s", analysis.FormatBytes(d.Peak.AllocatedBytes), phaseAt(d.Peak.Phase, d.Peak.Step))},
+		{"reserved at peak", analysis.FormatBytes(d.Peak.ReservedBytes)},
+		{"at end", fmt.Sprintf("%s allocated, %s reserved", analysis.FormatBytes(d.AtEnd.AllocatedBytes), analysis.FormatBytes(d.AtEnd.ReservedBytes))},
 	}
 	if d.Capacity > 0 {
-		f = append(f, fact{"device capacity", Bytes(d.Capacity)})
+		f = append(f, fact{"device capacity", analysis.FormatBytes(d.Capacity)})
 	}
 	if o := d.OOM; o != nil {
-		f = append(f, fact{"OOM request", fmt.Sprintf("%s with %s free on the device", Bytes(o.RequestedBytes), Bytes(o.DeviceFreeBytes))})
+		f = append(f, fact{"OOM request", fmt.Sprintf("%s with %s free on the device", analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFreeBytes))})
 	}
 	return f
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -27,7 +28,7 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 	if s.Gzipped {
 		format += ", gzip"
 	}
-	p.f("  format      %s, generation %s, %s on disk\n", format, s.Generation, Bytes(s.FileBytes))
+	p.f("  format      %s, generation %s, %s on disk\n", format, s.Generation, analysis.FormatBytes(s.FileBytes))
 	p.f("  recorded    %s (%s unique frames, %s unique stacks)\n", describeRecording(s.Recording), Count(s.Frames), Count(s.Stacks))
 	for _, d := range s.Devices {
 		name := fmt.Sprintf("%s:%d", d.Kind, d.Device)
@@ -39,7 +40,7 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 			extra = " " + snapshot.OneLine(d.Name)
 		}
 		if d.CapacityBytes > 0 {
-			extra += " (" + Bytes(d.CapacityBytes) + ")"
+			extra += " (" + analysis.FormatBytes(d.CapacityBytes) + ")"
 		}
 		p.f("  device %s%s\n", name, extra)
 		if d.Segments > 0 {
@@ -50,18 +51,18 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 			if d.PrivatePools > 0 {
 				seg += fmt.Sprintf(", %d in private pools", d.PrivatePools)
 			}
-			reserved := "reserved " + Bytes(d.ReservedBytes)
+			reserved := "reserved " + analysis.FormatBytes(d.ReservedBytes)
 			if d.Expandable == d.Segments {
 				// Expandable segments report their virtual range, mapped or not.
-				reserved = "virtual size " + Bytes(d.ReservedBytes)
+				reserved = "virtual size " + analysis.FormatBytes(d.ReservedBytes)
 			}
-			p.f("    segments  %s: %s, allocated %s, active %s\n", seg, reserved, Bytes(d.AllocatedBytes), Bytes(d.ActiveBytes))
+			p.f("    segments  %s: %s, allocated %s, active %s\n", seg, reserved, analysis.FormatBytes(d.AllocatedBytes), analysis.FormatBytes(d.ActiveBytes))
 			p.f("    blocks    %s\n", countsLine(d.Blocks))
 		} else if d.ReservedBytes > 0 || d.BaselineBytes >= 0 {
-			p.f("    at end    %s allocated, %s reserved (last Total Reserved)\n", Bytes(d.AllocatedBytes), Bytes(d.ReservedBytes))
+			p.f("    at end    %s allocated, %s reserved (last Total Reserved)\n", analysis.FormatBytes(d.AllocatedBytes), analysis.FormatBytes(d.ReservedBytes))
 		}
 		if d.BaselineBytes >= 0 {
-			p.f("    baseline  %s allocated before the recording window\n", Bytes(d.BaselineBytes))
+			p.f("    baseline  %s allocated before the recording window\n", analysis.FormatBytes(d.BaselineBytes))
 		}
 		if d.TraceEntries > 0 {
 			p.f("    trace     %s entries: %s\n", Count(d.TraceEntries), countsLine(d.ByAction))
@@ -86,12 +87,12 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 		}
 		split := "unlimited"
 		if st.MaxSplitSize >= 0 {
-			split = Bytes(st.MaxSplitSize)
+			split = analysis.FormatBytes(st.MaxSplitSize)
 		}
 		p.f("  allocator   PYTORCH_CUDA_ALLOC_CONF=%s, expandable_segments=%v, max_split_size=%s\n", snapshot.OneLine(conf), st.ExpandableSegments, split)
 	}
 	for _, o := range s.OOMs {
-		p.f("  OOM         device %d, entry %d: requested %s with %s free on the device\n", o.Device, o.Index, Bytes(o.RequestedBytes), Bytes(o.DeviceFree))
+		p.f("  OOM         device %d, entry %d: requested %s with %s free on the device\n", o.Device, o.Index, analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFree))
 	}
 	for _, d := range s.Diagnostics {
 		p.f("  note        %s\n", snapshot.OneLine(d.Message))

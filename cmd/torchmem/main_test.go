@@ -3,12 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	goldenfile "github.com/torchmem/torchmem/snapshot/snapshottest/golden"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	goldenfile "github.com/torchmem/torchmem/snapshot/snapshottest/golden"
 
 	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
@@ -117,7 +118,7 @@ func TestInfoStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, stderr := runCLI(data, "info", "-")
-	if code != exitOK || !strings.HasPrefix(out, "-\n") || !strings.Contains(out, "OOM         device 0, entry 921: requested 1.5 GiB with 910 MiB free") {
+	if code != exitOK || !strings.HasPrefix(out, "-\n") || !strings.Contains(out, "OOM         device 0, entry 921: requested 1.50 GiB with 910 MiB free") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
 }

@@ -56,7 +56,7 @@ shown as text, never as markup.`,
 				}
 				return &exitError{exitInput, fmt.Errorf("-o %s: %w", out, err)}
 			}
-			fmt.Fprintf(g.stderr, "wrote %s (%s)\n", out, report.Bytes(int64(page.Len())))
+			fmt.Fprintf(g.stderr, "wrote %s (%s)\n", out, analysis.FormatBytes(int64(page.Len())))
 			return nil
 		},
 	}
