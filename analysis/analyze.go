@@ -140,6 +140,7 @@ func deviceResult(h *History, opts Options) DeviceResult {
 		focus = oom
 	}
 	dr.TopSites = h.topSites(sites, focus, opts.TopSites)
+	dr.PhasePeaks = h.phasePeaks(sites, opts.TopSites)
 	dr.Rules = h.ruleUses(end)
 	if !opts.NoTimeline && len(d.Events) > 0 {
 		dr.Timeline = h.buildTimeline(peak, oom, opts.MaxTimelinePoints)

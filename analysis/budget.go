@@ -166,6 +166,9 @@ type CheckOptions struct {
 	Tolerance    Tolerance
 	// Device selects one device by id; −1 checks every device.
 	Device int
+	// AllowOOM lets a run that ran out of memory pass: its out-of-memory
+	// check is skipped instead of failed.
+	AllowOOM bool
 }
 
 // CheckStatus is the outcome of one check.
@@ -183,14 +186,22 @@ const (
 const (
 	CheckKindBudget     = "budget"
 	CheckKindRegression = "regression"
+	// CheckKindOOM is the out-of-memory check, listed first: a run that ran
+	// out of memory fails unless CheckOptions.AllowOOM.
+	CheckKindOOM = "oom"
 )
+
+// CheckKeyOOM is the key of the out-of-memory check.
+const CheckKeyOOM = "oom"
 
 // CheckItem is one verified statement about a run.
 type CheckItem struct {
 	// Name identifies the check across runs ("device 0: peak budget").
-	Name   string      `json:"name"`
-	Kind   string      `json:"kind"` // "budget" or "regression"
-	Key    string      `json:"key"`  // a budget key
+	Name string `json:"name"`
+	Kind string `json:"kind"` // "oom", "budget" or "regression"
+	// Key is a budget key, "oom", or for a category in a phase compared
+	// with the baseline "phase:PHASE:CATEGORY".
+	Key    string      `json:"key"`
 	Device int         `json:"device"`
 	Status CheckStatus `json:"status"`
 	// Actual is the measured value; Limit the largest that passes (the
@@ -202,6 +213,14 @@ type CheckItem struct {
 	Baseline *int64 `json:"baseline,omitempty"`
 	// Message says what was found, in one line.
 	Message string `json:"message"`
+	// Sites, for a failed check, are the allocation sites that grew most
+	// against the baseline, or that hold most of a budget's measure (of the
+	// memory live at an OOM for the out-of-memory check).
+	Sites []CheckSite `json:"sites,omitempty"`
+	// File and Line locate the code an out-of-memory check points at: the
+	// failed request's frame, as the recording machine wrote it.
+	File string `json:"file,omitempty"`
+	Line int64  `json:"line,omitempty"`
 }
 
 // CheckResult is the outcome of every check on one input.
@@ -259,6 +278,9 @@ func Check(r *Result, opts CheckOptions) (*CheckResult, error) {
 	if opts.Device >= 0 && len(devs) == 0 {
 		return nil, fmt.Errorf("no device %d in %s", opts.Device, r.Input.Path)
 	}
+	for _, it := range checkOOM(devs, opts.AllowOOM) {
+		cr.add(it)
+	}
 	if len(devs) == 0 && (len(budgets) > 0 || opts.Baseline != nil) {
 		cr.add(CheckItem{Name: "device memory", Kind: CheckKindBudget, Key: BudgetPeak, Device: -1, Status: CheckSkip,
 			Message: "no device memory in this file: nothing to check"})
@@ -299,6 +321,9 @@ func budgetSubject(key string) string {
 		return "memory growth per step"
 	case BudgetLeaks:
 		return "medium/high-confidence leaks"
+	}
+	if ph, c, ok := phaseCategoryKey(key); ok {
+		return fmt.Sprintf("%s at the %s peak", c, ph)
 	}
 	if ph, ok := strings.CutPrefix(key, BudgetPhasePrefix); ok {
 		return "peak in " + ph
@@ -371,56 +396,12 @@ func checkBudget(r *Result, d *DeviceResult, b Budget) CheckItem {
 	if it.Actual > it.Limit {
 		it.Status = CheckFail
 		it.Message += fmt.Sprintf(" is over the budget of %s by %s", FormatBytes(it.Limit), FormatBytes(it.Actual-it.Limit))
+		it.Sites = budgetSites(d, b.Key)
 	} else {
 		it.Status = CheckPass
 		it.Message += fmt.Sprintf(" is within the budget of %s", FormatBytes(it.Limit))
 	}
 	return it
-}
-
-// checkBaseline compares a device with the same device of the baseline:
-// the peak, every category at the peak (those non-zero in either run) and
-// every phase both runs have.
-func checkBaseline(d *DeviceResult, base *Result, tol Tolerance) []CheckItem {
-	var bd *DeviceResult
-	for i := range base.Devices {
-		if base.Devices[i].Device == d.Device {
-			bd = &base.Devices[i]
-			break
-		}
-	}
-	if bd == nil {
-		return []CheckItem{{Name: fmt.Sprintf("device %d: baseline", d.Device), Kind: CheckKindRegression, Key: BudgetPeak,
-			Device: d.Device, Status: CheckSkip, Actual: d.Peak.AllocatedBytes,
-			Message: fmt.Sprintf("device %d is not in the baseline: no regression check", d.Device)}}
-	}
-	items := []CheckItem{regression(d.Device, BudgetPeak, bd.Peak.AllocatedBytes, d.Peak.AllocatedBytes, tol)}
-	for c := Category(0); c < NumCategories; c++ {
-		if bd.Peak.Categories[c] == 0 && d.Peak.Categories[c] == 0 {
-			continue
-		}
-		items = append(items, regression(d.Device, c.String(), bd.Peak.Categories[c], d.Peak.Categories[c], tol))
-	}
-	bp, _ := PhasePeaks(bd.Phases)
-	np, _ := PhasePeaks(d.Phases)
-	for _, ph := range budgetPhases {
-		b, inB := bp[ph]
-		n, inN := np[ph]
-		key := BudgetPhasePrefix + string(ph)
-		switch {
-		case inB && inN:
-			items = append(items, regression(d.Device, key, b, n, tol))
-		case inB:
-			items = append(items, CheckItem{Name: fmt.Sprintf("device %d: %s vs baseline", d.Device, key), Kind: CheckKindRegression,
-				Key: key, Device: d.Device, Status: CheckSkip, Baseline: &b,
-				Message: fmt.Sprintf("device %d: the baseline has a %s phase (peak %s) and this run has none: not compared", d.Device, ph, FormatBytes(b))})
-		case inN:
-			items = append(items, CheckItem{Name: fmt.Sprintf("device %d: %s vs baseline", d.Device, key), Kind: CheckKindRegression,
-				Key: key, Device: d.Device, Status: CheckSkip, Actual: n,
-				Message: fmt.Sprintf("device %d: this run has a %s phase (peak %s) and the baseline has none: not compared", d.Device, ph, FormatBytes(n))})
-		}
-	}
-	return items
 }
 
 func regression(dev int, key string, base, cur int64, tol Tolerance) CheckItem {

@@ -109,7 +109,9 @@ func TestToleranceAllowed(t *testing.T) {
 // checkRun is a run of two devices for Check tests.
 func checkRun() *Result {
 	d0 := diffDev(0, 1000, 400, Categories{Parameter: 300, Activation: 700},
-		[]PhaseSpan{diffSpan(PhaseForward, 1, 900), diffSpan(PhaseBackward, 1, 1000), diffSpan(PhaseForward, 2, 950)}, nil)
+		[]PhaseSpan{diffSpan(PhaseForward, 1, 900), diffSpan(PhaseBackward, 1, 1000), diffSpan(PhaseForward, 2, 950)},
+		[]Site{{Site: "<allocated before recording: parameter>", Bytes: 300, Count: 3, Category: Parameter},
+			{Site: "model.py:3 forward", File: "/src/model.py", Line: 3, Bytes: 700, Count: 7, Category: Activation}})
 	d1 := diffDev(1, 50, 50, Categories{Parameter: 50}, []PhaseSpan{diffSpan(PhaseForward, 1, 50)}, nil)
 	return &Result{Input: Input{Path: "run.pickle"}, Devices: []DeviceResult{d0, d1}, Leaks: []Leak{
 		{Kind: "growing_list", Device: 0, Site: "train.py:9 <module>", BytesPerStep: 64, Confidence: Medium},
@@ -161,7 +163,8 @@ func TestCheckBudgets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(c.want, statuses(cr)); diff != "" {
+			want := append([]string{"out of memory=pass"}, c.want...) // the OOM check comes first
+			if diff := cmp.Diff(want, statuses(cr)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 			if cr.Passed+cr.Failed+cr.Skipped != len(cr.Checks) || cr.OK() != (cr.Failed == 0) {
@@ -179,8 +182,10 @@ func TestCheckMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []CheckItem{
+		{Name: "out of memory", Kind: "oom", Key: "oom", Device: -1, Status: CheckPass, Message: "device 0 did not run out of memory"},
 		{Name: "device 0: peak budget", Kind: "budget", Key: "peak", Device: 0, Status: CheckFail, Actual: 1000, Limit: 900,
-			Message: "device 0: peak allocated 1000 B (in forward, step 1) is over the budget of 900 B by 100 B"},
+			Message: "device 0: peak allocated 1000 B (in forward, step 1) is over the budget of 900 B by 100 B",
+			Sites:   []CheckSite{{Site: "model.py:3 forward", File: "/src/model.py", Line: 3, Bytes: 700}, {Site: "<allocated before recording: parameter>", Bytes: 300}}},
 		{Name: "device 0: leaks budget", Kind: "budget", Key: "leaks", Device: 0, Status: CheckFail, Actual: 1, Limit: 0,
 			Message: "device 0: 1 medium/high-confidence leak (growing_list at train.py:9 <module>), more than the budget of 0"},
 	}
@@ -207,22 +212,25 @@ func TestCheckBaseline(t *testing.T) {
 		dev  int
 		want []string
 	}{
-		{"identical passes at 0%", checkRun(), Tolerance{}, 0, []string{
-			"device 0: peak vs baseline=pass", "device 0: parameter vs baseline=pass", "device 0: activation vs baseline=pass",
-			"device 0: phase:forward vs baseline=pass", "device 0: phase:backward vs baseline=pass"}},
-		{"5% tolerance", grown, Tolerance{Percent: 5}, -1, []string{
-			"device 0: peak vs baseline=pass", "device 0: parameter vs baseline=pass", "device 0: activation vs baseline=fail",
-			"device 0: temporary vs baseline=fail", "device 0: phase:forward vs baseline=pass", "device 0: phase:backward vs baseline=pass",
-			"device 0: phase:optimizer vs baseline=skip"}},
-		{"3% tolerance", grown, Tolerance{Percent: 3}, 0, []string{
-			"device 0: peak vs baseline=fail", "device 0: parameter vs baseline=pass", "device 0: activation vs baseline=fail",
-			"device 0: temporary vs baseline=fail", "device 0: phase:forward vs baseline=pass", "device 0: phase:backward vs baseline=pass",
-			"device 0: phase:optimizer vs baseline=skip"}},
-		{"absolute tolerance", grown, Tolerance{Bytes: 100}, 0, []string{
-			"device 0: peak vs baseline=pass", "device 0: parameter vs baseline=pass", "device 0: activation vs baseline=pass",
-			"device 0: temporary vs baseline=pass", "device 0: phase:forward vs baseline=pass", "device 0: phase:backward vs baseline=pass",
-			"device 0: phase:optimizer vs baseline=skip"}},
-		{"device missing from the baseline", checkRun(), Tolerance{}, 1, []string{"device 1: baseline=skip"}},
+		// Analyses without phase peaks (older baselines): categories are
+		// compared in the phase of both runs' peak (forward) only.
+		{"identical passes at 0%", checkRun(), Tolerance{}, 0, []string{"out of memory=pass",
+			"device 0: peak vs baseline=pass", "device 0: phase:forward vs baseline=pass", "device 0: phase:forward:parameter vs baseline=pass",
+			"device 0: phase:forward:activation vs baseline=pass", "device 0: phase:backward vs baseline=pass",
+			"device 0: categories by phase vs baseline=skip"}},
+		{"5% tolerance", grown, Tolerance{Percent: 5}, -1, []string{"out of memory=pass",
+			"device 0: peak vs baseline=pass", "device 0: phase:forward vs baseline=pass", "device 0: phase:forward:parameter vs baseline=pass",
+			"device 0: phase:forward:activation vs baseline=fail", "device 0: phase:forward:temporary vs baseline=fail",
+			"device 0: phase:backward vs baseline=pass", "device 0: phase:optimizer vs baseline=skip", "device 0: categories by phase vs baseline=skip"}},
+		{"3% tolerance", grown, Tolerance{Percent: 3}, 0, []string{"out of memory=pass",
+			"device 0: peak vs baseline=fail", "device 0: phase:forward vs baseline=pass", "device 0: phase:forward:parameter vs baseline=pass",
+			"device 0: phase:forward:activation vs baseline=fail", "device 0: phase:forward:temporary vs baseline=fail",
+			"device 0: phase:backward vs baseline=pass", "device 0: phase:optimizer vs baseline=skip", "device 0: categories by phase vs baseline=skip"}},
+		{"absolute tolerance", grown, Tolerance{Bytes: 100}, 0, []string{"out of memory=pass",
+			"device 0: peak vs baseline=pass", "device 0: phase:forward vs baseline=pass", "device 0: phase:forward:parameter vs baseline=pass",
+			"device 0: phase:forward:activation vs baseline=pass", "device 0: phase:forward:temporary vs baseline=pass",
+			"device 0: phase:backward vs baseline=pass", "device 0: phase:optimizer vs baseline=skip", "device 0: categories by phase vs baseline=skip"}},
+		{"device missing from the baseline", checkRun(), Tolerance{}, 1, []string{"out of memory=pass", "device 1: baseline=skip"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -259,7 +267,7 @@ func TestCheckErrors(t *testing.T) {
 		t.Error("unknown budget key accepted")
 	}
 	cr, err := Check(&Result{}, CheckOptions{Device: -1, Budgets: []Budget{{Key: "peak"}}})
-	if err != nil || len(cr.Checks) != 1 || cr.Checks[0].Status != CheckSkip || !cr.OK() {
+	if err != nil || len(cr.Checks) != 1 || cr.Checks[0].Status != CheckSkip || cr.Checks[0].Key != "peak" || !cr.OK() {
 		t.Errorf("no devices: %+v %v", cr, err)
 	}
 }

@@ -80,16 +80,28 @@ const (
 	SiteUntracked       = "<allocated before the trace window>"
 )
 
-// siteOf names the allocation site of a stack: the innermost Python frame
+// siteRef is an allocation site: its name ("model.py:93 forward",
+// "<backward: MulBackward0>") and, when a Python frame names it, that
+// frame's file as recorded and its line (−1 when it has none).
+type siteRef struct {
+	name, file string
+	line       int64
+}
+
+// siteOf names the allocation site of a stack (siteRefOf's name).
+func siteOf(s *snapshot.Snapshot, st snapshot.StackID) string { return siteRefOf(s, st).name }
+
+// siteRefOf finds the allocation site of a stack: the innermost Python frame
 // of user code (the noise filter applied, PyTorch and installed packages
 // skipped); else the innermost non-PyTorch Python frame; else the innermost
 // Python frame; else the autograd node or op of a C++/trace stack.
-func siteOf(s *snapshot.Snapshot, st snapshot.StackID) string {
+func siteRefOf(s *snapshot.Snapshot, st snapshot.StackID) siteRef {
 	frames := s.StackOf(st)
 	if len(frames) == 0 {
-		return ""
+		return siteRef{}
 	}
-	var nonTorch, anyPy, node, op string
+	var nonTorch, anyPy *snapshot.Frame
+	var node, op string
 	for _, id := range frames {
 		f := &s.Frames[id]
 		if isNoise(f) {
@@ -97,13 +109,13 @@ func siteOf(s *snapshot.Snapshot, st snapshot.StackID) string {
 		}
 		if isPython(f) {
 			if !isLibrary(f.Filename) {
-				return frameString(f)
+				return frameRef(f)
 			}
-			if nonTorch == "" && !isTorch(f.Filename) {
-				nonTorch = frameString(f)
+			if nonTorch == nil && !isTorch(f.Filename) {
+				nonTorch = f
 			}
-			if anyPy == "" {
-				anyPy = frameString(f)
+			if anyPy == nil {
+				anyPy = f
 			}
 			continue
 		}
@@ -115,16 +127,21 @@ func siteOf(s *snapshot.Snapshot, st snapshot.StackID) string {
 		}
 	}
 	switch {
-	case nonTorch != "":
-		return nonTorch
-	case anyPy != "":
-		return anyPy
+	case nonTorch != nil:
+		return frameRef(nonTorch)
+	case anyPy != nil:
+		return frameRef(anyPy)
 	case node != "":
-		return "<backward: " + node + ">"
+		return siteRef{name: "<backward: " + node + ">", line: -1}
 	case op != "":
-		return "<op: " + op + ">"
+		return siteRef{name: "<op: " + op + ">", line: -1}
 	}
-	return SiteNoFrames
+	return siteRef{name: SiteNoFrames, line: -1}
+}
+
+// frameRef is the site a Python frame names.
+func frameRef(f *snapshot.Frame) siteRef {
+	return siteRef{name: frameString(f), file: f.Filename, line: f.Line}
 }
 
 // traceOpName reports whether a frame name looks like a chrome-trace op or
@@ -350,7 +367,7 @@ func (c *stackMemo[T]) get(st snapshot.StackID) T {
 	return c.v[st]
 }
 
-// siteCache names the allocation site of each stack (siteOf).
-type siteCache = stackMemo[string]
+// siteCache finds the allocation site of each stack (siteRefOf).
+type siteCache = stackMemo[siteRef]
 
-func newSiteCache(s *snapshot.Snapshot) *siteCache { return newStackMemo(s, siteOf) }
+func newSiteCache(s *snapshot.Snapshot) *siteCache { return newStackMemo(s, siteRefOf) }

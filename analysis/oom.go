@@ -127,6 +127,7 @@ func (h *History) expandable() bool {
 // oomAt builds the post-mortem of the oom event at index i.
 func (h *History) oomAt(sites *siteCache, i, topN int) *OOM {
 	e := &h.Device.Events[i]
+	site := sites.get(e.Stack)
 	o := &OOM{
 		RequestedBytes:  e.Size,
 		DeviceFreeBytes: e.DeviceFree(),
@@ -134,7 +135,8 @@ func (h *History) oomAt(sites *siteCache, i, topN int) *OOM {
 		Step:            h.Phases.StepAt(i),
 		TimeUS:          h.TimeUS(i),
 		EventIndex:      i,
-		Site:            sites.get(e.Stack),
+		Site:            site.name,
+		SiteFile:        site.file,
 		Stack:           displayStack(h.Snap, e.Stack, 12),
 		AllocatedBytes:  h.AllocatedAt(i),
 		ReservedBytes:   h.ReservedAt(i),
@@ -146,6 +148,9 @@ func (h *History) oomAt(sites *siteCache, i, topN int) *OOM {
 	}
 	if o.Site == "" {
 		o.Site = SiteNoFrames
+	}
+	if site.file != "" && site.line > 0 {
+		o.SiteLine = site.line
 	}
 	o.Verdict = h.oomVerdict(o, e)
 	return o

@@ -62,6 +62,28 @@ func TestRealFilesInvariants(t *testing.T) {
 						t.Errorf("device %d: %s span peak %d outside [0, %d]", d.Device, p.Phase, p.PeakAllocatedBytes, d.Peak.AllocatedBytes)
 					}
 				}
+				// Phase peaks: one per phase, the phase's highest span peak,
+				// categories adding up to it; the overall peak's phase holds
+				// the overall peak at the same event.
+				spanPeaks, order := PhasePeaks(d.Phases)
+				if len(d.PhasePeaks) != len(order) {
+					t.Errorf("device %d: %d phase peaks for phases %v", d.Device, len(d.PhasePeaks), order)
+				}
+				for i, pp := range d.PhasePeaks {
+					if i < len(order) && pp.Phase != order[i] || pp.AllocatedBytes != spanPeaks[pp.Phase] || pp.Categories.Total() != pp.AllocatedBytes {
+						t.Errorf("device %d: phase peak %s %d (categories %d), spans say %d", d.Device, pp.Phase, pp.AllocatedBytes, pp.Categories.Total(), spanPeaks[pp.Phase])
+					}
+					var siteBytes int64
+					for _, st := range pp.TopSites {
+						siteBytes += st.Bytes
+					}
+					if siteBytes > pp.AllocatedBytes || len(pp.TopSites) > DefaultOptions().TopSites {
+						t.Errorf("device %d: %s peak sites hold %d of %d", d.Device, pp.Phase, siteBytes, pp.AllocatedBytes)
+					}
+				}
+				if pp := d.PhasePeakOf(d.Peak.Phase); d.Peak.EventIndex >= 0 && (pp == nil || pp.EventIndex != d.Peak.EventIndex || pp.AllocatedBytes != d.Peak.AllocatedBytes) {
+					t.Errorf("device %d: peak at event %d in %s, phase peak %+v", d.Device, d.Peak.EventIndex, d.Peak.Phase, pp)
+				}
 				if o := d.OOM; o != nil {
 					if o.Categories.Total() != o.AllocatedBytes || o.Site == "" || o.Verdict == "" || o.AllocatedBytes > d.Peak.AllocatedBytes {
 						t.Errorf("device %d: OOM %+v", d.Device, o)

@@ -42,7 +42,11 @@ type DeviceResult struct {
 	Peak     Peak        `json:"peak"`
 	OOM      *OOM        `json:"oom"`
 	Phases   []PhaseSpan `json:"phases"`
-	TopSites []Site      `json:"top_sites"`
+	// PhasePeaks is the highest peak of each phase over all steps, with its
+	// categories and sites, in the order the phases first occur: what check
+	// and diff compare with the same phase of another run.
+	PhasePeaks []PhasePeak `json:"phase_peaks"`
+	TopSites   []Site      `json:"top_sites"`
 	// Rules says which classification rule decided how many bytes, at the end
 	// (the evidence behind AtEnd.Categories).
 	Rules []RuleUse `json:"classification_rules"`
@@ -70,19 +74,22 @@ type Peak struct {
 
 // OOM is the post-mortem of an out-of-memory entry.
 type OOM struct {
-	RequestedBytes  int64         `json:"requested_bytes"`
-	DeviceFreeBytes int64         `json:"device_free_bytes"`
-	Phase           Phase         `json:"phase"`
-	Step            int           `json:"step"`
-	TimeUS          int64         `json:"time_us"`
-	EventIndex      int           `json:"event_index"`
-	Site            string        `json:"site"`
-	Stack           []string      `json:"stack"`
-	AllocatedBytes  int64         `json:"allocated_bytes"`
-	ReservedBytes   int64         `json:"reserved_bytes"`
-	Categories      Categories    `json:"categories"`
-	Fragmentation   Fragmentation `json:"fragmentation"`
-	TopSites        []Site        `json:"top_sites"`
+	RequestedBytes  int64  `json:"requested_bytes"`
+	DeviceFreeBytes int64  `json:"device_free_bytes"`
+	Phase           Phase  `json:"phase"`
+	Step            int    `json:"step"`
+	TimeUS          int64  `json:"time_us"`
+	EventIndex      int    `json:"event_index"`
+	Site            string `json:"site"`
+	// SiteFile and SiteLine are the frame naming Site, as recorded.
+	SiteFile       string        `json:"site_file,omitempty"`
+	SiteLine       int64         `json:"site_line,omitempty"`
+	Stack          []string      `json:"stack"`
+	AllocatedBytes int64         `json:"allocated_bytes"`
+	ReservedBytes  int64         `json:"reserved_bytes"`
+	Categories     Categories    `json:"categories"`
+	Fragmentation  Fragmentation `json:"fragmentation"`
+	TopSites       []Site        `json:"top_sites"`
 	// LiveByPhase groups the bytes live at the OOM by the phase and step
 	// that allocated them, largest first.
 	LiveByPhase []PhaseBytes `json:"live_by_phase"`
@@ -135,6 +142,10 @@ type Site struct {
 	Bytes    int64    `json:"bytes"`
 	Count    int      `json:"count"`
 	Category Category `json:"category"`
+	// File and Line are the frame that names the site, the file as the
+	// recording machine wrote it (absent for sites without a Python frame).
+	File string `json:"file,omitempty"`
+	Line int64  `json:"line,omitempty"`
 }
 
 // RuleUse counts the bytes one classification rule decided.

@@ -4,19 +4,22 @@ import "sort"
 
 // blockSite names the allocation site of a block: its first user frame, or
 // "<allocated before recording: CATEGORY>" / "<no frames: PHASE>".
-func (h *History) blockSite(c *siteCache, b *Block) string {
+func (h *History) blockSite(c *siteCache, b *Block) string { return h.blockSiteRef(c, b).name }
+
+// blockSiteRef is blockSite with the file and line of the frame naming it.
+func (h *History) blockSiteRef(c *siteCache, b *Block) siteRef {
 	if b.Untracked {
-		return SiteUntracked
+		return siteRef{name: SiteUntracked, line: -1}
 	}
-	if s := c.get(b.Stack); s != "" {
+	if s := c.get(b.Stack); s.name != "" {
 		return s
 	}
 	// Without frames, name what is known: before recording, by category;
 	// else by the phase that allocated it.
 	if b.Alloc < 0 {
-		return SiteBeforeRecording[:len(SiteBeforeRecording)-1] + ": " + b.Category.String() + ">"
+		return siteRef{name: SiteBeforeRecording[:len(SiteBeforeRecording)-1] + ": " + b.Category.String() + ">", line: -1}
 	}
-	return SiteNoFrames[:len(SiteNoFrames)-1] + ": " + string(h.Phases.At(b.Alloc)) + ">"
+	return siteRef{name: SiteNoFrames[:len(SiteNoFrames)-1] + ": " + string(h.Phases.At(b.Alloc)) + ">", line: -1}
 }
 
 // TopSites groups the bytes live after event i by allocation site (the
@@ -28,17 +31,18 @@ func (h *History) TopSites(i, n int) []Site {
 
 func (h *History) topSites(c *siteCache, i, n int) []Site {
 	type acc struct {
+		ref   siteRef
 		bytes int64
 		count int
 		cats  Categories
 	}
 	m := map[string]*acc{}
 	for _, b := range h.LiveBlocks(i) {
-		site := h.blockSite(c, b)
-		a := m[site]
+		ref := h.blockSiteRef(c, b)
+		a := m[ref.name]
 		if a == nil {
-			a = &acc{}
-			m[site] = a
+			a = &acc{ref: ref}
+			m[ref.name] = a
 		}
 		a.bytes += b.Size
 		a.count++
@@ -46,7 +50,11 @@ func (h *History) topSites(c *siteCache, i, n int) []Site {
 	}
 	out := make([]Site, 0, len(m))
 	for site, a := range m {
-		out = append(out, Site{Site: site, Bytes: a.bytes, Count: a.count, Category: a.cats.dominant()})
+		st := Site{Site: site, Bytes: a.bytes, Count: a.count, Category: a.cats.dominant(), File: a.ref.file}
+		if a.ref.file != "" && a.ref.line > 0 {
+			st.Line = a.ref.line
+		}
+		out = append(out, st)
 	}
 	sort.Slice(out, func(x, y int) bool {
 		if out[x].Bytes != out[y].Bytes {

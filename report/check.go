@@ -3,6 +3,8 @@ package report
 import (
 	"fmt"
 	"io"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/snapshot"
@@ -31,6 +33,31 @@ func CheckSummary(c *analysis.CheckResult) string {
 	return fmt.Sprintf("PASS: all %s passed", plural(total, "check"))
 }
 
+// sitesLabel introduces the sites of a failed check: those that grew most
+// against the baseline, or the largest ones of a budget or an OOM.
+func sitesLabel(it analysis.CheckItem) string {
+	switch {
+	case it.Kind == analysis.CheckKindRegression:
+		return "grew most:"
+	case it.Kind == analysis.CheckKindOOM:
+		return "largest live:"
+	}
+	return "largest:"
+}
+
+// sitesText lists a check's sites on one line ("grew most: a.py:1 f 1.00
+// MiB → 2.00 MiB (+1.00 MiB); …"), or "" when it has none.
+func sitesText(it analysis.CheckItem) string {
+	if len(it.Sites) == 0 {
+		return ""
+	}
+	parts := make([]string, len(it.Sites))
+	for i, s := range it.Sites {
+		parts[i] = s.Describe()
+	}
+	return sitesLabel(it) + " " + strings.Join(parts, "; ")
+}
+
 // checkValue formats a check's measured value or limit.
 func checkValue(it analysis.CheckItem, v int64) string {
 	if it.Key == analysis.BudgetLeaks {
@@ -54,12 +81,17 @@ func CheckText(w io.Writer, results []*analysis.CheckResult) error {
 		if i > 0 {
 			p.f("\n")
 		}
-		p.f("torchmem check %s — %s\n", snapshot.OneLine(c.Input.Path), CheckSummary(c))
+		p.wrap("", "  ", "torchmem check "+snapshot.OneLine(c.Input.Path)+" — "+CheckSummary(c))
 		if s := checkSettings(c); s != "" {
-			p.f("  %s\n", snapshot.OneLine(s))
+			p.wrap("  ", "    ", snapshot.OneLine(s))
 		}
 		for _, it := range c.Checks {
-			p.f("  %-4s  %s\n", it.Status, snapshot.OneLine(it.Message))
+			p.wrap(fmt.Sprintf("  %-4s  ", it.Status), "        ", snapshot.OneLine(it.Message))
+			label := sitesLabel(it) + " "
+			for _, s := range it.Sites {
+				p.wrap("        "+label, "          ", snapshot.OneLine(s.Describe()))
+				label = strings.Repeat(" ", utf8.RuneCountInString(label))
+			}
 		}
 	}
 	return p.err
@@ -99,10 +131,14 @@ func CheckMarkdown(w io.Writer, results []*analysis.CheckResult) error {
 		p.f("\n| result | check | value | limit | details |\n|---|---|---:|---:|---|\n")
 		for _, it := range c.Checks {
 			val, lim := "", ""
-			if it.Status != analysis.CheckSkip {
+			if it.Status == analysis.CheckFail || it.Status == analysis.CheckPass && it.Kind != analysis.CheckKindOOM {
 				val, lim = checkValue(it, it.Actual), checkValue(it, it.Limit)
 			}
-			p.f("| %s | %s | %s | %s | %s |\n", checkMark(it.Status), mdText(it.Name), val, lim, mdText(it.Message))
+			details := mdText(it.Message)
+			if st := sitesText(it); st != "" {
+				details += " — " + mdText(st)
+			}
+			p.f("| %s | %s | %s | %s | %s |\n", checkMark(it.Status), mdText(it.Name), val, lim, details)
 		}
 	}
 	return p.err

@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/analysis"
 )
 
 func TestGitHubAnnotations(t *testing.T) {
 	var buf bytes.Buffer
-	if err := GitHubAnnotations(&buf, gateResults()); err != nil {
+	if err := GitHubAnnotations(&buf, gateResults(), nil); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -24,6 +25,49 @@ func TestGitHubAnnotations(t *testing.T) {
 	got := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestGitHubLocations: a failed check's annotation points at the first of
+// its frames (the OOM's request, then its sites) that the repository holds,
+// names the sites, and a property value cannot end the command.
+func TestGitHubLocations(t *testing.T) {
+	b0, b1 := int64(100<<20), int64(0)
+	res := []*analysis.CheckResult{{Input: analysis.Input{Path: "run.pickle"}, Failed: 3, Checks: []analysis.CheckItem{
+		{Name: "device 0: out of memory", Kind: "oom", Key: "oom", Status: analysis.CheckFail, Message: "device 0: Out of memory in forward",
+			File: "/gpu/box/proj/src/attn.py", Line: 12,
+			Sites: []analysis.CheckSite{{Site: "model.py:3 forward", File: "/gpu/box/proj/src/model.py", Line: 3, Bytes: 1 << 30}}},
+		{Name: "device 0: phase:forward vs baseline", Kind: "regression", Key: "phase:forward", Status: analysis.CheckFail, Message: "forward grew",
+			Sites: []analysis.CheckSite{
+				{Site: "<backward: MulBackward0>", Bytes: 300 << 20, Baseline: &b1},
+				{Site: "lib.py:9 f", File: "/usr/lib/python3/site-packages/lib.py", Line: 9, Bytes: 200 << 20, Baseline: &b1},
+				{Site: "model.py:3 forward", File: "/gpu/box/proj/src/model.py", Line: 3, Bytes: 200 << 20, Baseline: &b0}}},
+		{Name: "device 0: peak budget", Kind: "budget", Key: "peak", Status: analysis.CheckFail, Message: "peak over",
+			Sites: []analysis.CheckSite{{Site: "odd.py:1 g", File: "/x/odd,name.py", Line: 1, Bytes: 5}}},
+	}}}
+	repo := map[string]string{"/gpu/box/proj/src/model.py": "src/model.py", "/x/odd,name.py": "odd,name.py"}
+	var buf bytes.Buffer
+	if err := GitHubAnnotations(&buf, res, func(f string) string { return repo[f] }); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		// attn.py is not in the repository: the first site that is.
+		"::error file=src/model.py,line=3,title=torchmem check::device 0: Out of memory in forward — largest live: model.py:3 forward 1.00 GiB",
+		"::error file=src/model.py,line=3,title=torchmem check::forward grew — grew most: <backward: MulBackward0> 0 B → 300 MiB (+300 MiB); " +
+			"lib.py:9 f 0 B → 200 MiB (+200 MiB); model.py:3 forward 100 MiB → 200 MiB (+100 MiB)",
+		"::error file=odd%2Cname.py,line=1,title=torchmem check::peak over — largest: odd.py:1 g 5 B",
+		"::notice title=torchmem check::run.pickle: FAIL: 3 of 3 checks failed (0 passed, 0 skipped)",
+	}
+	got := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	// The OOM's own frame wins when the repository has it.
+	repo["/gpu/box/proj/src/attn.py"] = "src/attn.py"
+	buf.Reset()
+	_ = GitHubAnnotations(&buf, res[:1], func(f string) string { return repo[f] })
+	if !strings.HasPrefix(buf.String(), "::error file=src/attn.py,line=12,title=") {
+		t.Errorf("OOM annotation: %s", buf.String())
 	}
 }
 

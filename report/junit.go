@@ -56,8 +56,11 @@ func JUnit(w io.Writer, results []*analysis.CheckResult) error {
 			tc := junitCase{Name: it.Name, Classname: "torchmem." + it.Kind}
 			switch it.Status {
 			case analysis.CheckFail:
-				tc.Failure = &junitFailure{Message: it.Message, Type: it.Kind,
-					Text: fmt.Sprintf("%s\nactual: %d\nlimit: %d\n", it.Message, it.Actual, it.Limit)}
+				text := fmt.Sprintf("%s\nactual: %d\nlimit: %d\n", it.Message, it.Actual, it.Limit)
+				if st := sitesText(it); st != "" {
+					text += st + "\n"
+				}
+				tc.Failure = &junitFailure{Message: it.Message, Type: it.Kind, Text: text}
 			case analysis.CheckSkip:
 				tc.Skipped = &junitSkipped{Message: it.Message}
 			default:

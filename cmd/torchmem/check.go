@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/snapshot"
 	"gopkg.in/yaml.v3"
 )
 
@@ -24,6 +25,7 @@ type checkConfig struct {
 	Baseline  string  `yaml:"baseline"`
 	Tolerance *string `yaml:"tolerance"`
 	Device    *int    `yaml:"device"`
+	AllowOOM  *bool   `yaml:"allow_oom"`
 }
 
 // readCheckConfig reads a YAML config; unknown keys are errors.
@@ -46,16 +48,19 @@ func readCheckConfig(path string) (*checkConfig, error) {
 
 func newCheckCmd(g *globals) *cobra.Command {
 	var (
-		format, baseline, tolerance, config, junit string
-		budgets                                    []string
-		device                                     int
-		github                                     bool
+		format, baseline, tolerance, config, junit, sourceRoot string
+		budgets                                                []string
+		device                                                 int
+		github, allowOOM, updateBaseline                       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "check FILE...",
-		Short: "Fail a CI build when memory is over budget or grew against a baseline",
+		Short: "Fail a CI build on an OOM, memory over budget, or growth against a baseline",
 		Long: `check verifies each FILE (a snapshot, a trace, or JSON from
 'torchmem analyze --format json') against budgets and a baseline, per device.
+
+The first check is whether a device ran out of memory: an OOM in FILE fails
+the check, with its verdict, unless --allow-oom (then it is listed, skipped).
 
 Budgets (--budget KEY=VALUE, repeatable; sizes like 20GiB, 512MiB, 0 — GiB is
 2^30, GB 10^9):
@@ -70,10 +75,13 @@ Budgets (--budget KEY=VALUE, repeatable; sizes like 20GiB, 512MiB, 0 — GiB is
   growth_per_step    the largest bytes per step of any leak finding
   leaks              how many medium/high-confidence leaks (a count)
 
---baseline is an earlier analysis (JSON of torchmem analyze, or a snapshot):
-the peak, every category at the peak and every phase's peak may not grow by
-more than --tolerance (5% or 5: percent of the baseline; 256MiB: absolute;
-default 0: any growth fails).
+--baseline is an earlier analysis (JSON of torchmem analyze, or a snapshot),
+compared like with like: the overall peak, and for every phase both runs have,
+that phase's peak and each category at it, may not grow by more than
+--tolerance (5% or 5: percent of the baseline; 256MiB: absolute; default 0:
+any growth fails). A failed check names the allocation sites that grew most.
+--update-baseline writes FILE's analysis to the --baseline path instead of
+comparing with it (after the other checks pass).
 
 --config reads the same from YAML (flags win; the baseline path is relative
 to the config file):
@@ -84,10 +92,14 @@ to the config file):
 
 Exit status: 0 every check passed, 1 a check failed, 2 bad input or usage.
 --junit writes JUnit XML; --github writes workflow annotations on stdout and
-appends a Markdown summary to $GITHUB_STEP_SUMMARY.`,
+appends a Markdown summary to $GITHUB_STEP_SUMMARY. An annotation points at
+the code (file=, line=) when a site's frame is a file of the repository:
+--source-root, else $GITHUB_WORKSPACE, else the git checkout around the
+working directory.`,
 		Example: `  torchmem check run.pickle --budget peak=20GiB --budget activation=8GiB
   torchmem analyze --format json main.pickle > base.json
   torchmem check pr.pickle --baseline base.json --tolerance 5% --github
+  torchmem check main.pickle --baseline base.json --update-baseline
   torchmem check --config torchmem.yaml --junit torchmem.xml rank0.pickle rank1.pickle`,
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: inputCompletion,
@@ -123,6 +135,9 @@ appends a Markdown summary to $GITHUB_STEP_SUMMARY.`,
 				if !cmd.Flags().Changed("device") && c.Device != nil {
 					opts.Device = *c.Device
 				}
+				if !cmd.Flags().Changed("allow-oom") && c.AllowOOM != nil {
+					allowOOM = *c.AllowOOM
+				}
 			}
 			for _, s := range budgets {
 				b, err := analysis.ParseBudget(s)
@@ -141,11 +156,20 @@ appends a Markdown summary to $GITHUB_STEP_SUMMARY.`,
 				}
 				opts.Tolerance = t
 			}
-			if len(opts.Budgets) == 0 && baseline == "" {
-				return &exitError{exitInput, errors.New("nothing to check: give --budget, --baseline or --config")}
+			opts.AllowOOM = allowOOM
+			if len(opts.Budgets) == 0 && baseline == "" && allowOOM {
+				return &exitError{exitInput, errors.New("nothing to check: with --allow-oom, give --budget, --baseline or --config")}
+			}
+			if updateBaseline && (baseline == "" || len(args) != 1) {
+				return &exitError{exitInput, errors.New("--update-baseline: give one FILE and the --baseline path to write")}
 			}
 			aopts := analysis.DefaultOptions()
-			aopts.NoTimeline = true
+			// Every site a baseline keeps (README: analyze --top 1000), so
+			// that failed checks can name the sites that grew.
+			aopts.NoTimeline, aopts.TopSites = true, baselineTopSites
+			if updateBaseline {
+				return writeBaseline(g, cmd.OutOrStdout(), args[0], baseline, aopts, opts)
+			}
 			if baseline != "" {
 				b, err := g.loadResult(baseline, aopts)
 				if err != nil {
@@ -165,7 +189,7 @@ appends a Markdown summary to $GITHUB_STEP_SUMMARY.`,
 				}
 				results = append(results, cr)
 			}
-			return writeChecks(cmd.OutOrStdout(), format, junit, github, results)
+			return writeChecks(cmd.OutOrStdout(), g.stderr, format, junit, github, sourceRoot, results)
 		},
 	}
 	formatFlag(cmd, &format, "text", "text", "markdown", "json")
@@ -176,15 +200,24 @@ appends a Markdown summary to $GITHUB_STEP_SUMMARY.`,
 	cmd.Flags().IntVarP(&device, "device", "d", -1, "check only this device (default: all)")
 	cmd.Flags().StringVar(&junit, "junit", "", "also write JUnit XML to this file")
 	cmd.Flags().BoolVar(&github, "github", false, "also write GitHub Actions annotations, and a summary to $GITHUB_STEP_SUMMARY")
+	cmd.Flags().BoolVar(&allowOOM, "allow-oom", false, "let a run that ran out of memory pass (its OOM check is skipped)")
+	cmd.Flags().BoolVar(&updateBaseline, "update-baseline", false, "write FILE's analysis to the --baseline path instead of comparing")
+	cmd.Flags().StringVar(&sourceRoot, "source-root", "", "the repository's root, for annotations' file= (default: $GITHUB_WORKSPACE or the git checkout)")
+	_ = cmd.MarkFlagDirname("source-root")
 	_ = cmd.MarkFlagFilename("baseline", "json", "pickle", "pkl", "gz")
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 	_ = cmd.MarkFlagFilename("junit", "xml")
 	return cmd
 }
 
+// baselineTopSites is how many allocation sites check keeps per moment
+// (the peak, each phase's peak), and a baseline it writes holds.
+const baselineTopSites = 1000
+
 // writeChecks writes the report and the CI outputs, and returns the exit
-// error when a check failed.
-func writeChecks(out io.Writer, format, junit string, github bool, results []*analysis.CheckResult) error {
+// error when a check failed. A job summary that cannot be written is a
+// warning on stderr: the checks' verdict decides the exit status.
+func writeChecks(out, stderr io.Writer, format, junit string, github bool, sourceRoot string, results []*analysis.CheckResult) error {
 	// The JUnit file first: a path that cannot be written is bad usage,
 	// reported before anything goes to stdout.
 	if junit != "" {
@@ -209,20 +242,13 @@ func writeChecks(out io.Writer, format, junit string, github bool, results []*an
 		return err
 	}
 	if github {
-		if err := report.GitHubAnnotations(out, results); err != nil {
+		if err := report.GitHubAnnotations(out, results, sourceLocator(repositoryRoot(sourceRoot))); err != nil {
 			return err
 		}
 		if path := os.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
-			f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-			if err != nil {
-				return &exitError{exitInput, fmt.Errorf("GITHUB_STEP_SUMMARY: %w", err)}
-			}
-			werr := report.CheckMarkdown(f, results)
-			if cerr := f.Close(); werr == nil {
-				werr = cerr
-			}
-			if werr != nil {
-				return &exitError{exitInput, fmt.Errorf("GITHUB_STEP_SUMMARY: %w", werr)}
+			if err := appendSummary(path, results); err != nil {
+				fmt.Fprintf(stderr, "torchmem: warning: GITHUB_STEP_SUMMARY: %s (the job summary is not written; the checks' verdict stands)\n",
+					strings.ReplaceAll(err.Error(), "\n", " "))
 			}
 		}
 	}
@@ -235,4 +261,49 @@ func writeChecks(out io.Writer, format, junit string, github bool, results []*an
 		return &exitError{exitFailed, fmt.Errorf("check failed: %d of %s failed", failed, report.Count(total)+" checks")}
 	}
 	return nil
+}
+
+// appendSummary appends the checks as Markdown to the job summary file.
+func appendSummary(path string, results []*analysis.CheckResult) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	werr := report.CheckMarkdown(f, results)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	return werr
+}
+
+// writeBaseline is check --update-baseline: it analyses path, runs the
+// checks that need no baseline (the OOM check, budgets), and when they
+// pass writes the analysis (as analyze --format json --top 1000 would) to
+// the baseline path, through a temporary file. A failing run leaves the
+// baseline as it was and exits 1.
+func writeBaseline(g *globals, out io.Writer, path, baseline string, aopts analysis.Options, opts analysis.CheckOptions) error {
+	r, err := g.loadResult(path, aopts)
+	if err != nil {
+		return err
+	}
+	cr, err := analysis.Check(r, opts)
+	if err != nil {
+		return &exitError{exitInput, err}
+	}
+	if !cr.OK() {
+		if err := report.CheckText(out, []*analysis.CheckResult{cr}); err != nil {
+			return err
+		}
+		return &exitError{exitFailed, fmt.Errorf("baseline %s not updated: %d of %s failed", baseline, cr.Failed, report.Count(len(cr.Checks))+" checks")}
+	}
+	var b bytes.Buffer
+	if err := report.JSON(&b, []*analysis.Result{r}); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(baseline, b.Bytes()); err != nil {
+		return &exitError{exitInput, fmt.Errorf("--update-baseline %s: %w", baseline, err)}
+	}
+	_, err = fmt.Fprintf(out, "torchmem check: wrote the baseline %s from %s (%s; %s)\n", snapshot.OneLine(baseline), snapshot.OneLine(path),
+		analysis.FormatBytes(int64(b.Len())), report.CheckSummary(cr))
+	return err
 }

@@ -52,29 +52,43 @@ func TestCheckExitCodes(t *testing.T) {
 		code int
 		want string // in stdout for exit 0 and 1, in the one-line error for 2
 	}{
-		{"within budget", []string{"check", "--budget", "peak=11GiB", new}, exitOK, "PASS: all 2 checks passed"},
-		{"over budget", []string{"check", "--budget", "peak=10GiB", new}, exitFailed, "fail  device 0: peak allocated 11.0 GiB (in optimizer, step 2) is over the budget of 10.0 GiB by 1.00 GiB"},
+		{"an OOM fails, within budget or not", []string{"check", "--budget", "peak=100GiB", new}, exitFailed,
+			"FAIL: 1 of 3 checks failed (2 passed, 0 skipped)\n  fail  device 1: Device 1 ran out of memory in forward"},
+		{"the OOM check alone", []string{"check", new}, exitFailed, "  fail  device 1: Device 1 ran out of memory in forward: 2.0 GiB requested with 512 MiB free.\n"},
+		{"an OOM on a device not checked", []string{"check", "-d", "0", new}, exitOK, "PASS: 1 check passed\n  pass  device 0 did not run out of memory\n"},
+		{"OOM allowed", []string{"check", "--allow-oom", "--budget", "peak=11GiB", new}, exitOK,
+			"PASS: 2 of 3 checks passed, 1 skipped\n  skip  device 1 (allowed by --allow-oom): Device 1 ran out of memory"},
+		{"OOM allowed in the config", []string{"check", "--config", cfg("allow.yaml", "allow_oom: true\n"), new}, exitInput, "nothing to check: with --allow-oom"},
+		{"over budget", []string{"check", "--allow-oom", "--budget", "peak=10GiB", new}, exitFailed,
+			"fail  device 0: peak allocated 11.0 GiB (in optimizer, step 2) is over the budget of 10.0 GiB by\n        1.00 GiB\n" +
+				"        largest: adamw.py:174 _init_group 4.00 GiB\n"},
 		{"category over budget", []string{"check", "--budget", "activation=2GiB", "--device", "0", new}, exitFailed, "activation at the peak 2.50 GiB is over the budget"},
 		{"phase over budget", []string{"check", "--budget", "phase:backward=10GiB", "-d", "0", new}, exitFailed, "peak in backward 10.5 GiB is over the budget"},
 		{"end over budget", []string{"check", "--budget", "end=8GiB", "-d", "0", new}, exitFailed, "allocated at the end 8.06 GiB is over the budget of 8.00 GiB by 64.0 MiB"},
-		{"leak growth", []string{"check", "--budget", "growth_per_step=16MiB", "-d", "0", new}, exitFailed, "memory growth per step 32.0 MiB (growing_list at train.py:120 <module>, medium confidence)"},
+		{"leak growth", []string{"check", "--budget", "growth_per_step=16MiB", "-d", "0", new}, exitFailed, "memory growth per step 32.0 MiB (growing_list at train.py:120 <module>, medium\n        confidence)"},
 		{"leaks counted", []string{"check", "--budget", "leaks=0", "-d", "0", new}, exitFailed, "1 medium/high-confidence leak (growing_list"},
-		{"low-confidence leaks do not count", []string{"check", "--budget", "leaks=1", "-d", "0", new}, exitOK, "1 medium/high-confidence leak (growing_list at train.py:120 <module>), within the budget of 1"},
-		{"baseline within tolerance", []string{"check", "--baseline", base, "--tolerance", "70%", "-d", "0", new}, exitOK, "PASS: 9 of 10 checks passed, 1 skipped"},
-		{"baseline regression", []string{"check", "--baseline", base, "--tolerance", "5%", "-d", "0", new}, exitFailed, "peak allocated grew vs the baseline: 10.0 GiB → 11.0 GiB (+10.0%), more than the 5% tolerance"},
+		{"low-confidence leaks do not count", []string{"check", "--budget", "leaks=1", "-d", "0", new}, exitOK, "1 medium/high-confidence leak (growing_list at train.py:120 <module>), within the\n        budget of 1"},
+		{"baseline within tolerance", []string{"check", "--baseline", base, "--tolerance", "70%", "-d", "0", new}, exitOK, "PASS: 10 of 12 checks passed, 2 skipped"},
+		{"baseline regression", []string{"check", "--baseline", base, "--tolerance", "5%", "-d", "0", new}, exitFailed,
+			"peak allocated grew vs the baseline: 10.0 GiB → 11.0 GiB (+10.0%), more than the\n        5% tolerance (at most 10.5 GiB)\n" +
+				"        grew most: model.py:70 forward | mlp 0 B → 768 MiB (+768 MiB)\n" +
+				"                   model.py:60 forward 1.00 GiB → 1.25 GiB (+256 MiB)\n"},
 		{"absolute tolerance", []string{"check", "--baseline", base, "--tolerance", "1GiB", "-d", "0", new}, exitOK, "within the 1.00 GiB tolerance"},
 		{"default tolerance is 0", []string{"check", "--baseline", base, base}, exitOK, "within the 0% tolerance"},
-		{"config", []string{"check", "--config", gateFile("torchmem.yaml"), new}, exitFailed, "FAIL: 9 of 15 checks failed"},
+		{"config", []string{"check", "--config", gateFile("torchmem.yaml"), new}, exitFailed, "FAIL: 9 of 17 checks failed"},
 		{"flags override the config", []string{"check", "--config", gateFile("torchmem.yaml"), "--budget", "activation=3GiB", "--tolerance", "70%", "--budget", "phase:forward=11GiB",
-			"--budget", "growth_per_step=1GiB", "--budget", "leaks=1", new}, exitOK, "PASS: 14 of 15 checks passed, 1 skipped"},
-		{"config with numbers", []string{"check", "--config", cfg("numbers.yaml", "budgets:\n  peak: 11811160064\n  growth_per_step: 33554432\ntolerance: 10\nbaseline: "+base+"\ndevice: 1\n"), new}, exitOK, "device 1 is not in the baseline"},
-		{"empty config and a budget", []string{"check", "--config", cfg("empty.yaml", ""), "-b", "peak=1TiB", new}, exitOK, "PASS"},
+			"--budget", "growth_per_step=1GiB", "--budget", "leaks=1", new}, exitOK, "PASS: 15 of 17 checks passed, 2 skipped"},
+		{"config with numbers", []string{"check", "--config", cfg("numbers.yaml", "budgets:\n  peak: 11811160064\n  growth_per_step: 33554432\ntolerance: 10\nbaseline: "+base+"\ndevice: 1\nallow_oom: true\n"), new}, exitOK,
+			"device 1 ran out of memory (see the out-of-memory check) and is not in the baseline"},
+		{"empty config and a budget", []string{"check", "--config", cfg("empty.yaml", ""), "-b", "peak=1TiB", "-d", "0", new}, exitOK, "PASS"},
 
 		{"unknown budget", []string{"check", "--budget", "vram=1GiB", new}, exitInput, `--budget: unknown budget "vram": want one of peak, end, parameter`},
 		{"bad size", []string{"check", "--budget", "peak=20 gigs", new}, exitInput, `--budget: budget peak="20 gigs": want a size like 20GiB`},
 		{"no equals", []string{"check", "--budget", "peak", new}, exitInput, "want KEY=VALUE"},
 		{"bad tolerance", []string{"check", "--baseline", base, "--tolerance", "a bit", new}, exitInput, `--tolerance: tolerance "a bit"`},
-		{"nothing to check", []string{"check", new}, exitInput, "nothing to check: give --budget, --baseline or --config"},
+		{"nothing to check", []string{"check", "--allow-oom", new}, exitInput, "nothing to check: with --allow-oom, give --budget, --baseline or --config"},
+		{"update-baseline without a baseline", []string{"check", "--update-baseline", new}, exitInput, "--update-baseline: give one FILE and the --baseline path"},
+		{"update-baseline of two files", []string{"check", "--update-baseline", "--baseline", filepath.Join(dir, "b.json"), new, base}, exitInput, "--update-baseline: give one FILE"},
 		{"missing file", []string{"check", "-b", "peak=1GiB", filepath.Join(dir, "nope.pickle")}, exitInput, "nope.pickle: no such file or directory"},
 		{"missing baseline", []string{"check", "--baseline", filepath.Join(dir, "nope.json"), new}, exitInput, "nope.json: no such file or directory"},
 		{"baseline not an analysis", []string{"check", "--baseline", cfg("x.json", `{"schema":"torchmem.check/v1"}`), new}, exitInput, "schema torchmem.check/v1 is not an analysis"},
@@ -125,7 +139,7 @@ func TestCheckCIOutputs(t *testing.T) {
 	t.Setenv("GITHUB_STEP_SUMMARY", summary)
 	junit := filepath.Join(dir, "torchmem.xml")
 	code, out, stderr := runCLI(nil, "check", "--config", gateFile("torchmem.yaml"), "--github", "--junit", junit, gateFile("new.json"))
-	if code != exitFailed || stderr != "torchmem: check failed: 9 of 15 checks failed\n" {
+	if code != exitFailed || stderr != "torchmem: check failed: 9 of 17 checks failed\n" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 	golden(t, "gate/check_github.txt", machineFree(out))
@@ -161,12 +175,12 @@ func TestCheckCIOutputs(t *testing.T) {
 			failed++
 		}
 	}
-	if suites.Tests != 15 || suites.Failures != 9 || failed != 9 || len(suites.Suites[0].Cases) != 15 {
+	if suites.Tests != 17 || suites.Failures != 9 || failed != 9 || len(suites.Suites[0].Cases) != 17 {
 		t.Errorf("JUnit: %d tests, %d failures, %d failed cases", suites.Tests, suites.Failures, failed)
 	}
 	// A passing run writes a ::notice and no ::error.
 	code, out, _ = runCLI(nil, "check", "--github", "-b", "peak=1TiB", gateFile("base.json"))
-	if code != exitOK || strings.Contains(out, "::error") || !strings.Contains(machineFree(out), "::notice title=torchmem check::base.json: PASS: 1 check passed") {
+	if code != exitOK || strings.Contains(out, "::error") || !strings.Contains(machineFree(out), "::notice title=torchmem check::base.json: PASS: all 2 checks passed") {
 		t.Errorf("exit %d:\n%s", code, machineFree(out))
 	}
 }

@@ -1,0 +1,175 @@
+package analysis
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// oomRun is checkRun with device 1 out of memory.
+func oomRun() *Result {
+	r := checkRun()
+	r.Devices[1].OOM = &OOM{RequestedBytes: 400, DeviceFreeBytes: 10, Phase: PhaseForward, Site: "model.py:9 attn",
+		SiteFile: "/src/model.py", SiteLine: 9, Verdict: "Out of memory in forward at model.py:9 attn: 400 B requested with 10 B free.",
+		TopSites: []Site{{Site: "model.py:9 attn", File: "/src/model.py", Line: 9, Bytes: 30, Category: Activation},
+			{Site: "data.py:2 load", File: "data.py", Line: 2, Bytes: 20, Category: InputData}}}
+	return r
+}
+
+func TestCheckOOM(t *testing.T) {
+	peak, _ := ParseBudget("peak=100GiB")
+	cases := []struct {
+		name  string
+		run   *Result
+		opts  CheckOptions
+		want  []string
+		first CheckItem
+	}{
+		{"an OOM fails first, whatever the budgets", oomRun(), CheckOptions{Device: -1, Budgets: []Budget{peak}},
+			[]string{"device 1: out of memory=fail", "device 0: peak budget=pass", "device 1: peak budget=pass"},
+			CheckItem{Name: "device 1: out of memory", Kind: "oom", Key: "oom", Device: 1, Status: CheckFail, Actual: 400, Limit: 10,
+				Message: "device 1: Out of memory in forward at model.py:9 attn: 400 B requested with 10 B free.",
+				File:    "/src/model.py", Line: 9,
+				Sites: []CheckSite{{Site: "model.py:9 attn", File: "/src/model.py", Line: 9, Bytes: 30}, {Site: "data.py:2 load", File: "data.py", Line: 2, Bytes: 20}}}},
+		{"allowed, it is skipped", oomRun(), CheckOptions{Device: -1, AllowOOM: true},
+			[]string{"device 1: out of memory=skip"},
+			CheckItem{Name: "device 1: out of memory", Kind: "oom", Key: "oom", Device: 1, Status: CheckSkip, Actual: 400, Limit: 10,
+				Message: "device 1 (allowed by --allow-oom): Out of memory in forward at model.py:9 attn: 400 B requested with 10 B free.",
+				File:    "/src/model.py", Line: 9,
+				Sites: []CheckSite{{Site: "model.py:9 attn", File: "/src/model.py", Line: 9, Bytes: 30}, {Site: "data.py:2 load", File: "data.py", Line: 2, Bytes: 20}}}},
+		{"another device selected: no OOM", oomRun(), CheckOptions{Device: 0},
+			[]string{"out of memory=pass"},
+			CheckItem{Name: "out of memory", Kind: "oom", Key: "oom", Device: -1, Status: CheckPass, Message: "device 0 did not run out of memory"}},
+		{"no OOM on any device", checkRun(), CheckOptions{Device: -1},
+			[]string{"out of memory=pass"},
+			CheckItem{Name: "out of memory", Kind: "oom", Key: "oom", Device: -1, Status: CheckPass, Message: "no device ran out of memory"}},
+		{"the OOM device missing from the baseline is named", oomRun(), CheckOptions{Device: 1, Baseline: &Result{Devices: checkRun().Devices[:1]}},
+			[]string{"device 1: out of memory=fail", "device 1: baseline=skip"},
+			CheckItem{Name: "device 1: out of memory", Kind: "oom", Key: "oom", Device: 1, Status: CheckFail, Actual: 400, Limit: 10,
+				Message: "device 1: Out of memory in forward at model.py:9 attn: 400 B requested with 10 B free.",
+				File:    "/src/model.py", Line: 9,
+				Sites: []CheckSite{{Site: "model.py:9 attn", File: "/src/model.py", Line: 9, Bytes: 30}, {Site: "data.py:2 load", File: "data.py", Line: 2, Bytes: 20}}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cr, err := Check(c.run, c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(c.want, statuses(cr)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(c.first, cr.Checks[0]); diff != "" {
+				t.Errorf("first check (-want +got):\n%s", diff)
+			}
+		})
+	}
+	cr, _ := Check(oomRun(), CheckOptions{Device: 1, Baseline: &Result{Devices: checkRun().Devices[:1]}})
+	if got, want := cr.Checks[1].Message, "device 1 ran out of memory (see the out-of-memory check) and is not in the baseline: no regression check"; got != want {
+		t.Errorf("baseline skip says %q, want %q", got, want)
+	}
+}
+
+// movedPeak is a device whose overall peak is in phase peakIn, with
+// forward's and the optimizer's peaks recorded (as analyze writes them).
+func movedPeak(peakIn Phase, fwd, opt PhasePeak) DeviceResult {
+	d := DeviceResult{Device: 0, Kind: "cuda",
+		Phases:     []PhaseSpan{diffSpan(PhaseForward, 1, fwd.AllocatedBytes), diffSpan(PhaseOptimizer, 1, opt.AllocatedBytes)},
+		PhasePeaks: []PhasePeak{fwd, opt}}
+	pp := d.PhasePeakOf(peakIn)
+	d.Peak = Peak{AllocatedBytes: pp.AllocatedBytes, Phase: peakIn, Step: 1, EventIndex: pp.EventIndex, Categories: pp.Categories}
+	d.TopSites = pp.TopSites // no OOM: the top sites are the peak's
+	return d
+}
+
+// TestCheckBaselineByPhase is the wedsonlin 128 → 256 case: the peak moves
+// from the optimizer step (gradients live) to forward (activations live).
+// Compared at the peak, activation grows 200× and gradient drops to 0;
+// compared phase by phase, forward's activations doubled and the
+// optimizer step did not change.
+func TestCheckBaselineByPhase(t *testing.T) {
+	silu := func(b int64) Site {
+		return Site{Site: "model.py:532 silu", File: "/home/u/proj/model.py", Line: 532, Bytes: b, Category: Activation}
+	}
+	emb := func(b int64) Site {
+		return Site{Site: "model.py:39 forward", File: "/home/u/proj/model.py", Line: 39, Bytes: b, Category: Activation}
+	}
+	params := Site{Site: "<allocated before recording: parameter>", Bytes: 1000, Category: Parameter}
+	grads := Site{Site: "<backward: AccumulateGrad>", Bytes: 1000, Category: Gradient}
+	opt := PhasePeak{Phase: PhaseOptimizer, Step: 1, EventIndex: 90, AllocatedBytes: 2030,
+		Categories: Categories{Parameter: 1000, Gradient: 1000, Activation: 30}, TopSites: []Site{params, grads, emb(30)}}
+	baseFwd := PhasePeak{Phase: PhaseForward, Step: 1, EventIndex: 10, AllocatedBytes: 1630,
+		Categories: Categories{Parameter: 1000, Activation: 630}, TopSites: []Site{params, silu(400), emb(230)}}
+	newFwd := PhasePeak{Phase: PhaseForward, Step: 1, EventIndex: 10, AllocatedBytes: 2260,
+		Categories: Categories{Parameter: 1000, Activation: 1260}, TopSites: []Site{params, silu(800), emb(460)}}
+	base := &Result{Devices: []DeviceResult{movedPeak(PhaseOptimizer, baseFwd, opt)}}
+	run := &Result{Devices: []DeviceResult{movedPeak(PhaseForward, newFwd, opt)}}
+
+	cr, err := Check(run, CheckOptions{Device: -1, Baseline: base, Tolerance: Tolerance{Percent: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"out of memory=pass",
+		"device 0: peak vs baseline=fail",
+		"device 0: phase:forward vs baseline=fail", "device 0: phase:forward:parameter vs baseline=pass",
+		"device 0: phase:forward:activation vs baseline=fail",
+		"device 0: phase:optimizer vs baseline=pass", "device 0: phase:optimizer:parameter vs baseline=pass",
+		"device 0: phase:optimizer:gradient vs baseline=pass", "device 0: phase:optimizer:activation vs baseline=pass"}
+	if diff := cmp.Diff(want, statuses(cr)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	byName := map[string]CheckItem{}
+	for _, it := range cr.Checks {
+		byName[it.Name] = it
+	}
+	act := byName["device 0: phase:forward:activation vs baseline"]
+	if act.Message != "device 0: activation at the forward peak grew vs the baseline: 630 B → 1.23 KiB (+100.0%), more than the 5% tolerance (at most 661 B)" {
+		t.Errorf("message %q", act.Message)
+	}
+	b400, b230 := int64(400), int64(230)
+	wantSites := []CheckSite{{Site: "model.py:532 silu", File: "/home/u/proj/model.py", Line: 532, Bytes: 800, Baseline: &b400},
+		{Site: "model.py:39 forward", File: "/home/u/proj/model.py", Line: 39, Bytes: 460, Baseline: &b230}}
+	if diff := cmp.Diff(wantSites, act.Sites); diff != "" {
+		t.Errorf("sites of the forward activation check (-want +got):\n%s", diff)
+	}
+	if got := act.Sites[0].Describe(); got != "model.py:532 silu 400 B → 800 B (+400 B)" {
+		t.Errorf("Describe: %q", got)
+	}
+	// The overall peak (optimizer 2030 → forward 2260) is compared as before;
+	// its sites are those at each run's peak: forward's sites grew from 0.
+	pk := byName["device 0: peak vs baseline"]
+	if len(pk.Sites) != 2 || pk.Sites[0].Site != "model.py:532 silu" || *pk.Sites[0].Baseline != 0 || pk.Sites[1].Site != "model.py:39 forward" || *pk.Sites[1].Baseline != 30 {
+		t.Errorf("peak sites %+v", pk.Sites)
+	}
+	// Passing checks name no sites.
+	if s := byName["device 0: phase:optimizer vs baseline"].Sites; s != nil {
+		t.Errorf("a passing check names sites: %+v", s)
+	}
+}
+
+func TestBudgetSites(t *testing.T) {
+	d := movedPeak(PhaseForward,
+		PhasePeak{Phase: PhaseForward, EventIndex: 10, AllocatedBytes: 60, Categories: Categories{Activation: 50, Parameter: 10},
+			TopSites: []Site{{Site: "a.py:1 f", Bytes: 40, Category: Activation}, {Site: "p", Bytes: 10, Category: Parameter}, {Site: "b.py:2 g", Bytes: 10, Category: Activation}}},
+		PhasePeak{Phase: PhaseOptimizer, EventIndex: 20, AllocatedBytes: 30, TopSites: []Site{{Site: "o.py:1 step", Bytes: 20, Category: OptimizerState}}})
+	cases := []struct {
+		key  string
+		want []string
+	}{
+		{"peak", []string{"a.py:1 f", "p", "b.py:2 g"}},
+		{"activation", []string{"a.py:1 f", "b.py:2 g"}},
+		{"phase:optimizer", []string{"o.py:1 step"}},
+		{"phase:zero_grad", nil},
+		{"end", nil},
+		{"leaks", nil},
+	}
+	for _, c := range cases {
+		var got []string
+		for _, s := range budgetSites(&d, c.key) {
+			got = append(got, s.Site)
+		}
+		if diff := cmp.Diff(c.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", c.key, diff)
+		}
+	}
+}
