@@ -53,6 +53,9 @@ func Analyze(s *snapshot.Snapshot, opts Options) *Result {
 		Suggestions: []Suggestion{},
 		Diagnostics: readerDiagnostics(s),
 	}
+	if d := s.Source.Distributed; d != nil {
+		r.Input.Distributed = &Distributed{Rank: d.Rank, WorldSize: d.WorldSize, Backend: d.Backend}
+	}
 	if r.Input.Format == string(snapshot.FormatSnapshotPickle) || r.Input.Format == string(snapshot.FormatSegmentList) || r.Input.Format == string(snapshot.FormatTracePlotHTML) {
 		r.Input.Format = "snapshot"
 	}

@@ -31,6 +31,16 @@ type Input struct {
 	Generation string `json:"generation"`
 	Bytes      int64  `json:"bytes"`
 	Recording  string `json:"recording"`
+	// Distributed is the rank that wrote the file, when the file says so (a
+	// chrome trace's distributedInfo); absent otherwise.
+	Distributed *Distributed `json:"distributed,omitempty"`
+}
+
+// Distributed is a process's place in a distributed job, as its file states it.
+type Distributed struct {
+	Rank      int    `json:"rank"`
+	WorldSize int    `json:"world_size,omitempty"` // absent when not stated
+	Backend   string `json:"backend,omitempty"`    // "nccl", "gloo" …, as written
 }
 
 // DeviceResult is the analysis of one device.

@@ -65,6 +65,17 @@ type Source struct {
 	FileBytes  int64 // size of the file on disk (or bytes read from stdin)
 	// Keys lists the top-level keys found, in file order.
 	Keys []string
+	// Distributed is the process's place in a distributed job, when the file
+	// states it (a chrome trace's distributedInfo); nil otherwise.
+	Distributed *Distributed
+}
+
+// Distributed is what a chrome trace's distributedInfo says of the process
+// that wrote it (torch.profiler's _get_distributed_info).
+type Distributed struct {
+	Rank      int    // the process's global rank, 0 … WorldSize−1
+	WorldSize int    // processes in the job; 0 when not stated
+	Backend   string // "nccl", "gloo" … as written (untrusted text, at most 64 bytes)
 }
 
 // Device is one accelerator (or the CPU, for chrome traces).

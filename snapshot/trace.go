@@ -147,6 +147,7 @@ type traceReader struct {
 	hasEvents   bool
 	hasDevProps bool
 	devProps    map[int64]devProp
+	dist        *Distributed
 
 	// fingerprints
 	legacyCats, memNoCat, profEvIdx, asyncCPU2GPU, recordFnID, evIdx, modernFlows, memAddr, hasPython bool
@@ -356,6 +357,12 @@ func (tr *traceReader) readTopObject() error {
 				return tr.wrap(err)
 			}
 			tr.readDeviceProperties(v)
+		case "distributedInfo":
+			v, err := dec.ReadValue()
+			if err != nil {
+				return tr.wrap(err)
+			}
+			tr.dist = readDistributedInfo(v)
 		case "baseTimeNanoseconds":
 			v, err := dec.ReadValue()
 			if err != nil {

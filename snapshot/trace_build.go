@@ -131,6 +131,7 @@ func (tr *traceReader) build() (*Snapshot, error) {
 	src := tr.src
 	src.Format = FormatChromeTrace
 	src.Keys = tr.keys
+	src.Distributed = tr.dist
 	src.Bytes = tr.ra.n + tr.skip
 	src.Generation = tr.generation()
 	b := NewBuilder(src)

@@ -57,12 +57,14 @@ func TestTraceRealFiles(t *testing.T) {
 		annotations map[AnnotationKind]int
 		diags       []string
 		grads       int
+		distributed *Distributed // distributedInfo
 	}{
 		{
 			file: "hta_ddp_training_gpu_memory.json.gz", format: FormatChromeTrace, generation: "2023", recording: RecordingProfiler,
 			devices:     []devFact{{-1, DeviceCPU, 1240, 0}, {1, DeviceCUDA, 26770, 4_096_614_400}},
 			annotations: map[AnnotationKind]int{AnnotationStep: 5, AnnotationOptStep: 5, AnnotationZeroGrad: 5, AnnotationForward: 5, AnnotationBackward: 5, AnnotationUser: 2020},
 			grads:       2020, // 404 AccumulateGrad per step
+			distributed: &Distributed{Rank: 1, WorldSize: 2, Backend: "nccl"},
 		},
 		{
 			file: "hta_large_integer.json.gz", format: FormatChromeTrace, generation: "unknown", recording: RecordingProfiler,
@@ -122,6 +124,9 @@ func TestTraceRealFiles(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.diags, diagKinds(s)); diff != "" {
 				t.Errorf("diagnostic kinds (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.distributed, s.Source.Distributed); diff != "" {
+				t.Errorf("distributedInfo (-want +got):\n%s", diff)
 			}
 			if len(s.GradAccumulations) != tc.grads {
 				t.Errorf("%d grad accumulations, want %d", len(s.GradAccumulations), tc.grads)
