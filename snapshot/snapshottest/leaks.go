@@ -52,8 +52,7 @@ type leakModel struct {
 	linear *Dict
 }
 
-func newLeakModel(c LeakConfig, script string) *leakModel {
-	s := NewSim()
+func newLeakModel(s *Sim, c LeakConfig, script string) *leakModel {
 	m := &leakModel{s: s, c: c, script: script,
 		call:   s.F("torch/nn/modules/module.py", 1787, "_call_impl"),
 		wrap:   s.F("torch/nn/modules/module.py", 1776, "_wrapped_call_impl"),
@@ -246,7 +245,7 @@ func (m *leakModel) step(n int, fn func()) {
 // call site is "eval.py:41 evaluate". Without, it runs under torch.no_grad()
 // with total_loss += loss.item(): nothing outlives its step.
 func EvalLoop(c LeakConfig, leak bool) *Sim {
-	m := newLeakModel(c, "eval.py")
+	m := newLeakModel(NewSim(), c, "eval.py")
 	s := m.s
 	var x, total uint64
 	var prevLogits uint64
@@ -298,8 +297,12 @@ type trainFault struct {
 // trainLoop is a training loop in train.py (zero_grad, forward, backward,
 // AdamW step) with the fault f.
 func trainLoop(c LeakConfig, f trainFault) *Sim {
-	m := newLeakModel(c, "train.py")
-	s := m.s
+	return runTrainLoop(NewSim(), c, f)
+}
+
+// runTrainLoop runs trainLoop on the simulator s.
+func runTrainLoop(s *Sim, c LeakConfig, f trainFault) *Sim {
+	m := newLeakModel(s, c, "train.py")
 	var prevLogits, prevX, history uint64
 	var cycle []uint64
 	for step := 1; step <= c.Steps; step++ {

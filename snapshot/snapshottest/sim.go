@@ -19,20 +19,60 @@ type Sim struct {
 	Expandable bool
 	// CapacityBytes is the simulated device size (for OOM entries); 0 = 80 GiB.
 	CapacityBytes int64
+	// LimitBytes, when > 0, is the memory the allocator may reserve on each
+	// device: an allocation that needs a new segment beyond it frees the
+	// cache and retries, then records an oom entry and raises OutOfMemory
+	// (a panic that RunUntilOOM turns into the end of the run).
+	LimitBytes int64
+	// DeviceBase is added to every device index the calls name when the
+	// snapshot is written: a process of a torchrun job works on its local
+	// device, cuda:LOCAL_RANK, and its snapshot says so.
+	DeviceBase int
 
 	timeUS   int64
 	nextAddr uint64
 	frames   map[string]*Dict
 	devs     map[int]*simDevice
 	annots   []*Dict
+	peak     map[int]int64 // highest allocated bytes (rounded) per device
 	Stream   int64
 }
 
 type simDevice struct {
-	segs  []*simSeg
-	trace []*Dict
-	live  map[uint64]*simBlock
+	segs      []*simSeg
+	trace     []*Dict
+	live      map[uint64]*simBlock
+	allocated int64 // bytes of the live blocks, as their alloc entries record them
 }
+
+// OutOfMemory is what Alloc raises (panics with) when LimitBytes is reached,
+// as PyTorch raises torch.OutOfMemoryError.
+type OutOfMemory struct {
+	Device    int   // as the calls name it (before DeviceBase)
+	Requested int64 // the rounded request
+}
+
+// RunUntilOOM runs fn, a training script against s, and reports whether it
+// ended with an out-of-memory error: the snapshot is then the one an OOM
+// observer dumps, at the failed allocation.
+func (s *Sim) RunUntilOOM(fn func()) (oom *OutOfMemory) {
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(OutOfMemory)
+			if !ok {
+				panic(r)
+			}
+			oom = &e
+		}
+	}()
+	fn()
+	return nil
+}
+
+// PeakAllocated is the highest sum of the live blocks' sizes, as their alloc
+// entries record them, that device d reached: what a replay of the
+// snapshot's trace must find as the peak.
+func (s *Sim) PeakAllocated(d int) int64 { return s.peak[d] }
 
 type simSeg struct {
 	addr   uint64
@@ -53,7 +93,7 @@ type simBlock struct {
 
 // NewSim starts a simulation at a fixed epoch time.
 func NewSim() *Sim {
-	return &Sim{Gen: 'G', timeUS: 1_754_000_000_000_000, nextAddr: 0x7f0000000000, frames: map[string]*Dict{}, devs: map[int]*simDevice{}}
+	return &Sim{Gen: 'G', timeUS: 1_754_000_000_000_000, nextAddr: 0x7f0000000000, frames: map[string]*Dict{}, devs: map[int]*simDevice{}, peak: map[int]int64{}}
 }
 
 // F returns the shared frame dict for file:line name.
@@ -147,6 +187,14 @@ func (s *Sim) Alloc(d int, size int64, stack *List) uint64 {
 			}
 		}
 	}
+	if best == nil && s.LimitBytes > 0 && s.Reserved(d)+segmentSize(rounded) > s.LimitBytes {
+		// The allocator frees its cache and retries before failing.
+		s.EmptyCache(d)
+		if s.Reserved(d)+segmentSize(rounded) > s.LimitBytes {
+			s.OOM(d, size, max(s.LimitBytes-s.Reserved(d), 0), stack)
+			panic(OutOfMemory{Device: d, Requested: rounded})
+		}
+	}
 	if best == nil {
 		segSize := segmentSize(rounded)
 		addr := s.nextAddr
@@ -165,6 +213,8 @@ func (s *Sim) Alloc(d int, size int64, stack *List) uint64 {
 	}
 	best.state, best.req, best.stack = "active_allocated", size, stack
 	dv.live[best.addr] = best
+	dv.allocated += size
+	s.peak[d] = max(s.peak[d], dv.allocated)
 	s.entry(d, "alloc", best.addr, size, stack)
 	return best.addr
 }
@@ -178,6 +228,7 @@ func (s *Sim) Free(d int, addr uint64) {
 		panic(fmt.Sprintf("snapshottest: free of unknown block %#x", addr))
 	}
 	delete(dv.live, addr)
+	dv.allocated -= b.req
 	s.entry(d, "free_requested", addr, b.req, b.stack)
 	s.entry(d, "free_completed", addr, b.req, b.stack)
 	b.state = "inactive"
@@ -223,10 +274,10 @@ func (s *Sim) OOM(d int, size int64, deviceFree int64, stack *List) {
 
 // Annotate records a record_function range around fn (external_annotations).
 func (s *Sim) Annotate(d int, name string, fn func()) {
-	s.annots = append(s.annots, D("stage", "START", "name", name, "device", d, "time_us", s.timeUS))
+	s.annots = append(s.annots, D("stage", "START", "name", name, "device", s.DeviceBase+d, "time_us", s.timeUS))
 	s.timeUS++
 	fn()
-	s.annots = append(s.annots, D("stage", "END", "name", name, "device", d, "time_us", s.timeUS))
+	s.annots = append(s.annots, D("stage", "END", "name", name, "device", s.DeviceBase+d, "time_us", s.timeUS))
 	s.timeUS++
 }
 
@@ -300,7 +351,7 @@ func (s *Sim) Snapshot() *Dict {
 			if g.small {
 				segType = "small"
 			}
-			sd := D("device", d, "address", g.addr, "total_size", g.size, "allocated_size", alloc,
+			sd := D("device", s.DeviceBase+d, "address", g.addr, "total_size", g.size, "allocated_size", alloc,
 				"active_size", active, "requested_size", req, "stream", s.Stream, "segment_type", segType,
 				"segment_pool_id", Tuple{g.pool[0], g.pool[1]}, "is_expandable", s.Expandable)
 			st := g.stack
@@ -313,9 +364,9 @@ func (s *Sim) Snapshot() *Dict {
 		}
 	}
 	traces := &List{}
-	for d := 0; d <= maxDev; d++ {
+	for d := 0; d <= s.DeviceBase+maxDev; d++ {
 		l := &List{}
-		if dv, ok := s.devs[d]; ok {
+		if dv, ok := s.devs[d-s.DeviceBase]; ok {
 			for _, e := range dv.trace {
 				l.Items = append(l.Items, e)
 			}

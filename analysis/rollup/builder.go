@@ -1,0 +1,243 @@
+package rollup
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// Limits of what a Builder keeps per row and in all.
+const (
+	// rowSites is how many of a device's largest sites count for CommonSites.
+	rowSites = 3
+	// rowLeaks is how many leak findings a row keeps.
+	rowLeaks = 3
+	// maxSites bounds the distinct sites counted over all rows (a hostile
+	// stream of summaries could name millions).
+	maxSites = 100_000
+	// maxNotes bounds the notes about duplicate ranks and empty inputs.
+	maxNotes = 8
+)
+
+// Builder rolls up results one at a time, in input order. It keeps a row
+// and a coarse curve per device and drops the rest, so each Result may be
+// discarded once added.
+type Builder struct {
+	inputs   int
+	rows     []Row
+	curves   []curve // curves[i] belongs to rows[i]
+	empty    []string
+	ordered  int // inputs whose rank is their order
+	sites    map[string]*siteTally
+	siteCaps bool // maxSites was reached
+}
+
+// siteTally counts one site over the rows.
+type siteTally struct {
+	category analysis.Category
+	bytes    []int64
+}
+
+// NewBuilder starts an empty roll-up.
+func NewBuilder() *Builder {
+	return &Builder{sites: map[string]*siteTally{}}
+}
+
+// Add takes the next input's result. Inputs are numbered in the order they
+// are added; rows are made for the input's accelerator devices (its CPU
+// device too when it has nothing else).
+func (b *Builder) Add(r *analysis.Result) {
+	idx := b.inputs
+	b.inputs++
+	rank, from := Identify(r.Input, idx)
+	if from == FromOrder {
+		b.ordered++
+	}
+	devs := accelerators(r.Devices)
+	if len(devs) == 0 {
+		b.empty = append(b.empty, r.Input.Path)
+		return
+	}
+	for _, d := range devs {
+		row := Row{Input: idx, Path: r.Input.Path, Rank: rank, RankFrom: from, Device: d.Device, Kind: d.Kind,
+			CapacityBytes: d.Capacity, PeakBytes: d.Peak.AllocatedBytes, PeakReservedBytes: d.Peak.ReservedBytes,
+			PeakPhase: d.Peak.Phase, PeakStep: d.Peak.Step, PeakTimeUS: d.Peak.TimeUS,
+			PeakCategories: d.Peak.Categories, Leaks: []RowLeak{}, TopSites: []analysis.Site{}}
+		row.Largest = largestCategory(d.Peak.Categories)
+		if o := d.OOM; o != nil {
+			row.OOM = &RowOOM{RequestedBytes: o.RequestedBytes, DeviceFreeBytes: o.DeviceFreeBytes,
+				AllocatedBytes: o.AllocatedBytes, Phase: o.Phase, Step: o.Step, TimeUS: o.TimeUS, Site: o.Site,
+				Fragmented: o.Fragmentation.Fragmented}
+		}
+		row.Leaks, row.LeakCount = deviceLeaks(r.Leaks, d.Device)
+		row.TopSites = append(row.TopSites, d.TopSites[:min(len(d.TopSites), rowSites)]...)
+		b.tallySites(row.TopSites)
+		b.rows = append(b.rows, row)
+		b.curves = append(b.curves, newCurve(d.Phases))
+	}
+}
+
+// accelerators are the devices a roll-up compares: every device but the
+// CPU's (a chrome trace's host allocations), unless the CPU is all there is.
+func accelerators(devs []analysis.DeviceResult) []*analysis.DeviceResult {
+	var acc, cpu []*analysis.DeviceResult
+	for i := range devs {
+		if devs[i].Kind == string(snapshot.DeviceCPU) {
+			cpu = append(cpu, &devs[i])
+		} else {
+			acc = append(acc, &devs[i])
+		}
+	}
+	if len(acc) == 0 {
+		return cpu
+	}
+	return acc
+}
+
+// largestCategory is the category with the most bytes (the first on ties).
+func largestCategory(c analysis.Categories) CategoryBytes {
+	best := CategoryBytes{Category: analysis.Unknown}
+	for i, v := range c {
+		if v > best.Bytes {
+			best = CategoryBytes{Category: analysis.Category(i), Bytes: v}
+		}
+	}
+	return best
+}
+
+// deviceLeaks are the largest leak findings of a device and how many it has.
+func deviceLeaks(leaks []analysis.Leak, device int) ([]RowLeak, int) {
+	var out []RowLeak
+	for _, l := range leaks {
+		if l.Device == device {
+			out = append(out, RowLeak{Kind: l.Kind, Site: l.Site, BytesPerStep: l.BytesPerStep, Confidence: l.Confidence})
+		}
+	}
+	n := len(out)
+	slices.SortStableFunc(out, func(a, b RowLeak) int { return cmp.Compare(b.BytesPerStep, a.BytesPerStep) })
+	if out == nil {
+		out = []RowLeak{}
+	}
+	return out[:min(n, rowLeaks)], n
+}
+
+func (b *Builder) tallySites(sites []analysis.Site) {
+	for _, s := range sites {
+		t := b.sites[s.Site]
+		if t == nil {
+			if len(b.sites) >= maxSites {
+				b.siteCaps = true
+				continue
+			}
+			t = &siteTally{category: s.Category}
+			b.sites[s.Site] = t
+		}
+		t.bytes = append(t.bytes, s.Bytes)
+	}
+}
+
+// Rollup finishes the roll-up of the results added so far.
+func (b *Builder) Rollup() *Rollup {
+	ru := &Rollup{Inputs: b.inputs, Ranks: b.rows, Outliers: []Outlier{}, CommonSites: []CommonSite{}, Notes: []string{}}
+	order := make([]int, len(b.rows))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int {
+		x, y := &b.rows[i], &b.rows[j]
+		return cmp.Or(cmp.Compare(x.Rank, y.Rank), cmp.Compare(x.Device, y.Device), cmp.Compare(x.Input, y.Input))
+	})
+	rows := make([]Row, len(order))
+	curves := make([]curve, len(order))
+	for k, i := range order {
+		rows[k], curves[k] = b.rows[i], b.curves[i]
+	}
+	ru.Ranks = rows
+	if ru.Ranks == nil {
+		ru.Ranks = []Row{}
+	}
+	if len(rows) > 0 {
+		peaks := make([]int64, len(rows))
+		w := 0
+		for i, r := range rows {
+			peaks[i] = r.PeakBytes
+			if r.PeakBytes > rows[w].PeakBytes {
+				w = i
+			}
+		}
+		ru.Worst = &Worst{Input: rows[w].Input, Path: rows[w].Path, Rank: rows[w].Rank, Device: rows[w].Device, PeakBytes: rows[w].PeakBytes}
+		med := median(peaks)
+		ru.MedianPeakBytes = int64(med)
+		if med > 0 {
+			ru.Imbalance = round4(float64(rows[w].PeakBytes) / med)
+		}
+		ru.Outliers = outliers(rows)
+	}
+	ru.OOMs, ru.FirstOOM = firstOOM(rows)
+	ru.CommonSites = b.commonSites(len(rows))
+	ru.Notes = b.notes(rows)
+	ru.Heat = newHeat(rows, curves)
+	return ru
+}
+
+// commonSites are the sites among the largest on at least half of n rows
+// (and on two at least), on most rows first, then by their largest bytes.
+func (b *Builder) commonSites(n int) []CommonSite {
+	out := []CommonSite{}
+	for site, t := range b.sites {
+		if len(t.bytes) < 2 || 2*len(t.bytes) < n {
+			continue
+		}
+		vals := slices.Clone(t.bytes)
+		out = append(out, CommonSite{Site: site, Category: t.category, Ranks: len(vals),
+			MedianBytes: int64(median(vals)), MaxBytes: slices.Max(vals)})
+	}
+	slices.SortFunc(out, func(x, y CommonSite) int {
+		return cmp.Or(cmp.Compare(y.Ranks, x.Ranks), cmp.Compare(y.MaxBytes, x.MaxBytes), cmp.Compare(x.Site, y.Site))
+	})
+	return out[:min(len(out), 5)]
+}
+
+// notes say what limits trust in the roll-up.
+func (b *Builder) notes(rows []Row) []string {
+	var notes []string
+	if b.ordered > 0 && b.inputs > 1 {
+		notes = append(notes, fmt.Sprintf("%d of %d inputs state no rank (no distributedInfo, no rank in the file name): their rank is their place among the inputs", b.ordered, b.inputs))
+	}
+	var dups []string
+	for i := 0; i < len(rows); {
+		j := i + 1
+		for j < len(rows) && rows[j].Rank == rows[i].Rank && rows[j].Device == rows[i].Device {
+			j++
+		}
+		if j-i > 1 {
+			dups = append(dups, fmt.Sprintf("rank %d device %d appears in %d inputs (%s and %s)", rows[i].Rank, rows[i].Device, j-i,
+				snapshot.OneLine(rows[i].Path), snapshot.OneLine(rows[i+1].Path)))
+		}
+		i = j
+	}
+	notes = append(notes, capped(dups, "more ranks appear in several inputs")...)
+	var empty []string
+	for _, p := range b.empty {
+		empty = append(empty, fmt.Sprintf("%s: no device memory in the file; not in the table", snapshot.OneLine(p)))
+	}
+	notes = append(notes, capped(empty, "more inputs have no device memory")...)
+	if b.siteCaps {
+		notes = append(notes, fmt.Sprintf("more than %d distinct allocation sites: common sites counted among the first %d", maxSites, maxSites))
+	}
+	if notes == nil {
+		notes = []string{}
+	}
+	return notes
+}
+
+// capped keeps maxNotes notes and says how many more there were.
+func capped(notes []string, more string) []string {
+	if len(notes) <= maxNotes {
+		return notes
+	}
+	return append(notes[:maxNotes:maxNotes], fmt.Sprintf("%d %s", len(notes)-maxNotes, more))
+}
