@@ -81,25 +81,33 @@ func removeRange(rs []segRange, addr uint64, size int64) []segRange {
 }
 
 // fragmentationAt measures the allocator's cached free memory after event
-// i: the free pieces of the rebuilt segments, and the largest one usable for
-// a request of the given size (a request above 1 MiB never uses the small
-// pool's 2 MiB segments).
+// i: the free pieces of the rebuilt segments, those inside segments that
+// hold live blocks, and the largest one usable for a request of the given
+// size (a request above 1 MiB never uses the small pool's 2 MiB segments).
 func (h *History) fragmentationAt(i int, request int64) Fragmentation {
 	fr := Fragmentation{ExpandableSegments: h.expandable()}
 	segs := h.StateAt(i)
 	if segs == nil {
 		fr.CachedFreeBytes = max(0, h.ReservedAt(i)-h.AllocatedAt(i))
+		fr.FreeInUsedSegmentsBytes = fr.CachedFreeBytes
 		return fr
 	}
 	for _, g := range segs {
+		var free int64
+		used := false
 		for _, b := range g.Blocks {
 			if !b.Free() {
+				used = true
 				continue
 			}
-			fr.CachedFreeBytes += b.Size
+			free += b.Size
 			if request <= 1<<20 || !g.small() {
 				fr.LargestFreeBlockBytes = max(fr.LargestFreeBlockBytes, b.Size)
 			}
+		}
+		fr.CachedFreeBytes += free
+		if used {
+			fr.FreeInUsedSegmentsBytes += free
 		}
 	}
 	fr.Fragmented = request > 0 && fr.CachedFreeBytes >= request && fr.LargestFreeBlockBytes < request

@@ -14,8 +14,10 @@ type Block struct {
 	// Size is the allocation in the units of the trace: the requested bytes
 	// of a snapshot, the allocator block size of a chrome trace.
 	Size int64
-	// Rounded is the allocator-owned (rounded) size: the segment block's size
-	// when the block is live at the dump, else Size rounded up to 512 bytes.
+	// Rounded is the allocator-owned block size: the segment block's size
+	// when the block is live at the dump, else Size rounded up to 512 bytes
+	// plus the rest of the free block the allocator did not split off
+	// (unsplitRests).
 	Rounded int64
 	// Alloc is the event index of the allocation, or −1 when the block was
 	// allocated before the recording began.
@@ -299,6 +301,7 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 		h.Allocated[i] = cur
 	}
 	h.replayReserved()
+	h.fitUnsplitRests()
 	return h
 }
 

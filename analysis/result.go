@@ -114,7 +114,13 @@ type OOM struct {
 type Fragmentation struct {
 	CachedFreeBytes       int64 `json:"cached_free_bytes"`
 	LargestFreeBlockBytes int64 `json:"largest_free_block_bytes"`
-	ExpandableSegments    bool  `json:"expandable_segments"`
+	// FreeInUsedSegmentsBytes is the part of CachedFreeBytes inside segments
+	// that hold at least one live block: fragmentation, what expandable
+	// segments reclaim. The rest is wholly free segments, which
+	// torch.cuda.empty_cache() (or the allocator, before it reports an OOM)
+	// returns to the device. Equal to CachedFreeBytes without segment state.
+	FreeInUsedSegmentsBytes int64 `json:"free_in_used_segments_bytes"`
+	ExpandableSegments      bool  `json:"expandable_segments"`
 	// Fragmented is true when the cached free bytes would have covered the
 	// request but no single free block was large enough.
 	Fragmented bool `json:"fragmented"`
