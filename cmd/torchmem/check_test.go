@@ -45,6 +45,10 @@ func TestCheckGolden(t *testing.T) {
 func TestCheckExitCodes(t *testing.T) {
 	dir := t.TempDir()
 	base, new := gateFile("base.json"), gateFile("new.json")
+	absBase, err := filepath.Abs(base) // a config's relative paths start at the config's folder
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := func(name, text string) string { return writeTemp(t, dir, name, []byte(text)) }
 	cases := []struct {
 		name string
@@ -78,7 +82,7 @@ func TestCheckExitCodes(t *testing.T) {
 		{"config", []string{"check", "--config", gateFile("torchmem.yaml"), new}, exitFailed, "FAIL: 9 of 17 checks failed"},
 		{"flags override the config", []string{"check", "--config", gateFile("torchmem.yaml"), "--budget", "activation=3GiB", "--tolerance", "70%", "--budget", "phase:forward=11GiB",
 			"--budget", "growth_per_step=1GiB", "--budget", "leaks=1", new}, exitOK, "PASS: 15 of 17 checks passed, 2 skipped"},
-		{"config with numbers", []string{"check", "--config", cfg("numbers.yaml", "budgets:\n  peak: 11811160064\n  growth_per_step: 33554432\ntolerance: 10\nbaseline: "+base+"\ndevice: 1\nallow_oom: true\n"), new}, exitOK,
+		{"config with numbers", []string{"check", "--config", cfg("numbers.yaml", "budgets:\n  peak: 11811160064\n  growth_per_step: 33554432\ntolerance: 10\nbaseline: "+absBase+"\ndevice: 1\nallow_oom: true\n"), new}, exitOK,
 			"device 1 ran out of memory (see the out-of-memory check) and is not in the baseline"},
 		{"empty config and a budget", []string{"check", "--config", cfg("empty.yaml", ""), "-b", "peak=1TiB", "-d", "0", new}, exitOK, "PASS"},
 
