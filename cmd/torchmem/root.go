@@ -91,7 +91,7 @@ Exit codes: 0 ok, 1 a check or regression failed, 2 bad input or usage.`,
 		Version:       version,
 	}
 	root.PersistentFlags().StringVar(&g.maxInput, "max-input-bytes", "", "stop when an input expands past this size after gzip/base64 decoding (default 8GiB)")
-	root.AddCommand(newInfoCmd(g), newAnalyzeCmd(g), newGenCmd(g), newDiffCmd(g), newCheckCmd(g), newReportCmd(g))
+	root.AddCommand(newInfoCmd(g), newAnalyzeCmd(g), newGenCmd(g), newDiffCmd(g), newCheckCmd(g), newReportCmd(g), newEstimateCmd(g))
 	return root
 }
 

@@ -1,0 +1,288 @@
+// Package estimate answers "will it fit?" before a run: the memory of
+// training (or running) a decoder-only transformer from its architecture or
+// parameter count — parameters by precision, gradients, optimizer state,
+// activations per layer (Korthikanti et al. 2022), with LoRA/QLoRA, ZeRO
+// sharding and activation recomputation — and the cheapest combination of
+// techniques that makes it fit a GPU. Its Result is the JSON schema
+// torchmem.estimate/v1, which projections from a measured snapshot (package
+// analysis) fill too. It imports nothing of torchmem's.
+package estimate
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// SchemaID is the JSON schema of Result. Fields may be added in v1; none is
+// renamed or removed without a new identifier.
+const SchemaID = "torchmem.estimate/v1"
+
+// Precisions of the weights.
+var Precisions = []string{"fp32", "bf16", "fp16", "int8", "int4"}
+
+// Optimizers, by their --optimizer names.
+var Optimizers = []string{"adamw", "adamw8bit", "paged-adamw8bit", "sgd", "sgd-momentum", "adafactor", "none"}
+
+// Checkpointing modes (activation recomputation).
+var Checkpointing = []string{"none", "selective", "full"}
+
+// Setup is how the model is trained (or run).
+type Setup struct {
+	// Precision of the weights: fp32, bf16, fp16, int8 or int4 (int8/int4:
+	// a frozen, bitsandbytes-quantized base; compute in 16-bit).
+	Precision string `json:"precision"`
+	// Mixed keeps fp32 master weights beside 16-bit weights (16-bit
+	// compute and gradients).
+	Mixed bool `json:"mixed"`
+	// Optimizer is one of Optimizers; "none" is inference (no backward).
+	Optimizer     string `json:"optimizer"`
+	Batch         int64  `json:"batch"`
+	Seq           int64  `json:"seq"`
+	Checkpointing string `json:"checkpointing"`
+	Flash         bool   `json:"flash"`
+	// LoRARank > 0 trains rank-r adapters on every linear layer of the
+	// blocks; the base stays frozen at Precision (int4: QLoRA).
+	LoRARank int64 `json:"lora_rank"`
+	// ZeRO stage 0–3 over World data-parallel GPUs: 1 shards optimizer
+	// states (and master weights), 2 also gradients, 3 also parameters.
+	ZeRO  int   `json:"zero"`
+	World int64 `json:"world"`
+	// Offload keeps optimizer state (and master weights) in CPU memory
+	// (ZeRO-Offload, FSDP's CPUOffloadPolicy).
+	Offload bool `json:"offload_optimizer"`
+}
+
+// Model is what is known of the model: its architecture, or its parameter
+// count (Params > 0 overrides the architecture's count, whose dimensions
+// then serve the activations only).
+type Model struct {
+	Arch   *Arch
+	Params int64
+}
+
+// Inputs is everything an estimate starts from.
+type Inputs struct {
+	Model
+	Setup
+	GPU *GPU
+}
+
+// Result is an estimate (schema torchmem.estimate/v1): bytes per GPU.
+type Result struct {
+	Schema string `json:"schema"`
+	// Source is "formula" (from the model's facts) or "measurement" (a
+	// snapshot projected to another batch size or sequence length).
+	Source                  string `json:"source"`
+	Architecture            *Arch  `json:"architecture"`
+	Setup                   Setup  `json:"setup"`
+	ParameterCount          int64  `json:"parameter_count"`
+	TrainableParameterCount int64  `json:"trainable_parameter_count"`
+	ParametersBytes         int64  `json:"parameters_bytes"`
+	MasterWeightsBytes      int64  `json:"master_weights_bytes"`
+	GradientsBytes          int64  `json:"gradients_bytes"`
+	OptimizerStateBytes     int64  `json:"optimizer_state_bytes"`
+	// ActivationsBytes is null when the architecture is unknown.
+	ActivationsBytes *int64 `json:"activations_bytes"`
+	// AttentionBytes is the part of the activations that grows with the
+	// square of the sequence (attention scores, softmax, dropout).
+	AttentionBytes *int64 `json:"attention_bytes"`
+	// ActivationsFloorBytes is the guide's simpler rule: one hidden state
+	// per layer plus one layer's attention scores.
+	ActivationsFloorBytes *int64 `json:"activations_floor_bytes"`
+	// AttentionScoresLayerBytes is batch × heads × seq² × bytes: one
+	// layer's attention score matrix.
+	AttentionScoresLayerBytes *int64 `json:"attention_scores_layer_bytes"`
+	// WorkingBytes is memory held only while a layer runs: ZeRO-3's
+	// gathered parameters of one block.
+	WorkingBytes int64 `json:"working_bytes"`
+	TotalBytes   int64 `json:"total_bytes"`
+	GPU          *GPU  `json:"gpu"`
+	// Fits is null without a GPU (or when the activations are unknown and
+	// the rest fits).
+	Fits *bool `json:"fits"`
+	// Plan is the cheapest combination of techniques that fits the GPU
+	// (empty when it fits as is); PlanTotalBytes its total, PlanFits whether
+	// even the best combination fits.
+	Plan           []Step `json:"plan"`
+	PlanTotalBytes *int64 `json:"plan_total_bytes"`
+	PlanFits       *bool  `json:"plan_fits"`
+	// Techniques is each technique alone: its saving and cost.
+	Techniques []Step    `json:"techniques"`
+	Formulas   []string  `json:"formulas"`
+	Notes      []string  `json:"notes"`
+	Measured   *Measured `json:"measured,omitempty"`
+}
+
+// Step is one technique of a plan.
+type Step struct {
+	ID    string `json:"id"`
+	Title string `json:"title"`
+	// SavingBytes is what the technique saves: alone, or (in a plan) what
+	// removing it from the plan would cost.
+	SavingBytes int64  `json:"saving_bytes"`
+	Cost        string `json:"cost"`
+	// TotalBytes is the total with the technique (alone, or the plan's).
+	TotalBytes int64 `json:"total_bytes"`
+}
+
+// Measured is set when the estimate projects a measured run: the size it
+// was measured at, the size projected to, and the measured peak.
+type Measured struct {
+	Path           string `json:"path"`
+	FromBatch      int64  `json:"from_batch"`
+	FromSeq        int64  `json:"from_seq"`
+	ToBatch        int64  `json:"to_batch"`
+	ToSeq          int64  `json:"to_seq"`
+	PeakBytes      int64  `json:"measured_peak_bytes"`
+	PeakPhase      string `json:"measured_peak_phase"`
+	ProjectedPhase string `json:"projected_peak_phase"`
+}
+
+// defaults fills the unset parts of a setup.
+func (s *Setup) defaults() {
+	if s.Precision == "" {
+		s.Precision = "fp32"
+	}
+	if s.Optimizer == "" {
+		s.Optimizer = "adamw"
+	}
+	if s.Checkpointing == "" {
+		s.Checkpointing = "none"
+	}
+	if s.Batch == 0 {
+		s.Batch = 1
+	}
+	if s.Seq == 0 {
+		s.Seq = 2048
+	}
+	if s.World == 0 {
+		s.World = 1
+	}
+}
+
+func oneOf(v string, set []string) bool {
+	for _, s := range set {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// check reports the first inconsistency of the inputs.
+func (in *Inputs) check() error {
+	s := &in.Setup
+	switch {
+	case !oneOf(s.Precision, Precisions):
+		return fmt.Errorf("precision %q: want one of %s", s.Precision, strings.Join(Precisions, ", "))
+	case !oneOf(s.Optimizer, Optimizers):
+		return fmt.Errorf("optimizer %q: want one of %s", s.Optimizer, strings.Join(Optimizers, ", "))
+	case !oneOf(s.Checkpointing, Checkpointing):
+		return fmt.Errorf("checkpointing %q: want one of %s", s.Checkpointing, strings.Join(Checkpointing, ", "))
+	case s.Batch < 1 || s.Batch > 1<<20:
+		return fmt.Errorf("batch %d: want 1 to %d", s.Batch, 1<<20)
+	case s.Seq < 1 || s.Seq > 1<<24:
+		return fmt.Errorf("sequence length %d: want 1 to %d", s.Seq, 1<<24)
+	case s.ZeRO < 0 || s.ZeRO > 3:
+		return fmt.Errorf("ZeRO stage %d: want 0 to 3", s.ZeRO)
+	case s.World < 1 || s.World > 1<<20:
+		return fmt.Errorf("world size %d: want 1 or more GPUs", s.World)
+	case s.Mixed && !s.sixteenBit():
+		return fmt.Errorf("mixed precision keeps fp32 master weights of 16-bit weights: give --precision bf16 or fp16")
+	case s.LoRARank < 0:
+		return fmt.Errorf("LoRA rank %d: want a positive rank", s.LoRARank)
+	case s.LoRARank > 0 && s.Mixed:
+		return fmt.Errorf("LoRA trains fp32 adapters on a frozen base: --mixed does not apply")
+	case s.LoRARank > 0 && s.Optimizer == "none":
+		return fmt.Errorf("LoRA trains adapters: give an optimizer other than none")
+	case s.quantized() && s.LoRARank == 0 && s.Optimizer != "none":
+		return fmt.Errorf("%s weights are frozen: train adapters with --lora R (QLoRA), or estimate inference with --optimizer none", s.Precision)
+	}
+	if in.Arch == nil && in.Params <= 0 {
+		return errors.New("no model: give a parameter count or an architecture")
+	}
+	if in.Arch != nil {
+		in.Arch.fill()
+		if in.Params > 0 {
+			if in.Arch.Hidden <= 0 || in.Arch.Layers <= 0 || in.Arch.Heads <= 0 {
+				return errors.New("activations need the hidden size, the layers and the heads")
+			}
+		} else if err := in.Arch.Validate(); err != nil {
+			return err
+		}
+		if s.LoRARank > 0 && (s.LoRARank > in.Arch.Hidden || in.Params > 0 && in.Arch.FFN <= 0) {
+			return fmt.Errorf("LoRA rank %d needs the full architecture and a rank below the hidden size", s.LoRARank)
+		}
+	} else if s.LoRARank > 0 {
+		return errors.New("LoRA adapts each linear layer: give the architecture (--config or --hidden/--layers/--heads/--ffn/--vocab)")
+	}
+	return nil
+}
+
+func (s *Setup) sixteenBit() bool { return s.Precision == "bf16" || s.Precision == "fp16" }
+func (s *Setup) quantized() bool  { return s.Precision == "int8" || s.Precision == "int4" }
+func (s *Setup) training() bool   { return s.Optimizer != "none" }
+
+// weightBits is the storage of one weight of the base model.
+func (s *Setup) weightBits() int64 {
+	switch s.Precision {
+	case "fp32":
+		return 32
+	case "int8":
+		return 8
+	case "int4":
+		return 4
+	}
+	return 16
+}
+
+// actBytes is the element size of activations: 4 in fp32, 2 when compute
+// is 16-bit (mixed, pure 16-bit, or a quantized base).
+func (s *Setup) actBytes() int64 {
+	if s.Precision == "fp32" {
+		return 4
+	}
+	return 2
+}
+
+// Compute estimates the memory per GPU of the inputs. With a GPU it also
+// says whether it fits and searches the cheapest plan that does.
+func Compute(in Inputs) (*Result, error) {
+	in.Setup.defaults()
+	if err := in.check(); err != nil {
+		return nil, err
+	}
+	r := compute(in)
+	r.Formulas = Formulas(in.Setup)
+	r.Techniques = singles(in, r)
+	if in.GPU != nil {
+		planFor(in, r)
+	}
+	return r, nil
+}
+
+// compute is the arithmetic of one setup (no plan).
+func compute(in Inputs) *Result {
+	s := in.Setup
+	r := &Result{Schema: SchemaID, Source: "formula", Architecture: in.Arch, Setup: s, GPU: in.GPU,
+		Plan: []Step{}, Techniques: []Step{}, Notes: []string{}}
+	states(in, r)
+	if in.Arch != nil {
+		act := activations(in.Arch, s)
+		r.ActivationsBytes, r.AttentionBytes = &act.total, &act.quadratic
+		r.ActivationsFloorBytes, r.AttentionScoresLayerBytes = &act.floor, &act.scoresLayer
+	}
+	r.TotalBytes = r.ParametersBytes + r.MasterWeightsBytes + r.GradientsBytes + r.OptimizerStateBytes + r.WorkingBytes
+	if r.ActivationsBytes != nil {
+		r.TotalBytes += *r.ActivationsBytes
+	}
+	if in.GPU != nil {
+		fits := r.TotalBytes <= in.GPU.UsableBytes
+		if !fits || r.ActivationsBytes != nil {
+			r.Fits = &fits
+		}
+	}
+	r.Notes = notes(in, r)
+	return r
+}

@@ -1,0 +1,267 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/dustin/go-humanize"
+	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// EstimateJSON writes an estimate as schema torchmem.estimate/v1.
+func EstimateJSON(w io.Writer, r *estimate.Result) error { return writeJSON(w, r) }
+
+// estimateRow is one line of the memory table.
+type estimateRow struct {
+	name  string
+	bytes int64
+	note  string
+}
+
+// estimateRows lists the parts of an estimate, the null ones left out.
+func estimateRows(r *estimate.Result) []estimateRow {
+	s := r.Setup
+	rows := []estimateRow{{"parameters", r.ParametersBytes, paramNote(r)}}
+	if r.MasterWeightsBytes > 0 {
+		rows = append(rows, estimateRow{"master weights", r.MasterWeightsBytes, "fp32 copy of the trainable weights"})
+	}
+	if r.GradientsBytes > 0 || r.TrainableParameterCount > 0 {
+		rows = append(rows, estimateRow{"gradients", r.GradientsBytes, ""})
+	}
+	if r.OptimizerStateBytes > 0 || s.Optimizer != "none" {
+		note := s.Optimizer
+		if s.Offload {
+			note += ", offloaded to CPU"
+		}
+		rows = append(rows, estimateRow{"optimizer state", r.OptimizerStateBytes, note})
+	}
+	if r.ActivationsBytes != nil {
+		note := ""
+		if r.AttentionBytes != nil && *r.AttentionBytes > 0 {
+			note = "attention (∝ seq²) " + analysis.FormatBytes(*r.AttentionBytes) + "; "
+		}
+		if r.ActivationsFloorBytes != nil {
+			note += "floor (guide's rule) " + analysis.FormatBytes(*r.ActivationsFloorBytes)
+		}
+		rows = append(rows, estimateRow{"activations", *r.ActivationsBytes, note})
+	} else {
+		rows = append(rows, estimateRow{"activations", -1, "unknown: the architecture is not given"})
+	}
+	if r.WorkingBytes > 0 {
+		rows = append(rows, estimateRow{"gathered layer", r.WorkingBytes, "ZeRO-3: one block's parameters at a time"})
+	}
+	return rows
+}
+
+func paramNote(r *estimate.Result) string {
+	n := humanize.Comma(r.ParameterCount)
+	if r.Setup.LoRARank > 0 {
+		return fmt.Sprintf("%s frozen (%s) + %s adapter parameters (fp32)", n, r.Setup.Precision, humanize.Comma(r.TrainableParameterCount))
+	}
+	return fmt.Sprintf("%s × %s", n, r.Setup.Precision)
+}
+
+// setupLine says how the model is trained, in words.
+func setupLine(s estimate.Setup) string { return strings.Join(setupParts(s), ", ") }
+
+// setupParts are the pieces of setupLine.
+func setupParts(s estimate.Setup) []string {
+	var parts []string
+	prec := s.Precision
+	if s.Mixed {
+		prec += " mixed precision (fp32 master weights)"
+	}
+	if s.LoRARank > 0 {
+		prec = fmt.Sprintf("LoRA r=%d on a %s base", s.LoRARank, s.Precision)
+		if s.Precision == "int4" {
+			prec = fmt.Sprintf("QLoRA r=%d on a 4-bit base", s.LoRARank)
+		}
+	}
+	parts = append(parts, prec)
+	if s.Optimizer == "none" {
+		parts = append(parts, "inference (no optimizer)")
+	} else {
+		parts = append(parts, s.Optimizer)
+	}
+	parts = append(parts, fmt.Sprintf("batch %d × sequence %d", s.Batch, s.Seq))
+	if s.Optimizer != "none" {
+		parts = append(parts, map[string]string{"none": "no recomputation", "selective": "selective recomputation", "full": "full activation checkpointing"}[s.Checkpointing])
+	}
+	if s.Flash {
+		parts = append(parts, "flash attention")
+	}
+	if s.ZeRO > 0 {
+		parts = append(parts, fmt.Sprintf("ZeRO-%d", s.ZeRO))
+	}
+	parts = append(parts, plural(int(s.World), "GPU"))
+	return parts
+}
+
+// wrapJoin joins parts with ", ", starting a new line before width columns.
+func wrapJoin(parts []string, width int) string {
+	var b strings.Builder
+	line := 0
+	for i, p := range parts {
+		n := utf8.RuneCountInString(p)
+		if i > 0 {
+			if line+2+n > width {
+				b.WriteString(",\n")
+				line = 0
+			} else {
+				b.WriteString(", ")
+				line += 2
+			}
+		}
+		b.WriteString(p)
+		line += n
+	}
+	return b.String()
+}
+
+// modelLine names the model and its size.
+func modelLine(r *estimate.Result) string {
+	name := "a model"
+	if a := r.Architecture; a != nil {
+		name = a.Name
+		if a.Source != "" {
+			name = fmt.Sprintf("%s (%s)", a.Source, a.Name)
+		}
+	}
+	if r.Measured != nil {
+		name = "the run in " + r.Measured.Path
+	}
+	return fmt.Sprintf("%s: %s parameters (%s)", snapshot.OneLine(name), humanize.Comma(r.ParameterCount), shortCount(r.ParameterCount))
+}
+
+// shortCount writes a parameter count as models are named: 6.74B, 124M.
+func shortCount(n int64) string {
+	switch {
+	case n >= 1e12:
+		return fmt.Sprintf("%.3gT", float64(n)/1e12)
+	case n >= 1e9:
+		return fmt.Sprintf("%.3gB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.3gM", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.3gK", float64(n)/1e3)
+}
+
+// fitLine says whether the total fits the GPU.
+func fitLine(r *estimate.Result) string {
+	g := r.GPU
+	head := fmt.Sprintf("GPU %s (%s, %s usable)", snapshot.OneLine(g.Name), analysis.FormatBytes(g.CapacityBytes), analysis.FormatBytes(g.UsableBytes))
+	switch {
+	case r.Fits == nil:
+		return head + ": unknown without the activations"
+	case *r.Fits:
+		return fmt.Sprintf("%s: fits, %s to spare", head, analysis.FormatBytes(g.UsableBytes-r.TotalBytes))
+	}
+	return fmt.Sprintf("%s: does not fit, %s over", head, analysis.FormatBytes(r.TotalBytes-g.UsableBytes))
+}
+
+// EstimateText writes an estimate for a terminal (lines within 100 columns).
+func EstimateText(w io.Writer, r *estimate.Result) error {
+	p := &printer{w: w}
+	p.f("torchmem estimate — %s\n", modelLine(r))
+	p.f("%s\n", wrapJoin(setupParts(r.Setup), 100))
+	if m := r.Measured; m != nil {
+		p.f("measured at batch %d × sequence %d: peak %s in %s\n", m.FromBatch, m.FromSeq, analysis.FormatBytes(m.PeakBytes), m.PeakPhase)
+	}
+	p.f("\n")
+	for _, row := range estimateRows(r) {
+		b := "—"
+		if row.bytes >= 0 {
+			b = analysis.FormatBytes(row.bytes)
+		}
+		p.f("  %-16s %10s  %s\n", row.name, b, row.note)
+	}
+	total := "per GPU"
+	if r.Measured != nil {
+		total = "projected peak, in " + r.Measured.ProjectedPhase
+	}
+	p.f("  %-16s %10s  %s\n", "total", analysis.FormatBytes(r.TotalBytes), total)
+	if r.GPU != nil {
+		p.f("\n%s\n", fitLine(r))
+		if r.Fits != nil && !*r.Fits && r.PlanTotalBytes != nil {
+			if *r.PlanFits {
+				p.f("cheapest plan that fits: %s\n", analysis.FormatBytes(*r.PlanTotalBytes))
+			} else {
+				p.f("nothing here makes it fit; the most any plan saves leaves %s\n", analysis.FormatBytes(*r.PlanTotalBytes))
+			}
+			for _, st := range r.Plan {
+				p.f("  + %s — saves %s\n      cost: %s\n", st.Title, analysis.FormatBytes(st.SavingBytes), st.Cost)
+			}
+		}
+	}
+	if len(r.Techniques) > 0 {
+		p.f("\neach technique alone\n")
+		for _, st := range r.Techniques {
+			p.f("  %s: %s (saves %s)\n      cost: %s\n", st.Title, analysis.FormatBytes(st.TotalBytes), analysis.FormatBytes(st.SavingBytes), st.Cost)
+		}
+	}
+	p.f("\nformulas\n")
+	for _, f := range r.Formulas {
+		p.f("  %s\n", f)
+	}
+	if len(r.Notes) > 0 {
+		p.f("\nnotes\n")
+		for _, n := range r.Notes {
+			p.f("  - %s\n", snapshot.OneLine(n))
+		}
+	}
+	return p.err
+}
+
+// EstimateMarkdown writes an estimate for a ticket or a README.
+func EstimateMarkdown(w io.Writer, r *estimate.Result) error {
+	p := &printer{w: w}
+	p.f("## torchmem estimate: %s\n\n", mdText(modelLine(r)))
+	p.f("%s\n\n", mdText(setupLine(r.Setup)))
+	if m := r.Measured; m != nil {
+		p.f("Measured at batch %d × sequence %d: peak %s in %s.\n\n", m.FromBatch, m.FromSeq, analysis.FormatBytes(m.PeakBytes), m.PeakPhase)
+	}
+	p.f("| part | bytes | |\n|---|---:|---|\n")
+	for _, row := range estimateRows(r) {
+		b := "—"
+		if row.bytes >= 0 {
+			b = analysis.FormatBytes(row.bytes)
+		}
+		p.f("| %s | %s | %s |\n", row.name, b, mdText(row.note))
+	}
+	p.f("| **total** | **%s** | |\n", analysis.FormatBytes(r.TotalBytes))
+	if r.GPU != nil {
+		p.f("\n**%s**\n", mdText(fitLine(r)))
+		if r.Fits != nil && !*r.Fits && r.PlanTotalBytes != nil {
+			word := "Cheapest plan that fits"
+			if !*r.PlanFits {
+				word = "Nothing here makes it fit; the best plan"
+			}
+			p.f("\n%s: %s\n\n", word, analysis.FormatBytes(*r.PlanTotalBytes))
+			for _, st := range r.Plan {
+				p.f("- %s — saves %s; cost: %s\n", mdText(st.Title), analysis.FormatBytes(st.SavingBytes), mdText(st.Cost))
+			}
+		}
+	}
+	if len(r.Techniques) > 0 {
+		p.f("\n| technique alone | total | saves | cost |\n|---|---:|---:|---|\n")
+		for _, st := range r.Techniques {
+			p.f("| %s | %s | %s | %s |\n", mdText(st.Title), analysis.FormatBytes(st.TotalBytes), analysis.FormatBytes(st.SavingBytes), mdText(st.Cost))
+		}
+	}
+	p.f("\n<details><summary>Formulas</summary>\n\n")
+	for _, f := range r.Formulas {
+		p.f("- %s\n", mdText(f))
+	}
+	p.f("\n</details>\n")
+	for i, n := range r.Notes {
+		if i == 0 {
+			p.f("\nNotes:\n\n")
+		}
+		p.f("- %s\n", mdText(n))
+	}
+	return p.err
+}
