@@ -1,7 +1,8 @@
 package snapshot
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 	"unsafe"
 )
 
@@ -13,6 +14,8 @@ type Builder struct {
 	stackIdx  map[string]StackID
 	strIdx    map[string]uint32
 	threadIdx map[[2]string]uint16
+	devIdx    map[int]*Device
+	streamIdx map[uint64]uint16
 }
 
 // NewBuilder starts an empty Snapshot for the given source.
@@ -23,6 +26,8 @@ func NewBuilder(src Source) *Builder {
 		stackIdx:  map[string]StackID{"": 0},
 		strIdx:    map[string]uint32{"": 0},
 		threadIdx: map[[2]string]uint16{{"", ""}: 0},
+		devIdx:    map[int]*Device{},
+		streamIdx: map[uint64]uint16{0: 0},
 	}
 	return b
 }
@@ -82,31 +87,30 @@ func (b *Builder) Thread(pid, tid string) uint16 {
 	return id
 }
 
-// Device returns the device with this ID, creating it if needed.
+// Device returns the device with this ID, creating it if needed; devices
+// stay sorted by ID. Readers cap how many a file may create.
 func (b *Builder) Device(id int, kind DeviceKind) *Device {
-	if d := b.Snap.Device(id); d != nil {
+	if d := b.devIdx[id]; d != nil {
 		return d
 	}
 	d := &Device{ID: id, Kind: kind, Baseline: -1}
-	b.Snap.Devices = append(b.Snap.Devices, d)
-	sort.Slice(b.Snap.Devices, func(i, j int) bool { return b.Snap.Devices[i].ID < b.Snap.Devices[j].ID })
+	b.devIdx[id] = d
+	i, _ := slices.BinarySearchFunc(b.Snap.Devices, id, func(x *Device, id int) int { return cmp.Compare(x.ID, id) })
+	b.Snap.Devices = slices.Insert(b.Snap.Devices, i, d)
 	return d
 }
 
 // Stream interns a raw stream handle and returns its index (0 is stream 0;
 // past 65,535 distinct streams the rest share the last index).
 func (b *Builder) Stream(h uint64) uint16 {
-	if h == 0 {
-		return 0
-	}
-	for i, v := range b.Snap.Streams {
-		if v == h {
-			return uint16(i)
-		}
+	if i, ok := b.streamIdx[h]; ok {
+		return i
 	}
 	if len(b.Snap.Streams) >= 1<<16-1 {
 		return uint16(len(b.Snap.Streams) - 1)
 	}
+	i := uint16(len(b.Snap.Streams))
 	b.Snap.Streams = append(b.Snap.Streams, h)
-	return uint16(len(b.Snap.Streams) - 1)
+	b.streamIdx[h] = i
+	return i
 }

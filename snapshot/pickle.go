@@ -29,8 +29,9 @@ func readPickle(in *bufio.Reader, src Source, opts Options) (snap *Snapshot, err
 	defer ra.stop()
 	b := NewBuilder(src)
 	sch := newSchema(b)
-	m := &vm{in: newInbuf(ra), opts: opts.withDefaults(), path: src.Path, sch: sch, strs: make(map[string]string, 1024),
-		stack: make([]value, 0, 4096)}
+	opts = opts.withDefaults()
+	m := &vm{in: newInbuf(ra), opts: opts, path: src.Path, sch: sch, strs: make(map[string]string, 1024),
+		stack: make([]value, 0, 4096), maxStack: maxStackValues(opts)}
 	sch.m = m
 	root, err := m.run()
 	if err != nil {

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -30,11 +31,16 @@ func (s *schema) assemble(root value, src Source, proto int) (*Snapshot, error) 
 		}
 		d := root.dict()
 		if !d.has("segments") && !d.has("device_traces") {
-			return nil, &Error{Path: src.Path, Offset: -1, Msg: fmt.Sprintf("a pickled dict without segments or device_traces: not a PyTorch memory snapshot (keys: %s)", keysOf(d))}
+			keys := s.keysOf(d)
+			if s.err != nil {
+				return nil, s.fileError(src)
+			}
+			return nil, &Error{Path: src.Path, Offset: -1, Msg: fmt.Sprintf("a pickled dict without segments or device_traces: not a PyTorch memory snapshot (keys: %s)", keys)}
 		}
 		for i, k := range d.keys {
 			v := d.vals[i]
-			snap.Source.Keys = append(snap.Source.Keys, keyString(k))
+			key := s.keyText(k)
+			snap.Source.Keys = append(snap.Source.Keys, key)
 			switch k.str() {
 			case "segments":
 				if v.k == kList {
@@ -47,6 +53,9 @@ func (s *schema) assemble(root value, src Source, proto int) (*Snapshot, error) 
 			case "device_traces":
 				if v.k != kList {
 					return nil, &Error{Path: src.Path, Offset: -1, Msg: "device_traces is a " + kindName(v.k) + ", not a list"}
+				}
+				if n := len(v.list().items); n > s.maxDevices() {
+					return nil, &Error{Path: src.Path, Offset: -1, Msg: fmt.Sprintf("device_traces lists %d devices, more than the limit of %d (a machine has at most a few hundred; limit snapshot.Options.MaxDevices)", n, s.maxDevices())}
 				}
 				for dev, tv := range v.list().items {
 					dv := b.Device(dev, DeviceCUDA)
@@ -71,31 +80,60 @@ func (s *schema) assemble(root value, src Source, proto int) (*Snapshot, error) 
 			case "traces":
 				// written by _memory_viz._read when wrapping a segment list; ignore.
 			default:
-				s.unknown("snapshot", keyString(k))
+				s.unknown("snapshot", key)
 			}
 		}
 	default:
 		return nil, &Error{Path: src.Path, Offset: -1, Msg: "a pickled " + kindName(root.k) + ", not a PyTorch memory snapshot (a dict or a list of segments)"}
+	}
+	if s.err != nil {
+		return nil, s.fileError(src)
+	}
+	if n := len(snap.Devices); n > s.maxDevices() {
+		return nil, &Error{Path: src.Path, Offset: -1, Msg: fmt.Sprintf("segments on %d devices, more than the limit of %d (a machine has at most a few hundred; limit snapshot.Options.MaxDevices)", n, s.maxDevices())}
 	}
 	snap.Source.Generation = s.generation(snap)
 	s.diagnose(snap)
 	return snap, nil
 }
 
-func keysOf(d *pdict) string {
+func (s *schema) keysOf(d *pdict) string {
 	var ks []string
 	for i, k := range d.keys {
 		if i == 8 {
 			ks = append(ks, "…")
 			break
 		}
-		ks = append(ks, keyString(k))
+		ks = append(ks, clipKey(s.keyText(k)))
 	}
 	return strings.Join(ks, ", ")
 }
 
+// fileError is the schema's error for the file src.
+func (s *schema) fileError(src Source) error {
+	var e *Error
+	if errors.As(s.err, &e) && e.Path == "" {
+		e.Path = src.Path
+	}
+	return s.err
+}
+
+// maxDevices is the most devices a file may hold.
+func (s *schema) maxDevices() int {
+	if s.m != nil {
+		return s.m.opts.MaxDevices
+	}
+	return DefaultMaxDevices
+}
+
+// addSegments files segments under their devices; past the device limit it
+// stops (assemble then refuses the file).
 func (s *schema) addSegments(segs []Segment) {
 	for _, g := range segs {
+		if len(s.b.Snap.Devices) >= s.maxDevices() && s.b.Snap.Device(g.Device) == nil {
+			s.b.Device(g.Device, DeviceCUDA) // one past the limit, for the message
+			return
+		}
 		d := s.b.Device(g.Device, DeviceCUDA)
 		d.Segments = append(d.Segments, g)
 	}

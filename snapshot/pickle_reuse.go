@@ -19,7 +19,7 @@ func (m *vm) recycle(d *pdict) {
 	if len(m.freeDicts) < 4096 && d.gets == 0 {
 		clear(d.keys)
 		clear(d.vals)
-		d.keys, d.vals, d.memo, d.gets = d.keys[:0], d.vals[:0], 0, 0
+		*d = pdict{keys: d.keys[:0], vals: d.vals[:0]}
 		m.freeDicts = append(m.freeDicts, d)
 	}
 }
@@ -37,7 +37,7 @@ func (m *vm) newList() *plist {
 // recycleList keeps a frames list whose stack was interned for reuse.
 func (m *vm) recycleList(l *plist) {
 	if len(m.freeLists) < 4096 && l.gets == 0 && len(l.items)+l.nEvents+len(l.blocks)+len(l.segs)+len(l.annots) == 0 {
-		l.frames, l.memo = l.frames[:0], 0
+		l.frames, l.memo, l.stack = l.frames[:0], 0, 0
 		m.freeLists = append(m.freeLists, l)
 	}
 }

@@ -1,10 +1,6 @@
 package snapshot
 
-import (
-	"fmt"
-	"math"
-	"strings"
-)
+import "math"
 
 // This file maps pickle values onto the model. Features are detected by the
 // keys present, never by a version number; unknown keys are counted and
@@ -45,9 +41,12 @@ type schema struct {
 	feats      feature
 	unknownKey map[string]int // "entry.foo" → count
 	unknownAct map[string]int
-	mixed      int // generic items found in typed lists
-	m          *vm // the machine decoding, nil on the reference path
-	generic    int // items kept as generic values in lists (bounded by MaxValues)
+	mixed      int   // generic items found in typed lists
+	m          *vm   // the machine decoding, nil on the reference path
+	generic    int   // items kept as generic values in lists (bounded by MaxValues)
+	expanded   int64 // bytes of strings handled for records (see charge)
+	rendered   int64 // bytes of text rendered from values (see render)
+	err        error // the first bound the file broke; the machine stops on it
 }
 
 func newSchema(b *Builder) *schema {
@@ -58,6 +57,9 @@ func newSchema(b *Builder) *schema {
 // frame, a trace entry, a block, a segment or an annotation. m may be nil
 // (reference path), then memo slots are not touched.
 func (s *schema) appendItem(l *plist, v value) {
+	if s.err != nil {
+		return // the machine stops after this opcode
+	}
 	m := s.m
 	switch v.k {
 	case kFrame:
@@ -65,12 +67,25 @@ func (s *schema) appendItem(l *plist, v value) {
 		return
 	case kDict:
 		d := v.dict()
-		switch shapeOf(d) {
+		if d.frame > 0 { // fetched before its first reduction
+			l.frames = append(l.frames, d.frame-1)
+			return
+		}
+		if d.reduced {
+			s.failOnce("a trace entry, block, segment or annotation referenced twice (not produced by PyTorch)")
+			return
+		}
+		if !d.shaped {
+			d.shape, d.shaped = shapeOf(d), true
+		}
+		switch d.shape {
 		case shapeFrame:
 			id := s.frame(d)
 			if m != nil {
 				m.replaceMemo(d.memo, value{k: kFrame, n: int64(id)})
 			}
+			d.frame = id + 1
+			s.hold(-dictBytes - entryBytes*int64(len(d.keys)))
 			l.frames = append(l.frames, id)
 			return
 		case shapeEntry:
@@ -101,6 +116,8 @@ func (s *schema) appendItem(l *plist, v value) {
 // consumed retires a dict reduced into the model: its memo slot becomes a
 // tombstone and the dict is reused (streaming decoder only).
 func (s *schema) consumed(d *pdict) {
+	d.reduced = true
+	s.hold(-dictBytes - entryBytes*int64(len(d.keys)))
 	m := s.m
 	if m != nil {
 		m.replaceMemo(d.memo, value{k: kGone})
@@ -143,10 +160,22 @@ func asBool(v value) bool {
 	return false
 }
 
+// unknown counts an unknown key (its first 100 bytes: a key is hashed and
+// copied here, and may be memo-shared by a million dicts).
 func (s *schema) unknown(where, key string) {
+	key = clipKey(key)
+	s.charge(len(key))
 	if len(s.unknownKey) < 1000 {
 		s.unknownKey[where+"."+key]++
 	}
+}
+
+// clipKey shortens a key or action name kept for a diagnostic to 100 bytes.
+func clipKey(k string) string {
+	if len(k) > 100 {
+		return k[:100] + "…"
+	}
+	return k
 }
 
 func (s *schema) frame(d *pdict) FrameID {
@@ -176,6 +205,7 @@ func (s *schema) frame(d *pdict) FrameID {
 			s.unknown("frame", k.str())
 		}
 	}
+	s.charge(len(f.Filename) + len(f.Name) + len(f.FXNodeOp) + len(f.FXNodeName) + len(f.FXNodeTarget) + len(f.FXOriginalTrace))
 	return s.b.Frame(f)
 }
 
@@ -187,11 +217,16 @@ func (s *schema) stack(v value) StackID {
 		return StackID(v.n)
 	case kList:
 		l := v.list()
+		if l.stack > 0 { // fetched before its first reduction
+			return l.stack - 1
+		}
 		if len(l.items) > 0 {
 			// Frames that were not dicts with filename: skip them.
 			s.mixed += len(l.items)
 		}
 		id := s.b.Stack(l.frames)
+		l.stack = id + 1
+		s.hold(-listBytes)
 		if m != nil {
 			m.replaceMemo(l.memo, value{k: kStack, n: int64(id)})
 			m.recycleList(l)
@@ -211,8 +246,12 @@ func (s *schema) event(d *pdict) Event {
 		case "action":
 			name := asString(v)
 			e.Action = ParseAction(name)
-			if e.Action == ActionUnknown && len(s.unknownAct) < 100 {
-				s.unknownAct[name]++
+			if e.Action == ActionUnknown {
+				name = clipKey(name)
+				s.charge(len(name))
+				if len(s.unknownAct) < 100 {
+					s.unknownAct[name]++
+				}
 			}
 			if e.Action == ActionSegmentMap || e.Action == ActionSegmentUnmap {
 				s.feats |= featSegMap
@@ -250,6 +289,7 @@ func (s *schema) event(d *pdict) Event {
 	if e.Action == ActionOOM {
 		e.Addr = uint64(deviceFree) // PyTorch's C++ keeps it in addr too
 	}
+	s.charge(len(user) + len(internal) + len(compile))
 	switch {
 	case user != "":
 		e.Meta = s.b.String(user)
@@ -302,6 +342,7 @@ func (s *schema) block(d *pdict) Block {
 						b.RequestedSize = asInt(rs)
 					}
 				}
+				s.release(v, 2) // the history list is done with
 			}
 		default:
 			s.unknown("block", k.str())
@@ -386,6 +427,7 @@ func (s *schema) annotation(d *pdict) rawAnnotation {
 			s.unknown("annotation", k.str())
 		}
 	}
+	s.charge(len(a.stage) + len(a.name))
 	return a
 }
 
@@ -413,66 +455,10 @@ func (s *schema) settings(d *pdict) *AllocatorSettings {
 			st.TraceAllocOverflowed = asBool(v)
 			s.feats |= featTraceAllocSettings
 		default:
-			st.Other[keyString(k)] = render(v, 0)
+			st.Other[s.keyText(k)] = s.render(v)
 		}
 	}
 	return st
-}
-
-func keyString(k value) string {
-	if k.k == kStr {
-		return k.str()
-	}
-	return render(k, 0)
-}
-
-// render prints a small value as Python would (for settings and messages).
-func render(v value, depth int) string {
-	if depth > 4 {
-		return "…"
-	}
-	switch v.k {
-	case kNone:
-		return "None"
-	case kBool:
-		if v.n != 0 {
-			return "True"
-		}
-		return "False"
-	case kInt:
-		return fmt.Sprint(v.n)
-	case kUint:
-		return fmt.Sprint(uint64(v.n))
-	case kBig:
-		return v.bigint().String()
-	case kFloat:
-		return fmt.Sprint(math.Float64frombits(uint64(v.n)))
-	case kStr, kBytes:
-		return fmt.Sprintf("%q", v.str())
-	case kDict:
-		d := v.dict()
-		var parts []string
-		for i := range d.keys {
-			if i == 20 {
-				parts = append(parts, "…")
-				break
-			}
-			parts = append(parts, keyString(d.keys[i])+": "+render(d.vals[i], depth+1))
-		}
-		return "{" + strings.Join(parts, ", ") + "}"
-	case kList, kTuple:
-		l := v.list()
-		var parts []string
-		for i, it := range l.items {
-			if i == 20 {
-				parts = append(parts, "…")
-				break
-			}
-			parts = append(parts, render(it, depth+1))
-		}
-		return "[" + strings.Join(parts, ", ") + "]"
-	}
-	return kindName(v.k)
 }
 
 // dictShape is what a dict of a snapshot is, told by its keys.

@@ -62,6 +62,13 @@ type pdict struct {
 	keys, vals []value
 	memo       int // memo index + 1, 0 when not memoized
 	gets       int // times fetched from the memo: shared when > 0, never recycled
+	// What its first reduction found, for the references to it fetched
+	// before then (a batch of memo fetches of one dict): its shape while
+	// no key is added, the frame it became, or that a record took it.
+	shape   dictShape
+	shaped  bool
+	frame   FrameID // the frame's ID + 1, 0 when not a reduced frame
+	reduced bool    // a trace entry, block, segment or annotation took it
 }
 
 func (d *pdict) get(key string) (value, bool) {
@@ -80,7 +87,8 @@ func (d *pdict) has(key string) bool { _, ok := d.get(key); return ok }
 type plist struct {
 	items   []value
 	memo    int
-	gets    int // times fetched from the memo: shared when > 0, never recycled
+	gets    int     // times fetched from the memo: shared when > 0, never recycled
+	stack   StackID // the stack its frames became + 1, 0 before (see schema.stack)
 	frames  []FrameID
 	events  []Event   // the current chunk of trace entries
 	evDone  [][]Event // full chunks before it (see addEvent)

@@ -67,6 +67,8 @@ type vm struct {
 	freeDicts []*pdict
 	freeLists []*plist
 	frameRun  []FrameID // scratch of appendFrameRun
+	held      int64     // bytes of containers and dict entries outside the model (see hold)
+	maxStack  int       // the most values the stack may hold (MaxValues and MaxValueBytes)
 }
 
 func (m *vm) fail(format string, args ...any) error {
@@ -233,8 +235,14 @@ func (m *vm) run() (value, error) {
 		if err := m.step(op); err != nil {
 			return value{}, err
 		}
+		if m.sch.err != nil {
+			return value{}, m.sch.err
+		}
 		if len(m.stack)+m.sch.generic > m.opts.MaxValues {
 			return value{}, m.fail("more than %d pickle values that are not snapshot records: not a snapshot PyTorch wrote (limit snapshot.Options.MaxValues)", m.opts.MaxValues)
+		}
+		if m.heldBytes() > m.opts.MaxValueBytes {
+			return value{}, m.fail("pickle values that are not snapshot records hold more than %d bytes: not a snapshot PyTorch wrote (limit snapshot.Options.MaxValueBytes)", m.opts.MaxValueBytes)
 		}
 		if m.memo.len() > m.opts.MaxMemo {
 			return value{}, m.fail("more than %d memo entries, more than a snapshot of this size holds (limit snapshot.Options.MaxMemo)", m.opts.MaxMemo)
@@ -383,10 +391,13 @@ func (m *vm) step(op byte) error {
 		}
 		m.push(strVal(kStr, line))
 	case '}':
+		m.held += dictBytes
 		m.push(value{k: kDict, p: unsafe.Pointer(m.newDict())})
 	case ']', 0x8f:
+		m.held += listBytes
 		m.push(value{k: kList, p: unsafe.Pointer(m.newList())})
 	case ')':
+		m.held += listBytes
 		m.push(value{k: kTuple, p: unsafe.Pointer(&plist{})})
 	case 'd', 'l', 't', 0x91: // DICT, LIST, TUPLE, FROZENSET from mark
 		items, err := m.popMark()
@@ -399,14 +410,17 @@ func (m *vm) step(op byte) error {
 				return m.fail("DICT with an odd number (%d) of keys and values", len(items))
 			}
 			d := &pdict{}
+			m.held += dictBytes + entryBytes*int64(len(items)/2)
 			for i := 0; i < len(items); i += 2 {
 				d.keys = append(d.keys, items[i])
 				d.vals = append(d.vals, items[i+1])
 			}
 			m.push(value{k: kDict, p: unsafe.Pointer(d)})
 		case 't':
+			m.held += listBytes + valueBytes*int64(len(items))
 			m.push(value{k: kTuple, p: unsafe.Pointer(&plist{items: append([]value(nil), items...)})})
 		default:
+			m.held += listBytes
 			l := &plist{}
 			for _, it := range items {
 				m.sch.appendItem(l, it)
@@ -424,6 +438,7 @@ func (m *vm) step(op byte) error {
 		}
 		items := append([]value(nil), m.stack[len(m.stack)-n:]...)
 		m.stack = m.stack[:len(m.stack)-n]
+		m.held += listBytes + valueBytes*int64(n)
 		m.push(value{k: kTuple, p: unsafe.Pointer(&plist{items: items})})
 	case 'a': // APPEND
 		v, err := m.pop()
@@ -481,6 +496,8 @@ func (m *vm) step(op byte) error {
 		d := t.dict()
 		d.keys = append(d.keys, k)
 		d.vals = append(d.vals, v)
+		d.shaped = false
+		m.held += entryBytes
 	case 'u': // SETITEMS
 		items, err := m.popMark()
 		if err != nil {
@@ -497,6 +514,8 @@ func (m *vm) step(op byte) error {
 			return m.fail("SETITEMS on a %s, not a dict", kindName(t.k))
 		}
 		d := t.dict()
+		d.shaped = false
+		m.held += entryBytes * int64(len(items)/2)
 		d.keys = slices.Grow(d.keys, len(items)/2)
 		d.vals = slices.Grow(d.vals, len(items)/2)
 		for i := 0; i < len(items); i += 2 {
@@ -543,6 +562,9 @@ func (m *vm) step(op byte) error {
 // pushMemo pushes memo entry idx: frames, stacks and live objects directly,
 // anything else through memoGet's checks.
 func (m *vm) pushMemo(idx int) error {
+	if len(m.stack) >= m.maxStack {
+		return m.fail("more than %d pickle values on the stack: not a snapshot PyTorch wrote (limit snapshot.Options.MaxValues)", m.maxStack)
+	}
 	if idx < m.memo.len() {
 		sl := m.memo.slot(idx)
 		switch sl & slotMask {

@@ -32,6 +32,13 @@ type Options struct {
 	// not snapshot records (default 1M; real snapshots keep a few thousand);
 	// records themselves are bounded by the input size.
 	MaxValues int
+	// MaxValueBytes caps the bytes of those values (default 32 MiB): the
+	// stack, generic list items, dict entries and containers not reduced
+	// into the model, each counted at its size in memory.
+	MaxValueBytes int64
+	// MaxDevices caps the devices of one file (default 256: a machine has
+	// at most a few hundred), so that no per-device work can explode.
+	MaxDevices int
 	// Progress, when set, is called now and then with the input bytes read so far.
 	Progress func(read int64)
 
@@ -45,6 +52,8 @@ const (
 	DefaultMaxDepth             = 10000
 	DefaultMaxMemo              = 8 << 20
 	DefaultMaxValues            = 1 << 20
+	DefaultMaxValueBytes  int64 = 32 << 20
+	DefaultMaxDevices           = 256
 )
 
 func (o Options) withDefaults() Options {
@@ -62,6 +71,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxValues <= 0 {
 		o.MaxValues = DefaultMaxValues
+	}
+	if o.MaxValueBytes <= 0 {
+		o.MaxValueBytes = DefaultMaxValueBytes
+	}
+	if o.MaxDevices <= 0 {
+		o.MaxDevices = DefaultMaxDevices
 	}
 	return o
 }

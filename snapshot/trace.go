@@ -152,6 +152,8 @@ type traceReader struct {
 	// fingerprints
 	legacyCats, memNoCat, profEvIdx, asyncCPU2GPU, recordFnID, evIdx, modernFlows, memAddr, hasPython bool
 	badTimes, badMem, zeroBytes                                                                       int
+
+	devOverflow bool // [memory] events on more devices than Options.MaxDevices
 }
 
 type devProp struct {
@@ -852,6 +854,9 @@ func (tr *traceReader) recordMem(oom bool) {
 	}
 	if di, ok := tr.devIdx[k]; ok {
 		m.dev = di
+	} else if len(tr.devKeys) >= tr.opts.MaxDevices {
+		tr.devOverflow = true // build refuses the file
+		return
 	} else {
 		m.dev = int32(len(tr.devKeys))
 		tr.devKeys = append(tr.devKeys, k)

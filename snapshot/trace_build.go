@@ -128,6 +128,9 @@ func deviceOf(k devKey, rocm bool) (int, DeviceKind) {
 }
 
 func (tr *traceReader) build() (*Snapshot, error) {
+	if tr.devOverflow {
+		return nil, tr.errAt(-1, "[memory] events on more than %d devices (a machine has at most a few hundred; limit snapshot.Options.MaxDevices)", tr.opts.MaxDevices)
+	}
 	src := tr.src
 	src.Format = FormatChromeTrace
 	src.Keys = tr.keys
