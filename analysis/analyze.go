@@ -100,7 +100,7 @@ func deviceResult(h *History, opts Options) DeviceResult {
 	sites := newSiteCache(h.Snap)
 	end := h.EndIndex()
 	dr := DeviceResult{Device: d.ID, Kind: string(d.Kind), Capacity: d.CapacityBytes,
-		Phases: h.Phases.Spans, TopSites: []Site{}}
+		Phases: h.Phases.Spans, Steps: h.Steps, TopSites: []Site{}}
 	if dr.Phases == nil {
 		dr.Phases = []PhaseSpan{}
 	}

@@ -237,6 +237,10 @@ type stackMarkers struct {
 	attention      bool // scaled-dot-product attention / softmax of attention scores
 	sdpaMath       bool // the math (materialising) SDPA backend
 	hasFrames      bool
+	// gradInForward: an autograd call (torch.autograd.grad, backward,
+	// torch.autograd.functional's jvp/vjp, torch.func) made inside a model's
+	// forward: the autograd engine work that follows belongs to forward.
+	gradInForward bool
 }
 
 // markersOf computes the markers of a stack, scanning from the innermost
@@ -254,6 +258,7 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 	fb := hintNone    // outermost forward/backward marker
 	user := false
 	closure := false
+	autogradCall := false // an autograd call frame seen so far (inner side)
 	setInner := func(h hint) {
 		if inner == hintNone {
 			inner = h
@@ -307,14 +312,23 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 			m.toDevice = true
 		}
 		torchFile := isTorch(file)
+		if isAutogradCall(file) {
+			autogradCall = true
+		}
 		switch {
 		case torchFile && (strings.HasSuffix(file, "torch/_tensor.py") && name == "backward" ||
 			strings.HasSuffix(file, "torch/autograd/__init__.py") && (name == "backward" || name == "grad") ||
 			strings.HasSuffix(file, "torch/autograd/graph.py") && name == "_engine_run_backward" ||
 			strings.HasSuffix(file, "torch/utils/checkpoint.py") && (strings.Contains(name, "unpack") || strings.Contains(name, "recompute"))):
 			fb = hintBackward
-		case strings.HasSuffix(file, "torch/nn/modules/module.py") && (name == "_call_impl" || name == "_wrapped_call_impl"):
+		case strings.HasSuffix(file, "torch/nn/modules/module.py") && (name == "_call_impl" || name == "_wrapped_call_impl"),
+			name == "forward" && !torchFile:
+			// a module call, or a model's own forward (stacks that hold
+			// only the user's files have no module.py frames)
 			fb = hintForward
+			if autogradCall {
+				m.gradInForward = true
+			}
 		case torchFile && name == "zero_grad":
 			setInner(hintZeroGrad)
 		case strings.HasSuffix(file, "torch/nn/modules/module.py") && (name == "_apply" || name == "convert" || name == "to" || name == "cuda" ||
@@ -339,6 +353,31 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 		m.hint = hintUser
 	}
 	return m
+}
+
+// isAutogradCall reports whether a Python file is one of PyTorch's entry
+// points into the autograd engine: torch.autograd.grad/backward,
+// torch.autograd.functional (jvp, vjp, hessian…), torch.func/functorch.
+func isAutogradCall(file string) bool {
+	return strings.HasSuffix(file, "torch/autograd/__init__.py") || strings.HasSuffix(file, "torch/autograd/functional.py") ||
+		strings.Contains(file, "torch/_functorch/") || strings.Contains(file, "torch/func/")
+}
+
+// isModelFrame reports whether a frame enters a model: an nn.Module call
+// (module.py _call_impl / _wrapped_call_impl, a trace's "nn.Module: …"
+// span) or a Python function named forward outside PyTorch (a model's own
+// forward, in stacks that hold only the user's files). A loop inside it —
+// over the model's layers — is part of one call of the model, never a
+// loop over steps.
+func isModelFrame(f *snapshot.Frame) bool {
+	if !isPython(f) {
+		return strings.HasPrefix(f.Name, "nn.Module: ")
+	}
+	file := strings.ReplaceAll(f.Filename, "\\", "/")
+	if strings.HasSuffix(file, "torch/nn/modules/module.py") {
+		return f.Name == "_call_impl" || f.Name == "_wrapped_call_impl"
+	}
+	return f.Name == "forward" && !isTorch(file)
 }
 
 // stackMemo memoises a function of a stack (siteOf, markersOf): each

@@ -81,13 +81,16 @@ func DetectLeaks(s *snapshot.Snapshot, hs []*History) []Leak {
 // leakScan holds what one device's steps tell about survivors.
 type leakScan struct {
 	h      *History
-	plan   stepPlan
-	steps  []leakStep
+	plan   *StepPlan
+	steps  []stepRange
 	stepOf []int32 // step index of every event, −1 outside the steps
 	sites  *siteCache
 	// kept[k] are the blocks of eligible step k never freed (or freed only
-	// after the last step); delayed are blocks freed by a later step.
+	// after the last step); held[k] the same for every step, the first and
+	// the last included (what the end holds); delayed are blocks freed by a
+	// later step.
 	kept    [][]int
+	held    [][]int
 	delayed []delayedBlock
 	// backward says whether the device has any backward event.
 	backward bool
@@ -101,11 +104,14 @@ type delayedBlock struct {
 }
 
 func detectDeviceLeaks(h *History) []Leak {
-	plan := planSteps(h)
-	if len(plan.steps) < minLeakSteps {
+	if h.Steps == nil {
 		return nil
 	}
-	sc := scanSurvivors(h, plan)
+	steps := h.Steps.completeSteps()
+	if len(steps) < minLeakSteps {
+		return nil
+	}
+	sc := scanSurvivors(h, h.Steps, steps)
 	var out []Leak
 	out = append(out, sc.keptFindings()...)
 	if l, ok := sc.cycleFinding(); ok {
@@ -152,14 +158,14 @@ func stepsUntilFull(capacity, peak, rate int64) int {
 
 // scanSurvivors finds, for every block allocated in a step, whether it
 // outlives the next step, and how it ends.
-func scanSurvivors(h *History, plan stepPlan) *leakScan {
+func scanSurvivors(h *History, plan *StepPlan, steps []stepRange) *leakScan {
 	n := len(h.Device.Events)
-	sc := &leakScan{h: h, plan: plan, steps: plan.steps, stepOf: make([]int32, n), sites: newSiteCache(h.Snap),
-		kept: make([][]int, len(plan.steps)), guessed: h.anonymous > 0}
+	sc := &leakScan{h: h, plan: plan, steps: steps, stepOf: make([]int32, n), sites: newSiteCache(h.Snap),
+		kept: make([][]int, len(steps)), held: make([][]int, len(steps)), guessed: h.anonymous > 0}
 	for i := range sc.stepOf {
 		sc.stepOf[i] = -1
 	}
-	for k, st := range plan.steps {
+	for k, st := range steps {
 		for i := st.start; i <= st.end && i < n; i++ {
 			sc.stepOf[i] = int32(k)
 		}
@@ -170,7 +176,7 @@ func scanSurvivors(h *History, plan stepPlan) *leakScan {
 			break
 		}
 	}
-	S := plan.steps
+	S := steps
 	lastEnd := S[len(S)-1].end
 	// nextStep returns the step holding event i, or the first one after it.
 	nextStep := func(i int) int {
@@ -185,12 +191,18 @@ func scanSurvivors(h *History, plan stepPlan) *leakScan {
 			continue
 		}
 		k := int(sc.stepOf[b.Alloc])
-		if k < 0 || k+1 >= len(S) {
+		if k < 0 {
 			continue
 		}
 		free := b.Free
 		if o := h.firstOOM; o >= 0 && b.Alloc < o && free > o {
 			free = -1 // freed while the OutOfMemoryError unwound: it lived to the OOM
+		}
+		if free < 0 || free > lastEnd {
+			sc.held[k] = append(sc.held[k], bi)
+		}
+		if k+1 >= len(S) {
+			continue
 		}
 		if free >= 0 && free <= S[k+1].end {
 			continue // freed by the end of the next step: not a survivor
@@ -223,6 +235,38 @@ func (sc *leakScan) stepRange(ks []int) string {
 		return fmt.Sprintf("steps %d–%d", a, b)
 	}
 	return fmt.Sprintf("%d of steps %d–%d", len(ks), a, b)
+}
+
+// heldAtEnd sums the blocks of every step, the first and the last
+// included, that are still held at the end of the last step and were
+// allocated at one of sites: what a pattern holds at the end (a list that
+// keeps an output per step over 6 steps holds 6 outputs). It returns the
+// bytes and the step numbers that hold some.
+func (sc *leakScan) heldAtEnd(sites map[string]bool) (int64, []int) {
+	var total int64
+	steps := []int{}
+	for k, blocks := range sc.held {
+		var t int64
+		for _, bi := range blocks {
+			if sites[sc.site(bi)] {
+				t += sc.h.Blocks[bi].Size
+			}
+		}
+		if t > 0 {
+			total += t
+			steps = append(steps, sc.steps[k].n)
+		}
+	}
+	return total, steps
+}
+
+// stepNumbers names steps by index.
+func (sc *leakScan) stepNumbers(ks []int) []int {
+	out := make([]int, len(ks))
+	for i, k := range ks {
+		out[i] = sc.steps[k].n
+	}
+	return out
 }
 
 // site names a block's allocation site (its first user frame).
@@ -301,7 +345,7 @@ func (sc *leakScan) keptFindings() []Leak {
 		}
 		groups := sc.bySite(blocks)
 		wide := len(groups) >= minGraphSites
-		if len(groups) == 1 && (groups[0].site == SiteNoFrames) && len(blocks) >= minGraphSites {
+		if len(groups) == 1 && strings.HasPrefix(groups[0].site, SiteNoFrames[:len(SiteNoFrames)-1]) && len(blocks) >= minGraphSites {
 			wide = true // no frames to tell sites apart: count the tensors
 		}
 		if !wide {
@@ -364,19 +408,20 @@ func (sc *leakScan) keptFindings() []Leak {
 		}
 		per := leakMedian64(a.bytes)
 		blocks := leakMedianInt(a.blocks)
-		l := Leak{Kind: LeakGrowingList, Device: sc.h.Device.ID, Site: a.site, BytesPerStep: per, Steps: len(a.steps), TotalBytes: a.total}
+		held, seen := sc.heldAtEnd(map[string]bool{a.site: true})
+		l := Leak{Kind: LeakGrowingList, Device: sc.h.Device.ID, Site: a.site, BytesPerStep: per, Steps: len(seen), TotalBytes: held, SeenInSteps: seen}
 		l.Confidence = sc.patternConfidence(len(a.steps), a.bytes, a.total)
 		what := "one tensor"
 		if blocks > 1 {
 			what = fmt.Sprintf("%d tensors", blocks)
 		}
 		l.Evidence = fmt.Sprintf("%s leaves %s of %s per step that no later step frees (%s of %d; steps from %s): %s held at the end, growing by %s per step. One site keeping a tensor every step is a list or dict that collects tensors across steps (e.g. outputs.append(logits)).",
-			a.site, what, FormatBytes(per), sc.stepRange(a.steps), len(sc.steps), sc.plan.source, FormatBytes(a.total), FormatBytes(per))
+			a.site, what, FormatBytes(per), sc.stepRange(a.steps), len(sc.steps), sc.plan.Evidence, FormatBytes(held), FormatBytes(per))
 		if sc.graphAlive(a.steps) {
 			l.Evidence += " No backward runs in these steps: if the tensors were made under grad mode, each also keeps its step's autograd graph alive (CPU-side nodes, and any saved tensors)."
 		}
 		l.Fix = fmt.Sprintf("Keep a detached copy on the CPU, and only what is needed: outputs.append(logits.detach().cpu()) (or preds.append(logits.argmax(-1).cpu()), losses.append(loss.item())); or clear the list every step. Saves %s now and %s for every further step.",
-			FormatBytes(a.total), FormatBytes(per))
+			FormatBytes(held), FormatBytes(per))
 		out = append(out, l)
 	}
 	return out
@@ -420,8 +465,18 @@ func (sc *leakScan) patternConfidence(seen int, per []int64, total int64) Confid
 	case seen >= minPatternSteps && share >= patternShareMin:
 		c = Medium
 	}
+	return sc.capConfidence(c)
+}
+
+// capConfidence lowers a finding's confidence to what the steps support:
+// steps found only from the period of allocation sites give medium at
+// most, lifetimes paired by size (survivors are guesses) low.
+func (sc *leakScan) capConfidence(c Confidence) Confidence {
+	if c == High && !sc.plan.HighConfidence() {
+		c = Medium
+	}
 	if sc.guessed && c != Low {
-		c = Low // lifetimes were paired by size: survivors are guesses
+		c = Low
 	}
 	return c
 }
@@ -437,17 +492,18 @@ func (sc *leakScan) graphFinding(ks []int) Leak {
 		all = append(all, sc.kept[k]...)
 		nblocks = append(nblocks, len(sc.kept[k]))
 	}
-	var total int64
-	for _, p := range per {
-		total += p
-	}
 	perStep := leakMedian64(per)
 	groups := sc.bySite(all)
+	sites := map[string]bool{}
+	for _, g := range groups {
+		sites[g.site] = true
+	}
+	total, seen := sc.heldAtEnd(sites)
 	call := sc.callSite(all)
 	if call == "" {
 		call = groups[0].site
 	}
-	l := Leak{Kind: LeakRetainedGraph, Device: sc.h.Device.ID, Site: call, BytesPerStep: perStep, Steps: len(ks), TotalBytes: total}
+	l := Leak{Kind: LeakRetainedGraph, Device: sc.h.Device.ID, Site: call, BytesPerStep: perStep, Steps: len(seen), TotalBytes: total, SeenInSteps: seen}
 	l.Confidence = sc.patternConfidence(len(ks), per, total)
 	var top []string
 	for i, g := range groups {
@@ -462,7 +518,7 @@ func (sc *leakScan) graphFinding(ks []int) Leak {
 		backward = "backward runs but does not free them: the graph is kept (retain_graph=True, or outputs that still require grad kept across steps)"
 	}
 	l.Evidence = fmt.Sprintf("In %s of %d (steps from %s) each step leaves about %d tensors from %d sites (%s per step, %s in all) allocated until the end; %s. Forward called at %s. Largest: %s.",
-		sc.stepRange(ks), len(sc.steps), sc.plan.source, leakMedianInt(nblocks), len(groups), FormatBytes(perStep), FormatBytes(total), backward, call, strings.Join(top, ", "))
+		sc.stepRange(ks), len(sc.steps), sc.plan.Evidence, leakMedianInt(nblocks), len(groups), FormatBytes(perStep), FormatBytes(total), backward, call, strings.Join(top, ", "))
 	if alive {
 		l.Fix = fmt.Sprintf("Do not keep tensors that require grad across steps: if the loop does not train, run it under with torch.no_grad(): (or torch.inference_mode()); accumulate metrics with .item() (total_loss += loss.item()); store outputs with .detach() (.detach().cpu() to free the GPU). Saves %s now and %s for every further step.",
 			FormatBytes(total), FormatBytes(perStep))
@@ -476,8 +532,9 @@ func (sc *leakScan) graphFinding(ks []int) Leak {
 // callSite names where the leaking forward was called: following the
 // stacks of the blocks from the outermost frame in, as long as one frame
 // holds most of the bytes, it returns the user frame just outside the first
-// nn.Module call (the line of the loop that runs the model), else the
-// innermost user frame shared. "" when the stacks share no user frame.
+// model frame (an nn.Module call or a model's forward: the line of the loop
+// that runs the model), else the innermost user frame shared. "" when the
+// stacks share no user frame.
 func (sc *leakScan) callSite(blocks []int) string {
 	s := sc.h.Snap
 	type path struct {
@@ -531,13 +588,10 @@ func (sc *leakScan) callSite(blocks []int) string {
 	lastUser := ""
 	for _, id := range chain {
 		f := &s.Frames[id]
-		if !isPython(f) {
-			continue
-		}
-		if strings.HasSuffix(strings.ReplaceAll(f.Filename, "\\", "/"), "torch/nn/modules/module.py") && lastUser != "" {
+		if isModelFrame(f) && lastUser != "" {
 			return lastUser
 		}
-		if !isLibrary(f.Filename) {
+		if isPython(f) && !isLibrary(f.Filename) && !isModelFrame(f) {
 			lastUser = frameString(f)
 		}
 	}
@@ -650,7 +704,13 @@ func (sc *leakScan) cycleFinding() (Leak, bool) {
 	held := sc.maxLiveAtStepEnds(blocks)
 	groups := sc.bySite(blocks)
 	perStep := leakMedian64(per)
-	l := Leak{Kind: LeakReferenceCycle, Device: sc.h.Device.ID, Site: groups[0].site, BytesPerStep: perStep, Steps: len(perFrom), TotalBytes: held}
+	var from []int
+	for k := range perFrom {
+		from = append(from, k)
+	}
+	sort.Ints(from)
+	l := Leak{Kind: LeakReferenceCycle, Device: sc.h.Device.ID, Site: groups[0].site, BytesPerStep: perStep, Steps: len(perFrom), TotalBytes: held,
+		SeenInSteps: sc.stepNumbers(from)}
 	switch {
 	case len(collections) >= 2 && bulk && leakCV(per) <= 0.5 && held >= highLeakBytes:
 		l.Confidence = High
@@ -659,9 +719,7 @@ func (sc *leakScan) cycleFinding() (Leak, bool) {
 	default:
 		l.Confidence = Low
 	}
-	if sc.guessed {
-		l.Confidence = Low
-	}
+	l.Confidence = sc.capConfidence(l.Confidence)
 	var at []string
 	for _, m := range collections {
 		r := rel[m]
@@ -672,7 +730,7 @@ func (sc *leakScan) cycleFinding() (Leak, bool) {
 		how = "in one burst of frees"
 	}
 	l.Evidence = fmt.Sprintf("A sawtooth (steps from %s): tensors allocated at %s (%s per step) stay allocated across several steps and are then released %s: %s. Up to %s is held at once. Tensors freed in bulk long after their step are kept by objects in a reference cycle, which only Python's garbage collector (gc.collect) frees.",
-		sc.plan.source, groups[0].site, FormatBytes(perStep), how, strings.Join(at, "; "), FormatBytes(held))
+		sc.plan.Evidence, groups[0].site, FormatBytes(perStep), how, strings.Join(at, "; "), FormatBytes(held))
 	l.Fix = fmt.Sprintf("Break the cycle so that reference counting frees the tensors at the end of each step: do not store tensors on objects that reference themselves (self.cache = {..., 'owner': self}, closures or hooks capturing the module, a kept exception with its traceback); use weakref or del the references each step; store .detach() copies. As a stopgap, call gc.collect() every step. Saves up to %s at the peak.",
 		FormatBytes(held))
 	return l, true
@@ -780,7 +838,12 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 			site, best = s, v
 		}
 	}
-	l := Leak{Kind: LeakStepGrowth, Device: h.Device.ID, Site: site, BytesPerStep: slope, Steps: len(diffs), TotalBytes: total}
+	var ks []int
+	for k := 1; k < len(S); k++ {
+		ks = append(ks, k)
+	}
+	l := Leak{Kind: LeakStepGrowth, Device: h.Device.ID, Site: site, BytesPerStep: slope, Steps: len(diffs), TotalBytes: total,
+		SeenInSteps: sc.stepNumbers(ks)}
 	switch {
 	case rises == len(diffs) && len(diffs) >= minPatternSteps+1 && total >= highLeakBytes && leakCV(diffs) <= 0.5:
 		l.Confidence = High
@@ -789,13 +852,16 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 	default:
 		l.Confidence = Low
 	}
+	if l.Confidence == High && !sc.plan.HighConfidence() {
+		l.Confidence = Medium // steps from the period of sites (allocated totals are exact even when lifetimes are guessed)
+	}
 	kvCache := site != "" && cacheGrow[site]*2 >= best
 	if kvCache {
 		l.Confidence = Low // a cache growing with the sequence: expected while generating
 	}
 	first, last := S[1].n, S[len(S)-1].n
 	l.Evidence = fmt.Sprintf("Allocated memory at the start of each step (steps from %s) rose from %s at step %d to %s after step %d: %s per step, rising in %d of %d steps.",
-		sc.plan.source, FormatBytes(vals[0]), first, FormatBytes(vals[len(vals)-1]), last, FormatBytes(slope), rises, len(diffs))
+		sc.plan.Evidence, FormatBytes(vals[0]), first, FormatBytes(vals[len(vals)-1]), last, FormatBytes(slope), rises, len(diffs))
 	if site != "" {
 		l.Evidence += fmt.Sprintf(" Most of it (%s) is memory allocated at %s.", FormatBytes(best), site)
 	}

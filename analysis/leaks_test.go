@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -202,17 +203,32 @@ func TestLeakFixtureSpecifics(t *testing.T) {
 	if l.StepsUntilFull != 0 {
 		t.Errorf("StepsUntilFull = %d without a known capacity", l.StepsUntilFull)
 	}
-	if want := int64(c.Steps-2) * l.BytesPerStep; l.TotalBytes != want {
-		t.Errorf("retained_graph total %d, want %d (steps 2…%d)", l.TotalBytes, want, c.Steps-1)
+	// Every step's graph is held at the end, the first and the last
+	// included: the total counts them all (the saving of the fix).
+	if want := int64(c.Steps) * l.BytesPerStep; l.TotalBytes != want {
+		t.Errorf("retained_graph total %d, want %d (steps 1…%d)", l.TotalBytes, want, c.Steps)
 	}
-	if !strings.Contains(l.Evidence, "repeating sequence of allocation sites") {
-		t.Errorf("eval steps should come from the site period: %s", l.Evidence)
+	if want := []int{1, 2, 3, 4, 5, 6, 7, 8}; !slices.Equal(l.SeenInSteps, want) || l.Steps != len(want) {
+		t.Errorf("retained_graph seen in steps %v (%d), want %v", l.SeenInSteps, l.Steps, want)
+	}
+	if !strings.Contains(l.Evidence, "the loop at eval.py:38 evaluate") {
+		t.Errorf("eval steps should come from the loop frame (eval.py:38, the loop body's first line): %s", l.Evidence)
 	}
 
 	s = leakReadSim(t, snapshottest.TrainLoopGrowingList(c))
 	ls = DetectLeaks(s, leakHistories(s))
 	if len(ls) != 1 || !strings.Contains(ls[0].Fix, ".detach().cpu()") || !strings.Contains(ls[0].Evidence, "optimizer steps") {
 		t.Errorf("growing list: %s", describeLeaks(ls))
+	}
+	// A list that keeps the logits of each of 6 steps holds 6 of them at
+	// the end (issue 14: the first and last steps count too).
+	six := c
+	six.Steps = 6
+	s = leakReadSim(t, snapshottest.TrainLoopGrowingList(six))
+	ls = DetectLeaks(s, leakHistories(s))
+	if len(ls) != 1 || ls[0].TotalBytes != 6*c.LogitsBytes() || !slices.Equal(ls[0].SeenInSteps, []int{1, 2, 3, 4, 5, 6}) ||
+		!strings.Contains(ls[0].Fix, "Saves "+FormatBytes(6*c.LogitsBytes())+" now") {
+		t.Errorf("growing list over 6 steps holds %d bytes (want 6 logits, %d) in steps %v: %s", ls[0].TotalBytes, 6*c.LogitsBytes(), ls[0].SeenInSteps, describeLeaks(ls))
 	}
 
 	// One forward pass of a deep model: its layers recur with a strong
@@ -231,13 +247,13 @@ func TestLeakFixtureSpecifics(t *testing.T) {
 	if sc := periodScore(keys, 6); sc < periodMatchMin {
 		t.Errorf("the layer period scores %.2f: the fixture does not test the layer rule", sc)
 	}
-	if plan := planSteps(h); len(plan.steps) != 0 {
-		t.Errorf("one forward pass was cut into %d steps (%s)", len(plan.steps), plan.source)
+	if plan := h.Steps; len(plan.Spans) != 0 {
+		t.Errorf("one forward pass was cut into %d steps (%s)", len(plan.Spans), plan.Evidence)
 	}
 
 	s = leakReadSim(t, snapshottest.TrainLoopReservedDrift(c, 4<<20))
 	h = leakHistories(s)[0]
-	first, last := h.Phases.Steps[1], h.Phases.Steps[len(h.Phases.Steps)-2]
+	first, last := h.Steps.Spans[1], h.Steps.Spans[len(h.Steps.Spans)-2]
 	if h.ReservedAt(last.EndEvent) <= h.ReservedAt(first.EndEvent) {
 		t.Errorf("the drift fixture does not grow reserved memory: %d → %d", h.ReservedAt(first.EndEvent), h.ReservedAt(last.EndEvent))
 	}
@@ -262,10 +278,10 @@ func TestLeakChromeTrace(t *testing.T) {
 			h = x
 		}
 	}
-	if h == nil || h.Phases.StepSource != "ProfilerStep" {
+	if h == nil || h.Steps.Source != StepsFromAnnotations {
 		t.Fatalf("no device 0 with ProfilerStep steps")
 	}
-	last := h.Phases.Steps[len(h.Phases.Steps)-1]
+	last := h.Steps.Spans[len(h.Steps.Spans)-1]
 	want := int((capacity - last.PeakAllocatedBytes + out - 1) / out)
 	for _, l := range ls {
 		if l.Kind == LeakGrowingList && l.StepsUntilFull != want {

@@ -168,7 +168,7 @@ func (h *History) oomAt(sites *siteCache, i, topN int) *OOM {
 func (h *History) oomVerdict(o *OOM, e *snapshot.Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Out of memory in %s", o.Phase)
-	if o.Step > 0 && h.Phases.StepSource != "none" {
+	if o.Step > 0 && h.Steps.Source != StepsNone {
 		fmt.Fprintf(&b, " (step %d)", o.Step)
 	}
 	if o.Site != SiteNoFrames {

@@ -40,37 +40,19 @@ func hintCode(h hint) uint8 {
 // NoStep is the step of an event outside every ProfilerStep#N range.
 const NoStep = -1
 
-// StepSpan is one training step of a device: its events and memory.
-type StepSpan struct {
-	Step       int
-	StartEvent int
-	EndEvent   int
-	StartUS    int64
-	EndUS      int64
-	// StartAllocatedBytes is the allocated memory just before the step's
-	// first event; EndAllocatedBytes after its last.
-	StartAllocatedBytes int64
-	EndAllocatedBytes   int64
-	PeakAllocatedBytes  int64
-	PeakEvent           int
-}
-
-// Phases is the phase and step of every event of one device, the phase
-// spans and the steps. Steps come from ProfilerStep#N ranges (numbered N;
-// events outside them get NoStep), else from optimizer-step boundaries (step
-// k runs from after the end of optimizer step k−1 to the end of optimizer
-// step k, numbered from 1 in the file), else every event is step 0.
+// Phases is the phase and step of every event of one device and the phase
+// spans. Steps come from the step pass (History.Steps): a ProfilerStep#N
+// range's events are step N (events outside them NoStep); the steps of the
+// other sources are numbered from 1 in the file (events outside them 0);
+// without steps every event is step 0.
 type Phases struct {
 	code  []uint8
 	step  []int32
 	span  []int32
 	Spans []PhaseSpan
-	Steps []StepSpan
 	// Sources says what the phases were derived from ("annotations",
 	// "frames", "autograd threads", "lifetimes").
 	Sources []string
-	// StepSource is "ProfilerStep", "optimizer" or "none".
-	StepSource string
 }
 
 // At returns the phase of event i.
@@ -195,9 +177,15 @@ func innermost(events []snapshot.Event, ivs []interval) []int32 {
 
 // ComputePhases derives the phase and step of every event of h from
 // annotations, autograd threads and stack frames, then fills the gaps from
-// the order of phases: an event without frames after the last forward
-// allocation and before the optimizer is backward (the autograd engine runs
-// backward in C++ threads that have no Python frames).
+// the order of phases: events without frames after the last forward
+// allocation and before the optimizer are backward when an allocation
+// among them has no frames (the autograd engine runs backward in C++
+// threads that have no Python frames); frees alone after a forward end the
+// forward (the last outputs of an evaluation loop, an OutOfMemoryError
+// unwinding): they are not a backward. The autograd engine's work
+// for a call made inside a model's forward (torch.autograd.grad, jvp,
+// torch.func) is forward. Then the step pass divides the events into steps
+// (History.Steps).
 func ComputePhases(h *History) *Phases {
 	s, d := h.Snap, h.Device
 	n := len(d.Events)
@@ -246,6 +234,7 @@ func ComputePhases(h *History) *Phases {
 	}
 	filled := resolveHints(hints, d.Events, phaseIvs)
 	copy(p.code, filled)
+	p.nestAutogradInForward(h)
 	for _, src := range []struct {
 		used bool
 		name string
@@ -258,34 +247,10 @@ func ComputePhases(h *History) *Phases {
 		p.Sources = []string{"none"}
 	}
 
-	// Steps.
-	switch {
-	case len(stepIvs) > 0:
-		p.StepSource = "ProfilerStep"
-		si := innermost(d.Events, stepIvs)
-		for i := range p.step {
-			if si[i] >= 0 {
-				p.step[i] = int32(stepIvs[si[i]].step)
-			} else {
-				p.step[i] = NoStep
-			}
-		}
-	default:
-		ends := optimizerEnds(p.code)
-		if len(ends) == 0 {
-			p.StepSource = "none"
-			break
-		}
-		p.StepSource = "optimizer"
-		k := 0
-		for i := range p.step {
-			for k < len(ends) && i > ends[k] {
-				k++
-			}
-			p.step[i] = int32(k + 1)
-		}
-	}
+	// Steps: one pass, read by every other (phases, leaks, diff, roll-up).
+	h.Steps = computeSteps(h, stepIvs)
 	p.buildSpans(h)
+	h.measureSteps()
 	p.addEmptySpans(h, phaseIvs, annIdx, stepIvs)
 	return p
 }
@@ -355,6 +320,14 @@ func resolveHints(hints []hint, events []snapshot.Event, ivs []interval) []uint8
 		}
 		return events[i].TimeNS, true
 	}
+	// frameless[i]: allocations without frames among events 0…i−1
+	frameless := make([]int32, n+1)
+	for i, h := range hints {
+		frameless[i+1] = frameless[i]
+		if h == hintNone && events[i].Action == snapshot.ActionAlloc {
+			frameless[i+1]++
+		}
+	}
 	// next strong hint index after each position
 	nextIdx := make([]int, n+1)
 	nextIdx[n] = -1
@@ -405,8 +378,19 @@ func resolveHints(hints []hint, events []snapshot.Event, ivs []interval) []uint8
 			if prev == hintForward {
 				out[i] = codeForward
 			}
-		case prev == hintForward || prev == hintBackward:
+		case prev == hintBackward:
 			out[i] = codeBackward
+		case prev == hintForward:
+			// backward only if the gap allocates without frames
+			end := n
+			if ni >= 0 {
+				end = ni
+			}
+			if frameless[end] > frameless[prevIdx+1] {
+				out[i] = codeBackward
+			} else {
+				out[i] = codeForward // frees only: the end of the forward
+			}
 		case prev == hintZeroGrad && next == hintBackward:
 			out[i] = codeBackward
 		case prev == hintNone && (next == hintBackward || next == hintOptimizer):
@@ -416,34 +400,8 @@ func resolveHints(hints []hint, events []snapshot.Event, ivs []interval) []uint8
 	return out
 }
 
-// optimizerEnds returns the event index ending each optimizer step: the last
-// event of each run of optimizer events (runs separated only by unknown
-// events are one step).
-func optimizerEnds(code []uint8) []int {
-	var ends []int
-	in := false
-	last := -1
-	for i, c := range code {
-		switch c {
-		case codeOptimizer:
-			in = true
-			last = i
-		case codeUnknown:
-		default:
-			if in {
-				ends = append(ends, last)
-				in = false
-			}
-		}
-	}
-	if in {
-		ends = append(ends, last)
-	}
-	return ends
-}
-
 // buildSpans groups consecutive events of one phase and step into spans and
-// measures their peaks, and builds the steps.
+// measures their peaks.
 func (p *Phases) buildSpans(h *History) {
 	n := len(p.code)
 	for i := 0; i < n; {
@@ -458,28 +416,6 @@ func (p *Phases) buildSpans(h *History) {
 			p.span[k] = int32(len(p.Spans))
 		}
 		p.Spans = append(p.Spans, sp)
-		i = j + 1
-	}
-	if p.StepSource == "none" {
-		return
-	}
-	for i := 0; i < n; {
-		if p.step[i] == NoStep {
-			i++
-			continue
-		}
-		j := i
-		for j+1 < n && p.step[j+1] == p.step[i] {
-			j++
-		}
-		st := StepSpan{Step: int(p.step[i]), StartEvent: i, EndEvent: j, StartUS: h.TimeUS(i), EndUS: h.TimeUS(j),
-			StartAllocatedBytes: h.AllocatedAt(i - 1), EndAllocatedBytes: h.Allocated[j], PeakEvent: i}
-		for k := i; k <= j; k++ {
-			if h.Allocated[k] > st.PeakAllocatedBytes {
-				st.PeakAllocatedBytes, st.PeakEvent = h.Allocated[k], k
-			}
-		}
-		p.Steps = append(p.Steps, st)
 		i = j + 1
 	}
 }
@@ -519,17 +455,14 @@ func (p *Phases) addEmptySpans(h *History, ivs []interval, annIdx []int32, stepI
 		// k: the last event before the annotation starts (events are in
 		// time order on a device).
 		k := sort.Search(len(evs), func(i int) bool { return evs[i].TimeNS >= iv.start }) - 1
-		st := 0
-		switch p.StepSource {
-		case "ProfilerStep":
+		st := p.StepAt(max(k, 0))
+		if len(stepIvs) > 0 {
 			st = NoStep
 			for _, s := range stepIvs {
 				if s.start <= iv.start && iv.start <= s.end {
 					st = s.step
 				}
 			}
-		case "optimizer":
-			st = p.StepAt(max(k, 0))
 		}
 		extra = append(extra, PhaseSpan{Phase: codePhase[iv.code], Step: st, StartUS: iv.start / 1000, EndUS: iv.end / 1000,
 			StartEvent: k, EndEvent: k, PeakAllocatedBytes: h.AllocatedAt(k)})
@@ -549,5 +482,45 @@ func (p *Phases) addEmptySpans(h *History, ivs []interval, annIdx []int32, stepI
 		for k := sp.StartEvent; sp.Events > 0 && k <= sp.EndEvent; k++ {
 			p.span[k] = int32(si)
 		}
+	}
+}
+
+// nestAutogradInForward recodes as forward each run of backward events that
+// an autograd call made inside a model's forward: the allocation before the
+// run is in forward with torch.autograd.grad, jvp or torch.func in its
+// stack, and the allocation after it (if any) is in forward in the same
+// call of the model. That is not the backward of a training step: nesta's
+// diffusion model takes a jvp inside forward.
+func (p *Phases) nestAutogradInForward(h *History) {
+	ev := h.Device.Events
+	n := len(p.code)
+	sigs := newOuterSigs(h.Snap)
+	prevAlloc := -1
+	for i := 0; i < n; {
+		if p.code[i] != codeBackward {
+			if ev[i].Action == snapshot.ActionAlloc {
+				prevAlloc = i
+			}
+			i++
+			continue
+		}
+		j := i
+		for j+1 < n && p.code[j+1] == codeBackward {
+			j++
+		}
+		next := -1
+		for k := j + 1; k < n; k++ {
+			if ev[k].Action == snapshot.ActionAlloc {
+				next = k
+				break
+			}
+		}
+		if prevAlloc >= 0 && p.code[prevAlloc] == codeForward && h.markers.get(ev[prevAlloc].Stack).gradInForward &&
+			(next < 0 || p.code[next] == codeForward && sigs.get(ev[next].Stack).sig == sigs.get(ev[prevAlloc].Stack).sig) {
+			for k := i; k <= j; k++ {
+				p.code[k] = codeForward
+			}
+		}
+		i = j + 1
 	}
 }

@@ -61,6 +61,8 @@ type History struct {
 	Allocated, Reserved []int64
 	// Phases holds the phase and step of every event and the phase spans.
 	Phases *Phases
+	// Steps is how the events divide into steps (the step pass).
+	Steps *StepPlan
 
 	// openAt[i] / closeAt[i] are the blocks event i allocates / frees (−1).
 	openAt, closeAt []int32

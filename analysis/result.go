@@ -56,7 +56,10 @@ type DeviceResult struct {
 	// categories and sites, in the order the phases first occur: what check
 	// and diff compare with the same phase of another run.
 	PhasePeaks []PhasePeak `json:"phase_peaks"`
-	TopSites   []Site      `json:"top_sites"`
+	// Steps is how the device's events divide into steps and where the
+	// boundaries came from.
+	Steps    *StepPlan `json:"steps"`
+	TopSites []Site    `json:"top_sites"`
 	// Rules says which classification rule decided how many bytes, at the end
 	// (the evidence behind AtEnd.Categories).
 	Rules []RuleUse `json:"classification_rules"`
@@ -186,6 +189,9 @@ type Leak struct {
 	Fix          string     `json:"fix"`
 	// StepsUntilFull is how many more steps at this rate fill the device (0 when unknown).
 	StepsUntilFull int `json:"steps_until_full,omitempty"`
+	// SeenInSteps are the numbers of the steps (DeviceResult.Steps) the
+	// finding was seen in, so that a user can check them.
+	SeenInSteps []int `json:"seen_in_steps"`
 }
 
 // Suggestion is a change that would reduce memory, chosen from evidence.

@@ -45,7 +45,7 @@ func gatherEvidence(h *History, dr *DeviceResult) *evidence {
 		ev.moment, ev.index, ev.phase, ev.cats = "at the peak", dr.Peak.EventIndex, dr.Peak.Phase, dr.Peak.Categories
 	}
 	ev.total = ev.cats.Total()
-	ev.steps = len(h.Phases.Steps)
+	ev.steps = len(h.Steps.Spans)
 	for _, sp := range h.Phases.Spans {
 		if sp.Events > 0 && (sp.Phase == PhaseBackward || sp.Phase == PhaseOptimizer) || sp.Phase == PhaseZeroGrad {
 			ev.training = true

@@ -42,7 +42,7 @@ func TestHTATrainingTrace(t *testing.T) {
 		Events           int
 	}
 	var got []step
-	for _, st := range h.Phases.Steps {
+	for _, st := range h.Steps.Spans {
 		got = append(got, step{st.Step, st.StartAllocatedBytes, st.EndAllocatedBytes, st.PeakAllocatedBytes, st.EndEvent - st.StartEvent + 1})
 	}
 	var want []step

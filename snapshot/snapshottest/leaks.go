@@ -16,6 +16,25 @@ type LeakConfig struct {
 	// Profiler wraps every iteration in a ProfilerStep#N range (as
 	// torch.profiler.profile(schedule=…) does), numbered from 1.
 	Profiler bool
+	// Stacks is what the recorded stacks hold (default: module frames).
+	Stacks StackKind
+	// Autocast runs the forward under torch.autocast("cuda",
+	// dtype=torch.bfloat16): each linear layer's fp32 weight is cast to a
+	// bf16 copy at its first use in the region, cached until the region
+	// exits (or, under grad mode, until the graph that saved it dies);
+	// linear outputs and the logits are bf16.
+	Autocast bool
+	// VaryTokens gives the iterations different sequence lengths (tokens
+	// ×0.90…×1.10) and, for those shorter or longer than Tokens, a padding
+	// mask: allocation counts and sizes differ between iterations.
+	VaryTokens bool
+	// FirstExtra makes the first iteration allocate more: a cuBLAS-style
+	// workspace kept for the run and a lazily made buffer.
+	FirstExtra bool
+	// Framework drives the evaluation loop from a framework (a hydra entry
+	// point running a Lightning-style prediction loop): deep library stacks,
+	// the loop in the library, the user's code in predict_step.
+	Framework bool
 }
 
 // DefaultLeakConfig is a 4-layer model, 512 tokens per step, 8 steps:
@@ -26,15 +45,49 @@ var DefaultLeakConfig = LeakConfig{Layers: 4, Hidden: 256, Tokens: 512, Vocab: 1
 // for test assertions.
 func (c LeakConfig) ActivationBytes() int64 { return c.Tokens * c.Hidden * 4 }
 
-// LogitsBytes is the size of one step's logits (float32).
-func (c LeakConfig) LogitsBytes() int64 { return c.Tokens * c.Vocab * 4 }
+// LogitsBytes is the size of one step's logits (float32; bf16 under
+// autocast).
+func (c LeakConfig) LogitsBytes() int64 {
+	if c.Autocast {
+		return c.Tokens * c.Vocab * 2
+	}
+	return c.Tokens * c.Vocab * 4
+}
+
+// CastBytesPerLayer is what autocast's weight cache holds per layer: bf16
+// copies of the four linear weights (qkv 3h², output h², MLP 4h² and 4h²).
+func (c LeakConfig) CastBytesPerLayer() int64 { return 12 * c.Hidden * c.Hidden * 2 }
+
+// CacheBytes is what autocast's weight cache holds for the whole model: the
+// layers' copies and the LM head's (tied with the embedding, Vocab·h).
+func (c LeakConfig) CacheBytes() int64 {
+	return int64(c.Layers)*c.CastBytesPerLayer() + c.Vocab*c.Hidden*2
+}
 
 // SavedPerStep is what the forward of one step saves for backward under
 // grad mode: the token ids (embedding), per layer the layer-norm output,
-// qkv, attention output and MLP hidden, the final norm, and the logits.
+// qkv, attention output and MLP hidden (bf16 under autocast, with the
+// weight copies the matmuls save), the final norm, and the logits (with
+// the LM head's weight copy under autocast).
 func (c LeakConfig) SavedPerStep() int64 {
 	a := c.ActivationBytes()
+	if c.Autocast {
+		return c.Tokens*8 + int64(c.Layers)*(a+(3*a+a+4*a)/2) + c.CacheBytes() + a + c.LogitsBytes()
+	}
 	return c.Tokens*8 + int64(c.Layers)*(a+3*a+a+4*a) + a + c.LogitsBytes()
+}
+
+// tokenScale is the sequence length of iteration k (from 1) relative to
+// Tokens, in percent, when VaryTokens is set: a spread around 100% whose
+// median is 100%.
+var tokenScale = []int64{100, 92, 108, 96, 104, 100, 90, 110}
+
+// tokens is the tokens of iteration k (from 1).
+func (c LeakConfig) tokens(k int) int64 {
+	if !c.VaryTokens || k < 1 {
+		return c.Tokens
+	}
+	return c.Tokens * tokenScale[(k-1)%len(tokenScale)] / 100
 }
 
 // leakModel simulates the model of the leak scenarios: parameters allocated
@@ -43,22 +96,27 @@ func (c LeakConfig) SavedPerStep() int64 {
 type leakModel struct {
 	s      *Sim
 	c      LeakConfig
-	script string // the user's script: train.py / eval.py
+	script string // the user's script: train.py / eval.py / bench.py
+	fn     string // the function of the script that holds the loop
+	tokens int64  // tokens of the current iteration
 	params []int64
 	grads  []uint64
 	state  []uint64
 	call   *Dict
 	wrap   *Dict
 	linear *Dict
+	// cache is autocast's weight cache of the current region: parameter
+	// index → bf16 copy.
+	cache map[int]uint64
 }
 
-func newLeakModel(s *Sim, c LeakConfig, script string) *leakModel {
-	m := &leakModel{s: s, c: c, script: script,
+func newLeakModel(s *Sim, c LeakConfig, script, fn string) *leakModel {
+	m := &leakModel{s: s, c: c, script: script, fn: fn, tokens: c.Tokens,
 		call:   s.F("torch/nn/modules/module.py", 1787, "_call_impl"),
 		wrap:   s.F("torch/nn/modules/module.py", 1776, "_wrapped_call_impl"),
 		linear: s.F("torch/nn/modules/linear.py", 125, "forward"),
 	}
-	build := s.Stack(s.F("torch/nn/modules/linear.py", 106, "__init__"), s.F("model.py", 31, "__init__"), s.F(script, 20, "<module>"))
+	build := m.stack("empty", s.F("torch/nn/modules/linear.py", 106, "__init__"), s.F("model.py", 31, "__init__"), s.F(script, 20, "<module>"))
 	s.NoTrace = true
 	h := c.Hidden
 	m.params = append(m.params, c.Vocab*h*4) // embedding (tied with the LM head)
@@ -72,54 +130,85 @@ func newLeakModel(s *Sim, c LeakConfig, script string) *leakModel {
 	return m
 }
 
-// at is the stack of an allocation in a transformer block at
+// at is the stack of an allocation by op in a transformer block at
 // model.py:line (name), the blocks being called in a loop by the model's
-// forward at model.py:140, the model from the user's script at
-// script:callLine in fn (itself called from the script's <module> at line
-// 60). inner adds library frames inside the block.
-func (m *leakModel) at(line int, name string, callLine int, fn string, inner ...*Dict) *List {
+// forward at model.py:140, the model being called from outer frames. inner
+// adds library frames inside the block.
+func (m *leakModel) at(line int, name, op string, outer []*Dict, inner ...*Dict) *List {
 	s := m.s
 	var fr []*Dict
 	fr = append(fr, inner...)
-	fr = append(fr, s.F("model.py", line, name), m.call, m.wrap, s.F("model.py", 140, "forward"), m.call, m.wrap,
-		s.F(m.script, callLine, fn))
-	if fn != "<module>" {
-		fr = append(fr, s.F(m.script, 60, "<module>"))
-	}
-	return s.Stack(fr...)
+	fr = append(fr, s.F("model.py", line, name), m.call, m.wrap, s.F("model.py", 140, "forward"), m.call, m.wrap)
+	return m.stack(op, append(fr, outer...)...)
 }
 
-// top is the stack of an allocation made by a submodule the model's own
-// forward calls at model.py:line (the embedding, the final norm, the LM
-// head), inner holding the submodule's library frames.
-func (m *leakModel) top(line int, callLine int, fn string, inner ...*Dict) *List {
+// top is the stack of an allocation by op made by a submodule the model's
+// own forward calls at model.py:line (the embedding, the final norm, the
+// LM head), inner holding the submodule's library frames.
+func (m *leakModel) top(line int, op string, outer []*Dict, inner ...*Dict) *List {
 	s := m.s
 	fr := append([]*Dict(nil), inner...)
-	fr = append(fr, s.F("model.py", line, "forward"), m.call, m.wrap, s.F(m.script, callLine, fn))
-	if fn != "<module>" {
-		fr = append(fr, s.F(m.script, 60, "<module>"))
-	}
-	return s.Stack(fr...)
+	fr = append(fr, s.F("model.py", line, "forward"), m.call, m.wrap)
+	return m.stack(op, append(fr, outer...)...)
 }
 
-// user is the stack of an allocation on a line of the user's script.
-func (m *leakModel) user(line int, fn string, inner ...*Dict) *List {
+// user is the stack of an allocation by op on a line of the loop body.
+func (m *leakModel) user(line int, op string, inner ...*Dict) *List {
 	fr := append([]*Dict(nil), inner...)
-	fr = append(fr, m.s.F(m.script, line, fn))
-	if fn != "<module>" {
-		fr = append(fr, m.s.F(m.script, 60, "<module>"))
-	}
-	return m.s.Stack(fr...)
+	return m.stack(op, append(fr, m.outer(line)...)...)
 }
 
-// forward runs the model on tokens ids, called from callLine in fn. Under
-// grad mode it returns every tensor saved for backward (the token ids
-// included) and the logits; under no_grad activations are freed as soon as
-// the next layer has consumed them, and saved is empty.
-func (m *leakModel) forward(x uint64, grad bool, callLine int, fn string) (saved []uint64, logits uint64) {
+// cast returns autocast's bf16 copy of parameter p, made at its first use
+// in the region with the stack of the op that uses it (the copy is made
+// inside that op, just before its output).
+func (m *leakModel) cast(p int, st *List) {
+	if !m.c.Autocast || m.cache[p] != 0 {
+		return
+	}
+	if m.cache == nil {
+		m.cache = map[int]uint64{}
+	}
+	if m.c.Stacks == StacksCpp {
+		st = m.s.Stack(m.cpp("cached_cast")...)
+	}
+	m.cache[p] = m.s.Alloc(0, m.params[p]/2, st)
+}
+
+// exitAutocast ends the autocast region: the cache drops its copies; those
+// a graph saved (grad mode) stay until the graph dies and are returned.
+func (m *leakModel) exitAutocast(grad bool) []uint64 {
+	var kept []uint64
+	for p := 0; p < len(m.params); p++ {
+		if a, ok := m.cache[p]; ok {
+			if grad {
+				kept = append(kept, a)
+			} else {
+				m.s.Free(0, a)
+			}
+		}
+	}
+	m.cache = nil
+	return kept
+}
+
+// half is n, halved under autocast (a bf16 output of a linear layer).
+func (m *leakModel) half(n int64) int64 {
+	if m.c.Autocast {
+		return n / 2
+	}
+	return n
+}
+
+// forward runs the model on the token ids x of the current iteration,
+// called from the outer frames. Under grad mode it returns every tensor
+// saved for backward (the token ids included; under autocast the weight
+// copies are saved when the region exits, see exitAutocast) and the
+// logits; under no_grad activations are freed as soon as the next layer
+// has consumed them, and saved is empty.
+func (m *leakModel) forward(x uint64, grad bool, outer []*Dict) (saved []uint64, logits uint64) {
 	s, c := m.s, m.c
-	a := c.ActivationBytes()
-	h := s.Alloc(0, a, m.top(135, callLine, fn, s.F("torch/nn/functional.py", 2551, "embedding"), s.F("torch/nn/modules/sparse.py", 190, "forward"), m.call, m.wrap)) // embedding output
+	a := m.tokens * c.Hidden * 4
+	h := s.Alloc(0, a, m.top(135, "embedding", outer, s.F("torch/nn/functional.py", 2551, "embedding"), s.F("torch/nn/modules/sparse.py", 190, "forward"), m.call, m.wrap)) // embedding output
 	var live []uint64
 	keep := func(b uint64) {
 		if grad {
@@ -131,18 +220,31 @@ func (m *leakModel) forward(x uint64, grad bool, callLine int, fn string) (saved
 	if grad {
 		saved = append(saved, x) // the embedding saves its indices
 	}
+	var mask uint64
+	if m.tokens != c.Tokens {
+		// padded batch: an attention mask for this sequence length
+		mask = s.Alloc(0, m.tokens*m.tokens/8, m.top(138, "ones", outer))
+	}
+	linear := func(line int, p int, size int64) uint64 {
+		st := m.at(line, "forward", "addmm", outer, m.linear, m.call, m.wrap)
+		m.cast(p, st)
+		return s.Alloc(0, m.half(size), st)
+	}
 	for l := 0; l < c.Layers; l++ {
-		ln := s.Alloc(0, a, m.at(60, "forward", callLine, fn))
+		p := 1 + 4*l
+		ln := s.Alloc(0, a, m.at(60, "forward", "layer_norm", outer))
 		keep(ln)
-		qkv := s.Alloc(0, 3*a, m.at(62, "forward", callLine, fn, m.linear, m.call, m.wrap))
+		qkv := linear(62, p, 3*a)
 		keep(qkv)
-		tmp := s.Alloc(0, a, m.at(65, "attention", callLine, fn)) // scaled scores, freed at once
-		out := s.Alloc(0, a, m.at(66, "forward", callLine, fn))
+		tmp := s.Alloc(0, a, m.at(65, "attention", "softmax", outer)) // scaled scores, freed at once
+		out := linear(66, p+1, a)
 		s.Free(0, tmp)
 		keep(out)
-		mlp := s.Alloc(0, 4*a, m.at(70, "forward", callLine, fn, m.linear, m.call, m.wrap))
+		mlp := linear(70, p+2, 4*a)
 		keep(mlp)
-		nh := s.Alloc(0, a, m.at(72, "forward", callLine, fn)) // residual: the layer's output
+		st := m.at(72, "forward", "add", outer) // residual: the layer's output
+		m.cast(p+3, m.at(71, "forward", "addmm", outer, m.linear, m.call, m.wrap))
+		nh := s.Alloc(0, a, st)
 		s.Free(0, h)
 		h = nh
 		if !grad {
@@ -153,12 +255,17 @@ func (m *leakModel) forward(x uint64, grad bool, callLine int, fn string) (saved
 		}
 		s.Tick(100)
 	}
-	norm := s.Alloc(0, a, m.top(146, callLine, fn, s.F("torch/nn/functional.py", 2910, "layer_norm"), s.F("torch/nn/modules/normalization.py", 217, "forward"), m.call, m.wrap))
+	norm := s.Alloc(0, a, m.top(146, "layer_norm", outer, s.F("torch/nn/functional.py", 2910, "layer_norm"), s.F("torch/nn/modules/normalization.py", 217, "forward"), m.call, m.wrap))
 	s.Free(0, h)
 	keep(norm)
-	logits = s.Alloc(0, c.LogitsBytes(), m.top(150, callLine, fn, m.linear, m.call, m.wrap))
+	head := m.top(150, "addmm", outer, m.linear, m.call, m.wrap)
+	m.cast(0, head)
+	logits = s.Alloc(0, m.half(m.tokens*c.Vocab*4), head)
 	if !grad {
 		s.Free(0, norm)
+	}
+	if mask != 0 {
+		s.Free(0, mask)
 	}
 	return saved, logits
 }
@@ -167,14 +274,15 @@ func (m *leakModel) forward(x uint64, grad bool, callLine int, fn string) (saved
 // gradients; its allocations have no Python frames.
 func (m *leakModel) backward(saved []uint64) {
 	s := m.s
+	bwd := m.stack("backward: MmBackward0")
 	for i := len(m.params) - 1; i >= 0; i-- {
 		if len(saved) > 0 {
-			tmp := s.Alloc(0, m.params[i], nil) // grad of an activation
+			tmp := s.Alloc(0, m.params[i], bwd) // grad of an activation
 			s.Free(0, saved[len(saved)-1])
 			saved = saved[:len(saved)-1]
 			s.Free(0, tmp)
 		}
-		m.grads = append(m.grads, s.Alloc(0, m.params[i], nil))
+		m.grads = append(m.grads, s.Alloc(0, m.params[i], bwd))
 		s.Tick(20)
 	}
 	for _, b := range saved {
@@ -185,10 +293,11 @@ func (m *leakModel) backward(saved []uint64) {
 // backwardRetained is backward(retain_graph=True): the saved tensors stay.
 func (m *leakModel) backwardRetained() {
 	s := m.s
+	bwd := m.stack("backward: MmBackward0")
 	for i := len(m.params) - 1; i >= 0; i-- {
-		tmp := s.Alloc(0, m.params[i], nil)
+		tmp := s.Alloc(0, m.params[i], bwd)
 		s.Free(0, tmp)
-		m.grads = append(m.grads, s.Alloc(0, m.params[i], nil))
+		m.grads = append(m.grads, s.Alloc(0, m.params[i], bwd))
 		s.Tick(20)
 	}
 }
@@ -209,12 +318,12 @@ func (m *leakModel) optimizerStep() {
 	s := m.s
 	s.Annotate(0, "Optimizer.step#AdamW.step", func() {
 		if m.state == nil {
-			init := s.Stack(s.F("torch/optim/adamw.py", 174, "_init_group"), s.F("torch/optim/adamw.py", 209, "step"), s.F("torch/optim/optimizer.py", 485, "wrapper"), s.F(m.script, 99, "<module>"))
+			init := m.stack("zeros_like", s.F("torch/optim/adamw.py", 174, "_init_group"), s.F("torch/optim/adamw.py", 209, "step"), s.F("torch/optim/optimizer.py", 485, "wrapper"), s.F(m.script, 99, "<module>"))
 			for _, p := range m.params {
 				m.state = append(m.state, s.Alloc(0, p, init), s.Alloc(0, p, init))
 			}
 		}
-		upd := s.Stack(s.F("torch/optim/adamw.py", 398, "_single_tensor_adamw"), s.F("torch/optim/adamw.py", 220, "step"), s.F(m.script, 99, "<module>"))
+		upd := m.stack("mul", s.F("torch/optim/adamw.py", 398, "_single_tensor_adamw"), s.F("torch/optim/adamw.py", 220, "step"), s.F(m.script, 99, "<module>"))
 		for _, p := range m.params {
 			t := s.Alloc(0, p, upd)
 			s.Free(0, t)
@@ -224,12 +333,30 @@ func (m *leakModel) optimizerStep() {
 
 // step runs fn as iteration n, inside ProfilerStep#n when configured.
 func (m *leakModel) step(n int, fn func()) {
+	m.tokens = m.c.tokens(n)
 	if m.c.Profiler {
 		m.s.Annotate(0, fmt.Sprintf("ProfilerStep#%d", n), fn)
 	} else {
 		fn()
 	}
 	m.s.Tick(1000)
+}
+
+// firstExtra allocates, in the first iteration only, what a real program
+// makes lazily on first use: a workspace kept for the run (cuBLAS's, 8 MiB
+// and a bit) and a buffer freed at once.
+func (m *leakModel) firstExtra(n int) {
+	if !m.c.FirstExtra || n != 1 {
+		return
+	}
+	s := m.s
+	ws := m.at(62, "forward", "addmm", m.outer(41), m.linear, m.call, m.wrap)
+	if m.c.Stacks == StacksCpp {
+		ws = s.Stack(s.F("", 0, "at::cuda::getCurrentCUDABlasHandle()"), s.F("", 0, "at::native::addmm(at::Tensor const&)"))
+	}
+	s.Alloc(0, 8519680, ws)
+	b := s.Alloc(0, 1<<20, m.user(40, "empty"))
+	s.Free(0, b)
 }
 
 // EvalLoop simulates an evaluation loop in eval.py:
@@ -243,42 +370,62 @@ func (m *leakModel) step(n int, fn func()) {
 // graph of every step (all its saved activations, Config.SavedPerStep
 // bytes) stays alive through total_loss — the retained_graph leak, whose
 // call site is "eval.py:41 evaluate". Without, it runs under torch.no_grad()
-// with total_loss += loss.item(): nothing outlives its step.
-func EvalLoop(c LeakConfig, leak bool) *Sim {
-	m := newLeakModel(NewSim(), c, "eval.py")
+// with total_loss += loss.item(): nothing outlives its step. Under
+// autocast the region is the loop body; VaryTokens and FirstExtra vary
+// the iterations; under Framework the loop is a Lightning-style
+// prediction loop calling predict_step (lit_module.py:41–43 instead of
+// eval.py:41–43; the batch moved by the loop), called from a hydra main.
+func EvalLoop(c LeakConfig, leak bool) *Sim { return evalLoop(c, leak, false) }
+
+// EvalLoopKeepingOutputs is EvalLoop under torch.no_grad() that keeps every
+// step's logits on the GPU (outputs.append(logits) at eval.py:43, or
+// lit_module.py:43 under Framework): the growing_list leak at
+// "model.py:150 forward", LogitsBytes per step.
+func EvalLoopKeepingOutputs(c LeakConfig) *Sim { return evalLoop(c, false, true) }
+
+func evalLoop(c LeakConfig, leak, keepOutputs bool) *Sim {
+	m := newLeakModel(NewSim(), c, "eval.py", "evaluate")
 	s := m.s
 	var x, total uint64
 	var prevLogits uint64
 	for step := 1; step <= c.Steps; step++ {
 		m.step(step, func() {
-			nx := s.Alloc(0, c.Tokens*8, m.user(38, "evaluate")) // x.to(device)
+			nx := s.Alloc(0, m.tokens*8, m.dataStack(38)) // x.to(device)
 			if x != 0 && !leak {
 				s.Free(0, x) // the previous batch, released when x is rebound
 			}
 			x = nx
-			saved, logits := m.forward(x, leak, 41, "evaluate")
+			m.firstExtra(step)
+			saved, logits := m.forward(x, leak, m.outer(41))
 			if prevLogits != 0 {
 				s.Free(0, prevLogits)
 				prevLogits = 0
 			}
-			ls := s.Alloc(0, c.Tokens*4, m.user(42, "evaluate", s.F("torch/nn/functional.py", 3494, "cross_entropy"))) // log-softmax denominators
-			loss := s.Alloc(0, 4, m.user(42, "evaluate", s.F("torch/nn/functional.py", 3494, "cross_entropy")))
+			ce := s.F("torch/nn/functional.py", 3494, "cross_entropy")
+			ls := s.Alloc(0, m.tokens*4, m.user(42, "log_softmax", ce)) // log-softmax denominators
+			loss := s.Alloc(0, 4, m.user(42, "nll_loss", ce))
+			// the autocast region ends: under grad mode the graph keeps the
+			// weight copies it saved, with the rest of saved
+			saved = append(saved, m.exitAutocast(leak)...)
 			if leak {
 				// total_loss = total_loss + loss: a new scalar each step; the
 				// old one dies (AddBackward saves nothing), but every step's
 				// graph hangs on the new one, with everything it saved (the
 				// ids and activations in saved, the logits, ls) and the
 				// loss: none of them is ever freed.
-				nt := s.Alloc(0, 4, m.user(43, "evaluate"))
+				nt := s.Alloc(0, 4, m.user(43, "add"))
 				if total != 0 {
 					s.Free(0, total)
 				}
 				total = nt
+				_ = saved // held by the graph on total_loss
 				return
 			}
-			_ = saved // empty under no_grad
 			s.Free(0, ls)
 			s.Free(0, loss) // loss.item() copies to the host; the tensor dies
+			if keepOutputs {
+				return // outputs.append(logits): never freed
+			}
 			prevLogits = logits
 		})
 	}
@@ -302,13 +449,13 @@ func trainLoop(c LeakConfig, f trainFault) *Sim {
 
 // runTrainLoop runs trainLoop on the simulator s.
 func runTrainLoop(s *Sim, c LeakConfig, f trainFault) *Sim {
-	m := newLeakModel(s, c, "train.py")
+	m := newLeakModel(s, c, "train.py", "<module>")
 	var prevLogits, prevX, history uint64
 	var cycle []uint64
 	for step := 1; step <= c.Steps; step++ {
 		m.step(step, func() {
 			m.zeroGrad()
-			x := s.Alloc(0, c.Tokens*8, m.user(90, "<module>"))
+			x := s.Alloc(0, m.tokens*8, m.user(90, "_to_copy"))
 			if prevX != 0 {
 				s.Free(0, prevX)
 			}
@@ -316,7 +463,7 @@ func runTrainLoop(s *Sim, c LeakConfig, f trainFault) *Sim {
 			if f.retainGraph {
 				prevX = 0 // the embedding of the kept graph saved the ids
 			}
-			saved, logits := m.forward(x, true, 92, "<module>")
+			saved, logits := m.forward(x, true, m.outer(92))
 			saved = saved[1:] // the ids stay referenced by the loop variable
 			if prevLogits != 0 {
 				s.Free(0, prevLogits) // the previous step's logits, released on rebinding
@@ -325,7 +472,7 @@ func runTrainLoop(s *Sim, c LeakConfig, f trainFault) *Sim {
 			if f.growScratch > 0 {
 				// attention scratch of a longer sequence every step: the
 				// cache cannot reuse the last one and reserves a new segment.
-				t := s.Alloc(0, 4*c.ActivationBytes()+int64(step)*f.growScratch, m.at(64, "attention", 92, "<module>"))
+				t := s.Alloc(0, 4*c.ActivationBytes()+int64(step)*f.growScratch, m.at(64, "attention", "softmax", m.outer(92)))
 				s.Free(0, t)
 			}
 			if f.cycleEvery > 0 {
@@ -338,10 +485,12 @@ func runTrainLoop(s *Sim, c LeakConfig, f trainFault) *Sim {
 					cycle = nil
 				}
 				// self.last = {"features": h.detach(), "owner": self}
-				cycle = append(cycle, s.Alloc(0, 2*c.ActivationBytes(), m.at(96, "forward", 92, "<module>")))
+				cycle = append(cycle, s.Alloc(0, 2*c.ActivationBytes(), m.at(96, "forward", "empty", m.outer(92))))
 			}
-			ls := s.Alloc(0, c.Tokens*4, m.user(93, "<module>", s.F("torch/nn/functional.py", 3494, "cross_entropy")))
-			loss := s.Alloc(0, 4, m.user(93, "<module>", s.F("torch/nn/functional.py", 3494, "cross_entropy")))
+			ce := s.F("torch/nn/functional.py", 3494, "cross_entropy")
+			ls := s.Alloc(0, m.tokens*4, m.user(93, "log_softmax", ce))
+			loss := s.Alloc(0, 4, m.user(93, "nll_loss", ce))
+			saved = append(saved, m.exitAutocast(true)...)
 			saved = append(saved, ls)
 			if f.retainGraph {
 				m.backwardRetained()
@@ -350,7 +499,7 @@ func runTrainLoop(s *Sim, c LeakConfig, f trainFault) *Sim {
 			}
 			if f.growCat {
 				n := int64(step) * c.ActivationBytes()
-				nh := s.Alloc(0, n, m.user(101, "<module>")) // torch.cat: no Python frame of its own
+				nh := s.Alloc(0, n, m.user(101, "cat")) // torch.cat: no Python frame of its own
 				if history != 0 {
 					s.Free(0, history)
 				}

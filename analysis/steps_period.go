@@ -4,27 +4,9 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/torchmem/torchmem/snapshot"
 )
-
-// leakStep is one step of a device as leak detection sees it: a range of
-// events, both ends included.
-type leakStep struct {
-	n          int // the step's number: ProfilerStep#N, optimizer step, or iteration from 1
-	start, end int // event indices
-}
-
-// stepPlan is how a device's events divide into steps.
-type stepPlan struct {
-	steps []leakStep // complete steps, in order
-	// source says where the steps came from, for evidence.
-	source string
-	// period is the number of allocations per step when the steps come from
-	// the repeating sequence of allocation sites (0 otherwise).
-	period int
-}
 
 // Bounds of the period search over allocation sites.
 const (
@@ -34,109 +16,6 @@ const (
 	periodCandidates = 48     // candidate periods scored at most
 	maxSiteUses      = 4      // uses of one site per step the candidate search follows
 )
-
-// planSteps divides the events of h into steps: ProfilerStep#N ranges or
-// optimizer-step boundaries when the phases found them (a trailing range
-// without an optimizer step is a partial step and is dropped), else the
-// period of the repeating sequence of allocation sites.
-func planSteps(h *History) stepPlan {
-	p := h.Phases
-	switch p.StepSource {
-	case "ProfilerStep", "optimizer":
-		plan := stepPlan{source: "ProfilerStep#N annotations"}
-		if p.StepSource == "optimizer" {
-			plan.source = "optimizer steps"
-		}
-		for i, st := range p.Steps {
-			if p.StepSource == "optimizer" && i == len(p.Steps)-1 && !hasOptimizerEvent(p, st.StartEvent, st.EndEvent) {
-				break // the tail after the last optimizer step
-			}
-			plan.steps = append(plan.steps, leakStep{n: st.Step, start: st.StartEvent, end: st.EndEvent})
-		}
-		return plan
-	case "none", "":
-		if plan := spanSteps(h); len(plan.steps) >= minLeakSteps {
-			return plan
-		}
-		return periodSteps(h)
-	}
-	return stepPlan{}
-}
-
-// spanSteps cuts steps at annotation spans when no event falls inside them
-// (a chrome trace's CPU memory, or a device whose allocations all happen
-// outside the annotated ranges): at the end of every Optimizer.step#… range,
-// else at the start of every forward span (trace spans of the root module,
-// CompiledFunction, ## forward ##). Events must carry times in order.
-func spanSteps(h *History) stepPlan {
-	ev := h.Device.Events
-	if len(ev) == 0 {
-		return stepPlan{}
-	}
-	for i := range ev {
-		if !ev[i].HasTime() || i > 0 && ev[i].TimeNS < ev[i-1].TimeNS {
-			return stepPlan{}
-		}
-	}
-	var optEnds, fwdStarts []int64
-	for _, a := range h.Snap.Annotations {
-		if a.Device != -1 && a.Device != h.Device.ID {
-			continue
-		}
-		switch {
-		case a.Kind == snapshot.AnnotationOptStep && a.EndNS != snapshot.NoTime:
-			optEnds = append(optEnds, a.EndNS)
-		case a.Kind == snapshot.AnnotationForward && a.StartNS != snapshot.NoTime:
-			fwdStarts = append(fwdStarts, a.StartNS)
-		}
-	}
-	sort.Slice(optEnds, func(a, b int) bool { return optEnds[a] < optEnds[b] })
-	sort.Slice(fwdStarts, func(a, b int) bool { return fwdStarts[a] < fwdStarts[b] })
-	// first event after time t (or at it, when atStart)
-	after := func(t int64, atStart bool) int {
-		return sort.Search(len(ev), func(i int) bool {
-			if atStart {
-				return ev[i].TimeNS >= t
-			}
-			return ev[i].TimeNS > t
-		})
-	}
-	var plan stepPlan
-	switch {
-	case len(optEnds) >= minLeakSteps:
-		plan.source = "Optimizer.step ranges"
-		start := 0
-		for _, t := range optEnds {
-			end := after(t, false) - 1
-			if end >= start {
-				plan.steps = append(plan.steps, leakStep{n: len(plan.steps) + 1, start: start, end: end})
-			}
-			start = max(start, end+1)
-		}
-	case len(fwdStarts) >= minLeakSteps:
-		plan.source = "forward spans"
-		for k, t := range fwdStarts {
-			start := after(t, true)
-			end := len(ev) - 1
-			if k+1 < len(fwdStarts) {
-				end = after(fwdStarts[k+1], true) - 1
-			}
-			if end >= start {
-				plan.steps = append(plan.steps, leakStep{n: len(plan.steps) + 1, start: start, end: end})
-			}
-		}
-	}
-	return plan
-}
-
-func hasOptimizerEvent(p *Phases, from, to int) bool {
-	for i := from; i <= to && i < len(p.code); i++ {
-		if p.code[i] == codeOptimizer {
-			return true
-		}
-	}
-	return false
-}
 
 // siteKey is what the period search compares: the allocation stack, or for
 // allocations without frames the phase (backward allocations of a real
@@ -160,7 +39,7 @@ func siteKey(h *History, i int) uint64 {
 // multiples of the period match as well). A model's repeated layers make a
 // shorter, weaker period that fails at every step boundary. Steps are then
 // cut at the phase of the period where allocated memory is lowest.
-func periodSteps(h *History) stepPlan {
+func periodSteps(h *History) planFound {
 	ev := h.Device.Events
 	var allocs []int
 	for i := range ev {
@@ -170,7 +49,7 @@ func periodSteps(h *History) stepPlan {
 	}
 	n := len(allocs)
 	if n < 2*minPeriodSteps {
-		return stepPlan{}
+		return planFound{}
 	}
 	keys := make([]uint64, n)
 	for j, i := range allocs {
@@ -191,7 +70,7 @@ func periodSteps(h *History) stepPlan {
 		}
 	}
 	if len(support) == 0 {
-		return stepPlan{}
+		return planFound{}
 	}
 	cands := make([]int, 0, len(support))
 	for p := range support {
@@ -242,7 +121,7 @@ func periodSteps(h *History) stepPlan {
 		}
 	}
 	if best == 0 {
-		return stepPlan{}
+		return planFound{}
 	}
 	// The offset where memory is lowest across periods: between steps.
 	full := n / best * best
@@ -256,14 +135,14 @@ func periodSteps(h *History) stepPlan {
 			off = o
 		}
 	}
-	plan := stepPlan{source: fmt.Sprintf("the repeating sequence of allocation sites, %d allocations per step", best), period: best}
+	plan := planFound{source: StepsFromPeriod, evidence: fmt.Sprintf("the repeating sequence of allocation sites, %d allocations per step", best)}
 	for k := 0; off+(k+1)*best <= n; k++ {
 		start := allocs[off+k*best]
 		end := len(ev) - 1 // the last full period ends with the trace
 		if off+(k+1)*best < n {
 			end = allocs[off+(k+1)*best] - 1
 		}
-		plan.steps = append(plan.steps, leakStep{n: k + 1, start: start, end: end})
+		plan.steps = append(plan.steps, stepRange{n: k + 1, start: start, end: end})
 	}
 	return plan
 }
@@ -311,12 +190,16 @@ func regularDistance(ps []int32, lag int) (int, bool) {
 
 // oneCallPerPeriod reports whether most periods of p allocations hold
 // allocations of a single outer call: the same frames from the outermost
-// down to the first frame inside the outermost nn.Module call. That is a
-// layer of a model called in a loop (for layer in self.layers: x =
-// layer(x)), whose allocations recur with the layer's period within one
-// forward pass; a step of a training or evaluation loop also allocates
-// outside that call (the batch, the loss, the backward) or at several lines
-// of the model's forward.
+// down to the first frame of the model (inside the outermost nn.Module
+// call, or the outermost model forward). That is a layer of a model called
+// in a loop (for layer in self.layers: x = layer(x)), whose allocations
+// recur with the layer's period within one forward pass; a step of a
+// training or evaluation loop also allocates outside that call (the batch,
+// the loss, the backward) or at several lines of the model's forward.
+// Without Python frames the call structure is unknown: a period counts as
+// one call unless it holds both backward allocations and others (a
+// training step: forward and backward; a layer of one forward pass, or one
+// iteration of a forward-only loop, cannot be told apart).
 func oneCallPerPeriod(h *History, sigs *outerSigs, allocs []int, p int) bool {
 	ev := h.Device.Events
 	periods, single := 0, 0
@@ -324,11 +207,22 @@ func oneCallPerPeriod(h *History, sigs *outerSigs, allocs []int, p int) bool {
 		periods++
 		first := sigs.get(ev[allocs[start]].Stack)
 		one := true
-		for j := start + 1; j < start+p; j++ {
-			if sigs.get(ev[allocs[j]].Stack) != first {
-				one = false
-				break
+		python := first.python
+		bwd, other := false, false
+		for j := start; j < start+p; j++ {
+			sg := sigs.get(ev[allocs[j]].Stack)
+			python = python || sg.python
+			if h.Phases.code[allocs[j]] == codeBackward {
+				bwd = true
+			} else {
+				other = true
 			}
+			if j > start && sg.sig != first.sig {
+				one = false
+			}
+		}
+		if !python {
+			one = !(bwd && other)
 		}
 		if one {
 			single++
@@ -340,17 +234,25 @@ func oneCallPerPeriod(h *History, sigs *outerSigs, allocs []int, p int) bool {
 // outerSigs memoises the outer call signature of each stack.
 type outerSigs struct {
 	s    *snapshot.Snapshot
-	memo map[snapshot.StackID]string
+	memo map[snapshot.StackID]outerSig
+}
+
+// outerSig is the outer call of a stack; python says whether it has Python
+// frames (or model spans) at all.
+type outerSig struct {
+	sig    string
+	python bool
 }
 
 func newOuterSigs(s *snapshot.Snapshot) *outerSigs {
-	return &outerSigs{s: s, memo: map[snapshot.StackID]string{}}
+	return &outerSigs{s: s, memo: map[snapshot.StackID]outerSig{}}
 }
 
 // get returns the frames of a stack from the outermost down to the first
-// frame inside the outermost nn.Module call (the whole Python stack when
-// there is no module call; "" without Python frames or module spans).
-func (o *outerSigs) get(st snapshot.StackID) string {
+// frame of the model: the first frame inside the outermost nn.Module call,
+// or the outermost model forward (the whole Python stack when there is no
+// model frame; the stack's id without Python frames or module spans).
+func (o *outerSigs) get(st snapshot.StackID) outerSig {
 	if v, ok := o.memo[st]; ok {
 		return v
 	}
@@ -359,28 +261,26 @@ func (o *outerSigs) get(st snapshot.StackID) string {
 	inCall, hasPy := false, false
 	for i := len(frames) - 1; i >= 0; i-- {
 		f := &o.s.Frames[frames[i]]
-		marker := strings.HasPrefix(f.Name, "nn.Module: ") ||
-			isPython(f) && strings.HasSuffix(strings.ReplaceAll(f.Filename, "\\", "/"), "torch/nn/modules/module.py") &&
-				(f.Name == "_call_impl" || f.Name == "_wrapped_call_impl")
-		if !marker && !isPython(f) {
+		model := isModelFrame(f)
+		if !model && !isPython(f) {
 			continue
 		}
 		hasPy = true
 		b = strconv.AppendUint(b, uint64(frames[i]), 36)
 		b = append(b, ' ')
-		if marker {
-			inCall = true
+		if model && f.Name != "forward" {
+			inCall = true // a module call: the model's own frame follows
 			continue
 		}
-		if inCall {
+		if inCall || model {
 			break
 		}
 	}
-	v := ""
+	v := outerSig{python: hasPy}
 	if hasPy {
-		v = string(b)
+		v.sig = string(b)
 	} else if st != 0 {
-		v = "stack " + strconv.FormatUint(uint64(st), 10)
+		v.sig = "stack " + strconv.FormatUint(uint64(st), 10)
 	}
 	o.memo[st] = v
 	return v

@@ -1,0 +1,145 @@
+package analysis
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/torchmem/torchmem/snapshot/snapshottest"
+)
+
+// TestLeakFamilies runs the families of programs issue 13 lists through
+// step detection and leak detection, each with 1, 2, 12 and 48 layers, in
+// fp32 and under bf16 autocast, with each kind of stack (module frames,
+// the user's files only, C++ only, none):
+//
+//   - one forward pass of the model (a benchmark script, under grad mode and
+//     under no_grad): no steps, no finding at any confidence;
+//   - an evaluation loop under grad mode doing total_loss += loss, its six
+//     iterations of different sequence lengths (so different sizes and,
+//     with a padding mask, different allocation counts), the first one
+//     allocating more: retained_graph at the call of the model in the loop
+//     (eval.py:41 evaluate), its bytes per step within 10% of what a step's
+//     forward saves (SavedPerStep, at the nominal length, + the loss's
+//     log-softmax statistics and scalar), high confidence, steps from the
+//     loop frame (eval.py:38, the body's first line);
+//   - the same loop under no_grad keeping every step's logits: growing_list
+//     at model.py:150 forward, the logits' bytes per step within 10%;
+//   - the healthy loop (no_grad, loss.item()): nothing above low;
+//   - a framework-driven loop (hydra → a Lightning-style prediction loop,
+//     deep library stacks) keeping the logits, and its healthy counterpart.
+//
+// Without Python frames nothing tells one iteration of a loop from one
+// layer of a pass: the loops get no steps, hence no finding above low;
+// with ProfilerStep#N annotations they get the right kind and bytes.
+func TestLeakFamilies(t *testing.T) {
+	for _, layers := range []int{1, 2, 12, 48} {
+		for _, autocast := range []bool{false, true} {
+			for _, stacks := range []snapshottest.StackKind{snapshottest.StacksModule, snapshottest.StacksUser, snapshottest.StacksCpp, snapshottest.StacksNone} {
+				c := snapshottest.DefaultLeakConfig
+				c.Layers, c.Autocast, c.Stacks, c.Steps = layers, autocast, stacks, 6
+				c.VaryTokens, c.FirstExtra = true, true
+				name := fmt.Sprintf("%d layers, autocast %v, %s", layers, autocast, stacks)
+				t.Run(name, func(t *testing.T) { checkFamilies(t, c) })
+			}
+		}
+	}
+}
+
+func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
+	python := c.Stacks == snapshottest.StacksModule || c.Stacks == snapshottest.StacksUser
+	run := func(sim *snapshottest.Sim) ([]Leak, []*History) {
+		s := leakReadSim(t, sim)
+		hs := leakHistories(s)
+		return DetectLeaks(s, hs), hs
+	}
+	// (a) one forward pass: no steps, nothing at all
+	for _, grad := range []bool{true, false} {
+		ls, hs := run(snapshottest.ForwardPass(c, grad))
+		if len(ls) != 0 {
+			t.Errorf("one forward pass (grad %v): %s", grad, describeLeaks(ls))
+		}
+		if p := hs[0].Steps; p.Source != StepsNone {
+			t.Errorf("one forward pass (grad %v) cut into %d steps by %s", grad, len(p.Spans), p.Evidence)
+		}
+		noBackward(t, "one forward pass", hs[0])
+	}
+	graphPerStep := c.SavedPerStep() + c.Tokens*4 + 4
+	// (b) the leaky evaluation loop
+	ls, hs := run(snapshottest.EvalLoop(c, true))
+	if python {
+		checkFamilyFinding(t, "total_loss += loss", ls, LeakRetainedGraph, "eval.py:41 evaluate", graphPerStep)
+		if p := hs[0].Steps; p.Source != StepsFromLoop || p.Site != "eval.py:38 evaluate" || len(p.Spans) != c.Steps {
+			t.Errorf("eval loop steps: %s %q, %d steps", p.Evidence, p.Site, len(p.Spans))
+		}
+	} else {
+		checkLeakFindings(t, ls, nil)
+		prof := c
+		prof.Profiler = true
+		ls, _ = run(snapshottest.EvalLoop(prof, true))
+		checkFamilyFinding(t, "total_loss += loss, ProfilerStep ranges", ls, LeakRetainedGraph, "", graphPerStep)
+	}
+	// the loop keeping its outputs
+	ls, _ = run(snapshottest.EvalLoopKeepingOutputs(c))
+	if python {
+		checkFamilyFinding(t, "outputs.append(logits)", ls, LeakGrowingList, "model.py:150 forward", c.LogitsBytes())
+	} else {
+		checkLeakFindings(t, ls, nil)
+	}
+	// the healthy loop
+	ls, hs = run(snapshottest.EvalLoop(c, false))
+	checkLeakFindings(t, ls, nil)
+	noBackward(t, "healthy evaluation loop", hs[0])
+	// (c) driven by a framework
+	if python {
+		fw := c
+		fw.Framework = true
+		ls, hs = run(snapshottest.EvalLoopKeepingOutputs(fw))
+		checkFamilyFinding(t, "framework, outputs kept", ls, LeakGrowingList, "model.py:150 forward", c.LogitsBytes())
+		if p := hs[0].Steps; p.Source != StepsFromLoop || p.Site != "prediction_loop.py:250 _predict_step" && c.Stacks == snapshottest.StacksModule {
+			t.Errorf("framework loop steps: %s %q", p.Evidence, p.Site)
+		}
+		ls, _ = run(snapshottest.EvalLoop(fw, false))
+		checkLeakFindings(t, ls, nil)
+	}
+}
+
+// checkFamilyFinding asserts one finding of kind at site ("" = any) with
+// bytes per step within 10% of want, at least medium confidence (high when
+// the steps came from structure), and nothing else above low.
+func checkFamilyFinding(t *testing.T, what string, ls []Leak, kind, site string, want int64) {
+	t.Helper()
+	found := false
+	for _, l := range ls {
+		if l.Kind != kind {
+			if l.Confidence != Low {
+				t.Errorf("%s: unexpected %s (%s) at %s: %s", what, l.Kind, l.Confidence, l.Site, l.Evidence)
+			}
+			continue
+		}
+		found = true
+		if site != "" && l.Site != site {
+			t.Errorf("%s: %s at %q, want %q", what, kind, l.Site, site)
+		}
+		if d := float64(l.BytesPerStep-want) / float64(want); d < -0.1 || d > 0.1 {
+			t.Errorf("%s: %s of %d bytes per step, want %d ±10%% (%+.1f%%)", what, kind, l.BytesPerStep, want, 100*d)
+		}
+		if l.Confidence != High {
+			t.Errorf("%s: %s at %s confidence: %s", what, kind, l.Confidence, l.Evidence)
+		}
+	}
+	if !found {
+		t.Errorf("%s: no %s; got %s", what, kind, describeLeaks(ls))
+	}
+}
+
+// noBackward asserts that a program without backward shows no backward
+// phase (frees after a forward are not a backward).
+func noBackward(t *testing.T, what string, h *History) {
+	t.Helper()
+	for _, sp := range h.Phases.Spans {
+		if sp.Phase == PhaseBackward {
+			t.Errorf("%s: a backward phase, events %d–%d", what, sp.StartEvent, sp.EndEvent)
+			return
+		}
+	}
+}

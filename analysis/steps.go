@@ -1,0 +1,231 @@
+package analysis
+
+import (
+	"math"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// StepSource says where the step boundaries of a device came from.
+type StepSource string
+
+// Step sources, best first. Annotations, optimizer steps and a loop frame
+// are structure the program showed; the period of allocation sites is a
+// guess (leak findings on such steps are medium confidence at most).
+const (
+	// StepsFromAnnotations: ProfilerStep#N ranges, or a trace's
+	// Optimizer.step ranges or forward spans.
+	StepsFromAnnotations StepSource = "annotations"
+	// StepsFromOptimizer: the end of every optimizer step (its frames or
+	// its Optimizer.step annotation).
+	StepsFromOptimizer StepSource = "optimizer"
+	// StepsFromLoop: a frame outside the model whose line returns to the
+	// start of its loop body at every iteration (the loop that runs the
+	// model, seen in the Python stacks).
+	StepsFromLoop StepSource = "loop"
+	// StepsFromPeriod: the repeating sequence of allocation sites.
+	StepsFromPeriod StepSource = "period"
+	// StepsNone: nothing tells steps apart.
+	StepsNone StepSource = "none"
+)
+
+// StepPlan is how one device's events divide into steps: computed once per
+// device (History.Steps) and read by phases, leak detection, diff and the
+// roll-up. Part of the JSON (DeviceResult.Steps).
+type StepPlan struct {
+	Source StepSource `json:"source"`
+	// Evidence says in words where the boundaries came from ("ProfilerStep#N
+	// annotations", "the loop at eval.py:38 evaluate", …).
+	Evidence string `json:"evidence"`
+	// Site is the loop frame (file:line of the loop body's first line and
+	// the function) when Source is "loop".
+	Site string `json:"site,omitempty"`
+	// FirstEvents is the first event index of each step, in order.
+	FirstEvents []int `json:"first_events"`
+	// Spans are the steps with their events and memory.
+	Spans []StepSpan `json:"spans"`
+}
+
+// StepSpan is one step of a device: its events and memory.
+type StepSpan struct {
+	Step       int   `json:"step"`
+	StartEvent int   `json:"start_event"`
+	EndEvent   int   `json:"end_event"`
+	StartUS    int64 `json:"start_us"`
+	EndUS      int64 `json:"end_us"`
+	// StartAllocatedBytes is the allocated memory just before the step's
+	// first event; EndAllocatedBytes after its last.
+	StartAllocatedBytes int64 `json:"start_allocated_bytes"`
+	EndAllocatedBytes   int64 `json:"end_allocated_bytes"`
+	PeakAllocatedBytes  int64 `json:"peak_allocated_bytes"`
+	PeakEvent           int   `json:"peak_event"`
+	// Complete is false for a trailing part that the recording cut short
+	// (events after the last optimizer step).
+	Complete bool `json:"complete"`
+}
+
+// HighConfidence reports whether the boundaries came from structure the
+// program showed (annotations, optimizer steps, a loop frame), which a
+// high-confidence leak finding needs.
+func (p *StepPlan) HighConfidence() bool {
+	return p.Source == StepsFromAnnotations || p.Source == StepsFromOptimizer || p.Source == StepsFromLoop
+}
+
+// stepRange is one step as a pass over the events sees it: events start…end,
+// both included.
+type stepRange struct {
+	n          int
+	start, end int
+	partial    bool
+}
+
+// planFound is what one source of boundaries found.
+type planFound struct {
+	source   StepSource
+	evidence string
+	site     string
+	steps    []stepRange
+}
+
+// computeSteps divides the events of h into steps, from the best source
+// that has any: ProfilerStep#N ranges; optimizer steps (the phases must be
+// set); a trace's Optimizer.step ranges or forward spans; the loop frame of
+// the Python stacks; the period of allocation sites. It fills the step of
+// every event (NoStep outside ProfilerStep ranges, 0 outside the steps of
+// the other sources) and returns the plan; the spans' memory is measured
+// by buildSpans.
+func computeSteps(h *History, stepIvs []interval) *StepPlan {
+	p := h.Phases
+	n := len(p.code)
+	for i := range p.step {
+		p.step[i] = 0
+	}
+	plan := &StepPlan{Source: StepsNone, Evidence: "nothing tells steps apart", FirstEvents: []int{}, Spans: []StepSpan{}}
+	var found planFound
+	switch {
+	case len(stepIvs) > 0:
+		si := innermost(h.Device.Events, stepIvs)
+		for i := range p.step {
+			if si[i] >= 0 {
+				p.step[i] = int32(stepIvs[si[i]].step)
+			} else {
+				p.step[i] = NoStep
+			}
+		}
+		found = planFound{source: StepsFromAnnotations, evidence: "ProfilerStep#N annotations"}
+		for i := 0; i < n; {
+			if p.step[i] == NoStep {
+				i++
+				continue
+			}
+			j := i
+			for j+1 < n && p.step[j+1] == p.step[i] {
+				j++
+			}
+			found.steps = append(found.steps, stepRange{n: int(p.step[i]), start: i, end: j})
+			i = j + 1
+		}
+		plan.fill(found)
+		return plan
+	}
+	if ends := optimizerEnds(p.code); len(ends) > 0 {
+		found = planFound{source: StepsFromOptimizer, evidence: "optimizer steps"}
+		start := 0
+		for k, e := range ends {
+			found.steps = append(found.steps, stepRange{n: k + 1, start: start, end: e})
+			start = e + 1
+		}
+		if start < n {
+			found.steps = append(found.steps, stepRange{n: len(ends) + 1, start: start, end: n - 1, partial: true})
+		}
+	} else if f := spanSteps(h); len(f.steps) >= minLeakSteps {
+		found = f
+	} else if f := loopSteps(h); len(f.steps) > 0 {
+		found = f
+	} else {
+		found = periodSteps(h)
+	}
+	if len(found.steps) == 0 {
+		return plan
+	}
+	for _, st := range found.steps {
+		for i := st.start; i <= st.end && i < n; i++ {
+			p.step[i] = int32(st.n)
+		}
+	}
+	plan.fill(found)
+	return plan
+}
+
+// fill copies what a source found into the plan (memory comes later).
+func (plan *StepPlan) fill(f planFound) {
+	plan.Source, plan.Evidence, plan.Site = f.source, f.evidence, f.site
+	for _, st := range f.steps {
+		plan.FirstEvents = append(plan.FirstEvents, st.start)
+		plan.Spans = append(plan.Spans, StepSpan{Step: st.n, StartEvent: st.start, EndEvent: st.end, Complete: !st.partial})
+	}
+}
+
+// measureSteps measures the time and memory of every step of the plan.
+func (h *History) measureSteps() {
+	for k := range h.Steps.Spans {
+		st := &h.Steps.Spans[k]
+		i, j := st.StartEvent, st.EndEvent
+		st.StartUS, st.EndUS = h.TimeUS(i), h.TimeUS(j)
+		st.StartAllocatedBytes, st.EndAllocatedBytes = h.AllocatedAt(i-1), h.AllocatedAt(j)
+		st.PeakAllocatedBytes, st.PeakEvent = math.MinInt64, i
+		for e := i; e <= j; e++ {
+			if h.Allocated[e] > st.PeakAllocatedBytes {
+				st.PeakAllocatedBytes, st.PeakEvent = h.Allocated[e], e
+			}
+		}
+	}
+}
+
+// completeSteps returns the complete steps of the plan, for passes that
+// compare steps (leak detection).
+func (plan *StepPlan) completeSteps() []stepRange {
+	var out []stepRange
+	for _, st := range plan.Spans {
+		if st.Complete {
+			out = append(out, stepRange{n: st.Step, start: st.StartEvent, end: st.EndEvent})
+		}
+	}
+	return out
+}
+
+// optimizerEnds returns the event index ending each optimizer step: the last
+// event of each run of optimizer events (runs separated only by unknown
+// events are one step).
+func optimizerEnds(code []uint8) []int {
+	var ends []int
+	in := false
+	last := -1
+	for i, c := range code {
+		switch c {
+		case codeOptimizer:
+			in = true
+			last = i
+		case codeUnknown:
+		default:
+			if in {
+				ends = append(ends, last)
+				in = false
+			}
+		}
+	}
+	if in {
+		ends = append(ends, last)
+	}
+	return ends
+}
+
+// loopSite names a loop frame: the function's file, the first line of the
+// loop body and the function ("eval.py:38 evaluate").
+func loopSite(fn funcKey, head int64) string {
+	f := snapshot.Frame{Filename: fn.file, Line: head, Name: fn.name}
+	return frameString(&f)
+}
+
+// funcKey is a Python function: its file and name.
+type funcKey struct{ file, name string }

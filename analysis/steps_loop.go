@@ -1,0 +1,277 @@
+package analysis
+
+import (
+	"fmt"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// The loop that runs the model, found in the Python stacks: a frame outside
+// the model (above every nn.Module call and every model forward) whose line
+// returns to the start of its loop body at each iteration, each iteration
+// calling the model. A layer loop sits inside the model's forward and is
+// never seen here; a loop over parameters (an optimizer, Module.to) calls
+// no model; one pass of a script returns to no earlier line.
+
+// Bounds of the loop search.
+const (
+	maxLoopDepth      = 64   // frames followed from the outermost in
+	loopModelShareMin = 0.75 // share of iterations that must call the model
+)
+
+// loopChain is what the loop search needs of one stack: its Python frames
+// from the outermost in, down to the first model frame (excluded), and
+// whether the stack goes on into the model.
+type loopChain struct {
+	pos   []int32 // position of each frame (its callers and its function)
+	lines []int64
+	model bool
+}
+
+// loopPositions interns positions: a function called from the same
+// callers at the same lines is the same position.
+type loopPositions struct {
+	s      *snapshot.Snapshot
+	ids    map[[2]int64]int32 // (parent prefix, function or frame) → id
+	funcs  map[funcKey]int32
+	fnOf   []funcKey // position → function
+	depth  []int32   // position → depth
+	chains map[snapshot.StackID]*loopChain
+}
+
+func newLoopPositions(s *snapshot.Snapshot) *loopPositions {
+	return &loopPositions{s: s, ids: map[[2]int64]int32{}, funcs: map[funcKey]int32{}, chains: map[snapshot.StackID]*loopChain{}}
+}
+
+func (lp *loopPositions) intern(parent int64, child int64) int32 {
+	k := [2]int64{parent, child}
+	if id, ok := lp.ids[k]; ok {
+		return id
+	}
+	id := int32(len(lp.ids))
+	lp.ids[k] = id
+	return id
+}
+
+// chain returns the loop chain of a stack (nil without Python frames).
+func (lp *loopPositions) chain(st snapshot.StackID) *loopChain {
+	if c, ok := lp.chains[st]; ok {
+		return c
+	}
+	frames := lp.s.StackOf(st)
+	c := &loopChain{}
+	prefix := int64(-1) // the callers so far
+	for i := len(frames) - 1; i >= 0 && len(c.pos) < maxLoopDepth; i-- {
+		f := &lp.s.Frames[frames[i]]
+		if isModelFrame(f) {
+			c.model = true
+			break
+		}
+		if !isPython(f) || isNoise(f) {
+			continue
+		}
+		fk := funcKey{f.Filename, f.Name}
+		fid, ok := lp.funcs[fk]
+		if !ok {
+			fid = int32(len(lp.funcs))
+			lp.funcs[fk] = fid
+		}
+		// positions and prefixes share one table: a position is (prefix,
+		// −1−function), a prefix is (prefix, frame).
+		pos := lp.intern(prefix, -1-int64(fid))
+		if int(pos) >= len(lp.fnOf) {
+			lp.fnOf = append(lp.fnOf, make([]funcKey, int(pos)+1-len(lp.fnOf))...)
+			lp.depth = append(lp.depth, make([]int32, int(pos)+1-len(lp.depth))...)
+		}
+		lp.fnOf[pos], lp.depth[pos] = fk, int32(len(c.pos))
+		c.pos = append(c.pos, pos)
+		c.lines = append(c.lines, f.Line)
+		prefix = int64(lp.intern(prefix, int64(frames[i])))
+	}
+	if len(c.pos) == 0 {
+		c = nil
+	}
+	lp.chains[st] = c
+	return c
+}
+
+// loopTrack follows the lines of one position through the allocations.
+type loopTrack struct {
+	started  bool
+	prevLine int64
+	head     int64 // the loop body's first line, once a boundary is known
+	hasHead  bool
+	segStart int   // event index where the current iteration began
+	segModel bool  // the current iteration called the model
+	segMax   int64 // the highest line of the current iteration
+	bounds   []int
+	models   int   // iterations (closed ones) that called the model
+	maxLine  int64 // the loop body's last line (of the closed iterations)
+}
+
+// loopSeen is the last event at which a position allocated at a line.
+type loopSeen struct {
+	pos  int32
+	line int64
+}
+
+// step advances the track of a position by an allocation at event i, line
+// l: a return to an earlier line that the current iteration already
+// allocated at, and no later than the loop's head, starts an iteration.
+func (t *loopTrack) step(i int, l int64, model bool, seen map[loopSeen]int, pos int32) {
+	if t.started && l < t.prevLine && (!t.hasHead || l <= t.head) {
+		if last, ok := seen[loopSeen{pos, l}]; ok && last >= t.segStart {
+			t.bounds = append(t.bounds, i)
+			if t.segModel {
+				t.models++
+			}
+			t.maxLine = max(t.maxLine, t.segMax)
+			t.segStart, t.segModel, t.segMax = i, false, l
+			t.head, t.hasHead = l, true
+		}
+	}
+	if !t.started {
+		t.started, t.segStart, t.segMax = true, i, l
+	}
+	t.segMax = max(t.segMax, l)
+	t.prevLine = l
+	t.segModel = t.segModel || model
+	seen[loopSeen{pos, l}] = i
+}
+
+// iterations is the number of iterations the track saw, and how many
+// called the model.
+func (t *loopTrack) iterations() (n, model int) {
+	n = len(t.bounds) + 1
+	model = t.models
+	if t.segModel {
+		model++
+	}
+	return n, model
+}
+
+// loopSteps finds the loop that runs the model and cuts the events at the
+// start of each of its iterations. Among the positions whose iterations
+// call the model, the one with the most iterations wins (the outermost
+// among equals).
+func loopSteps(h *History) planFound {
+	ev := h.Device.Events
+	lp := newLoopPositions(h.Snap)
+	var tracks []*loopTrack
+	seen := map[loopSeen]int{}
+	prev := snapshot.StackID(0)
+	for i := range ev {
+		e := &ev[i]
+		if e.Action != snapshot.ActionAlloc || e.Stack == 0 || e.Stack == prev {
+			continue
+		}
+		prev = e.Stack
+		c := lp.chain(e.Stack)
+		if c == nil {
+			continue
+		}
+		for d, pos := range c.pos {
+			for int(pos) >= len(tracks) {
+				tracks = append(tracks, nil)
+			}
+			t := tracks[pos]
+			if t == nil {
+				t = &loopTrack{}
+				tracks[pos] = t
+			}
+			// the model is called below this frame when the chain goes on
+			// into it from here or from a deeper frame
+			t.step(i, c.lines[d], c.model, seen, pos)
+		}
+	}
+	best, bestN := int32(-1), 1
+	for pos, t := range tracks {
+		if t == nil || len(t.bounds) == 0 {
+			continue
+		}
+		n, model := t.iterations()
+		if float64(model) < loopModelShareMin*float64(n) {
+			continue
+		}
+		if n > bestN || n == bestN && best >= 0 && lp.depth[pos] < lp.depth[best] {
+			best, bestN = int32(pos), n
+		}
+	}
+	if best < 0 {
+		return planFound{}
+	}
+	return loopPlan(h, lp, best, tracks[best])
+}
+
+// loopPlan turns the boundaries of the loop at position pos into steps:
+// the first iteration starts at the first allocation of the loop body
+// before the first boundary (allocations at lines before the loop are
+// set-up), the last ends before the first allocation after it that is not
+// in the loop body.
+func loopPlan(h *History, lp *loopPositions, pos int32, t *loopTrack) planFound {
+	ev := h.Device.Events
+	head, maxLine := t.head, t.maxLine
+	first := t.bounds[0]
+	// the start of the first iteration: walk back over allocations of this
+	// position within the loop body's lines
+	start := first
+	for i := first - 1; i >= 0; i-- {
+		e := &ev[i]
+		if e.Action != snapshot.ActionAlloc || e.Stack == 0 {
+			continue
+		}
+		c := lp.chain(e.Stack)
+		l, ok := c.lineAt(pos)
+		if !ok {
+			if c != nil {
+				break // Python code outside the loop
+			}
+			continue
+		}
+		if l < head || l > maxLine {
+			break
+		}
+		start = i
+	}
+	// the end of the last iteration
+	last := t.bounds[len(t.bounds)-1]
+	end := len(ev) - 1
+	for i := last + 1; i < len(ev); i++ {
+		e := &ev[i]
+		if e.Action != snapshot.ActionAlloc || e.Stack == 0 {
+			continue
+		}
+		c := lp.chain(e.Stack)
+		if c == nil {
+			continue
+		}
+		if l, ok := c.lineAt(pos); !ok || l < head || l > maxLine {
+			end = i - 1
+			break
+		}
+	}
+	bounds := append([]int{start}, t.bounds...)
+	f := planFound{source: StepsFromLoop, site: loopSite(lp.fnOf[pos], head)}
+	f.evidence = fmt.Sprintf("the loop at %s", f.site)
+	for k, b := range bounds {
+		e := end
+		if k+1 < len(bounds) {
+			e = bounds[k+1] - 1
+		}
+		f.steps = append(f.steps, stepRange{n: k + 1, start: b, end: e})
+	}
+	return f
+}
+
+// lineAt returns the line of the chain's frame at position pos.
+func (c *loopChain) lineAt(pos int32) (int64, bool) {
+	if c == nil {
+		return 0, false
+	}
+	for d, p := range c.pos {
+		if p == pos {
+			return c.lines[d], true
+		}
+	}
+	return 0, false
+}
