@@ -5,127 +5,28 @@ import (
 	"sort"
 )
 
-// evidence is what suggestions are chosen from: one device at its decisive
-// moment (the OOM when there is one, else the peak).
-type evidence struct {
-	device     int
-	moment     string // "at the OOM" or "at the peak"
-	index      int
-	phase      Phase
-	cats       Categories
-	total      int64
-	oom        *OOM
-	oomSDPA    bool  // the failing allocation is SDPA's math backend
-	oomAttn    bool  // the failing allocation is inside attention code
-	attention  int64 // live bytes allocated in attention code
-	attnSite   string
-	expandable bool
-	capacity   int64
-	endAlloc   int64
-	endRes     int64
-	peakAlloc  int64
-	peakRes    int64
-	gradsInFwd int64 // gradient bytes live at the forward peak
-	lateZero   int   // event of a zero_grad that frees them after that peak (−1)
-	steps      int   // training steps seen
-	training   bool  // a backward, optimizer or zero_grad phase ran, or gradients / optimizer state exist
-	fp32       bool  // parameters known to be fp32 (chrome-trace shapes)
-}
-
-// gatherEvidence collects the evidence of one device.
-func gatherEvidence(h *History, dr *DeviceResult) *evidence {
-	ev := &evidence{device: dr.Device, capacity: dr.Capacity, expandable: h.expandable(),
-		endAlloc: dr.AtEnd.AllocatedBytes, endRes: dr.AtEnd.ReservedBytes,
-		peakAlloc: dr.Peak.AllocatedBytes, peakRes: dr.Peak.ReservedBytes}
-	if dr.OOM != nil {
-		ev.moment, ev.index, ev.phase, ev.cats, ev.oom = "at the OOM", dr.OOM.EventIndex, dr.OOM.Phase, dr.OOM.Categories, dr.OOM
-		m := h.markers.get(h.Device.Events[dr.OOM.EventIndex].Stack)
-		ev.oomSDPA, ev.oomAttn = m.sdpaMath, m.attention
-	} else {
-		ev.moment, ev.index, ev.phase, ev.cats = "at the peak", dr.Peak.EventIndex, dr.Peak.Phase, dr.Peak.Categories
-	}
-	ev.total = ev.cats.Total()
-	ev.steps = len(h.Steps.Spans)
-	for _, sp := range h.Phases.Spans {
-		if sp.Events > 0 && (sp.Phase == PhaseBackward || sp.Phase == PhaseOptimizer) || sp.Phase == PhaseZeroGrad {
-			ev.training = true
-		}
-	}
-	for _, c := range []Categories{dr.Peak.Categories, dr.AtEnd.Categories} {
-		if c[Gradient]+c[OptimizerState] > 0 {
-			ev.training = true
-		}
-	}
-	sites := map[string]int64{}
-	for _, b := range h.LiveBlocks(ev.index) {
-		if b.Untracked {
-			continue
-		}
-		m := h.markers.get(b.Stack)
-		if m.attention && (b.Category == Activation || b.Category == Temporary || b.Category == AutogradDetail) {
-			ev.attention += b.Size
-			sites[siteOf(h.Snap, b.Stack)] += b.Size
-		}
-	}
-	var best int64
-	for s, v := range sites {
-		if v > best || v == best && s < ev.attnSite {
-			ev.attnSite, best = s, v
-		}
-	}
-	// Gradients alive during forward: gradients kept across steps.
-	var fwdPeak int64 = -1
-	fwdIdx := -1
-	for _, sp := range h.Phases.Spans {
-		if sp.Phase == PhaseForward && sp.PeakAllocatedBytes > fwdPeak {
-			fwdPeak = sp.PeakAllocatedBytes
-			for k := max(sp.StartEvent, 0); sp.Events > 0 && k <= sp.EndEvent && k < len(h.Allocated); k++ {
-				if h.Allocated[k] == fwdPeak {
-					fwdIdx = k
-					break
-				}
-			}
-		}
-	}
-	ev.lateZero = -1
-	if fwdIdx >= 0 {
-		ev.gradsInFwd = h.CategoriesAt(fwdIdx)[Gradient]
-		for _, b := range h.LiveBlocks(fwdIdx) {
-			if b.Rule == RuleFreedByZeroGrad && (ev.lateZero < 0 || b.Free < ev.lateZero) {
-				ev.lateZero = b.Free
-			}
-		}
-	}
-	if len(h.Snap.GradAccumulations) > 0 {
-		ev.fp32 = true
-		for _, g := range h.Snap.GradAccumulations {
-			if g.DType != "float" {
-				ev.fp32 = false
-				break
-			}
-		}
-	}
-	return ev
-}
-
-func pct(part, whole int64) float64 {
-	if whole <= 0 {
-		return 0
-	}
-	return 100 * float64(part) / float64(whole)
-}
-
 // suggest chooses the suggestions of the design table from the evidence of
 // the device that matters most and from the leak findings, ranked by
-// estimated savings.
+// estimated savings — except that what only releases cached memory after
+// the fact (empty_cache) comes after every fix that lowers the peak.
 func suggest(ev *evidence, leaks []Leak) []Suggestion {
 	out := append(fromEvidence(ev), leakSuggestions(leaks)...)
-	sort.SliceStable(out, func(a, b int) bool { return out[a].EstimatedSavingsBytes > out[b].EstimatedSavingsBytes })
+	sort.SliceStable(out, func(a, b int) bool {
+		if la, lb := lowersPeak(out[a].ID), lowersPeak(out[b].ID); la != lb {
+			return la
+		}
+		return out[a].EstimatedSavingsBytes > out[b].EstimatedSavingsBytes
+	})
 	if out == nil {
 		return []Suggestion{}
 	}
 	return out
 }
+
+// lowersPeak reports whether a suggestion lowers the memory a run needs at
+// its peak (every one but empty_cache, which hands back what the allocator
+// cached once the peak is over).
+func lowersPeak(id string) bool { return id != "empty_cache" }
 
 // fromEvidence chooses the suggestions one device's evidence supports,
 // dropping those that would save under 1 MiB or 1% of the memory in question.
@@ -140,10 +41,9 @@ func fromEvidence(ev *evidence) []Suggestion {
 	oomPhase := ev.oom != nil && (ev.phase == PhaseForward || ev.phase == PhaseBackward)
 	inOpt := ev.oom != nil && ev.phase == PhaseOptimizer
 
-	// Checkpointing trades recomputation in backward for memory: only
-	// training has a backward to recompute in. An OOM in forward or backward
-	// is most often training's; a peak without an OOM needs evidence of it.
-	if oomPhase || ev.training && pct(act, ev.total) >= 40 {
+	// Checkpointing trades recomputation in backward for memory: only a run
+	// with a backward keeps activations to recompute.
+	if ev.backward && (oomPhase || pct(act, ev.total) >= 40) {
 		because := fmt.Sprintf("activations and temporaries are %s of %s allocated %s (%.0f%%)", FormatBytes(act), FormatBytes(ev.total), where, pct(act, ev.total))
 		if oomPhase {
 			because = fmt.Sprintf("the OOM happened in %s with %s of activations and temporaries live (%.0f%% of %s allocated) %s", ev.phase, FormatBytes(act), pct(act, ev.total), FormatBytes(ev.total), where)
@@ -169,12 +69,18 @@ func fromEvidence(ev *evidence) []Suggestion {
 				How: "halve max_seq_len / block_size (attention memory falls about 4×), or pack shorter sequences"})
 		}
 	}
-	if !ev.training && !oomPhase && pct(act, ev.total) >= 50 {
+	actDominate := pct(act, ev.total) >= 50 || oomPhase && pct(act, ev.total) >= 30
+	if !ev.backward && actDominate {
+		because := fmt.Sprintf("activations and temporaries dominate %s: %s of %s (%.0f%%), and they scale with the batch", where, FormatBytes(act), FormatBytes(ev.total), pct(act, ev.total))
+		if ev.training {
+			because += "; no backward keeps them (nothing to recompute or accumulate)"
+		} else {
+			because += "; nothing here is trained"
+		}
 		out = append(out, Suggestion{ID: "reduce_batch_size", Title: "Process smaller batches (or chunk the input)",
-			Because:               fmt.Sprintf("activations and temporaries dominate %s: %s of %s (%.0f%%), and they scale with the batch; nothing here is trained", where, FormatBytes(act), FormatBytes(ev.total), pct(act, ev.total)),
-			EstimatedSavingsBytes: act / 2, Cost: "more, smaller forward passes",
+			Because: because, EstimatedSavingsBytes: act / 2, Cost: "more, smaller forward passes",
 			How: "for chunk in torch.split(batch, batch.shape[0] // 2):\n    with torch.inference_mode():\n        outputs.append(model(chunk))"})
-	} else if pct(act, ev.total) >= 50 || oomPhase && pct(act, ev.total) >= 30 {
+	} else if ev.backward && actDominate {
 		out = append(out, Suggestion{ID: "gradient_accumulation", Title: "Halve the micro-batch and accumulate gradients",
 			Because:               fmt.Sprintf("activations and temporaries dominate %s: %s of %s (%.0f%%), and they scale with the micro-batch", where, FormatBytes(act), FormatBytes(ev.total), pct(act, ev.total)),
 			EstimatedSavingsBytes: act / 2, Cost: "none for the result (same effective batch); more, smaller steps",
@@ -203,7 +109,7 @@ func fromEvidence(ev *evidence) []Suggestion {
 	}
 	if pct(par, ev.total) >= 50 && !ev.training {
 		out = append(out, Suggestion{ID: "quantize_weights", Title: "Load the weights in 8-bit (or 4-bit) for inference",
-			Because:               fmt.Sprintf("parameters dominate %s: %s of %s (%.0f%%), and nothing is trained (no backward, no optimizer state)", where, FormatBytes(par), FormatBytes(ev.total), pct(par, ev.total)),
+			Because:               fmt.Sprintf("parameters dominate %s: %s of %s (%.0f%%), and nothing is trained (no backward, no optimizer state, no training loop in the stacks)", where, FormatBytes(par), FormatBytes(ev.total), pct(par, ev.total)),
 			EstimatedSavingsBytes: par / 2, Cost: "slightly slower matmuls; a small accuracy cost (check on your evaluation)",
 			How: "from transformers import BitsAndBytesConfig\nmodel = AutoModelForCausalLM.from_pretrained(name, quantization_config=BitsAndBytesConfig(load_in_8bit=True))  # or load_in_4bit=True: ~75% saved\n# torchao: quantize_(model, int8_weight_only())"})
 	} else if pct(par, ev.total) >= 50 {
@@ -218,26 +124,30 @@ func fromEvidence(ev *evidence) []Suggestion {
 			EstimatedSavingsBytes: (par + grad + act) / 2, Cost: "minimal on GPUs with bf16",
 			How: "with torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16):\n    loss = loss_fn(model(x), y)\nloss.backward()"})
 	}
+	// Expandable segments reclaim fragmentation: free space inside segments
+	// that hold live blocks. Wholly free cached segments are not theirs to
+	// save (the allocator frees them itself before it reports an OOM).
 	if ev.oom != nil && ev.oom.Fragmentation.Fragmented && !ev.expandable {
 		fr := ev.oom.Fragmentation
 		out = append(out, Suggestion{ID: "expandable_segments", Title: "Enable expandable segments",
-			Because:               fmt.Sprintf("at the OOM the allocator had %s cached free, more than the %s requested, but its largest free block was %s: fragmentation", FormatBytes(fr.CachedFreeBytes), FormatBytes(ev.oom.RequestedBytes), FormatBytes(fr.LargestFreeBlockBytes)),
-			EstimatedSavingsBytes: fr.CachedFreeBytes, Cost: "none",
+			Because:               fmt.Sprintf("at the OOM the allocator had %s cached free, more than the %s requested, but its largest free block was %s: fragmentation (%s free inside segments in use)", FormatBytes(fr.CachedFreeBytes), FormatBytes(ev.oom.RequestedBytes), FormatBytes(fr.LargestFreeBlockBytes), FormatBytes(fr.FreeInUsedSegmentsBytes)),
+			EstimatedSavingsBytes: fr.FreeInUsedSegmentsBytes, Cost: "none",
 			How: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py"})
-	} else if ev.oom == nil && !ev.expandable && ev.peakRes-ev.peakAlloc >= 1<<30 && pct(ev.peakRes-ev.peakAlloc, ev.peakRes) >= 25 &&
+	} else if ev.oom == nil && !ev.expandable && ev.hasState && ev.peakFragmented >= 1<<30 && pct(ev.peakFragmented, ev.peakRes) >= 25 &&
 		(ev.capacity == 0 || ev.peakRes >= ev.capacity/10*8) {
 		// Cached slack only matters under memory pressure: without it the
 		// cache is simply reused by the next step.
 		out = append(out, Suggestion{ID: "expandable_segments", Title: "Enable expandable segments",
-			Because:               fmt.Sprintf("at the peak on device %d the allocator reserved %s for %s allocated: %s of slack in cached blocks", ev.device, FormatBytes(ev.peakRes), FormatBytes(ev.peakAlloc), FormatBytes(ev.peakRes-ev.peakAlloc)),
-			EstimatedSavingsBytes: ev.peakRes - ev.peakAlloc, Cost: "none",
+			Because:               fmt.Sprintf("at the peak on device %d the allocator reserved %s for %s allocated, and %s of it is free space inside segments that hold live blocks: fragmentation", ev.device, FormatBytes(ev.peakRes), FormatBytes(ev.peakAlloc), FormatBytes(ev.peakFragmented)),
+			EstimatedSavingsBytes: ev.peakFragmented, Cost: "none",
 			How: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py"})
 	}
-	// Between runs, not inside a training loop whose next step reuses the cache.
-	if ev.oom == nil && ev.steps <= 1 && ev.endRes-ev.endAlloc >= 1<<30 && pct(ev.endRes-ev.endAlloc, ev.endRes) >= 50 {
+	// Between runs, not inside a training loop whose next step reuses the
+	// cache; empty_cache releases the cached segments without a live block.
+	if ev.oom == nil && ev.steps <= 1 && ev.hasState && ev.endWhollyFree >= 1<<30 && pct(ev.endWhollyFree, ev.endRes) >= 50 {
 		out = append(out, Suggestion{ID: "empty_cache", Title: "Release cached memory between phases",
-			Because:               fmt.Sprintf("at the end device %d reserved %s but had only %s allocated", ev.device, FormatBytes(ev.endRes), FormatBytes(ev.endAlloc)),
-			EstimatedSavingsBytes: ev.endRes - ev.endAlloc, Cost: "none (the next allocations pay cudaMalloc again)",
+			Because:               fmt.Sprintf("at the end device %d reserved %s for %s allocated, and %s of it is cached segments without a live block", ev.device, FormatBytes(ev.endRes), FormatBytes(ev.endAlloc), FormatBytes(ev.endWhollyFree)),
+			EstimatedSavingsBytes: ev.endWhollyFree, Cost: "none (the next allocations pay cudaMalloc again); the peak stays as it is",
 			How: "torch.cuda.empty_cache()  # e.g. after evaluation, before the next phase or another process needs the memory"})
 	}
 	if ev.gradsInFwd > 0 {

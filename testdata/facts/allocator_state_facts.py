@@ -29,8 +29,9 @@ For every device of every snapshot it prints:
   - blocks: the blocks the trace allocates that are still live at the dump,
     how many of them the rule above sizes exactly as the dump does (`size`
     of the dump's block), and how many of those keep an unsplit rest;
-  - for every `oom` entry, and for the peak of allocated memory (requested
-    bytes, the first maximum; the dump itself when there is no trace): the
+  - for every `oom` entry, for the peak of allocated memory (requested
+    bytes, the first maximum; the dump itself when there is no trace) and for
+    the end (after the last entry, when there is a trace): the
     reserved bytes, the allocated bytes (requested and block units), the cached
     free bytes, the largest free block a request of the OOM's size could use
     (a request above 1 MiB never uses a 2 MiB small-pool segment), the free
@@ -243,6 +244,8 @@ def device_facts(segments, trace, settings, dev):
             moments[("oom", i)] = state(e["size"])
         if i == peak:
             moments[("peak", i)] = state(0)
+    if trace:
+        moments[("end", len(trace) - 1)] = state(0)
     for a, v in live.items():
         if a in dump_live and a in live_end:
             checked += 1

@@ -1,0 +1,241 @@
+package analysis
+
+import (
+	"path"
+	"strings"
+	"unicode"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// evidence is what suggestions are chosen from: one device at its decisive
+// moment (the OOM when there is one, else the peak).
+type evidence struct {
+	device     int
+	moment     string // "at the OOM" or "at the peak"
+	index      int
+	phase      Phase
+	cats       Categories
+	total      int64
+	oom        *OOM
+	oomSDPA    bool  // the failing allocation is SDPA's math backend
+	oomAttn    bool  // the failing allocation is inside attention code
+	attention  int64 // live bytes allocated in attention code
+	attnSite   string
+	expandable bool
+	capacity   int64
+	endAlloc   int64
+	endRes     int64
+	peakAlloc  int64
+	peakRes    int64
+	// hasState: the allocator's segments are known (a snapshot with
+	// dump-time segments), so cached memory splits into the two parts below.
+	hasState bool
+	// peakFragmented is the cached free memory at the peak inside segments
+	// that hold live blocks (what expandable segments reclaim); endWhollyFree
+	// the cached segments without a live block at the end (what
+	// torch.cuda.empty_cache() releases).
+	peakFragmented, endWhollyFree int64
+	gradsInFwd                    int64 // gradient bytes live at the forward peak
+	lateZero                      int   // event of a zero_grad that frees them after that peak (−1)
+	steps                         int   // training steps seen
+	// training: something shows that the run trains — a backward, optimizer
+	// or zero_grad phase, gradients or optimizer state, or a training loop in
+	// the stacks (trainingFrame, named in trainedBy).
+	training  bool
+	trainedBy string
+	// backward: the run has a backward that keeps activations — one was
+	// recorded (a backward phase that allocated, or gradients), or a training
+	// run was cut off in the forward of its decisive moment (it ran out of
+	// memory there, or the recording ends in it) and no step of it ended
+	// without a backward.
+	backward bool
+	fp32     bool // parameters known to be fp32 (chrome-trace shapes)
+}
+
+// gatherEvidence collects the evidence of one device.
+func gatherEvidence(h *History, dr *DeviceResult) *evidence {
+	ev := &evidence{device: dr.Device, capacity: dr.Capacity, expandable: h.expandable(),
+		endAlloc: dr.AtEnd.AllocatedBytes, endRes: dr.AtEnd.ReservedBytes,
+		peakAlloc: dr.Peak.AllocatedBytes, peakRes: dr.Peak.ReservedBytes}
+	if dr.OOM != nil {
+		ev.moment, ev.index, ev.phase, ev.cats, ev.oom = "at the OOM", dr.OOM.EventIndex, dr.OOM.Phase, dr.OOM.Categories, dr.OOM
+		m := h.markers.get(h.Device.Events[dr.OOM.EventIndex].Stack)
+		ev.oomSDPA, ev.oomAttn = m.sdpaMath, m.attention
+	} else {
+		ev.moment, ev.index, ev.phase, ev.cats = "at the peak", dr.Peak.EventIndex, dr.Peak.Phase, dr.Peak.Categories
+	}
+	ev.total = ev.cats.Total()
+	ev.steps = len(h.Steps.Spans)
+	if len(h.Device.Segments) > 0 {
+		ev.hasState = true
+		ev.peakFragmented = h.fragmentationAt(dr.Peak.EventIndex, 0).FreeInUsedSegmentsBytes
+		end := h.fragmentationAt(h.EndIndex(), 0)
+		ev.endWhollyFree = end.CachedFreeBytes - end.FreeInUsedSegmentsBytes
+	}
+	h.trainingEvidence(ev, dr)
+	sites := map[string]int64{}
+	for _, b := range h.LiveBlocks(ev.index) {
+		if b.Untracked {
+			continue
+		}
+		m := h.markers.get(b.Stack)
+		if m.attention && (b.Category == Activation || b.Category == Temporary || b.Category == AutogradDetail) {
+			ev.attention += b.Size
+			sites[siteOf(h.Snap, b.Stack)] += b.Size
+		}
+	}
+	var best int64
+	for s, v := range sites {
+		if v > best || v == best && s < ev.attnSite {
+			ev.attnSite, best = s, v
+		}
+	}
+	// Gradients alive during forward: gradients kept across steps.
+	var fwdPeak int64 = -1
+	fwdIdx := -1
+	for _, sp := range h.Phases.Spans {
+		if sp.Phase == PhaseForward && sp.PeakAllocatedBytes > fwdPeak {
+			fwdPeak = sp.PeakAllocatedBytes
+			for k := max(sp.StartEvent, 0); sp.Events > 0 && k <= sp.EndEvent && k < len(h.Allocated); k++ {
+				if h.Allocated[k] == fwdPeak {
+					fwdIdx = k
+					break
+				}
+			}
+		}
+	}
+	ev.lateZero = -1
+	if fwdIdx >= 0 {
+		ev.gradsInFwd = h.CategoriesAt(fwdIdx)[Gradient]
+		for _, b := range h.LiveBlocks(fwdIdx) {
+			if b.Rule == RuleFreedByZeroGrad && (ev.lateZero < 0 || b.Free < ev.lateZero) {
+				ev.lateZero = b.Free
+			}
+		}
+	}
+	if len(h.Snap.GradAccumulations) > 0 {
+		ev.fp32 = true
+		for _, g := range h.Snap.GradAccumulations {
+			if g.DType != "float" {
+				ev.fp32 = false
+				break
+			}
+		}
+	}
+	return ev
+}
+
+// trainingEvidence decides whether the run trains and whether it has a
+// backward (evidence.training, evidence.backward).
+func (h *History) trainingEvidence(ev *evidence, dr *DeviceResult) {
+	// A step that ends (zero_grad, optimizer) after a forward without a
+	// backward between them: the run trains without one (zeroth-order).
+	forward, stepWithoutBackward := false, false
+	for _, sp := range h.Phases.Spans {
+		switch {
+		case sp.Phase == PhaseBackward && sp.Events > 0:
+			ev.training, ev.backward = true, true
+		case sp.Phase == PhaseForward && sp.Events > 0:
+			forward = true
+		case sp.Phase == PhaseOptimizer || sp.Phase == PhaseZeroGrad:
+			ev.training = ev.training || sp.Phase == PhaseZeroGrad || sp.Events > 0
+			stepWithoutBackward = stepWithoutBackward || forward
+		}
+	}
+	cats := []Categories{dr.Peak.Categories, dr.AtEnd.Categories}
+	if dr.OOM != nil {
+		cats = append(cats, dr.OOM.Categories)
+	}
+	for _, c := range cats {
+		if c[Gradient] > 0 {
+			ev.training, ev.backward = true, true
+		}
+		if c[OptimizerState] > 0 {
+			ev.training = true
+		}
+	}
+	if f := trainingFrame(h.Snap); f != "" {
+		ev.training, ev.trainedBy = true, f
+	}
+	if ev.training && !ev.backward && !stepWithoutBackward && ev.phase == PhaseForward {
+		// Cut off in its forward, before the backward: by the OOM, or by the
+		// end of the recording (every later event still in forward).
+		ev.backward = true
+		for k := max(ev.index, 0); ev.oom == nil && k < h.NumEvents(); k++ {
+			if h.Phases.At(k) != PhaseForward {
+				ev.backward = false
+				break
+			}
+		}
+	}
+}
+
+// trainingWords are the words that name a training loop: in a function's
+// name (train, train_one_step, training_step of Lightning and Hugging Face's
+// Trainer, _inner_training_loop, forward_train, finetune) or a user script's
+// (train.py, pretrain_gpt.py). "pretrained" is not one: from_pretrained
+// loads weights.
+var trainingWords = map[string]bool{"train": true, "training": true, "trainer": true, "trainers": true,
+	"pretrain": true, "pretraining": true, "finetune": true, "finetuning": true}
+
+// trainingFrame returns the first Python frame of the snapshot's stacks that
+// belongs to a training loop ("Agent.py train"), or "". A file's name counts
+// only for the user's own files: installed packages' trainer.py modules also
+// evaluate and predict. PyTorch's own frames never count (Module.train only
+// sets a flag).
+func trainingFrame(s *snapshot.Snapshot) string {
+	for i := range s.Frames {
+		f := &s.Frames[i]
+		if !isPython(f) || isTorch(f.Filename) {
+			continue
+		}
+		file := path.Base(strings.ReplaceAll(f.Filename, "\\", "/"))
+		words := nameWords(f.Name)
+		if !isLibrary(f.Filename) {
+			words = append(words, nameWords(strings.TrimSuffix(file, ".py"))...)
+		}
+		for _, w := range words {
+			if trainingWords[w] {
+				return file + " " + f.Name
+			}
+		}
+	}
+	return ""
+}
+
+// nameWords splits an identifier into lower-case words at underscores,
+// other non-letters and lower-to-upper case changes ("forwardTrain_step" →
+// forward, train, step).
+func nameWords(name string) []string {
+	var words []string
+	var cur []rune
+	flush := func() {
+		if len(cur) > 0 {
+			words = append(words, strings.ToLower(string(cur)))
+			cur = cur[:0]
+		}
+	}
+	prevLower := false
+	for _, r := range name {
+		switch {
+		case !unicode.IsLetter(r) && !unicode.IsDigit(r):
+			flush()
+			prevLower = false
+			continue
+		case unicode.IsUpper(r) && prevLower:
+			flush()
+		}
+		cur = append(cur, r)
+		prevLower = unicode.IsLower(r) || unicode.IsDigit(r)
+	}
+	flush()
+	return words
+}
+
+func pct(part, whole int64) float64 {
+	if whole <= 0 {
+		return 0
+	}
+	return 100 * float64(part) / float64(whole)
+}
