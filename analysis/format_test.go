@@ -22,6 +22,10 @@ func TestFormatBytes(t *testing.T) {
 		{23278534656, "21.7 GiB"},
 		{8519680, "8.12 MiB"},
 		{-(2 << 20), "-2.00 MiB"},
+		{10<<30 + 1<<29, "10.5 GiB"}, // the cases of report.Size, the formatter it replaced
+		{9<<30 + 820<<20, "9.80 GiB"},
+		{54802667524, "51.0 GiB"},
+		{1<<30 - 1, "1.00 GiB"},
 		{math.MaxInt64, "8.00 EiB"},
 		{math.MinInt64, "-8.00 EiB"},
 	} {

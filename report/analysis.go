@@ -15,27 +15,36 @@ func JSON(w io.Writer, results []*analysis.Result) error {
 	return writeJSON(w, oneOrMany(results))
 }
 
-// Text writes what filled memory, for a terminal, on about one screen.
+// Text writes what filled memory, for a terminal, on about one screen:
+// every line fits TextWidth columns (long ones wrap with an indent).
 func Text(w io.Writer, r *analysis.Result) error {
+	return TextTop(w, r, 5)
+}
+
+// TextTop is Text listing at most top allocation sites per device.
+func TextTop(w io.Writer, r *analysis.Result, top int) error {
 	p := &printer{w: w}
-	p.f("%s — %s, %s\n", snapshot.OneLine(r.Input.Path), r.Input.Format, r.Input.Generation)
-	headline := Headline(r)
-	p.f("%s\n", snapshot.OneLine(headline))
+	p.wrap("", "  ", fmt.Sprintf("%s — %s, %s", snapshot.OneLine(r.Input.Path), r.Input.Format, r.Input.Generation))
+	p.wrap("", "", snapshot.OneLine(Headline(r)))
+	const tab = "           " // the indent of a wrapped device line
 	for _, d := range r.Devices {
 		p.f("\n%s\n", deviceTitle(d))
 		if d.OOM != nil {
 			o := d.OOM
 			if d.Device != headlineOOMDevice(r) { // another device's OOM: its own verdict
-				p.f("  OOM      %s\n", snapshot.OneLine(o.Verdict))
+				p.wrap("  OOM      ", tab, snapshot.OneLine(o.Verdict))
 			}
-			p.f("  OOM      requested %s, device free %s, allocated %s, reserved %s, in %s (step %d) at %s\n",
-				analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFreeBytes), analysis.FormatBytes(o.AllocatedBytes), analysis.FormatBytes(o.ReservedBytes), o.Phase, o.Step, snapshot.OneLine(o.Site))
+			p.wrap("  OOM      ", tab, fmt.Sprintf("requested %s, device free %s, allocated %s, reserved %s, in %s (step %d) at %s",
+				analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFreeBytes), analysis.FormatBytes(o.AllocatedBytes),
+				analysis.FormatBytes(o.ReservedBytes), o.Phase, o.Step, snapshot.OneLine(o.Site)))
 			fr := o.Fragmentation
-			p.f("           cached free %s, largest free block %s, expandable segments %v\n", analysis.FormatBytes(fr.CachedFreeBytes), analysis.FormatBytes(fr.LargestFreeBlockBytes), fr.ExpandableSegments)
+			p.wrap(tab, tab, fmt.Sprintf("cached free %s, largest free block %s, expandable segments %v",
+				analysis.FormatBytes(fr.CachedFreeBytes), analysis.FormatBytes(fr.LargestFreeBlockBytes), fr.ExpandableSegments))
 		}
-		p.f("  peak     %s allocated (reserved %s) in %s, step %d, event %d\n", analysis.FormatBytes(d.Peak.AllocatedBytes), analysis.FormatBytes(d.Peak.ReservedBytes), d.Peak.Phase, d.Peak.Step, d.Peak.EventIndex)
+		p.wrap("  peak     ", tab, fmt.Sprintf("%s allocated (reserved %s) in %s, step %d, event %d", analysis.FormatBytes(d.Peak.AllocatedBytes),
+			analysis.FormatBytes(d.Peak.ReservedBytes), d.Peak.Phase, d.Peak.Step, d.Peak.EventIndex))
 		p.f("  end      %s allocated, %s reserved\n", analysis.FormatBytes(d.AtEnd.AllocatedBytes), analysis.FormatBytes(d.AtEnd.ReservedBytes))
-		p.f("  %-20s %12s %12s %12s\n", "category", "at peak", "at end", oomHeader(d))
+		p.f("%s\n", strings.TrimRight(fmt.Sprintf("  %-20s %12s %12s %12s", "category", "at peak", "at end", oomHeader(d)), " "))
 		for c := analysis.Category(0); c < analysis.NumCategories; c++ {
 			if d.Peak.Categories[c] == 0 && d.AtEnd.Categories[c] == 0 && (d.OOM == nil || d.OOM.Categories[c] == 0) {
 				continue
@@ -44,34 +53,43 @@ func Text(w io.Writer, r *analysis.Result) error {
 			if d.OOM != nil {
 				oom = analysis.FormatBytes(d.OOM.Categories[c])
 			}
-			p.f("  %-20s %12s %12s %12s\n", c, analysis.FormatBytes(d.Peak.Categories[c]), analysis.FormatBytes(d.AtEnd.Categories[c]), oom)
+			p.f("%s\n", strings.TrimRight(fmt.Sprintf("  %-20s %12s %12s %12s", c, analysis.FormatBytes(d.Peak.Categories[c]),
+				analysis.FormatBytes(d.AtEnd.Categories[c]), oom), " "))
 		}
 		if len(d.TopSites) > 0 {
 			p.f("  top sites\n")
-			for _, s := range firstN(d.TopSites, 5) {
-				p.f("    %10s  %-16s %s (%s)\n", analysis.FormatBytes(s.Bytes), s.Category, snapshot.OneLine(s.Site), plural(s.Count, "block"))
+			for _, s := range firstN(d.TopSites, top) {
+				p.wrap(fmt.Sprintf("    %10s  %-16s ", analysis.FormatBytes(s.Bytes), s.Category), strings.Repeat(" ", 33),
+					fmt.Sprintf("%s (%s)", snapshot.OneLine(s.Site), plural(s.Count, "block")))
+			}
+			if more := len(d.TopSites) - top; more > 0 {
+				p.f("    … %d more %s (--top %d lists them)\n", more, map[bool]string{true: "site", false: "sites"}[more == 1], len(d.TopSites))
 			}
 		}
 		if ph := phasePeaks(d.Phases); ph != "" {
-			p.f("  phases   %s\n", ph)
+			p.wrap("  phases   ", tab, ph)
 		}
 	}
 	if len(r.Leaks) > 0 {
 		p.f("\nleaks\n")
 		for _, l := range r.Leaks {
-			p.f("  [%s] %s on device %d at %s: %s/step over %d steps (%s); fix: %s\n", l.Confidence, l.Kind, l.Device, snapshot.OneLine(l.Site), analysis.FormatBytes(l.BytesPerStep), l.Steps, snapshot.OneLine(l.Evidence), snapshot.OneLine(l.Fix))
+			p.wrap("  ", "      ", fmt.Sprintf("[%s] %s on device %d at %s: %s/step over %d steps (%s); fix: %s", l.Confidence, l.Kind, l.Device,
+				snapshot.OneLine(l.Site), analysis.FormatBytes(l.BytesPerStep), l.Steps, snapshot.OneLine(l.Evidence), snapshot.OneLine(l.Fix)))
 		}
 	}
 	if len(r.Suggestions) > 0 {
 		p.f("\nsuggestions (by estimated saving)\n")
 		for i, s := range r.Suggestions {
-			p.f("  %d. %s — saves ~%s (%s)\n     because %s\n", i+1, s.Title, analysis.FormatBytes(s.EstimatedSavingsBytes), s.Cost, snapshot.OneLine(s.Because))
+			n := fmt.Sprintf("  %d. ", i+1)
+			indent := strings.Repeat(" ", len(n))
+			p.wrap(n, indent, fmt.Sprintf("%s — saves ~%s (%s)", s.Title, analysis.FormatBytes(s.EstimatedSavingsBytes), s.Cost))
+			p.wrap(indent+"because ", indent+"  ", snapshot.OneLine(s.Because))
 		}
 	}
 	if len(r.Diagnostics) > 0 {
 		p.f("\nnotes\n")
 		for _, d := range r.Diagnostics {
-			p.f("  - %s\n", snapshot.OneLine(d.Message))
+			p.wrap("  - ", "    ", snapshot.OneLine(d.Message))
 		}
 	}
 	return p.err
@@ -211,7 +229,7 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 		}
 		if len(d.TopSites) > 0 {
 			p.f("\n| top site | bytes | blocks | category |\n|---|---:|---:|---|\n")
-			for _, s := range firstN(d.TopSites, 10) {
+			for _, s := range d.TopSites {
 				p.f("| `%s` | %s | %s | %s |\n", mdCode(s.Site), analysis.FormatBytes(s.Bytes), Count(s.Count), s.Category)
 			}
 		}

@@ -63,7 +63,7 @@ func checkValue(it analysis.CheckItem, v int64) string {
 	if it.Key == analysis.BudgetLeaks {
 		return Count(int(v))
 	}
-	return Size(v)
+	return analysis.FormatBytes(v)
 }
 
 func checkSettings(c *analysis.CheckResult) string {

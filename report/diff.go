@@ -19,37 +19,13 @@ func DiffJSON(w io.Writer, d *analysis.DiffResult) error {
 	return writeJSON(w, d)
 }
 
-// Size formats a byte count with three significant digits, for tables
-// where two sizes are compared: "10.5 GiB", "9.80 GiB", "512 MiB", "0 B".
-func Size(n int64) string {
-	neg := ""
-	if n < 0 {
-		neg, n = "-", -n
-	}
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	v, u := float64(n), 0
-	for v >= 1023.5 && u < len(units)-1 { // 1023.5 MiB prints as 1.00 GiB, not 1024 MiB
-		v /= 1024
-		u++
-	}
-	switch {
-	case u == 0:
-		return fmt.Sprintf("%s%d B", neg, n)
-	case v >= 99.95:
-		return fmt.Sprintf("%s%.0f %s", neg, v, units[u])
-	case v >= 9.995:
-		return fmt.Sprintf("%s%.1f %s", neg, v, units[u])
-	}
-	return fmt.Sprintf("%s%.2f %s", neg, v, units[u])
-}
-
 // Change formats a delta for people: "+1.5 GiB (+12.0%)", "-512 MiB
 // (-3.1%)", "+20 MiB (was 0)", "0 B".
 func Change(d analysis.Delta) string {
 	if d.Delta == 0 {
 		return "0 B"
 	}
-	s := Size(d.Delta)
+	s := analysis.FormatBytes(d.Delta)
 	if d.Delta > 0 {
 		s = "+" + s
 	}
@@ -69,10 +45,10 @@ func DiffHeadline(d *analysis.DiffResult) string {
 		switch dd.OOM.Status {
 		case analysis.OOMAdded:
 			return fmt.Sprintf("Device %d: the new run ran out of memory (%s requested in %s); the base run did not.",
-				dd.Device, Size(dd.OOM.New.RequestedBytes), dd.OOM.New.Phase)
+				dd.Device, analysis.FormatBytes(dd.OOM.New.RequestedBytes), dd.OOM.New.Phase)
 		case analysis.OOMFixed:
 			return fmt.Sprintf("Device %d: the base run ran out of memory and the new run did not; peak %s → %s, %s.",
-				dd.Device, Size(dd.PeakAllocated.Base), Size(dd.PeakAllocated.New), Change(dd.PeakAllocated))
+				dd.Device, analysis.FormatBytes(dd.PeakAllocated.Base), analysis.FormatBytes(dd.PeakAllocated.New), Change(dd.PeakAllocated))
 		}
 	}
 	best := d.Devices[0]
@@ -82,9 +58,9 @@ func DiffHeadline(d *analysis.DiffResult) string {
 		}
 	}
 	if best.PeakAllocated.Delta == 0 {
-		return fmt.Sprintf("Device %d: the peak is unchanged at %s.", best.Device, Size(best.PeakAllocated.New))
+		return fmt.Sprintf("Device %d: the peak is unchanged at %s.", best.Device, analysis.FormatBytes(best.PeakAllocated.New))
 	}
-	s := fmt.Sprintf("Device %d: peak %s → %s, %s", best.Device, Size(best.PeakAllocated.Base), Size(best.PeakAllocated.New), Change(best.PeakAllocated))
+	s := fmt.Sprintf("Device %d: peak %s → %s, %s", best.Device, analysis.FormatBytes(best.PeakAllocated.Base), analysis.FormatBytes(best.PeakAllocated.New), Change(best.PeakAllocated))
 	if c, ok := largestCategoryChange(best); ok {
 		s += fmt.Sprintf("; %s changed most at the peak: %s", c.Category, Change(c.Peak))
 	}
@@ -168,7 +144,7 @@ func changedSites(sites []analysis.SiteDiff, n int) ([]analysis.SiteDiff, int) {
 
 func diffOOMLine(o analysis.OOMDiff) string {
 	brief := func(b *analysis.OOMBrief) string {
-		return fmt.Sprintf("%s requested with %s free, in %s (step %d) at %s", Size(b.RequestedBytes), Size(b.DeviceFreeBytes), b.Phase, b.Step, b.Site)
+		return fmt.Sprintf("%s requested with %s free, in %s (step %d) at %s", analysis.FormatBytes(b.RequestedBytes), analysis.FormatBytes(b.DeviceFreeBytes), b.Phase, b.Step, b.Site)
 	}
 	switch o.Status {
 	case analysis.OOMAdded:
@@ -184,12 +160,16 @@ func diffOOMLine(o analysis.OOMDiff) string {
 // DiffText writes a diff for a terminal.
 func DiffText(w io.Writer, d *analysis.DiffResult) error {
 	p := &printer{w: w}
-	p.f("torchmem diff\n  base  %s\n  new   %s\n", diffInputLine(d.Base), diffInputLine(d.New))
-	p.f("%s\n", snapshot.OneLine(DiffHeadline(d)))
+	p.f("torchmem diff\n")
+	p.wrap("  base  ", "        ", diffInputLine(d.Base))
+	p.wrap("  new   ", "        ", diffInputLine(d.New))
+	p.wrap("", "", snapshot.OneLine(DiffHeadline(d)))
 	row := func(name, base, new, change string) {
 		p.f("  %-24s %12s %12s  %s\n", name, base, new, change)
 	}
-	drow := func(name string, v analysis.Delta) { row(name, Size(v.Base), Size(v.New), Change(v)) }
+	drow := func(name string, v analysis.Delta) {
+		row(name, analysis.FormatBytes(v.Base), analysis.FormatBytes(v.New), Change(v))
+	}
 	for _, dd := range d.Devices {
 		p.f("\ndevice %s:%d%s\n", dd.Kind, dd.Device, diffPresenceNote(dd.Presence))
 		row("", "base", "new", "change")
@@ -198,7 +178,7 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 		drow("allocated at the end", dd.EndAllocated)
 		drow("reserved at the end", dd.EndReserved)
 		row("phase of the peak", string(dd.PeakPhase.Base), string(dd.PeakPhase.New), "")
-		p.f("  OOM: %s\n", snapshot.OneLine(diffOOMLine(dd.OOM)))
+		p.wrap("  OOM: ", "       ", snapshot.OneLine(diffOOMLine(dd.OOM)))
 		p.f("\n  at the peak\n")
 		for _, c := range dd.Categories {
 			if c.Peak.Base != 0 || c.Peak.New != 0 {
@@ -227,7 +207,8 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 		if len(sites) > 0 {
 			p.f("  sites live at the peak, largest changes\n")
 			for _, s := range sites {
-				p.f("    %-8s %10s %10s  %-20s %s [%s]\n", sitePresence(s.Presence), Size(s.Bytes.Base), Size(s.Bytes.New), Change(s.Bytes), snapshot.OneLine(s.Site), s.Category)
+				p.wrap(fmt.Sprintf("    %-8s %10s %10s  %-20s ", sitePresence(s.Presence), analysis.FormatBytes(s.Bytes.Base), analysis.FormatBytes(s.Bytes.New), Change(s.Bytes)),
+					"             ", fmt.Sprintf("%s [%s]", snapshot.OneLine(s.Site), s.Category))
 			}
 			if more > 0 {
 				p.f("    … %s more (--format json lists all)\n", plural(more, "site"))
@@ -237,8 +218,8 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 	if len(d.Leaks) > 0 {
 		p.f("\nleaks\n")
 		for _, l := range d.Leaks {
-			p.f("  %-8s %s on device %d at %s: %s/step → %s/step [%s]\n", leakPresence(l.Presence), l.Kind, l.Device, snapshot.OneLine(l.Site),
-				Size(l.BytesPerStep.Base), Size(l.BytesPerStep.New), l.Confidence)
+			p.wrap(fmt.Sprintf("  %-8s ", leakPresence(l.Presence)), "           ", fmt.Sprintf("%s on device %d at %s: %s/step → %s/step [%s]", l.Kind, l.Device, snapshot.OneLine(l.Site),
+				analysis.FormatBytes(l.BytesPerStep.Base), analysis.FormatBytes(l.BytesPerStep.New), l.Confidence))
 		}
 	}
 	return p.err
@@ -260,7 +241,7 @@ func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
 	p.f("## torchmem diff: `%s` → `%s`\n\n", mdCode(d.Base.Path), mdCode(d.New.Path))
 	p.f("**%s**\n", mdText(DiffHeadline(d)))
 	drow := func(name string, v analysis.Delta) {
-		p.f("| %s | %s | %s | %s |\n", name, Size(v.Base), Size(v.New), Change(v))
+		p.f("| %s | %s | %s | %s |\n", name, analysis.FormatBytes(v.Base), analysis.FormatBytes(v.New), Change(v))
 	}
 	for _, dd := range d.Devices {
 		p.f("\n### device %s:%d%s\n\n", mdText(dd.Kind), dd.Device, diffPresenceNote(dd.Presence))
@@ -276,8 +257,8 @@ func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
 			if c.Peak.Base == 0 && c.Peak.New == 0 && c.End.Base == 0 && c.End.New == 0 {
 				continue
 			}
-			p.f("| %s | %s | %s | %s | %s | %s | %s |\n", c.Category, Size(c.Peak.Base), Size(c.Peak.New), Change(c.Peak),
-				Size(c.End.Base), Size(c.End.New), Change(c.End))
+			p.f("| %s | %s | %s | %s | %s | %s | %s |\n", c.Category, analysis.FormatBytes(c.Peak.Base), analysis.FormatBytes(c.Peak.New), Change(c.Peak),
+				analysis.FormatBytes(c.End.Base), analysis.FormatBytes(c.End.New), Change(c.End))
 		}
 		if len(dd.Phases) > 0 {
 			p.f("\n| phase (highest peak) | base | new | change |\n|---|---:|---:|---:|\n")
@@ -295,7 +276,7 @@ func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
 		if len(sites) > 0 {
 			p.f("\n| site live at the peak | | base | new | change | category |\n|---|---|---:|---:|---:|---|\n")
 			for _, s := range sites {
-				p.f("| `%s` | %s | %s | %s | %s | %s |\n", mdCode(s.Site), sitePresence(s.Presence), Size(s.Bytes.Base), Size(s.Bytes.New), Change(s.Bytes), s.Category)
+				p.f("| `%s` | %s | %s | %s | %s | %s |\n", mdCode(s.Site), sitePresence(s.Presence), analysis.FormatBytes(s.Bytes.Base), analysis.FormatBytes(s.Bytes.New), Change(s.Bytes), s.Category)
 			}
 			if more > 0 {
 				p.f("\n… %s more (`--format json` lists all).\n", plural(more, "site"))
@@ -306,7 +287,7 @@ func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
 		p.f("\n### Leaks\n\n| | kind | device | site | per step: base | new | confidence |\n|---|---|---:|---|---:|---:|---|\n")
 		for _, l := range d.Leaks {
 			p.f("| %s | %s | %d | `%s` | %s | %s | %s |\n", leakPresence(l.Presence), mdText(l.Kind), l.Device, mdCode(l.Site),
-				Size(l.BytesPerStep.Base), Size(l.BytesPerStep.New), l.Confidence)
+				analysis.FormatBytes(l.BytesPerStep.Base), analysis.FormatBytes(l.BytesPerStep.New), l.Confidence)
 		}
 	}
 	return p.err

@@ -8,28 +8,6 @@ import (
 	"github.com/torchmem/torchmem/analysis"
 )
 
-func TestSize(t *testing.T) {
-	cases := []struct {
-		n    int64
-		want string
-	}{
-		{0, "0 B"},
-		{1023, "1023 B"},
-		{1024, "1.00 KiB"},
-		{512 << 20, "512 MiB"},
-		{10<<30 + 1<<29, "10.5 GiB"},
-		{9<<30 + 820<<20, "9.80 GiB"},
-		{-(3 << 29), "-1.50 GiB"},
-		{54802667524, "51.0 GiB"},
-		{1<<30 - 1, "1.00 GiB"},
-	}
-	for _, c := range cases {
-		if got := Size(c.n); got != c.want {
-			t.Errorf("Size(%d) = %q, want %q", c.n, got, c.want)
-		}
-	}
-}
-
 func TestChange(t *testing.T) {
 	cases := []struct {
 		d    analysis.Delta

@@ -38,7 +38,7 @@ var (
 	// other command would pay for it (about 0.4 ms and 2,000 allocations).
 	pageTemplate = sync.OnceValue(func() *template.Template {
 		return template.Must(template.New("report").Funcs(template.FuncMap{
-			"bytes": Bytes,
+			"bytes": analysis.FormatBytes,
 			"count": Count,
 			"pct":   pct,
 			"hex":   func(v uint64) string { return fmt.Sprintf("%#x", v) },

@@ -20,7 +20,7 @@ func InfoJSON(w io.Writer, sums []snapshot.Summary) error {
 // InfoText writes a summary for a terminal.
 func InfoText(w io.Writer, s snapshot.Summary) error {
 	p := &printer{w: w}
-	p.f("%s\n", snapshot.OneLine(s.Path))
+	p.wrap("", "  ", snapshot.OneLine(s.Path))
 	format := string(s.Format)
 	if s.Protocol > 0 {
 		format += fmt.Sprintf(", pickle protocol %d", s.Protocol)
@@ -28,8 +28,8 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 	if s.Gzipped {
 		format += ", gzip"
 	}
-	p.f("  format      %s, generation %s, %s on disk\n", format, s.Generation, analysis.FormatBytes(s.FileBytes))
-	p.f("  recorded    %s (%s unique frames, %s unique stacks)\n", describeRecording(s.Recording), Count(s.Frames), Count(s.Stacks))
+	p.wrap("  format      ", "              ", fmt.Sprintf("%s, generation %s, %s on disk", format, s.Generation, analysis.FormatBytes(s.FileBytes)))
+	p.wrap("  recorded    ", "              ", fmt.Sprintf("%s (%s unique frames, %s unique stacks)", describeRecording(s.Recording), Count(s.Frames), Count(s.Stacks)))
 	for _, d := range s.Devices {
 		name := fmt.Sprintf("%s:%d", d.Kind, d.Device)
 		if d.Kind == snapshot.DeviceCPU {
@@ -42,7 +42,7 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 		if d.CapacityBytes > 0 {
 			extra += " (" + analysis.FormatBytes(d.CapacityBytes) + ")"
 		}
-		p.f("  device %s%s\n", name, extra)
+		p.wrap("  device ", "      ", name+extra)
 		if d.Segments > 0 {
 			seg := fmt.Sprintf("%s segments", Count(d.Segments))
 			if d.Expandable > 0 {
@@ -56,18 +56,18 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 				// Expandable segments report their virtual range, mapped or not.
 				reserved = "virtual size " + analysis.FormatBytes(d.ReservedBytes)
 			}
-			p.f("    segments  %s: %s, allocated %s, active %s\n", seg, reserved, analysis.FormatBytes(d.AllocatedBytes), analysis.FormatBytes(d.ActiveBytes))
-			p.f("    blocks    %s\n", countsLine(d.Blocks))
+			p.wrap("    segments  ", "              ", fmt.Sprintf("%s: %s, allocated %s, active %s", seg, reserved, analysis.FormatBytes(d.AllocatedBytes), analysis.FormatBytes(d.ActiveBytes)))
+			p.wrap("    blocks    ", "              ", countsLine(d.Blocks))
 		} else if d.ReservedBytes > 0 || d.BaselineBytes >= 0 {
-			p.f("    at end    %s allocated, %s reserved (last Total Reserved)\n", analysis.FormatBytes(d.AllocatedBytes), analysis.FormatBytes(d.ReservedBytes))
+			p.wrap("    at end    ", "              ", fmt.Sprintf("%s allocated, %s reserved (last Total Reserved)", analysis.FormatBytes(d.AllocatedBytes), analysis.FormatBytes(d.ReservedBytes)))
 		}
 		if d.BaselineBytes >= 0 {
-			p.f("    baseline  %s allocated before the recording window\n", analysis.FormatBytes(d.BaselineBytes))
+			p.wrap("    baseline  ", "              ", fmt.Sprintf("%s allocated before the recording window", analysis.FormatBytes(d.BaselineBytes)))
 		}
 		if d.TraceEntries > 0 {
-			p.f("    trace     %s entries: %s\n", Count(d.TraceEntries), countsLine(d.ByAction))
+			p.wrap("    trace     ", "              ", fmt.Sprintf("%s entries: %s", Count(d.TraceEntries), countsLine(d.ByAction)))
 			if d.LastTimeNS > 0 {
-				p.f("    time      %s → %s (%s)\n", fmtTime(d.FirstTimeNS), fmtTime(d.LastTimeNS), Duration(d.LastTimeNS-d.FirstTimeNS))
+				p.wrap("    time      ", "              ", fmt.Sprintf("%s → %s (%s)", fmtTime(d.FirstTimeNS), fmtTime(d.LastTimeNS), Duration(d.LastTimeNS-d.FirstTimeNS)))
 			}
 		} else {
 			p.f("    trace     none\n")
@@ -78,7 +78,7 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 		for _, a := range s.Annotations.Top {
 			top = append(top, fmt.Sprintf("%s ×%d", snapshot.OneLine(a.Name), a.Count))
 		}
-		p.f("  annotations %s: %s\n", Count(s.Annotations.Count), strings.Join(top, ", "))
+		p.wrap("  annotations ", "              ", fmt.Sprintf("%s: %s", Count(s.Annotations.Count), strings.Join(top, ", ")))
 	}
 	if st := s.Settings; st != nil {
 		conf := st.AllocConf
@@ -89,13 +89,13 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 		if st.MaxSplitSize >= 0 {
 			split = analysis.FormatBytes(st.MaxSplitSize)
 		}
-		p.f("  allocator   PYTORCH_CUDA_ALLOC_CONF=%s, expandable_segments=%v, max_split_size=%s\n", snapshot.OneLine(conf), st.ExpandableSegments, split)
+		p.wrap("  allocator   ", "              ", fmt.Sprintf("PYTORCH_CUDA_ALLOC_CONF=%s, expandable_segments=%v, max_split_size=%s", snapshot.OneLine(conf), st.ExpandableSegments, split))
 	}
 	for _, o := range s.OOMs {
-		p.f("  OOM         device %d, entry %d: requested %s with %s free on the device\n", o.Device, o.Index, analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFree))
+		p.wrap("  OOM         ", "              ", fmt.Sprintf("device %d, entry %d: requested %s with %s free on the device", o.Device, o.Index, analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFree)))
 	}
 	for _, d := range s.Diagnostics {
-		p.f("  note        %s\n", snapshot.OneLine(d.Message))
+		p.wrap("  note        ", "              ", snapshot.OneLine(d.Message))
 	}
 	return p.err
 }

@@ -11,14 +11,6 @@ import (
 	"github.com/dustin/go-humanize"
 )
 
-// Bytes formats a byte count for people: "1.5 GiB", "512 B", "-2.0 MiB".
-func Bytes(n int64) string {
-	if n < 0 {
-		return "-" + humanize.IBytes(uint64(-n))
-	}
-	return humanize.IBytes(uint64(n))
-}
-
 // Count formats an integer with thousands separators.
 func Count(n int) string { return humanize.Comma(int64(n)) }
 

@@ -16,7 +16,7 @@ func wrapText(first, rest, s string, width int) []string {
 	prefix := first
 	line := prefix
 	empty := true // nothing but the prefix on the line yet
-	for _, word := range strings.Fields(s) {
+	for _, word := range keepUnits(strings.Fields(s)) {
 		for word != "" {
 			room := width - utf8.RuneCountInString(line)
 			need := utf8.RuneCountInString(word)
@@ -49,6 +49,47 @@ func wrapText(first, rest, s string, width int) []string {
 	}
 	return lines
 }
+
+// keepUnits joins a byte unit to the number before it ("21.7" "GiB," →
+// "21.7 GiB," one word), and a count to the word it counts ("175"
+// "segment_map"), so that a wrap never separates them.
+func keepUnits(words []string) []string {
+	out := words[:0:0]
+	for _, w := range words {
+		if n := len(out); n > 0 && (isUnit(w) && endsInDigit(out[n-1]) || isCount(out[n-1]) && w != "" && isLetter(w[0])) {
+			out[n-1] += " " + w
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+func isUnit(w string) bool {
+	for _, u := range []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"} {
+		if rest, ok := strings.CutPrefix(w, u); ok && (rest == "" || !isLetter(rest[0])) {
+			return true
+		}
+	}
+	return false
+}
+
+// isCount reports whether w is a whole number ("6", "2,434").
+func isCount(w string) bool {
+	if w == "" || w[0] == ',' {
+		return false
+	}
+	for i := 0; i < len(w); i++ {
+		if (w[i] < '0' || w[i] > '9') && w[i] != ',' {
+			return false
+		}
+	}
+	return true
+}
+
+func endsInDigit(w string) bool { return w != "" && w[len(w)-1] >= '0' && w[len(w)-1] <= '9' }
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
 // wrap writes s wrapped to TextWidth columns: first starts the first line,
 // rest (usually spaces) the others.

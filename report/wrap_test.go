@@ -21,6 +21,8 @@ func TestWrapText(t *testing.T) {
 		{"a long word is cut", "> ", "  ", "abcdefghijkl", 6, []string{"> abcd", "  efgh", "  ijkl"}},
 		{"spaces collapse", "", "", "  a   b  ", 10, []string{"a b"}},
 		{"empty", "x ", "", "", 10, []string{"x "}},
+		{"a count keeps its word", "", "", "175 free_requested, 6 segment_unmap, 1 oom", 20, []string{"175 free_requested,", "6 segment_unmap,", "1 oom"}},
+		{"a number keeps its unit", "", "", "used 124 MiB, 3 GiB) and 5 Bytes", 12, []string{"used", "124 MiB,", "3 GiB) and", "5 Bytes"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

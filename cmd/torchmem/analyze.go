@@ -33,6 +33,9 @@ for a bug ticket; text is for a terminal.`,
 			if err := checkFormat(format, "text", "markdown", "json"); err != nil {
 				return err
 			}
+			if top < 1 {
+				return &exitError{exitInput, fmt.Errorf("--top %d: want at least 1", top)}
+			}
 			opts := analysis.DefaultOptions()
 			opts.Device, opts.TopSites = device, top
 			var results []*analysis.Result
@@ -44,18 +47,23 @@ for a bug ticket; text is for a terminal.`,
 				if device >= 0 && s.Device(device) == nil {
 					return &exitError{exitInput, fmt.Errorf("%s: no device %d in this file", path, device)}
 				}
-				results = append(results, analysis.Analyze(s, opts))
+				results = append(results, g.analyze(s, opts))
 			}
-			return writeResults(cmd.OutOrStdout(), format, results)
+			textTop := 5 // the first screen; --top asks for more (or fewer)
+			if cmd.Flags().Changed("top") {
+				textTop = top
+			}
+			return writeResults(cmd.OutOrStdout(), format, textTop, results)
 		},
 	}
 	formatFlag(cmd, &format, "text", "text", "markdown", "json")
 	cmd.Flags().IntVarP(&device, "device", "d", -1, "analyse only this device (default: all)")
-	cmd.Flags().IntVar(&top, "top", 10, "how many allocation sites to list")
+	cmd.Flags().IntVar(&top, "top", 10, "how many allocation sites to list (text shows 5 unless given)")
 	return cmd
 }
 
-func writeResults(w io.Writer, format string, results []*analysis.Result) error {
+// writeResults writes analyses in a format; text lists textTop sites.
+func writeResults(w io.Writer, format string, textTop int, results []*analysis.Result) error {
 	if format == "json" {
 		return report.JSON(w, results)
 	}
@@ -67,7 +75,7 @@ func writeResults(w io.Writer, format string, results []*analysis.Result) error 
 		if format == "markdown" {
 			err = report.Markdown(w, r)
 		} else {
-			err = report.Text(w, r)
+			err = report.TextTop(w, r, textTop)
 		}
 		if err != nil {
 			return err

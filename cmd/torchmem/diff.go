@@ -134,15 +134,17 @@ func (g *globals) loadResult(path string, opts analysis.Options) (*analysis.Resu
 		return res, nil
 	}
 	if path == "-" {
+		sopts.Progress = g.beginProgress(path, -1)
 		s, err := snapshot.Read(br, "-", -1, sopts)
 		if err != nil {
+			g.endProgress()
 			return nil, err
 		}
-		return analysis.Analyze(s, opts), nil
+		return g.analyze(s, opts), nil
 	}
 	s, err := g.open(path)
 	if err != nil {
 		return nil, err
 	}
-	return analysis.Analyze(s, opts), nil
+	return g.analyze(s, opts), nil
 }

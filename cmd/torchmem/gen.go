@@ -41,13 +41,13 @@ func newGenCmd(g *globals) *cobra.Command {
 				}
 				if args[0] == "bigtrace" {
 					events, err := st.WriteBigTrace(w, int64(n), 1)
-					if err == nil {
+					if err == nil && !g.quiet {
 						fmt.Fprintf(g.stderr, "wrote %d memory events\n", events)
 					}
 					return err
 				}
 				entries, err := st.WriteBig(w, st.BigConfig{TargetBytes: int64(n), Seed: 1})
-				if err == nil {
+				if err == nil && !g.quiet {
 					fmt.Fprintf(g.stderr, "wrote %d trace entries\n", entries)
 				}
 				return err

@@ -34,6 +34,7 @@ page, a chrome trace (.json), any of them gzip-compressed, or - for stdin.`,
 					return err
 				}
 				sums = append(sums, snapshot.Summarize(s))
+				g.endProgress()
 			}
 			out := cmd.OutOrStdout()
 			if format == "json" {

@@ -40,7 +40,7 @@ shown as text, never as markup.`,
 			if err != nil {
 				return err
 			}
-			r := analysis.Analyze(s, analysis.DefaultOptions())
+			r := g.analyze(s, analysis.DefaultOptions())
 			var page bytes.Buffer
 			if err := report.HTML(&page, r, report.HTMLOptions{Version: version}); err != nil {
 				return err
@@ -56,7 +56,9 @@ shown as text, never as markup.`,
 				}
 				return &exitError{exitInput, fmt.Errorf("-o %s: %w", out, err)}
 			}
-			fmt.Fprintf(g.stderr, "wrote %s (%s)\n", out, analysis.FormatBytes(int64(page.Len())))
+			if !g.quiet {
+				fmt.Fprintf(g.stderr, "wrote %s (%s)\n", out, analysis.FormatBytes(int64(page.Len())))
+			}
 			return nil
 		},
 	}

@@ -7,9 +7,11 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -32,11 +34,13 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
-// globals are the flags every command shares.
+// globals are the flags every command shares, and the progress line.
 type globals struct {
 	maxInput string
+	quiet    bool
 	stdin    io.Reader
 	stderr   io.Writer
+	prog     *progress
 }
 
 func (g *globals) options() (snapshot.Options, error) {
@@ -51,24 +55,63 @@ func (g *globals) options() (snapshot.Options, error) {
 	return opts, nil
 }
 
-// open reads one input file ("-" for stdin) with the shared options.
+// open reads one input file ("-" for stdin) with the shared options. On a
+// terminal a progress line follows the read and then the analysis, until
+// endProgress (analyze ends it).
 func (g *globals) open(path string) (*snapshot.Snapshot, error) {
 	opts, err := g.options()
 	if err != nil {
 		return nil, err
 	}
+	var s *snapshot.Snapshot
 	if path == "-" {
-		return snapshot.Read(g.stdin, "-", -1, opts)
-	}
-	if st, err := os.Stat(path); err == nil {
-		var done func()
-		opts.Progress, done = newProgress(g.stderr, path, st.Size())
-		defer done()
-		if !isGzip(path) { // a compressed size says little of the memory needed
-			boundMemory(st.Size())
+		opts.Progress = g.beginProgress(path, -1)
+		s, err = snapshot.Read(g.stdin, "-", -1, opts)
+	} else {
+		if st, err := os.Stat(path); err == nil {
+			opts.Progress = g.beginProgress(path, st.Size())
+			if !isGzip(path) { // a compressed size says little of the memory needed
+				boundMemory(st.Size())
+			}
 		}
+		s, err = snapshot.Open(path, opts)
 	}
-	return snapshot.Open(path, opts)
+	if err != nil {
+		g.endProgress()
+		return nil, err
+	}
+	if g.prog != nil {
+		g.prog.setStage("analysing")
+	}
+	return s, nil
+}
+
+// beginProgress starts the progress line of reading path (total bytes, −1
+// when unknown) and returns the reader's callback, or nil when stderr gets
+// no progress (not a terminal, TERM=dumb, --quiet).
+func (g *globals) beginProgress(path string, total int64) func(int64) {
+	g.endProgress()
+	f, width, ok := progressEnabled(g.stderr, g.quiet, os.Getenv)
+	if !ok {
+		return nil
+	}
+	g.prog = startProgress(f, width, path, total, time.Now)
+	return g.prog.set
+}
+
+// endProgress wipes the progress line, before any output is written.
+func (g *globals) endProgress() {
+	if g.prog != nil {
+		g.prog.end()
+		g.prog = nil
+	}
+}
+
+// analyze runs the analysis of an input open read, then ends its progress.
+func (g *globals) analyze(s *snapshot.Snapshot, opts analysis.Options) *analysis.Result {
+	r := analysis.Analyze(s, opts)
+	g.endProgress()
+	return r
 }
 
 func newRootCmd(g *globals) *cobra.Command {
@@ -91,6 +134,7 @@ Exit codes: 0 ok, 1 a check or regression failed, 2 bad input or usage.`,
 		Version:       version,
 	}
 	root.PersistentFlags().StringVar(&g.maxInput, "max-input-bytes", "", "stop when an input expands past this size after gzip/base64 decoding (default 8GiB)")
+	root.PersistentFlags().BoolVarP(&g.quiet, "quiet", "q", false, "no progress line and no notes on stderr (errors and warnings only)")
 	root.AddCommand(newInfoCmd(g), newAnalyzeCmd(g), newGenCmd(g), newDiffCmd(g), newCheckCmd(g), newReportCmd(g), newEstimateCmd(g))
 	return root
 }
@@ -128,6 +172,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		}
 	}()
 	g := &globals{stdin: stdin, stderr: stderr}
+	defer g.endProgress()
 	root := newRootCmd(g)
 	root.SetArgs(args)
 	root.SetIn(stdin)

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeClock is a settable clock for progress lines.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+func TestProgressLine(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	var buf bytes.Buffer
+	p := &progress{w: &buf, width: 99, name: "big.pickle", total: 1 << 30, now: clk.now, stage: "reading", start: clk.t, stageStart: clk.t}
+	// The first frame: 600 MiB already buffered 1 ms after the start must
+	// not be read as 600 GiB/s.
+	clk.t = clk.t.Add(time.Millisecond)
+	p.set(600 << 20)
+	if got, want := p.line(), "torchmem: reading big.pickle  58%  600 MiB of 1.00 GiB"; got != want {
+		t.Errorf("first frame %q, want %q", got, want)
+	}
+	clk.t = clk.t.Add(2*time.Second - time.Millisecond)
+	p.set(800 << 20)
+	if got, want := p.line(), "torchmem: reading big.pickle  78%  800 MiB of 1.00 GiB, 400 MiB/s"; got != want {
+		t.Errorf("after 2 s %q, want %q", got, want)
+	}
+	// stdin: no total.
+	q := &progress{w: &buf, width: 99, name: "stdin", total: -1, now: clk.now, stage: "reading", start: clk.t, stageStart: clk.t}
+	q.set(5 << 20)
+	if got, want := q.line(), "torchmem: reading stdin  5.00 MiB"; got != want {
+		t.Errorf("stdin %q, want %q", got, want)
+	}
+	// The analysis.
+	p.setStage("analysing")
+	clk.t = clk.t.Add(3500 * time.Millisecond)
+	if got, want := p.line(), "torchmem: analysing big.pickle  3 s"; got != want {
+		t.Errorf("analysis %q, want %q", got, want)
+	}
+}
+
+func TestProgressDrawAndEnd(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	var buf bytes.Buffer
+	p := startProgress(&buf, 20, "/data/a-very-long-snapshot-name.pickle", 100, clk.now)
+	p.mu.Lock()
+	p.draw("torchmem: reading a-very-long-snapshot-name.pickle")
+	p.draw("short")
+	p.mu.Unlock()
+	p.end()
+	p.end() // twice is fine
+	// Cut to the width (19 columns: never the last one), padded over the
+	// longer line before, wiped at the end; no escape sequences.
+	want := "\rtorchmem: reading a" + "\rshort" + strings.Repeat(" ", 14) + "\r" + strings.Repeat(" ", 5) + "\r"
+	if got := buf.String(); got != want {
+		t.Errorf("drawn %q, want %q", got, want)
+	}
+	if strings.ContainsRune(buf.String(), 0x1b) {
+		t.Errorf("escape sequences in %q", buf.String())
+	}
+	// A run that ends before the first tick draws nothing.
+	buf.Reset()
+	startProgress(&buf, 80, "x", 10, time.Now).end()
+	if buf.Len() != 0 {
+		t.Errorf("a fast run drew %q", buf.String())
+	}
+}
+
+// TestProgressEnabled: only a terminal gets a progress line, never with
+// TERM=dumb or --quiet (NO_COLOR needs nothing: the line has no colour).
+func TestProgressEnabled(t *testing.T) {
+	env := func(term string) func(string) string {
+		return func(k string) string {
+			if k == "TERM" {
+				return term
+			}
+			return ""
+		}
+	}
+	var buf bytes.Buffer
+	if _, _, ok := progressEnabled(&buf, false, env("xterm")); ok {
+		t.Error("a buffer is not a terminal")
+	}
+	f, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, _, ok := progressEnabled(f, false, env("xterm")); ok {
+		t.Error("a file is not a terminal")
+	}
+	// A real terminal, when the test has one.
+	tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip("no terminal to test with")
+	}
+	defer tty.Close()
+	if _, _, ok := progressEnabled(tty, false, env("xterm")); !ok {
+		t.Error("a terminal gets no progress")
+	}
+	if _, _, ok := progressEnabled(tty, false, env("dumb")); ok {
+		t.Error("TERM=dumb gets a progress line")
+	}
+	if _, _, ok := progressEnabled(tty, true, env("xterm")); ok {
+		t.Error("--quiet gets a progress line")
+	}
+}
+
+// TestQuiet: --quiet keeps notes off stderr (errors stay).
+func TestQuiet(t *testing.T) {
+	out := t.TempDir() + "/r.html"
+	demo := repoRoot() + "/testdata/demo/oom_snapshot.pickle"
+	if code, _, stderr := runCLI(nil, "report", demo, "-o", out); code != exitOK || !strings.HasPrefix(stderr, "wrote ") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr := runCLI(nil, "--quiet", "report", demo, "-o", out); code != exitOK || stderr != "" {
+		t.Errorf("--quiet: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr := runCLI(nil, "-q", "info", "/no/such/file"); code != exitInput || !strings.Contains(stderr, "no such file") {
+		t.Errorf("--quiet error: exit %d, stderr %q", code, stderr)
+	}
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/report"
+	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+)
+
+// TestTextWidthEveryRealFile: the text output of every command fits
+// report.TextWidth (100) columns on every real file.
+func TestTextWidthEveryRealFile(t *testing.T) {
+	base := shared(t, "snapshots", "nothanmin_fullstep.pickle")
+	for _, f := range st.SharedInputs(t) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			for _, args := range [][]string{
+				{"analyze", f},
+				{"analyze", "--top", "12", f},
+				{"info", f},
+				{"diff", base, f},
+				{"diff", f, base},
+				{"check", "-b", "peak=1GiB", "-b", "leaks=0", "-b", "phase:forward=1MiB", "--baseline", base, f},
+			} {
+				code, out, stderr := runCLI(nil, args...)
+				if code == exitInput {
+					t.Fatalf("%v: exit %d %s", args, code, stderr)
+				}
+				for i, l := range strings.Split(out, "\n") {
+					if n := utf8.RuneCountInString(l); n > report.TextWidth {
+						t.Errorf("%s: line %d has %d columns: %q", args[0], i+1, n, l)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestTopInText: analyze's text lists 5 sites unless --top says otherwise.
+func TestTopInText(t *testing.T) {
+	f := shared(t, "snapshots", "genC_torch2.2_nesta_OOM_pickle_named_json.pickle")
+	sites := func(out string) int {
+		_, rest, _ := strings.Cut(out, "  top sites\n")
+		n := 0
+		for _, l := range strings.Split(rest, "\n") {
+			if !strings.HasPrefix(l, "    ") || strings.HasPrefix(l, "    …") {
+				break
+			}
+			n++
+		}
+		return n
+	}
+	for _, c := range []struct {
+		args []string
+		want int
+		more string
+	}{
+		{nil, 5, "    … 5 more sites (--top 10 lists them)\n"},
+		{[]string{"--top", "3"}, 3, ""},
+		{[]string{"--top", "8"}, 8, ""},
+		{[]string{"--top", "1000"}, -1, ""}, // every site live at the OOM, as JSON lists them
+	} {
+		if c.want < 0 {
+			_, js, _ := runCLI(nil, "analyze", "--format", "json", "--top", "1000", f)
+			var r analysis.Result
+			if err := json.Unmarshal([]byte(js), &r); err != nil {
+				t.Fatal(err)
+			}
+			c.want = len(r.Devices[0].TopSites)
+		}
+		code, out, stderr := runCLI(nil, append(append([]string{"analyze"}, c.args...), f)...)
+		if code != exitOK {
+			t.Fatalf("exit %d %s", code, stderr)
+		}
+		if got := sites(out); got != c.want || c.more != "" && !strings.Contains(out, c.more) || c.more == "" && strings.Contains(out, "    … ") {
+			t.Errorf("%v: %d sites listed, want %d\n%s", c.args, got, c.want, out)
+		}
+	}
+	code, _, stderr := runCLI(nil, "analyze", "--top", "0", f)
+	if want := "--top 0: want at least 1"; code != exitInput || !strings.Contains(stderr, want) {
+		t.Errorf("--top 0: exit %d, %q", code, stderr)
+	}
+}
