@@ -48,6 +48,29 @@ func isLibrary(file string) bool {
 		strings.HasPrefix(f, "<")
 }
 
+// isGenerated reports whether a frame runs code that torch.compile
+// generated rather than code someone wrote: Inductor's output code — a file
+// c<hash>.py (52 characters of base 32) in a folder named by its 2nd and 3rd
+// characters, in the cache (/tmp/torchinductor_USER/3u/c3uxhj….py, or
+// wherever TORCHINDUCTOR_CACHE_DIR points) — or an FX GraphModule's code
+// (<eval_with_key>.N, also what the eager and aot_eager backends run).
+func isGenerated(file string) bool {
+	f := strings.ReplaceAll(file, "\\", "/")
+	if strings.HasPrefix(f, "<eval_with_key>") || strings.Contains(f, "/torchinductor_") && strings.HasSuffix(f, ".py") {
+		return true
+	}
+	base, dir := path.Base(f), path.Base(path.Dir(f))
+	if len(base) != 55 || base[0] != 'c' || !strings.HasSuffix(base, ".py") || dir != base[1:3] {
+		return false
+	}
+	for _, r := range base[1:52] {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
 // isTorch reports whether a Python frame is PyTorch's own code.
 func isTorch(file string) bool {
 	f := strings.ReplaceAll(file, "\\", "/")
@@ -88,13 +111,20 @@ type siteRef struct {
 	line       int64
 }
 
+// CompiledSuffix ends the name of a site whose allocation ran in code that
+// torch.compile generated: the site is the user's frame that called it
+// ("model.py:41 forward (compiled)").
+const CompiledSuffix = " (compiled)"
+
 // siteOf names the allocation site of a stack (siteRefOf's name).
 func siteOf(s *snapshot.Snapshot, st snapshot.StackID) string { return siteRefOf(s, st).name }
 
 // siteRefOf finds the allocation site of a stack: the innermost Python frame
 // of user code (the noise filter applied, PyTorch and installed packages
 // skipped); else the innermost non-PyTorch Python frame; else the innermost
-// Python frame; else the autograd node or op of a C++/trace stack.
+// Python frame; else the autograd node or op of a C++/trace stack. Frames
+// of generated code (isGenerated) are skipped: a Python frame outside them
+// names the site, marked CompiledSuffix.
 func siteRefOf(s *snapshot.Snapshot, st snapshot.StackID) siteRef {
 	frames := s.StackOf(st)
 	if len(frames) == 0 {
@@ -102,14 +132,26 @@ func siteRefOf(s *snapshot.Snapshot, st snapshot.StackID) siteRef {
 	}
 	var nonTorch, anyPy *snapshot.Frame
 	var node, op string
+	compiled := false
+	ref := func(f *snapshot.Frame) siteRef {
+		r := frameRef(f)
+		if compiled {
+			r.name += CompiledSuffix
+		}
+		return r
+	}
 	for _, id := range frames {
 		f := &s.Frames[id]
 		if isNoise(f) {
 			continue
 		}
+		if isGenerated(f.Filename) {
+			compiled = true
+			continue
+		}
 		if isPython(f) {
 			if !isLibrary(f.Filename) {
-				return frameRef(f)
+				return ref(f)
 			}
 			if nonTorch == nil && !isTorch(f.Filename) {
 				nonTorch = f
@@ -128,9 +170,9 @@ func siteRefOf(s *snapshot.Snapshot, st snapshot.StackID) siteRef {
 	}
 	switch {
 	case nonTorch != nil:
-		return frameRef(nonTorch)
+		return ref(nonTorch)
 	case anyPy != nil:
-		return frameRef(anyPy)
+		return ref(anyPy)
 	case node != "":
 		return siteRef{name: "<backward: " + node + ">", line: -1}
 	case op != "":

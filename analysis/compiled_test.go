@@ -1,0 +1,124 @@
+package analysis
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/torchmem/torchmem/snapshot"
+	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+)
+
+// TestCompiledSitesBcrafton: bcrafton (torch 2.10, torch.compile'd model,
+// stacks="all") allocates through Inductor's output code
+// (/tmp/torchinductor_brian/3u/c3uxhj….py:186 call, …). Those files name no
+// site: the user's frame outside them does, marked compiled — the counts of
+// alloc entries per site are testdata/facts/compiled_sites.py's.
+func TestCompiledSitesBcrafton(t *testing.T) {
+	want := map[string]int{
+		"model.py:104 forward (compiled)":                               13,
+		"model.py:107 forward (compiled)":                               87,
+		"model.py:144 forward (compiled)":                               24,
+		"model.py:146 forward (compiled)":                               24,
+		"model.py:397 forward (compiled)":                               12,
+		"model.py:41 forward (compiled)":                                279,
+		"model.py:425 scaled_dot_product_attention (compiled)":          24,
+		"model.py:432 scaled_dot_product_attention (compiled)":          36,
+		"model.py:501 forward (compiled)":                               12,
+		"model.py:520 torch_dynamo_resume_in_forward_at_501 (compiled)": 12,
+		"model.py:527 silu (compiled)":                                  12,
+		"model.py:57 forward (compiled)":                                2,
+		"nn_utils.py:7 softmax (compiled)":                              48,
+	}
+	s := openShared(t, "snapshots", "genG_torch2.10x_bcrafton.pickle")
+	got := map[string]int{}
+	for _, e := range s.Devices[0].Events {
+		if e.Action != snapshot.ActionAlloc {
+			continue
+		}
+		ref := siteRefOf(s, e.Stack)
+		if strings.HasSuffix(ref.name, CompiledSuffix) {
+			got[ref.name]++
+			if isGenerated(ref.file) || !strings.HasSuffix(ref.file, "/"+strings.SplitN(ref.name, ":", 2)[0]) {
+				t.Errorf("site %q points at %q", ref.name, ref.file)
+			}
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("compiled sites (-facts +torchmem):\n%s", diff)
+	}
+	r := Analyze(s, DefaultOptions())
+	for _, d := range r.Devices {
+		sites := append([]Site{}, d.TopSites...)
+		for _, pp := range d.PhasePeaks {
+			sites = append(sites, pp.TopSites...)
+		}
+		for _, st := range sites {
+			if strings.Contains(st.Site, "torchinductor") || strings.Contains(st.Site, " call") {
+				t.Errorf("a generated file names a site: %+v", st)
+			}
+		}
+	}
+}
+
+// TestIsGenerated: what counts as code torch.compile generated.
+func TestIsGenerated(t *testing.T) {
+	for file, want := range map[string]bool{
+		"/tmp/torchinductor_brian/3u/c3uxhj5q2ablsqp5lrlrkd2ig2tub4do54ysdazmtvawnjje2knd.py": true,
+		"/scratch/cache/ind/oc/coc6o35wl7af7azzl5r7jqcstkjjafz22meeuznlu5miirctei66.py":       true, // TORCHINDUCTOR_CACHE_DIR
+		`C:\Users\a\AppData\Local\Temp\torchinductor_a\ab\cabc.py`:                            true,
+		"<eval_with_key>.12": true,
+		"/scratch/cache/ind/xx/coc6o35wl7af7azzl5r7jqcstkjjafz22meeuznlu5miirctei66.py": false, // folder is not the hash's
+		"/home/u/proj/ca/cache.py": false,
+		"/home/u/proj/model.py":    false,
+		"/usr/lib/python3/site-packages/torch/_inductor/output_code.py": false,
+		"<frozen importlib._bootstrap>":                                 false,
+	} {
+		if got := isGenerated(file); got != want {
+			t.Errorf("isGenerated(%q) = %v, want %v", file, got, want)
+		}
+	}
+}
+
+// TestCompiledSitesFixture: stacks made like torch.compile's in other
+// versions and backends — Inductor's code called through codecache,
+// AOTAutograd's runtime wrappers and Dynamo's eval_frame, from the user's
+// module via nn.Module.__call__; the aot_eager backend's <eval_with_key>
+// GraphModule; an eager frame of the same module for contrast.
+func TestCompiledSitesFixture(t *testing.T) {
+	s := st.NewSim()
+	lib := "/opt/venv/lib/python3.11/site-packages/torch/"
+	call := s.F(lib+"nn/modules/module.py", 1750, "_call_impl")
+	loop := s.F("/home/u/train.py", 42, "<module>")
+	inductor := s.Stack(
+		s.F("/tmp/torchinductor_u/ab/cabx2f6k7u3h5ytq4b2q3vbd6rjwvxr6a3p5pcq2bkgjkz2uwbqtl.py", 310, "call"),
+		s.F(lib+"_inductor/codecache.py", 1008, "run"),
+		s.F(lib+"_functorch/_aot_autograd/runtime_wrappers.py", 113, "call_func_at_runtime_with_args"),
+		s.F(lib+"_functorch/_aot_autograd/runtime_wrappers.py", 600, "runtime_wrapper"),
+		s.F(lib+"_dynamo/eval_frame.py", 451, "_fn"),
+		s.F("/home/u/model.py", 88, "forward"),
+		call, loop)
+	aotEager := s.Stack(
+		s.F("<eval_with_key>.7", 12, "forward"),
+		s.F(lib+"fx/graph_module.py", 738, "__call__"),
+		s.F(lib+"_dynamo/eval_frame.py", 451, "_fn"),
+		s.F("/home/u/model.py", 88, "forward"),
+		call, loop)
+	eager := s.Stack(s.F("/home/u/model.py", 91, "forward"), call, loop)
+	s.Alloc(0, 8*mib, inductor)
+	s.Alloc(0, 4*mib, aotEager)
+	s.Alloc(0, 2*mib, eager)
+	r := Analyze(read(t, s, 0), DefaultOptions())
+	got := map[string]int64{}
+	for _, st := range r.Devices[0].TopSites {
+		got[st.Site] += st.Bytes
+		if strings.HasPrefix(st.Site, "model.py") && (st.File != "/home/u/model.py" || st.Line != 88 && st.Line != 91) {
+			t.Errorf("site %q at %s:%d", st.Site, st.File, st.Line)
+		}
+	}
+	want := map[string]int64{"model.py:88 forward (compiled)": 12 * mib, "model.py:91 forward": 2 * mib}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("sites (-want +got):\n%s", diff)
+	}
+}
