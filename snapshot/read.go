@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -224,65 +223,54 @@ func readSniffed(in *bufio.Reader, src Source, opts Options) (*Snapshot, error) 
 	if len(head) == 0 {
 		return nil, &Error{Path: src.Path, Offset: 0, Msg: "empty after decompression"}
 	}
-	trimmed := bytes.TrimLeft(head, " \t\r\n\ufeff\xef\xbb\xbf")
 	switch {
 	case head[0] == 0x80:
 		return readPickle(in, src, opts)
-	case len(trimmed) > 0 && trimmed[0] == '<':
-		return readTracePlotHTML(in, src, opts)
-	case len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '['):
-		return readChromeTrace(in, src, opts)
 	case head[0] == '}' || head[0] == ']' || head[0] == '(':
 		// Protocol 0/1 pickles have no PROTO opcode.
 		return readPickle(in, src, opts)
 	}
+	// Text: leading whitespace (any amount: it is skipped, not kept) and a
+	// UTF-8 byte-order mark.
+	lead, err := skipLeadingSpace(in)
+	if err != nil {
+		return nil, err
+	}
+	next, _ := in.Peek(1)
+	switch {
+	case len(next) == 0:
+	case next[0] == '<':
+		return readTracePlotHTML(in, src, opts, lead)
+	case next[0] == '{' || next[0] == '[':
+		return readChromeTrace(in, src, opts, lead)
+	}
 	return nil, &Error{Path: src.Path, Offset: 0, Msg: fmt.Sprintf("not a PyTorch memory snapshot, trace_plot HTML or chrome trace (starts with % x)", head[:min(len(head), 4)])}
 }
 
-// readTracePlotHTML extracts the base64 pickle that _memory_viz trace_plot /
-// segment_plot embed as `"base64": "…"` and decodes it.
-func readTracePlotHTML(in *bufio.Reader, src Source, opts Options) (*Snapshot, error) {
-	page, err := io.ReadAll(in)
-	if err != nil {
-		return nil, err
+// skipLeadingSpace discards a UTF-8 byte-order mark and whitespace at the
+// start of a text input and returns how many bytes it discarded.
+func skipLeadingSpace(in *bufio.Reader) (int64, error) {
+	var n int64
+	if b, _ := in.Peek(3); bytes.HasPrefix(b, []byte("\xef\xbb\xbf")) {
+		in.Discard(3)
+		n = 3
 	}
-	key := []byte(`"base64":`)
-	i := bytes.Index(page, key)
-	if i < 0 {
-		return nil, &Error{Path: src.Path, Offset: 0, Msg: `HTML without an embedded snapshot (no "base64" field of a _memory_viz trace_plot page)`}
-	}
-	j := i + len(key)
-	for j < len(page) && (page[j] == ' ' || page[j] == '\t') {
-		j++
-	}
-	if j >= len(page) || page[j] != '"' {
-		return nil, &Error{Path: src.Path, Offset: int64(j), Msg: `"base64" field is not a string`}
-	}
-	j++
-	end := bytes.IndexByte(page[j:], '"')
-	if end < 0 {
-		return nil, &Error{Path: src.Path, Offset: int64(j), Msg: "unterminated base64 string"}
-	}
-	enc := page[j : j+end]
-	raw := make([]byte, base64.StdEncoding.DecodedLen(len(enc)))
-	n, err := base64.StdEncoding.Decode(raw, enc)
-	if err != nil {
-		var ce base64.CorruptInputError
-		off := int64(j)
-		if errors.As(err, &ce) {
-			off += int64(ce)
+	for {
+		if _, err := in.Peek(1); err != nil { // fills the buffer
+			if err == io.EOF {
+				return n, nil
+			}
+			return n, err
 		}
-		return nil, &Error{Path: src.Path, Offset: off, Msg: "bad base64 in the embedded snapshot"}
-	}
-	src.Format = FormatTracePlotHTML
-	s, err := readPickle(bufio.NewReader(bytes.NewReader(raw[:n])), src, opts)
-	if err != nil {
-		var e *Error
-		if errors.As(err, &e) && e.Offset >= 0 {
-			e.Msg += " (of the pickle embedded in the HTML)"
+		buf, _ := in.Peek(in.Buffered())
+		k := 0
+		for k < len(buf) && (buf[k] == ' ' || buf[k] == '\t' || buf[k] == '\r' || buf[k] == '\n') {
+			k++
 		}
-		return nil, err
+		if k == 0 {
+			return n, nil
+		}
+		in.Discard(k)
+		n += int64(k)
 	}
-	s.Source.Format = FormatTracePlotHTML
-	return s, nil
 }

@@ -106,7 +106,7 @@ func TestReadAheadPanicInsideDecoders(t *testing.T) {
 		head string
 	}{
 		{"chrome trace", func(in *bufio.Reader) (*Snapshot, error) {
-			return readChromeTrace(in, Source{Path: "p.json"}, Options{})
+			return readChromeTrace(in, Source{Path: "p.json"}, Options{}, 0)
 		}, trace},
 		{"pickle", func(in *bufio.Reader) (*Snapshot, error) {
 			return readPickle(in, Source{Path: "p.pickle"}, Options{})

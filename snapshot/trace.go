@@ -19,7 +19,8 @@ import (
 // readChromeTrace decodes a Kineto chrome trace, .json or gzip, from the 2021
 // format to today, or the raw export of torch.profiler's
 // export_memory_timeline (a JSON array of [t_ns, action, bytes, category]).
-func readChromeTrace(in *bufio.Reader, src Source, opts Options) (s *Snapshot, err error) {
+// lead is the number of input bytes already consumed (leading whitespace).
+func readChromeTrace(in *bufio.Reader, src Source, opts Options, lead int64) (s *Snapshot, err error) {
 	opts = opts.withDefaults()
 	var tr *traceReader
 	defer func() {
@@ -29,6 +30,7 @@ func readChromeTrace(in *bufio.Reader, src Source, opts Options) (s *Snapshot, e
 		}
 	}()
 	tr = newTraceReader(in, src, opts)
+	tr.skip += lead
 	defer tr.ra.stop()
 	return tr.read()
 }
@@ -115,8 +117,9 @@ type traceReader struct {
 	src  Source
 	opts Options
 	ra   *readAhead // reads through the sanitiser, on a goroutine of its own
+	san  *ctrlSanitizer
 	dec  *jsontext.Decoder
-	skip int64 // bytes skipped before the decoder (a UTF-8 BOM)
+	skip int64 // bytes skipped before the decoder (leading whitespace, a UTF-8 BOM)
 
 	arena []byte   // the text of the fields of the events queued (JSON side)
 	ev    rawEvent // the event being decoded
@@ -182,7 +185,8 @@ func newTraceReader(in *bufio.Reader, src Source, opts Options) *traceReader {
 		in.Discard(3)
 		tr.skip = 3
 	}
-	san := &ctrlSanitizer{r: in, maxDepth: opts.MaxDepth}
+	san := newSanitizer(in, opts)
+	tr.san = san
 	tr.ra = newReadAhead(san, func() int64 { return san.replaced })
 	tr.dec = jsontext.NewDecoder(tr.ra, jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
 	return tr
@@ -193,19 +197,25 @@ func (tr *traceReader) offset() int64 {
 	if tr == nil || tr.dec == nil {
 		return -1
 	}
-	return tr.dec.InputOffset() + tr.skip
+	return tr.inputOffset(tr.dec.InputOffset())
+}
+
+// inputOffset maps an offset of the text the decoder was given to the
+// offset in the (decompressed) input.
+func (tr *traceReader) inputOffset(dec int64) int64 {
+	return tr.san.rawOffset(dec) + tr.skip
 }
 
 // nextOffset is the input offset of the next value (after a PeekKind).
 func (tr *traceReader) nextOffset() int64 {
-	off := tr.offset()
+	off := tr.dec.InputOffset()
 	for _, c := range tr.dec.UnreadBuffer() {
 		if c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != ':' && c != ',' {
 			break
 		}
 		off++
 	}
-	return off
+	return tr.inputOffset(off)
 }
 
 // errAt makes an *Error at a byte offset of the decompressed input.
@@ -226,14 +236,14 @@ func (tr *traceReader) wrap(err error) error {
 	if errors.As(err, &e) {
 		return e
 	}
-	var de *errDepth
-	if errors.As(err, &de) {
-		return tr.errAt(de.offset+tr.skip, "invalid chrome trace JSON: %s", de.Error())
+	var le *errLimit
+	if errors.As(err, &le) {
+		return tr.errAt(le.offset+tr.skip, "invalid chrome trace JSON: %s", le.Error())
 	}
-	end := tr.ra.n + tr.skip // bytes the decoder was given
+	end := tr.inputOffset(tr.ra.n) // bytes the decoder was given
 	var se *jsontext.SyntacticError
 	if errors.As(err, &se) {
-		off := se.ByteOffset + tr.skip
+		off := tr.inputOffset(se.ByteOffset)
 		msg := "syntax error"
 		if se.Err != nil {
 			msg = strings.TrimPrefix(se.Err.Error(), "jsontext: ")
@@ -354,11 +364,7 @@ func (tr *traceReader) readTopObject() error {
 			}
 			tr.hasEvents = true
 		case "deviceProperties":
-			v, err := dec.ReadValue()
-			if err != nil {
-				return tr.wrap(err)
-			}
-			tr.readDeviceProperties(v)
+			return tr.readDeviceProperties()
 		case "distributedInfo":
 			v, err := dec.ReadValue()
 			if err != nil {
@@ -366,6 +372,9 @@ func (tr *traceReader) readTopObject() error {
 			}
 			tr.dist = readDistributedInfo(v)
 		case "baseTimeNanoseconds":
+			if k := dec.PeekKind(); k == '{' || k == '[' {
+				return tr.wrap(dec.SkipValue())
+			}
 			v, err := dec.ReadValue()
 			if err != nil {
 				return tr.wrap(err)
@@ -419,43 +428,66 @@ func (tr *traceReader) noEventsError() error {
 	return tr.errAt(0, "not a chrome trace: the JSON object has no traceEvents (keys: %s%s)", strings.Join(q, ", "), more)
 }
 
-// readDeviceProperties keeps id, name and totalGlobalMem of each device.
-func (tr *traceReader) readDeviceProperties(v jsontext.Value) {
-	d := jsontext.NewDecoder(bytes.NewReader(v), jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
-	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '[' {
-		return
+// readDeviceProperties keeps id, name and totalGlobalMem of each device. It
+// reads token by token: the list is never held whole, and what is not an
+// array of objects is skipped.
+func (tr *traceReader) readDeviceProperties() error {
+	dec := tr.dec
+	if dec.PeekKind() != '[' {
+		return tr.wrap(dec.SkipValue())
 	}
-	for d.PeekKind() == '{' {
-		d.ReadToken()
+	if _, err := dec.ReadToken(); err != nil {
+		return tr.wrap(err)
+	}
+	for {
+		switch dec.PeekKind() {
+		case ']':
+			_, err := dec.ReadToken()
+			return tr.wrap(err)
+		case '{':
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return tr.wrap(err)
+			}
+			continue
+		}
 		id, hasID := int64(0), false
 		var p devProp
-		for d.PeekKind() == '"' {
-			kv, err := d.ReadValue()
-			if err != nil {
-				return
+		err := tr.eachMember(func(key []byte) error {
+			name := string(key) // the key's bytes are the decoder's: read on
+			if k := dec.PeekKind(); k == '{' || k == '[' {
+				return tr.wrap(dec.SkipValue())
 			}
-			key := string(kv)
-			vv, err := d.ReadValue()
+			v, err := dec.ReadValue()
 			if err != nil {
-				return
+				return tr.wrap(err)
 			}
-			switch key {
+			switch name {
 			case `"id"`:
-				id, hasID = parseIntLenient(bytes.Trim(vv, `"`))
+				id, hasID = parseIntLenient(bytes.Trim(v, `"`))
 			case `"name"`:
-				p.name = unquoteLenient(vv)
+				p.name = clipName(unquoteLenient(v))
 			case `"totalGlobalMem"`:
-				p.mem, _ = parseIntLenient(bytes.Trim(vv, `"`))
+				p.mem, _ = parseIntLenient(bytes.Trim(v, `"`))
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		if _, err := d.ReadToken(); err != nil { // '}'
-			return
-		}
-		if hasID {
+		if hasID && len(tr.devProps) < 4*tr.opts.MaxDevices {
 			tr.devProps[id] = p
 			tr.hasDevProps = true
 		}
 	}
+}
+
+// clipName shortens a device name from the input to 200 bytes.
+func clipName(s string) string {
+	if len(s) > 200 {
+		return s[:200]
+	}
+	return s
 }
 
 // unquoteLenient returns the text of a raw JSON string value (or the raw
@@ -600,10 +632,16 @@ func (tr *traceReader) eachMember(visit func(key []byte) error) error {
 }
 
 // keepValue reads the value of the member being read into dst, or skips it
-// when dst is nil; with scalarsOnly, an object or array is read and ignored.
+// when dst is nil; with scalarsOnly, an object or array is skipped token by
+// token (never held whole) and ignored.
 func (tr *traceReader) keepValue(dst *field, scalarsOnly bool) error {
 	if dst == nil {
 		return tr.wrap(tr.dec.SkipValue())
+	}
+	if scalarsOnly {
+		if k := tr.peekValue(); k == '{' || k == '[' {
+			return tr.wrap(tr.dec.SkipValue())
+		}
 	}
 	v, err := tr.dec.ReadValue()
 	if err != nil {
@@ -614,6 +652,19 @@ func (tr *traceReader) keepValue(dst *field, scalarsOnly bool) error {
 	}
 	*dst = tr.put(v)
 	return nil
+}
+
+// peekValue is the first byte of the next value when the decoder's buffer
+// holds it (after the member's colon), else the decoder's PeekKind.
+func (tr *traceReader) peekValue() byte {
+	for _, c := range tr.dec.UnreadBuffer() {
+		switch c {
+		case ' ', '\t', '\r', '\n', ':':
+			continue
+		}
+		return c
+	}
+	return byte(tr.dec.PeekKind())
 }
 
 // peekMember is dec.PeekKind inside an object, answered from the decoder's

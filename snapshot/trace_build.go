@@ -135,7 +135,7 @@ func (tr *traceReader) build() (*Snapshot, error) {
 	src.Format = FormatChromeTrace
 	src.Keys = tr.keys
 	src.Distributed = tr.dist
-	src.Bytes = tr.ra.n + tr.skip
+	src.Bytes = tr.inputOffset(tr.ra.n)
 	src.Generation = tr.generation()
 	b := NewBuilder(src)
 	s := b.Snap

@@ -1,117 +1,14 @@
 package snapshot
 
 import (
-	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
 )
 
-// This file holds the byte-level helpers of the chrome trace reader: the
-// control-character sanitiser and lenient number parsing.
-
-// ctrlSanitizer passes JSON text through, replacing raw control bytes
-// (< 0x20) inside strings with spaces. Kineto writes names with fmt::print,
-// not a JSON library, and real traces carry raw tabs and newlines in strings
-// (pytorch/pytorch#130622), which a strict decoder rejects. Replacing byte
-// for byte keeps every byte offset of the input exact for error messages.
-//
-// It also enforces the nesting limit (Options.MaxDepth) on the raw text, so
-// no value deeper than that reaches the decoder.
-type ctrlSanitizer struct {
-	r        io.Reader
-	inString bool
-	escape   bool
-	depth    int
-	maxDepth int   // 0: no limit
-	n        int64 // bytes passed through
-	replaced int64 // control bytes replaced
-	err      error // sticky depth error
-}
-
-// errDepth is the error of input nested deeper than Options.MaxDepth.
-type errDepth struct {
-	max    int
-	offset int64
-}
-
-func (e *errDepth) Error() string {
-	return fmt.Sprintf("JSON nested deeper than %d levels", e.max)
-}
-
-// sanOuter and sanInner mark the bytes the sanitiser must look at outside
-// and inside strings; it skips the others in a tight loop.
-var sanOuter, sanInner [256]bool
-
-func init() {
-	for _, c := range `"[]{}` {
-		sanOuter[c] = true
-	}
-	sanInner['"'], sanInner['\\'] = true, true
-	for c := 0; c < 0x20; c++ {
-		sanInner[c] = true
-	}
-}
-
-func (s *ctrlSanitizer) Read(p []byte) (int, error) {
-	if s.err != nil {
-		return 0, s.err
-	}
-	n, err := s.r.Read(p)
-	b := p[:n]
-	inString, escape, depth := s.inString, s.escape, s.depth
-	for i := 0; i < len(b); i++ {
-		if escape {
-			escape = false
-			if b[i] < 0x20 {
-				b[i] = ' '
-				s.replaced++
-			}
-			continue
-		}
-		if inString {
-			for i < len(b) && !sanInner[b[i]] {
-				i++
-			}
-			if i == len(b) {
-				break
-			}
-			switch b[i] {
-			case '"':
-				inString = false
-			case '\\':
-				escape = true
-			default:
-				b[i] = ' '
-				s.replaced++
-			}
-			continue
-		}
-		for i < len(b) && !sanOuter[b[i]] {
-			i++
-		}
-		if i == len(b) {
-			break
-		}
-		switch b[i] {
-		case '"':
-			inString = true
-		case '[', '{':
-			depth++
-			if s.maxDepth > 0 && depth > s.maxDepth {
-				s.err = &errDepth{max: s.maxDepth, offset: s.n + int64(i)}
-				s.n += int64(i)
-				return i, s.err
-			}
-		default:
-			depth--
-		}
-	}
-	s.inString, s.escape, s.depth = inString, escape, depth
-	s.n += int64(n)
-	return n, err
-}
+// This file holds the byte-level helpers of the chrome trace reader:
+// lenient number parsing and small scans of raw values (the sanitiser that
+// bounds the JSON text is in json_sanitize.go).
 
 // parseTimeNS parses a timestamp or duration in microseconds, written as a
 // JSON integer, a decimal fraction or a string holding either, into integer

@@ -118,7 +118,7 @@ func (tr *traceReader) readMemoryTimeline() (*Snapshot, error) {
 	if err := tr.checkEOF(); err != nil {
 		return nil, err
 	}
-	s.Source.Bytes = tr.ra.n + tr.skip
+	s.Source.Bytes = tr.inputOffset(tr.ra.n)
 	slices.SortStableFunc(rows, func(x, y mtRow) int { return cmp.Compare(x.t, y.t) })
 	d := b.Device(0, DeviceCUDA)
 	d.Baseline = baseline

@@ -1,0 +1,513 @@
+package snapshot
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// This file reads the trace_plot pages of 2022–23: `let alloc_data = {…}`,
+// the JSON that torch/cuda/_memory_viz.py's PlotWriter wrote for its own
+// template before pages embedded the pickle (snapshot-format.md §1). Two
+// layouts exist:
+//
+//	{"actions": [e…], "elements": [{"size": n, "info": s}…],
+//	 "suffix_table": [[string, next]…], "string_table": [text…],
+//	 "initially_allocated": [e…]}
+//
+// and, from early 2023, "elements_size", "elements_info",
+// "elements_category" and "categories" instead of "elements". An element is
+// one allocation; actions list element indexes in trace order, the first
+// mention allocating, the second freeing (an element initially allocated
+// was live before recording: its one mention frees it). An element's info
+// indexes suffix_table, a chain of strings: a header ("1.0MiB allocation",
+// from 2023 "b7f3a2c000000_0 1.0MiB allocation (1048576 bytes)", whose hex
+// is the block's address; an "s" instead of "b" when segments were
+// plotted), perhaps a note, then the frames, "file:line:name", innermost
+// first. The page has no times, no segments, no device number.
+
+// allocData is what the JSON holds.
+type allocData struct {
+	actions []int32
+	sizes   []int64
+	infos   []int32 // −1 for null
+	suffix  [][2]int32
+	strs    []string
+	initial []int32
+	layout  string // "elements" (2022) or "elements_size" (2023)
+	keys    []string
+
+	initialSet map[int32]bool
+}
+
+// allocReader decodes the JSON that follows the marker at input offset base.
+type allocReader struct {
+	dec  *jsontext.Decoder
+	san  *ctrlSanitizer
+	base int64
+	path string
+}
+
+func (r *allocReader) offset() int64 { return r.base + r.san.rawOffset(r.dec.InputOffset()) }
+
+func (r *allocReader) errorf(format string, args ...any) error {
+	return &Error{Path: r.path, Offset: r.offset(), Msg: "trace_plot alloc_data: " + fmt.Sprintf(format, args...)}
+}
+
+// wrap turns a decoder error into an *Error with its input offset.
+func (r *allocReader) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, errTooLarge) {
+		return err
+	}
+	var le *errLimit
+	if errors.As(err, &le) {
+		return &Error{Path: r.path, Offset: r.base + le.offset, Msg: "trace_plot alloc_data: " + le.Error()}
+	}
+	var se *jsontext.SyntacticError
+	if errors.As(err, &se) {
+		msg := "syntax error"
+		if se.Err != nil {
+			msg = strings.TrimPrefix(se.Err.Error(), "jsontext: ")
+		}
+		if errors.Is(se.Err, io.ErrUnexpectedEOF) || errors.Is(se.Err, io.EOF) {
+			msg = "the page ends inside the JSON (truncated file?)"
+		}
+		return &Error{Path: r.path, Offset: r.base + r.san.rawOffset(se.ByteOffset), Msg: "trace_plot alloc_data: " + msg}
+	}
+	return &Error{Path: r.path, Offset: r.offset(), Msg: "trace_plot alloc_data: " + err.Error()}
+}
+
+// readAllocData reads the alloc_data JSON at input offset base and builds
+// the model from it.
+func readAllocData(in *bufio.Reader, src Source, opts Options, base int64) (*Snapshot, error) {
+	opts = opts.withDefaults()
+	san := newSanitizer(in, opts)
+	r := &allocReader{dec: jsontext.NewDecoder(san, jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true)), san: san, base: base, path: src.Path}
+	ad, err := r.read()
+	if err != nil {
+		return nil, err
+	}
+	src.Bytes = r.offset()
+	return ad.build(src, r.offset())
+}
+
+func (r *allocReader) read() (*allocData, error) {
+	dec := r.dec
+	if dec.PeekKind() != '{' {
+		if dec.PeekKind() == 0 {
+			_, err := dec.ReadToken()
+			return nil, r.wrap(err)
+		}
+		return nil, r.errorf("not a JSON object")
+	}
+	dec.ReadToken()
+	ad := &allocData{}
+	for dec.PeekKind() == '"' {
+		kv, err := dec.ReadValue()
+		if err != nil {
+			return nil, r.wrap(err)
+		}
+		key := unquoteLenient(kv)
+		if len(ad.keys) < 100 {
+			ad.keys = append(ad.keys, clipKey(key))
+		}
+		switch key {
+		case "actions":
+			err = r.ints(true, func(v int64) { ad.actions = append(ad.actions, int32(v)) })
+		case "initially_allocated":
+			err = r.ints(true, func(v int64) { ad.initial = append(ad.initial, int32(v)) })
+		case "elements_size":
+			ad.layout = "elements_size"
+			err = r.ints(false, func(v int64) { ad.sizes = append(ad.sizes, v) })
+		case "elements_info":
+			ad.layout = "elements_size"
+			err = r.ints(true, func(v int64) { ad.infos = append(ad.infos, int32(v)) })
+		case "elements":
+			ad.layout = "elements"
+			err = r.elements(ad)
+		case "suffix_table":
+			err = r.suffixes(ad)
+		case "string_table":
+			err = r.strings(ad)
+		default:
+			err = r.wrap(dec.SkipValue())
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil { // '}'
+		return nil, r.wrap(err)
+	}
+	return ad, nil
+}
+
+// intOrNull parses an element index, a size or null (−1) from a raw value.
+func (r *allocReader) intOrNull(v jsontext.Value) (int64, error) {
+	if string(v) == "null" {
+		return -1, nil
+	}
+	n, ok := parseIntLenient(v)
+	if !ok || n < -1 || n > 1<<62 {
+		return 0, r.errorf("%.40q is not an index or a size", string(v))
+	}
+	return n, nil
+}
+
+// array reads an array, calling each for every item (which reads it).
+func (r *allocReader) array(what string, each func() error) error {
+	dec := r.dec
+	if dec.PeekKind() != '[' {
+		if dec.PeekKind() == 'n' { // null: absent
+			_, err := dec.ReadValue()
+			return r.wrap(err)
+		}
+		return r.errorf("%s is not an array", what)
+	}
+	dec.ReadToken()
+	for {
+		switch dec.PeekKind() {
+		case ']':
+			_, err := dec.ReadToken()
+			return r.wrap(err)
+		case 0:
+			_, err := dec.ReadToken()
+			return r.wrap(err)
+		}
+		if err := each(); err != nil {
+			return err
+		}
+	}
+}
+
+// ints reads an array of integers (null as −1); indexes fit in 31 bits.
+func (r *allocReader) ints(index bool, add func(int64)) error {
+	return r.array("a list of numbers", func() error {
+		v, err := r.dec.ReadValue()
+		if err != nil {
+			return r.wrap(err)
+		}
+		n, err := r.intOrNull(v)
+		if err != nil {
+			return err
+		}
+		if index && n > 1<<31-1 {
+			return r.errorf("index %d out of range", n)
+		}
+		add(n)
+		return nil
+	})
+}
+
+// elements reads the 2022 layout: [{"size": n, "info": s}…].
+func (r *allocReader) elements(ad *allocData) error {
+	dec := r.dec
+	return r.array("elements", func() error {
+		if dec.PeekKind() != '{' {
+			return r.errorf("an element is not an object")
+		}
+		dec.ReadToken()
+		size, info := int64(0), int64(-1)
+		for dec.PeekKind() == '"' {
+			kv, err := dec.ReadValue()
+			if err != nil {
+				return r.wrap(err)
+			}
+			key := string(kv)
+			if k := dec.PeekKind(); k == '{' || k == '[' {
+				if err := dec.SkipValue(); err != nil {
+					return r.wrap(err)
+				}
+				continue
+			}
+			v, err := dec.ReadValue()
+			if err != nil {
+				return r.wrap(err)
+			}
+			switch key {
+			case `"size"`:
+				if size, err = r.intOrNull(v); err != nil {
+					return err
+				}
+			case `"info"`:
+				if info, err = r.intOrNull(v); err != nil {
+					return err
+				}
+			}
+		}
+		if _, err := dec.ReadToken(); err != nil {
+			return r.wrap(err)
+		}
+		ad.sizes = append(ad.sizes, size)
+		ad.infos = append(ad.infos, int32(min(info, 1<<31-1)))
+		return nil
+	})
+}
+
+// suffixes reads [[string, next]…].
+func (r *allocReader) suffixes(ad *allocData) error {
+	dec := r.dec
+	return r.array("suffix_table", func() error {
+		var e [2]int32
+		i := 0
+		err := r.array("a suffix_table entry", func() error {
+			v, err := dec.ReadValue()
+			if err != nil {
+				return r.wrap(err)
+			}
+			n, err := r.intOrNull(v)
+			if err != nil {
+				return err
+			}
+			if i < 2 {
+				e[i] = int32(min(n, 1<<31-1))
+			}
+			i++
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if i != 2 {
+			return r.errorf("suffix_table entry %d has %d items, not 2", len(ad.suffix), i)
+		}
+		ad.suffix = append(ad.suffix, e)
+		return nil
+	})
+}
+
+// strings reads string_table.
+func (r *allocReader) strings(ad *allocData) error {
+	return r.array("string_table", func() error {
+		v, err := r.dec.ReadValue()
+		if err != nil {
+			return r.wrap(err)
+		}
+		if len(v) == 0 || v[0] != '"' {
+			return r.errorf("string_table holds a value that is not a string")
+		}
+		ad.strs = append(ad.strs, unquoteLenient(v))
+		return nil
+	})
+}
+
+// allocNotes are the lines _memory_viz puts between an element's header and
+// its frames.
+var allocNotes = map[string]bool{
+	"alloc not recorded, stack trace for free:":                true,
+	"<block was allocated before _record_history was enabled>": true,
+	"<non-python>": true,
+}
+
+// build turns alloc_data into the model: one device (0: the page does not
+// say which), an alloc or free event per action, the elements live before
+// recording as the device's baseline.
+func (ad *allocData) build(src Source, end int64) (*Snapshot, error) {
+	bad := func(format string, args ...any) error {
+		return &Error{Path: src.Path, Offset: -1, Msg: "trace_plot alloc_data: " + fmt.Sprintf(format, args...)}
+	}
+	if ad.layout == "" || ad.actions == nil && ad.initial == nil {
+		return nil, bad("no elements or actions (not a page of python -m torch.cuda._memory_viz trace_plot)")
+	}
+	n := len(ad.sizes)
+	if len(ad.infos) != n {
+		return nil, bad("%d element sizes but %d infos", n, len(ad.infos))
+	}
+	for i, e := range ad.suffix {
+		if e[0] < 0 || int(e[0]) >= len(ad.strs) {
+			return nil, bad("suffix_table entry %d names string %d of %d", i, e[0], len(ad.strs))
+		}
+		if e[1] >= int32(i) || e[1] < -1 {
+			return nil, bad("suffix_table entry %d continues at %d, not at an earlier entry", i, e[1])
+		}
+	}
+	for i, info := range ad.infos {
+		if info < -1 || int(info) >= len(ad.suffix) {
+			return nil, bad("element %d has info %d of %d suffixes", i, info, len(ad.suffix))
+		}
+	}
+	for _, list := range [][]int32{ad.actions, ad.initial} {
+		for _, e := range list {
+			if e < 0 || int(e) >= n {
+				return nil, bad("element %d of %d", e, n)
+			}
+		}
+	}
+	src.Format = FormatTracePlotHTML
+	src.Generation = "trace_plot 2022–23"
+	src.Keys = ad.keys
+	b := NewBuilder(src)
+	snap := b.Snap
+	st := &allocStacks{ad: ad, b: b, frames: make([]int32, len(ad.strs)), stacks: make([]int32, len(ad.suffix)),
+		budget: allocFrameBase + allocFramesPerByte*end}
+	for i := range st.frames {
+		st.frames[i] = -1
+	}
+	for i := range st.stacks {
+		st.stacks[i] = -1
+	}
+	d := b.Device(0, DeviceCUDA)
+	live := make([]bool, n)
+	var baseline int64
+	for _, e := range ad.initial {
+		if !live[e] {
+			live[e] = true
+			baseline += max(ad.sizes[e], 0)
+		}
+	}
+	d.Baseline = baseline
+	segments, withStack := 0, 0
+	for _, e := range ad.actions {
+		stack, err := st.stack(ad.infos[e])
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		addr, seg := st.address(e)
+		ev := Event{Addr: addr, Size: max(ad.sizes[e], 0), TimeNS: NoTime}
+		switch {
+		case live[e] && seg:
+			ev.Action = ActionSegmentFree
+		case live[e]:
+			ev.Action = ActionFreeCompleted
+		case seg:
+			ev.Action = ActionSegmentAlloc
+		default:
+			ev.Action = ActionAlloc
+		}
+		if !live[e] || ad.initial != nil && isInitial(ad, e) {
+			ev.Stack = stack // the allocation's frames, or the free's for a block older than the trace
+		}
+		if seg {
+			segments++
+		}
+		if ev.Stack != 0 {
+			withStack++
+		}
+		live[e] = !live[e]
+		d.Events = append(d.Events, ev)
+	}
+	switch {
+	case withStack > 0:
+		snap.Recording = RecordingPython
+	case len(d.Events) > 0:
+		snap.Recording = RecordingNoStacks
+	default:
+		snap.Recording = RecordingNone
+	}
+	snap.Diag("trace_plot_alloc_data", -1, fmt.Sprintf("a trace_plot page of 2022–23 (its alloc_data JSON, not a snapshot): one device, whose number the page does not say (shown as 0); no times, segments or reserved memory; %d blocks allocated before recording known by size only", len(ad.initial)))
+	if segments > 0 {
+		snap.Diag("trace_plot_segments", -1, "the page plotted segments (trace_plot -s): its events are cudaMalloc and cudaFree of segments, not allocations")
+	}
+	return snap, nil
+}
+
+// isInitial reports whether element e was live before recording.
+func isInitial(ad *allocData, e int32) bool {
+	if ad.initialSet == nil {
+		ad.initialSet = make(map[int32]bool, len(ad.initial))
+		for _, i := range ad.initial {
+			ad.initialSet[i] = true
+		}
+	}
+	return ad.initialSet[e]
+}
+
+// The frames an alloc_data page may make the reader walk: suffix chains
+// share tails, so a few bytes of JSON can name a stack of thousands of
+// frames. A stack is built once per chain below the headers (the headers
+// differ per element; the frames below are shared), and all of them
+// together may take at most 4M frames plus one per byte of the page (a
+// frame costs about 8 bytes: the stack and its key in the intern table).
+const (
+	allocFrameBase     = 4 << 20
+	allocFramesPerByte = 1
+)
+
+// allocStacks interns the frames and stacks of an alloc_data page.
+type allocStacks struct {
+	ad      *allocData
+	b       *Builder
+	frames  []int32 // string index → FrameID, −1 before first use
+	stacks  []int32 // suffix index of a chain below a header → StackID, −1 before first use
+	scratch []FrameID
+	budget  int64
+}
+
+// stack is the StackID of the element whose info is head: the frames of
+// its chain below the header, without notes.
+func (st *allocStacks) stack(head int32) (StackID, error) {
+	if head < 0 {
+		return 0, nil
+	}
+	tail := st.ad.suffix[head][1]
+	if tail < 0 {
+		return 0, nil
+	}
+	if id := st.stacks[tail]; id >= 0 {
+		return StackID(id), nil
+	}
+	st.scratch = st.scratch[:0]
+	for i := tail; i >= 0; i = st.ad.suffix[i][1] {
+		if st.budget--; st.budget < 0 {
+			return 0, errors.New("the stacks of the page expand to more frames than it can hold (suffix chains naming the same frames over and over)")
+		}
+		sid := st.ad.suffix[i][0]
+		if allocNotes[st.ad.strs[sid]] {
+			continue
+		}
+		if st.frames[sid] < 0 {
+			st.frames[sid] = int32(st.b.Frame(parsePlotFrame(st.ad.strs[sid])))
+		}
+		st.scratch = append(st.scratch, FrameID(st.frames[sid]))
+	}
+	id := st.b.Stack(st.scratch)
+	st.stacks[tail] = int32(id)
+	return id, nil
+}
+
+// address is element e's block address, from its header ("b7f3a2c000000_0
+// …", 2023) or made up (2022 pages have none: a distinct 512-aligned one
+// per element, never printed), and whether it is a segment.
+func (st *allocStacks) address(e int32) (uint64, bool) {
+	if head := st.ad.infos[e]; head >= 0 {
+		h := st.ad.strs[st.ad.suffix[head][0]]
+		if len(h) > 2 && (h[0] == 'b' || h[0] == 's') {
+			if us := strings.IndexByte(h, '_'); us > 1 && us <= 17 {
+				if a, err := strconv.ParseUint(h[1:us], 16, 64); err == nil {
+					return a, h[0] == 's'
+				}
+			}
+		}
+	}
+	return uint64(e+1) << 9, false
+}
+
+// parsePlotFrame parses "file:line:name" (the file may hold colons, the
+// name too); anything else is a frame with only a name.
+func parsePlotFrame(s string) Frame {
+	for i := strings.IndexByte(s, ':'); i >= 0 && i+1 < len(s); {
+		j := i + 1
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		if j > i+1 && j < len(s) && s[j] == ':' {
+			if line, err := strconv.ParseInt(s[i+1:j], 10, 64); err == nil {
+				return Frame{Filename: s[:i], Line: line, Name: s[j+1:]}
+			}
+		}
+		k := strings.IndexByte(s[i+1:], ':')
+		if k < 0 {
+			break
+		}
+		i += 1 + k
+	}
+	return Frame{Name: s}
+}
