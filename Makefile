@@ -2,15 +2,32 @@
 GO      ?= go
 BIN     ?= bin/torchmem
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+# Static (no libc: CGO_ENABLED=0), without local paths or debug tables; the
+# version and commit are what torchmem --version prints.
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)"
+DIST    ?= dist
+PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 FUZZTIME ?= 10m
 
-.PHONY: all build test bench fuzz lint demo demo-file echarts clean
+.PHONY: all build release test bench fuzz lint demo demo-file echarts clean
 
 all: build test
 
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/torchmem
+	$(GOBUILD) -o $(BIN) ./cmd/torchmem
+
+# Static binaries for Linux and macOS on amd64 and arm64, named
+# torchmem-VERSION-OS-ARCH, and their SHA256SUMS, in $(DIST).
+release:
+	@mkdir -p $(DIST) && rm -f $(DIST)/torchmem-* $(DIST)/SHA256SUMS
+	@for p in $(PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; out=$(DIST)/torchmem-$(VERSION)-$$os-$$arch; \
+		echo "$$out"; GOOS=$$os GOARCH=$$arch $(GOBUILD) -o $$out ./cmd/torchmem || exit 1; done
+	@cd $(DIST) && if command -v sha256sum >/dev/null; then sha256sum torchmem-$(VERSION)-*; \
+		else shasum -a 256 torchmem-$(VERSION)-*; fi > SHA256SUMS
+	@echo "$(DIST)/SHA256SUMS"
 
 # Unit, golden and real-file tests. Real files are read from ../shared.
 test:
@@ -59,4 +76,4 @@ echarts:
 	sha256sum report/assets/echarts.min.js
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

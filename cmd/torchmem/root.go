@@ -25,13 +25,20 @@ const (
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
-// exitError carries an exit code with an error.
+// exitError carries an exit code with an error. Without an error it is a
+// status to exit with and nothing to print (torchmem record passes on the
+// command's own).
 type exitError struct {
 	code int
 	err  error
 }
 
-func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
 func (e *exitError) Unwrap() error { return e.err }
 
 // globals are the flags every command shares, and the progress line.
@@ -131,11 +138,13 @@ Exit codes: 0 ok, 1 a check or regression failed, 2 bad input or usage.`,
   cat snapshot.pickle | torchmem info -`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       versionLine(),
 	}
+	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	root.PersistentFlags().StringVar(&g.maxInput, "max-input-bytes", "", "stop when an input expands past this size after gzip/base64 decoding (default 8GiB)")
 	root.PersistentFlags().BoolVarP(&g.quiet, "quiet", "q", false, "no progress line and no notes on stderr (errors and warnings only)")
-	root.AddCommand(newInfoCmd(g), newAnalyzeCmd(g), newGenCmd(g), newDiffCmd(g), newCheckCmd(g), newReportCmd(g), newEstimateCmd(g))
+	root.AddCommand(newInfoCmd(g), newAnalyzeCmd(g), newGenCmd(g), newDiffCmd(g), newCheckCmd(g), newReportCmd(g),
+		newEstimateCmd(g), newRecordCmd(g))
 	return root
 }
 
@@ -186,6 +195,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		code = ee.code
+		if ee.err == nil {
+			return code
+		}
 	}
 	msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")
 	fmt.Fprintf(stderr, "torchmem: %s\n", msg)

@@ -1,0 +1,4 @@
+"""torch.optim."""
+
+from . import optimizer  # noqa: F401
+from .optimizer import Optimizer  # noqa: F401
