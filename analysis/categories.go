@@ -141,6 +141,7 @@ func Classify(h *History) {
 		}
 		b.Category, b.Rule, b.Confidence = decide(f, paramPaired[i], gradPaired[i], pairing, training)
 	}
+	markAutocastCache(h)
 	estimateBaseline(h)
 }
 

@@ -39,6 +39,9 @@ func deviceDiagnostics(h *History, dr *DeviceResult) []Diagnostic {
 		out = append(out, Diagnostic{Kind: "no_phases", Device: id, Message: fmt.Sprintf(
 			"device %d: no annotation, autograd thread or stack frame says which phase an event belongs to: phases are unknown and categories rest on lifetimes only", id)})
 	}
+	if d, ok := autocastDiagnostic(h, dr.Peak.EventIndex); ok {
+		out = append(out, d)
+	}
 	// How much of the end state rests on low-confidence rules.
 	var low, all int64
 	for _, r := range dr.Rules {

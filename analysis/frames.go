@@ -279,6 +279,12 @@ type stackMarkers struct {
 	attention      bool // scaled-dot-product attention / softmax of attention scores
 	sdpaMath       bool // the math (materialising) SDPA backend
 	hasFrames      bool
+	// autocastCast: a cast made by autocast (at::autocast::cached_cast,
+	// C++ frames), which caches the copies of weights.
+	autocastCast bool
+	// autocastExit: autocast's region ends here (torch/amp/autocast_mode.py
+	// __exit__, torch.clear_autocast_cache): frees of the weight cache.
+	autocastExit bool
 	// gradInForward: an autograd call (torch.autograd.grad, backward,
 	// torch.autograd.functional's jvp/vjp, torch.func) made inside a model's
 	// forward: the autograd engine work that follows belongs to forward.
@@ -326,6 +332,10 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 			case strings.Contains(name, "torch::autograd::Engine::") || strings.HasPrefix(name, "autograd::engine::evaluate_function") ||
 				strings.Contains(name, "torch::autograd::python::PythonEngine"):
 				fb = hintBackward
+			case strings.Contains(name, "at::autocast::cached_cast"):
+				m.autocastCast = true
+			case strings.Contains(name, "at::autocast::clear_cache"):
+				m.autocastExit = true
 			case strings.Contains(name, "THPVariable_to(") || strings.Contains(name, "dispatch_to(") || strings.Contains(name, "_to_copy"):
 				m.toDevice = true
 			case strings.HasPrefix(name, "Optimizer.step#"):
@@ -357,6 +367,9 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 		if isAutogradCall(file) {
 			autogradCall = true
 		}
+		if strings.Contains(file, "/amp/autocast_mode.py") && name == "__exit__" {
+			m.autocastExit = true
+		}
 		switch {
 		case torchFile && (strings.HasSuffix(file, "torch/_tensor.py") && name == "backward" ||
 			strings.HasSuffix(file, "torch/autograd/__init__.py") && (name == "backward" || name == "grad") ||
@@ -385,6 +398,9 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 		case strings.Contains(file, "torch/utils/data/"):
 			setInner(hintData)
 		}
+	}
+	if m.autocastCast {
+		m.toDevice = false // autocast's cast of a weight, not a copy to the device
 	}
 	switch {
 	case fb != hintNone:

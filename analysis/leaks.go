@@ -240,15 +240,16 @@ func (sc *leakScan) stepRange(ks []int) string {
 // heldAtEnd sums the blocks of every step, the first and the last
 // included, that are still held at the end of the last step and were
 // allocated at one of sites: what a pattern holds at the end (a list that
-// keeps an output per step over 6 steps holds 6 outputs). It returns the
-// bytes and the step numbers that hold some.
-func (sc *leakScan) heldAtEnd(sites map[string]bool) (int64, []int) {
+// keeps an output per step over 6 steps holds 6 outputs); autocast's weight
+// copies count only with copies (a graph keeps those it saved, a list
+// does not). It returns the bytes and the step numbers that hold some.
+func (sc *leakScan) heldAtEnd(sites map[string]bool, copies bool) (int64, []int) {
 	var total int64
 	steps := []int{}
 	for k, blocks := range sc.held {
 		var t int64
 		for _, bi := range blocks {
-			if sites[sc.site(bi)] {
+			if sites[sc.site(bi)] && (copies || sc.h.Blocks[bi].Rule != RuleAutocastWeightCache) {
 				t += sc.h.Blocks[bi].Size
 			}
 		}
@@ -380,7 +381,13 @@ func (sc *leakScan) keptFindings() []Leak {
 	m := map[string]*siteSteps{}
 	var order []string
 	for k := 1; k <= len(sc.steps)-2; k++ {
-		for _, g := range sc.bySite(sc.kept[k]) {
+		var blocks []int
+		for _, bi := range sc.kept[k] {
+			if sc.h.Blocks[bi].Rule != RuleAutocastWeightCache { // weight copies are no list
+				blocks = append(blocks, bi)
+			}
+		}
+		for _, g := range sc.bySite(blocks) {
 			a := m[g.site]
 			if a == nil {
 				a = &siteSteps{site: g.site}
@@ -408,7 +415,7 @@ func (sc *leakScan) keptFindings() []Leak {
 		}
 		per := leakMedian64(a.bytes)
 		blocks := leakMedianInt(a.blocks)
-		held, seen := sc.heldAtEnd(map[string]bool{a.site: true})
+		held, seen := sc.heldAtEnd(map[string]bool{a.site: true}, false)
 		l := Leak{Kind: LeakGrowingList, Device: sc.h.Device.ID, Site: a.site, BytesPerStep: per, Steps: len(seen), TotalBytes: held, SeenInSteps: seen}
 		l.Confidence = sc.patternConfidence(len(a.steps), a.bytes, a.total)
 		what := "one tensor"
@@ -498,7 +505,7 @@ func (sc *leakScan) graphFinding(ks []int) Leak {
 	for _, g := range groups {
 		sites[g.site] = true
 	}
-	total, seen := sc.heldAtEnd(sites)
+	total, seen := sc.heldAtEnd(sites, true)
 	call := sc.callSite(all)
 	if call == "" {
 		call = groups[0].site

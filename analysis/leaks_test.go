@@ -244,7 +244,7 @@ func TestLeakFixtureSpecifics(t *testing.T) {
 			keys = append(keys, siteKey(h, i))
 		}
 	}
-	if sc := periodScore(keys, 6); sc < periodMatchMin {
+	if sc := periodScore(keys, 7); sc < periodMatchMin { // 7 allocations per layer
 		t.Errorf("the layer period scores %.2f: the fixture does not test the layer rule", sc)
 	}
 	if plan := h.Steps; len(plan.Spans) != 0 {

@@ -242,9 +242,9 @@ func (m *leakModel) forward(x uint64, grad bool, outer []*Dict) (saved []uint64,
 		keep(out)
 		mlp := linear(70, p+2, 4*a)
 		keep(mlp)
-		st := m.at(72, "forward", "add", outer) // residual: the layer's output
-		m.cast(p+3, m.at(71, "forward", "addmm", outer, m.linear, m.call, m.wrap))
-		nh := s.Alloc(0, a, st)
+		down := linear(71, p+3, a)                             // the MLP's output projection
+		nh := s.Alloc(0, a, m.at(72, "forward", "add", outer)) // residual: the layer's output
+		s.Free(0, down)
 		s.Free(0, h)
 		h = nh
 		if !grad {

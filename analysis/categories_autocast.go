@@ -1,0 +1,209 @@
+package analysis
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// RuleAutocastWeightCache classifies autocast's weight cache: under
+// torch.autocast, the first use of an fp32 weight in a region casts it to a
+// 16-bit copy that autocast caches until the region exits (or, under grad
+// mode, until the graph that saved it dies). The copies are parameters —
+// never activations, inputs or a leak.
+const RuleAutocastWeightCache = "autocast_weight_cache"
+
+// markAutocastCache finds autocast's weight copies among the blocks
+// classified so far and gives them the parameter category. A copy has
+// half the size of an fp32 parameter (its element count at 2 bytes); it is
+// made in forward (not by model set-up) by the op that uses the weight: autocast's cast in its
+// C++ frames, or — Python frames only — the first allocation of the op
+// (the one before is another op's or another copy), followed by another of
+// the same stack (the op's output); it lives until the end, or until the
+// region exits (autocast_mode.py __exit__ in its free stack, or freed with
+// other copies in one burst, no allocation between). A size class where
+// more copies live at once than parameters of twice the size exist is not
+// a cache (a coincidence of sizes): none of it is marked. Without frames
+// nothing tells a copy apart.
+func markAutocastCache(h *History) {
+	params := map[int64]int{}
+	for i := range h.Blocks {
+		b := &h.Blocks[i]
+		if b.Category == Parameter && !b.Untracked && b.Size > 0 && b.Size%4 == 0 {
+			params[b.Size]++
+		}
+	}
+	if len(params) == 0 {
+		return
+	}
+	ev := h.Device.Events
+	// prevAlloc/nextAlloc: the allocation event before/after event i (−1)
+	allocs := make([]int, 0, len(ev)/2)
+	for i := range ev {
+		if ev[i].Action == snapshot.ActionAlloc {
+			allocs = append(allocs, i)
+		}
+	}
+	around := func(i int) (prev, next int) {
+		k := sort.SearchInts(allocs, i)
+		prev, next = -1, -1
+		if k > 0 {
+			prev = allocs[k-1]
+		}
+		if k+1 < len(allocs) {
+			next = allocs[k+1]
+		}
+		return prev, next
+	}
+	isCand := map[int]bool{}
+	strong := map[int]bool{}
+	for _, i := range allocs {
+		bi := h.openAt[i]
+		if bi < 0 {
+			continue
+		}
+		b := &h.Blocks[bi]
+		if b.Untracked || b.Category == Parameter || params[2*b.Size] == 0 {
+			continue
+		}
+		m := h.markers.get(b.Stack)
+		c := h.Phases.code[i]
+		if m.init || c != codeForward && !(m.autocastCast && c == codeUnknown) {
+			continue // C++ frames alone may not show forward; autocast's cast does
+		}
+		if m.autocastCast {
+			isCand[int(bi)], strong[int(bi)] = true, true
+			continue
+		}
+		if m.hint < hintUser { // no Python frames: nothing tells a copy apart
+			continue
+		}
+		prev, next := around(i)
+		if next < 0 || ev[next].Stack != ev[i].Stack {
+			continue
+		}
+		if prev >= 0 && ev[prev].Stack == ev[i].Stack && !isCand[int(h.openAt[prev])] {
+			continue // the op's second allocation (its output came first)
+		}
+		isCand[int(bi)] = true
+	}
+	if len(isCand) == 0 {
+		return
+	}
+	// Lifetimes: live to the end (or the OOM), freed by autocast's exit, or
+	// freed in a burst with other copies.
+	var frees []int
+	for bi := range isCand {
+		b := &h.Blocks[bi]
+		if b.Free >= 0 && !(h.firstOOM >= 0 && b.Alloc < h.firstOOM && b.Free > h.firstOOM) {
+			frees = append(frees, b.Free)
+		}
+	}
+	sort.Ints(frees)
+	inBurst := map[int]bool{}
+	for k := 0; k < len(frees); {
+		j := k
+		for j+1 < len(frees) && !allocBetween(allocs, frees[j], frees[j+1]) {
+			j++
+		}
+		if j > k {
+			for x := k; x <= j; x++ {
+				inBurst[frees[x]] = true
+			}
+		}
+		k = j + 1
+	}
+	ok := map[int]bool{}
+	for bi := range isCand {
+		b := &h.Blocks[bi]
+		switch {
+		case b.Free < 0, h.firstOOM >= 0 && b.Alloc < h.firstOOM && b.Free > h.firstOOM:
+			ok[bi] = true
+		case h.Phases.code[b.Free] == codeBackward:
+		case h.markers.get(b.FreeStack).autocastExit, inBurst[b.Free]:
+			ok[bi] = true
+		}
+	}
+	// Per size: copies live at once never outnumber the weights.
+	type delta struct{ at, d int }
+	bySize := map[int64][]delta{}
+	for bi := range ok {
+		b := &h.Blocks[bi]
+		bySize[b.Size] = append(bySize[b.Size], delta{b.Alloc, 1})
+		if b.Free >= 0 {
+			bySize[b.Size] = append(bySize[b.Size], delta{b.Free, -1})
+		}
+	}
+	for size, ds := range bySize {
+		sort.Slice(ds, func(a, b int) bool { return ds[a].at < ds[b].at })
+		live, most := 0, 0
+		for _, d := range ds {
+			live += d.d
+			most = max(most, live)
+		}
+		if most > params[2*size] {
+			continue
+		}
+		for bi := range ok {
+			b := &h.Blocks[bi]
+			if b.Size != size {
+				continue
+			}
+			b.Category, b.Rule, b.Confidence = Parameter, RuleAutocastWeightCache, Medium
+			if strong[bi] || b.Free >= 0 && h.markers.get(b.FreeStack).autocastExit {
+				b.Confidence = High
+			}
+		}
+	}
+}
+
+// allocBetween reports whether an allocation event lies strictly between
+// events a and b (allocs sorted).
+func allocBetween(allocs []int, a, b int) bool {
+	k := sort.SearchInts(allocs, a+1)
+	return k < len(allocs) && allocs[k] < b
+}
+
+// autocastDiagnostic says how much autocast's weight cache holds (the most
+// it held at once, and at the peak) and what removes it.
+func autocastDiagnostic(h *History, peak int) (Diagnostic, bool) {
+	type delta struct {
+		at   int
+		size int64
+	}
+	var ds []delta
+	var atPeak int64
+	n := 0
+	for bi := range h.Blocks {
+		b := &h.Blocks[bi]
+		if b.Rule != RuleAutocastWeightCache {
+			continue
+		}
+		ds = append(ds, delta{b.Alloc, b.Size})
+		if b.Free >= 0 {
+			ds = append(ds, delta{b.Free, -b.Size})
+		}
+		if b.LiveAt(peak) {
+			atPeak += b.Size
+			n++
+		}
+	}
+	if len(ds) == 0 {
+		return Diagnostic{}, false
+	}
+	sort.Slice(ds, func(a, b int) bool { return ds[a].at < ds[b].at || ds[a].at == ds[b].at && ds[a].size < ds[b].size })
+	var live, most int64
+	for _, d := range ds {
+		live += d.size
+		most = max(most, live)
+	}
+	id := h.Device.ID
+	held := fmt.Sprintf("up to %s", FormatBytes(most))
+	if atPeak > 0 {
+		held += fmt.Sprintf(" (%s at the peak, %d copies)", FormatBytes(atPeak), n)
+	}
+	return Diagnostic{Kind: "autocast_weight_cache", Device: id, Message: fmt.Sprintf(
+		"device %d: autocast's weight cache holds %s: 16-bit copies of fp32 weights, made at each weight's first use under torch.autocast and kept until the autocast region exits; they are parameters, not activations or a leak; torch.autocast(..., cache_enabled=False) or keeping the weights in bf16 (model.to(torch.bfloat16)) removes them",
+		id, held)}, true
+}
