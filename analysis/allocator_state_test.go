@@ -56,25 +56,27 @@ func TestUnsplitRestsMatchDump(t *testing.T) {
 					}
 				}
 			}
+			// The replay gives blocks live at the dump the dump's size and
+			// counts those the allocator's rules size otherwise
+			// (sizing.mismatch).
 			h := Replay(s, d)
-			rests := h.unsplitRests()
+			rules := h.sizingRules()
 			checked, withRest := 0, 0
-			for k, b := range h.Blocks {
+			for _, b := range h.Blocks {
 				size, ok := dump[b.Addr]
 				if b.Alloc < 0 || b.Free >= 0 || !ok {
 					continue
 				}
-				got := roundUp512(b.Size)
-				if rests != nil {
-					got += rests[k]
-				}
 				checked++
-				if got > roundUp512(b.Size) {
+				if size > rules.round(b.Requested) {
 					withRest++
 				}
-				if got != size {
-					t.Errorf("block %#x (%d B requested, event %d): sized %d, the dump says %d", b.Addr, b.Size, b.Alloc, got, size)
+				if b.Size != size {
+					t.Errorf("block %#x (%d B requested, event %d): sized %d, the dump says %d", b.Addr, b.Requested, b.Alloc, b.Size, size)
 				}
+			}
+			if h.sizing.mismatch != 0 {
+				t.Errorf("%d blocks live at the dump sized otherwise by the allocator's rules", h.sizing.mismatch)
 			}
 			if checked != tc.checked || withRest != tc.withRest {
 				t.Errorf("%d blocks checked, %d with an unsplit rest; want %d, %d", checked, withRest, tc.checked, tc.withRest)
@@ -173,8 +175,9 @@ func TestStateAtMatchesSimulatedDumps(t *testing.T) {
 			snap := read(t, s, tc.drop)
 			h := BuildHistory(snap, snap.Devices[0])
 			rested := 0
+			rules := h.sizingRules()
 			for k := range h.Blocks {
-				if b := &h.Blocks[k]; b.Rounded > roundUp512(b.Size) {
+				if b := &h.Blocks[k]; b.Size > rules.round(b.Requested) {
 					rested++
 				}
 			}

@@ -45,7 +45,8 @@ func Analyze(s *snapshot.Snapshot, opts Options) *Result {
 		opts.MaxTimelinePoints = DefaultMaxTimelinePoints
 	}
 	r := &Result{
-		Schema: SchemaID,
+		Schema:        SchemaID,
+		AllocatedUnit: AllocatedUnit,
 		Input: Input{Path: s.Source.Path, Format: string(s.Source.Format), Generation: s.Source.Generation,
 			Bytes: s.Source.FileBytes, Recording: string(s.Recording)},
 		Devices:     []DeviceResult{},
@@ -104,7 +105,7 @@ func deviceResult(h *History, opts Options) DeviceResult {
 	if dr.Phases == nil {
 		dr.Phases = []PhaseSpan{}
 	}
-	dr.AtEnd = State{AllocatedBytes: h.AllocatedAt(end), ReservedBytes: h.ReservedAt(end), Categories: h.CategoriesAt(end)}
+	dr.AtEnd = State{AllocatedBytes: h.AllocatedAt(end), RequestedBytes: h.requestedAt(end), ReservedBytes: h.ReservedAt(end), Categories: h.CategoriesAt(end)}
 	if len(d.Segments) > 0 {
 		var res int64
 		for gi := range d.Segments {
@@ -122,7 +123,7 @@ func deviceResult(h *History, opts Options) DeviceResult {
 	if len(d.Events) == 0 {
 		peak = end
 	}
-	dr.Peak = Peak{AllocatedBytes: h.AllocatedAt(peak), ReservedBytes: h.ReservedAt(peak), TimeUS: h.TimeUS(peak),
+	dr.Peak = Peak{AllocatedBytes: h.AllocatedAt(peak), RequestedBytes: h.requestedAt(peak), ReservedBytes: h.ReservedAt(peak), TimeUS: h.TimeUS(peak),
 		EventIndex: peak, Phase: h.Phases.At(peak), Step: h.Phases.StepAt(peak), Categories: h.CategoriesAt(peak)}
 	if len(d.Events) == 0 {
 		dr.Peak.ReservedBytes = dr.AtEnd.ReservedBytes

@@ -169,7 +169,7 @@ func pairSizes(h *History, gradCand, paramCand, optCand []int) (paramOK, gradOK 
 			if perStep[st] == nil {
 				perStep[st] = map[int64]int{}
 			}
-			perStep[st][h.Blocks[gi].Size]++
+			perStep[st][h.Blocks[gi].Requested]++
 		}
 		for _, m := range perStep {
 			for sz, c := range m {
@@ -179,7 +179,7 @@ func pairSizes(h *History, gradCand, paramCand, optCand []int) (paramOK, gradOK 
 	} else if len(optCand) > 0 {
 		source = pairedWithOptimizerState
 		for _, oi := range optCand {
-			ref[h.Blocks[oi].Size] = 1 << 30
+			ref[h.Blocks[oi].Requested] = 1 << 30
 		}
 	} else {
 		return paramOK, gradOK, 0
@@ -196,7 +196,7 @@ func pairSizes(h *History, gradCand, paramCand, optCand []int) (paramOK, gradOK 
 	perSize := map[int64]int{}
 	var left []int
 	for _, pi := range order {
-		sz := h.Blocks[pi].Size
+		sz := h.Blocks[pi].Requested
 		if ref[sz] > 0 {
 			ref[sz]--
 			paramOK[pi] = source
@@ -213,7 +213,7 @@ func pairSizes(h *History, gradCand, paramCand, optCand []int) (paramOK, gradOK 
 		bySize := map[int64][]int{}
 		for _, pi := range left {
 			if h.Blocks[pi].Alloc < 0 {
-				bySize[h.Blocks[pi].Size] = append(bySize[h.Blocks[pi].Size], pi)
+				bySize[h.Blocks[pi].Requested] = append(bySize[h.Blocks[pi].Requested], pi)
 			}
 		}
 		for sz, n := range perSize {
@@ -234,7 +234,7 @@ func pairSizes(h *History, gradCand, paramCand, optCand []int) (paramOK, gradOK 
 		return paramOK, gradOK, 0
 	}
 	for _, gi := range gradCand {
-		if paramSizes[h.Blocks[gi].Size] {
+		if paramSizes[h.Blocks[gi].Requested] {
 			gradOK[gi] = source
 		}
 	}
@@ -453,7 +453,7 @@ func estimateBaseline(h *History) {
 	rest := base.Size
 	setRest := func() {
 		h.Blocks[idx].Size = rest
-		h.Blocks[idx].Rounded = rest
+		h.Blocks[idx].Requested = rest
 		h.Blocks[idx].Category, h.Blocks[idx].Rule, h.Blocks[idx].Confidence = Unknown, RuleBaselineRest, Low
 	}
 	params := paramBytesFromAccumulateGrad(h)
@@ -465,7 +465,7 @@ func estimateBaseline(h *History) {
 		if size <= 0 || size > rest {
 			return
 		}
-		h.Blocks = append(h.Blocks, Block{Size: size, Rounded: size, Alloc: -1, Free: -1, FreeRequested: -1, Untracked: true,
+		h.Blocks = append(h.Blocks, Block{Size: size, Requested: size, Alloc: -1, Free: -1, FreeRequested: -1, Untracked: true,
 			Category: cat, Rule: rule, Confidence: conf})
 		rest -= size
 	}
@@ -526,7 +526,7 @@ func paramBytesFromAccumulateGrad(h *History) int64 {
 		if first != nil && (g.TimeNS < first.StartNS || g.TimeNS > first.EndNS) {
 			continue
 		}
-		sum += roundUp512(g.Elements * dtypeBytes(g.DType))
+		sum += (&sizingRules{}).round(g.Elements * dtypeBytes(g.DType))
 		n++
 	}
 	if first == nil {

@@ -773,15 +773,22 @@ func (sc *leakScan) maxLiveAtStepEnds(blocks []int) int64 {
 
 // growthFinding measures allocated memory at the start of every step after
 // the first (and at the end of the last): a steady rise that the findings
-// so far do not explain is step_growth.
+// so far do not explain is step_growth. The rise is judged on the requested
+// bytes, what the program holds (the allocator's unsplit rests of up to
+// 1 MiB a block come and go with the layout, not with the program), and
+// measured in allocator blocks.
 func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 	h := sc.h
 	S := sc.steps
 	var vals []int64
+	at := []int{}
 	for k := 1; k < len(S); k++ {
-		vals = append(vals, h.AllocatedAt(S[k].start-1))
+		at = append(at, S[k].start-1)
 	}
-	vals = append(vals, h.AllocatedAt(S[len(S)-1].end))
+	at = append(at, S[len(S)-1].end)
+	for _, i := range at {
+		vals = append(vals, h.RequestedAt(i))
+	}
 	if len(vals) < minPatternSteps+1 {
 		return Leak{}, false
 	}
@@ -798,6 +805,9 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 	}
 	total := vals[len(vals)-1] - vals[0]
 	if total < minGrowthBytes || rises*4 < 3*len(diffs) || -worstDrop*4 > total {
+		return Leak{}, false
+	}
+	if total = h.AllocatedAt(at[len(at)-1]) - h.AllocatedAt(at[0]); total <= 0 {
 		return Leak{}, false
 	}
 	slope := total / int64(len(diffs))

@@ -72,7 +72,7 @@ func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
 			t.Errorf("eval loop steps: %s %q, %d steps", p.Evidence, p.Site, len(p.Spans))
 		}
 	} else {
-		checkLeakFindings(t, ls, nil)
+		checkLeakFindings(t, nil, ls, nil)
 		prof := c
 		prof.Profiler = true
 		ls, _ = run(snapshottest.EvalLoop(prof, true))
@@ -83,11 +83,11 @@ func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
 	if python {
 		checkFamilyFinding(t, "outputs.append(logits)", ls, LeakGrowingList, "model.py:150 forward", c.LogitsBytes())
 	} else {
-		checkLeakFindings(t, ls, nil)
+		checkLeakFindings(t, nil, ls, nil)
 	}
 	// the healthy loop
 	ls, hs = run(snapshottest.EvalLoop(c, false))
-	checkLeakFindings(t, ls, nil)
+	checkLeakFindings(t, nil, ls, nil)
 	noBackward(t, "healthy evaluation loop", hs[0])
 	// (c) driven by a framework
 	if python {
@@ -99,7 +99,7 @@ func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
 			t.Errorf("framework loop steps: %s %q", p.Evidence, p.Site)
 		}
 		ls, _ = run(snapshottest.EvalLoop(fw, false))
-		checkLeakFindings(t, ls, nil)
+		checkLeakFindings(t, nil, ls, nil)
 	}
 }
 

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -92,21 +93,23 @@ func TestRealFilesInvariants(t *testing.T) {
 				}
 				dev := s.Device(d.Device)
 				if len(dev.Segments) > 0 && !mismatch[d.Device] {
-					var want, res int64
+					// PyTorch's unit: the blocks in active_allocated state
+					// (the dump's allocated_size), not the requested bytes.
+					var want, wantReq, res int64
 					for _, g := range dev.Segments {
 						res += g.TotalSize
 						for _, b := range g.Blocks {
-							if b.State == snapshot.BlockActiveAllocated || b.State == snapshot.BlockActivePendingFree {
-								if b.RequestedSize > 0 {
-									want += b.RequestedSize
-								} else {
-									want += b.Size
-								}
+							if b.State == snapshot.BlockActiveAllocated {
+								want += b.Size
+								wantReq += b.RequestedSize
 							}
 						}
 					}
 					if d.AtEnd.AllocatedBytes != want || d.AtEnd.ReservedBytes != res {
 						t.Errorf("device %d: end %d allocated / %d reserved, the dump says %d / %d", d.Device, d.AtEnd.AllocatedBytes, d.AtEnd.ReservedBytes, want, res)
+					}
+					if rq := d.AtEnd.RequestedBytes; wantReq > 0 && (rq == nil || *rq != wantReq) {
+						t.Errorf("device %d: end requested %v, the dump says %d", d.Device, rq, wantReq)
 					}
 				}
 				if tl := d.Timeline; tl != nil {
@@ -145,4 +148,125 @@ func TestRealFilesInvariants(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRealFilesAllocated checks the allocated bytes of every device of every
+// real snapshot, at the end and at the peak, in PyTorch's unit (allocator
+// blocks) and in requested bytes, against realAllocatedFacts: the output of
+//
+//	python3 testdata/facts/snapshot_facts.py --analysis
+//
+// whose own replay sizes blocks by the caching allocator's rules (see
+// block_replay there), ends at each device's Σ allocated_size and
+// Σ requested_size of the dump, and counts the blocks whose size nothing in
+// the file settles (Unsized).
+func TestRealFilesAllocated(t *testing.T) {
+	for _, want := range realAllocatedFacts {
+		t.Run(fmt.Sprintf("%s/%d", want.File, want.Device), func(t *testing.T) {
+			s := openShared(t, "snapshots", want.File)
+			d := s.Device(want.Device)
+			if d == nil {
+				t.Fatalf("no device %d", want.Device)
+			}
+			h := BuildHistory(s, d)
+			r := Analyze(s, Options{Device: want.Device, TopSites: 1, NoTimeline: true})
+			if len(r.Devices) != 1 {
+				t.Fatalf("%d device results", len(r.Devices))
+			}
+			dr := r.Devices[0]
+			got := allocatedFacts{File: want.File, Device: want.Device, EndAllocated: dr.AtEnd.AllocatedBytes,
+				PeakAllocated: dr.Peak.AllocatedBytes, PeakEvent: dr.Peak.EventIndex, Unsized: h.sizing.unknown}
+			if dr.AtEnd.RequestedBytes != nil {
+				got.EndRequested = *dr.AtEnd.RequestedBytes
+			}
+			if dr.Peak.RequestedBytes != nil {
+				got.PeakRequested = *dr.Peak.RequestedBytes
+			}
+			if got != want {
+				t.Errorf("got  %+v\nwant %+v", got, want)
+			}
+			if h.sizing.mismatch != 0 {
+				t.Errorf("%d blocks live at the dump sized otherwise by the allocator's rules", h.sizing.mismatch)
+			}
+		})
+	}
+}
+
+// TestRealFilesOOMAllocated checks what is allocated at every real oom entry
+// against realOOMFacts (snapshot_facts.py --analysis): blocks and requested
+// bytes, and the parameter category against the blocks Module.to made.
+func TestRealFilesOOMAllocated(t *testing.T) {
+	for _, want := range realOOMFacts {
+		t.Run(want.File, func(t *testing.T) {
+			s := openShared(t, "snapshots", want.File)
+			r := Analyze(s, Options{Device: want.Device, TopSites: 1, NoTimeline: true})
+			if len(r.Devices) != 1 || r.Devices[0].OOM == nil {
+				t.Fatalf("no OOM on device %d", want.Device)
+			}
+			o := r.Devices[0].OOM
+			if o.EventIndex != want.Event || o.AllocatedBytes != want.Allocated || o.AllocatedRequestedBytes == nil || *o.AllocatedRequestedBytes != want.Requested {
+				t.Errorf("oom %d: allocated %d, requested %v; want %d: %d, %d", o.EventIndex, o.AllocatedBytes, o.AllocatedRequestedBytes, want.Event, want.Allocated, want.Requested)
+			}
+			if o.Categories[Parameter] != want.ModuleTo {
+				t.Errorf("parameters at the oom %d, want the %d blocks of Module.to (%d B)", o.Categories[Parameter], want.ModuleToBlocks, want.ModuleTo)
+			}
+		})
+	}
+}
+
+// oomFacts are what is allocated at one oom entry.
+type oomFacts struct {
+	File                          string
+	Device, Event, ModuleToBlocks int
+	Allocated, Requested          int64
+	ModuleTo                      int64
+	Attention, AttentionRequested int64
+}
+
+// allocatedFacts are one device's allocated bytes (allocator blocks) and
+// requested bytes at the end and at the peak; Unsized counts the blocks
+// older than the trace and freed in it whose rest nothing in the file shows.
+type allocatedFacts struct {
+	File                                                     string
+	Device                                                   int
+	EndAllocated, EndRequested, PeakAllocated, PeakRequested int64
+	PeakEvent                                                int
+	Unsized                                                  int
+}
+
+// Produced by: python3 testdata/facts/snapshot_facts.py --analysis
+var realAllocatedFacts = []allocatedFacts{
+	{File: "edge_2dev_expandable_no_trace_albi2.pickle", Device: 0, EndAllocated: 8529920, EndRequested: 8529088, PeakAllocated: 8529920, PeakEvent: -1, PeakRequested: 8529088, Unsized: 0},
+	{File: "edge_2dev_expandable_no_trace_albi2.pickle", Device: 1, EndAllocated: 8519680, EndRequested: 8519680, PeakAllocated: 8519680, PeakEvent: -1, PeakRequested: 8519680, Unsized: 0},
+	{File: "genA_torch2.0_yiyi_1.3b_snapshot.pickle", Device: 0, EndAllocated: 5683450880, EndRequested: 5683449864, PeakAllocated: 5692347392, PeakEvent: -1, PeakRequested: 5692346376, Unsized: 1},
+	{File: "genA_torch2.0_yiyi_oom_snapshot.pickle", Device: 0, EndAllocated: 11840159744, EndRequested: 11840159744, PeakAllocated: 11840159744, PeakEvent: -1, PeakRequested: 11840159744, Unsized: 0},
+	{File: "genB_torch2.1_cranberrii.pickle", Device: 0, EndAllocated: 2297283072, EndRequested: 2285408452, PeakAllocated: 5914094592, PeakEvent: 3697, PeakRequested: 5876132840, Unsized: 0},
+	{File: "genB_torch2.1_maphsge4_multistream_cpp.pickle", Device: 0, EndAllocated: 16199101440, EndRequested: 16199097344, PeakAllocated: 20802387456, PeakEvent: 5317, PeakRequested: 20802383104, Unsized: 0},
+	{File: "genB_torch2.1_zijiandu_state_only_diffusion.pickle", Device: 0, EndAllocated: 8548367872, EndRequested: 8521811504, PeakAllocated: 8548367872, PeakEvent: -1, PeakRequested: 8521811504, Unsized: 0},
+	{File: "genC_torch2.2_jaspersolt_snapshot_entries.pickle", Device: 0, EndAllocated: 48760832, EndRequested: 48748928, PeakAllocated: 110110720, PeakEvent: 759, PeakRequested: 108258676, Unsized: 0},
+	{File: "genC_torch2.2_nesta_OOM_pickle_named_json.pickle", Device: 0, EndAllocated: 22536960512, EndRequested: 22531455488, PeakAllocated: 23380541440, PeakEvent: 1113, PeakRequested: 23374118352, Unsized: 0},
+	{File: "genD_torch2.3_hugepanda.pickle", Device: 0, EndAllocated: 3075039744, EndRequested: 3063564800, PeakAllocated: 14401229824, PeakEvent: 2040, PeakRequested: 14401221632, Unsized: 0},
+	{File: "genD_torch2.4_lfielike_state_only.pickle", Device: 0, EndAllocated: 16397578240, EndRequested: 16380108168, PeakAllocated: 16397578752, PeakEvent: -1, PeakRequested: 16380108176, Unsized: 0},
+	{File: "genE_torch2.5_sqattn.pickle", Device: 0, EndAllocated: 215105536, EndRequested: 215105536, PeakAllocated: 4352809984, PeakEvent: 148, PeakRequested: 4351237120, Unsized: 0},
+	{File: "genE_torch2.6x_kkaitlyn_annotations.pickle", Device: 0, EndAllocated: 1043817472, EndRequested: 1029235712, PeakAllocated: 1043817472, PeakEvent: 8506, PeakRequested: 1029235712, Unsized: 0},
+	{File: "genF_torch2.8_constructorsun_OOM_expandable_3dev.pickle", Device: 0, EndAllocated: 8094645248, EndRequested: 8094628652, PeakAllocated: 8456489984, PeakEvent: 6278, PeakRequested: 8456473388, Unsized: 0},
+	{File: "genF_torch2.8_constructorsun_OOM_expandable_3dev.pickle", Device: 1, EndAllocated: 403507712, EndRequested: 403506116, PeakAllocated: 84063358976, PeakEvent: 420, PeakRequested: 84063351764, Unsized: 0},
+	{File: "genF_torch2.8_constructorsun_OOM_expandable_3dev.pickle", Device: 2, EndAllocated: 20230674944, EndRequested: 20230660520, PeakAllocated: 21564660224, PeakEvent: 715, PeakRequested: 21564645800, Unsized: 0},
+	{File: "genF_torch2.8_zidongliu_zeroth_order_fl.pickle", Device: 0, EndAllocated: 1014430208, EndRequested: 1011485828, PeakAllocated: 1790894592, PeakEvent: 11205, PeakRequested: 1783664516, Unsized: 0},
+	{File: "genG_torch2.10x_bcrafton.pickle", Device: 0, EndAllocated: 3072871424, EndRequested: 3064418304, PeakAllocated: 3861684736, PeakEvent: 1843, PeakRequested: 3849232640, Unsized: 15},
+	{File: "genG_torch2.10x_magma27_python_stacks.pickle", Device: 0, EndAllocated: 1377753600, EndRequested: 1373919236, PeakAllocated: 13927832064, PeakEvent: 1402, PeakRequested: 13923997700, Unsized: 1},
+	{File: "genG_torch2.1x_wedsonlin_inference.pickle", Device: 0, EndAllocated: 1703276544, EndRequested: 1701310464, PeakAllocated: 1738928128, PeakEvent: 292, PeakRequested: 1736962048, Unsized: 0},
+	{File: "kkaitlyn_ctx128_fullstep.pickle", Device: 0, EndAllocated: 54873829888, EndRequested: 54597857284, PeakAllocated: 55079000576, PeakEvent: 19335, PeakRequested: 54802667524, Unsized: 0},
+	{File: "nothanmin_fullstep.pickle", Device: 0, EndAllocated: 16019091968, EndRequested: 15568596996, PeakAllocated: 23281500672, PeakEvent: 5701, PeakRequested: 22827925508, Unsized: 80},
+	{File: "segments_list_memory_snapshot_muduard.pkl", Device: 1, EndAllocated: 3353639424, EndRequested: 3308174782, PeakAllocated: 3353639424, PeakEvent: -1, PeakRequested: 3308174782, Unsized: 0},
+	{File: "wedsonlin_medium_128_training.pickle", Device: 0, EndAllocated: 6816891392, EndRequested: 6808535044, PeakAllocated: 7026606592, PeakEvent: 9966, PeakRequested: 7013335044, Unsized: 0},
+	{File: "wedsonlin_medium_256_training.pickle", Device: 0, EndAllocated: 6837944832, EndRequested: 6829096964, PeakAllocated: 9113374720, PeakEvent: 2780, PeakRequested: 9103544320, Unsized: 0},
+}
+
+// At each oom entry: allocated (blocks) and requested bytes, and the blocks
+// made by Module.to (module.py _apply/convert frames) and by attention
+// (scaled_dot_product frames).
+var realOOMFacts = []oomFacts{
+	{File: "genC_torch2.2_nesta_OOM_pickle_named_json.pickle", Device: 0, Event: 1117, Allocated: 23279878144, Requested: 23273455056, ModuleTo: 135833600, ModuleToBlocks: 132, Attention: 7046430720, AttentionRequested: 7046430720},
+	{File: "genF_torch2.8_constructorsun_OOM_expandable_3dev.pickle", Device: 1, Event: 421, Allocated: 84063358976, Requested: 84063351764, ModuleTo: 0, ModuleToBlocks: 0, Attention: 0, AttentionRequested: 0},
 }

@@ -11,21 +11,25 @@ import (
 // Block is one allocation's lifetime on a device, as the replay found it.
 type Block struct {
 	Addr uint64
-	// Size is the allocation in the units of the trace: the requested bytes
-	// of a snapshot, the allocator block size of a chrome trace.
+	// Size is the allocator's block in bytes, PyTorch's unit: what
+	// torch.cuda.memory_allocated(), a dump's allocated_size and a chrome
+	// trace's Bytes count. For a snapshot it is the dump's block size when
+	// the block is live at the dump, else the request sized by the
+	// allocator's rules (sizeBlocks).
 	Size int64
-	// Rounded is the allocator-owned block size: the segment block's size
-	// when the block is live at the dump, else Size rounded up to 512 bytes
-	// plus the rest of the free block the allocator did not split off
-	// (unsplitRests).
-	Rounded int64
+	// Requested is the size the program asked for (a snapshot's trace entry
+	// or the dump's requested_size); a chrome trace has none, and Requested
+	// is Size there.
+	Requested int64
 	// Alloc is the event index of the allocation, or −1 when the block was
 	// allocated before the recording began.
 	Alloc int
 	// Free is the event index of free_completed, or −1 when the block is
 	// live at the end.
 	Free int
-	// FreeRequested is the event index of free_requested, or −1.
+	// FreeRequested is the event index of free_requested, or −1. The
+	// allocation ends there (PyTorch stops counting the block as allocated);
+	// the block stays active, its memory held, until Free.
 	FreeRequested int
 	// Stack is the allocation stack (the trace entry's, or the dump-time
 	// block's for blocks allocated before recording); FreeStack the free's.
@@ -33,6 +37,10 @@ type Block struct {
 	// Untracked marks the part of a chrome trace's pre-window baseline that
 	// no event accounts for (a pseudo-block at address 0).
 	Untracked bool
+	// PendingAtStart marks a block the dump shows freed but waiting on
+	// other streams (active_pending_free) that the trace never touches: it
+	// holds memory but is not allocated at any event.
+	PendingAtStart bool
 	// Category, Rule and Confidence are set by classification.
 	Category   Category
 	Rule       string
@@ -41,9 +49,26 @@ type Block struct {
 	meta uint32 // Event.Meta of the allocation (memory timelines: "category:…")
 }
 
+// allocEnd is the event at which the block stops being allocated:
+// free_requested, else free_completed (−1: allocated at the end).
+func (b *Block) allocEnd() int {
+	if b.FreeRequested >= 0 {
+		return b.FreeRequested
+	}
+	return b.Free
+}
+
 // LiveAt reports whether the block is allocated after event i (i = −1: at
-// the start of the trace).
+// the start of the trace): allocated and not yet freed by the program.
 func (b *Block) LiveAt(i int) bool {
+	end := b.allocEnd()
+	return !b.PendingAtStart && b.Alloc <= i && (end < 0 || end > i)
+}
+
+// ActiveAt reports whether the block holds its memory after event i: from
+// its allocation to free_completed (a freed block waiting on other streams
+// is active, not allocated).
+func (b *Block) ActiveAt(i int) bool {
 	return b.Alloc <= i && (b.Free < 0 || b.Free > i)
 }
 
@@ -57,8 +82,14 @@ type History struct {
 	// InitialAllocated and InitialReserved are the bytes before the first
 	// event (memory allocated or reserved before recording began).
 	InitialAllocated, InitialReserved int64
+	// InitialRequested is the requested bytes of the blocks allocated
+	// before the first event.
+	InitialRequested int64
 	// Allocated[i] and Reserved[i] are the bytes after event i.
 	Allocated, Reserved []int64
+	// Requested[i] is the requested bytes of the blocks allocated after
+	// event i (equal to Allocated in a chrome trace).
+	Requested []int64
 	// Phases holds the phase and step of every event and the phase spans.
 	Phases *Phases
 	// Steps is how the events divide into steps (the step pass).
@@ -66,6 +97,11 @@ type History struct {
 
 	// openAt[i] / closeAt[i] are the blocks event i allocates / frees (−1).
 	openAt, closeAt []int32
+	// endAt[i] is the block whose allocation event i ends (free_requested,
+	// or free_completed without one; −1).
+	endAt []int32
+	// sizing is what sizeBlocks found.
+	sizing blockSizing
 	// extraClose lists blocks closed by an event that also opens one
 	// (an alloc at an address still live: a lost free).
 	extraClose map[int]int32
@@ -109,6 +145,37 @@ func (h *History) AllocatedAt(i int) int64 {
 	return h.Allocated[i]
 }
 
+// RequestedAt returns the requested bytes of the blocks allocated after
+// event i (i = −1: initial).
+func (h *History) RequestedAt(i int) int64 {
+	if i < 0 || len(h.Requested) == 0 {
+		return h.InitialRequested
+	}
+	return h.Requested[i]
+}
+
+// hasRequests reports whether the file's sizes are requests that the
+// allocator rounded into blocks (snapshots). A chrome trace's Bytes are the
+// blocks themselves; a memory timeline (export_memory_timeline) has no
+// allocator blocks, only the tensors' own sizes.
+func hasRequests(s *snapshot.Snapshot) bool {
+	switch s.Source.Format {
+	case snapshot.FormatChromeTrace, snapshot.FormatMemoryTimeline:
+		return false
+	}
+	return true
+}
+
+// requestedAt is RequestedAt for the result: nil when the file has no
+// requested sizes besides its blocks.
+func (h *History) requestedAt(i int) *int64 {
+	if !hasRequests(h.Snap) {
+		return nil
+	}
+	v := h.RequestedAt(i)
+	return &v
+}
+
 // ReservedAt returns the reserved bytes after event i (i = −1: initial).
 func (h *History) ReservedAt(i int) int64 {
 	if i < 0 || len(h.Reserved) == 0 {
@@ -119,14 +186,6 @@ func (h *History) ReservedAt(i int) int64 {
 
 // EndIndex is the index of the last event (−1 when there are none).
 func (h *History) EndIndex() int { return len(h.Device.Events) - 1 }
-
-// roundUp512 rounds a request the way the caching allocator does (512 B).
-func roundUp512(n int64) int64 {
-	if n <= 0 {
-		return 512
-	}
-	return (n + 511) / 512 * 512
-}
 
 // Replay builds the History of one device: it pairs allocations with frees,
 // reconstructs the blocks that were allocated before recording began (frees
@@ -182,7 +241,7 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 			if e.Addr == 0 {
 				// No address (bytes-only traces, memory timelines): pair
 				// with the latest free of the same size and metadata.
-				bi := newBlock(Block{Size: e.Size, Rounded: e.Size, Alloc: i, Free: -1, FreeRequested: -1, Stack: e.Stack, meta: e.Meta})
+				bi := newBlock(Block{Size: e.Size, Requested: e.Size, Alloc: i, Free: -1, FreeRequested: -1, Stack: e.Stack, meta: e.Meta})
 				k := anonKey{e.Size, h.categoryMeta(e.Meta)}
 				anon[k] = append(anon[k], bi)
 				h.openAt[i] = bi
@@ -197,16 +256,14 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 				h.extraClose[i] = old
 				h.reuse++
 			}
-			bi := newBlock(Block{Addr: e.Addr, Size: e.Size, Rounded: roundUp512(e.Size), Alloc: i, Free: -1, FreeRequested: -1, Stack: e.Stack})
+			bi := newBlock(Block{Addr: e.Addr, Size: e.Size, Requested: e.Size, Alloc: i, Free: -1, FreeRequested: -1, Stack: e.Stack})
 			live[e.Addr] = bi
 			h.openAt[i] = bi
 		case snapshot.ActionFreeRequested:
 			bi, ok := live[e.Addr]
 			if !ok {
-				bi = newBlock(Block{Addr: e.Addr, Size: e.Size, Rounded: roundUp512(e.Size), Alloc: -1, Free: -1, FreeRequested: -1})
+				bi = newBlock(Block{Addr: e.Addr, Size: e.Size, Requested: e.Size, Alloc: -1, Free: -1, FreeRequested: -1})
 				live[e.Addr] = bi
-				h.preFreed++
-				h.preFreedBytes += e.Size
 			}
 			h.Blocks[bi].FreeRequested = i
 			h.Blocks[bi].FreeStack = e.Stack
@@ -218,9 +275,7 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 					bi = st[len(st)-1]
 					anon[k] = st[:len(st)-1]
 				} else {
-					bi = newBlock(Block{Size: e.Size, Rounded: e.Size, Alloc: -1, Free: -1, FreeRequested: -1, FreeStack: e.Stack, meta: e.Meta})
-					h.preFreed++
-					h.preFreedBytes += e.Size
+					bi = newBlock(Block{Size: e.Size, Requested: e.Size, Alloc: -1, Free: -1, FreeRequested: -1, FreeStack: e.Stack, meta: e.Meta})
 				}
 				h.Blocks[bi].Free = i
 				h.closeAt[i] = bi
@@ -228,9 +283,7 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 			}
 			bi, ok := live[e.Addr]
 			if !ok {
-				bi = newBlock(Block{Addr: e.Addr, Size: e.Size, Rounded: roundUp512(e.Size), Alloc: -1, Free: -1, FreeRequested: -1, FreeStack: e.Stack})
-				h.preFreed++
-				h.preFreedBytes += e.Size
+				bi = newBlock(Block{Addr: e.Addr, Size: e.Size, Requested: e.Size, Alloc: -1, Free: -1, FreeRequested: -1, FreeStack: e.Stack})
 			}
 			delete(live, e.Addr)
 			h.Blocks[bi].Free = i
@@ -240,9 +293,12 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 			h.closeAt[i] = bi
 		}
 	}
-	// Blocks live at the dump: match them with the trace; the others were
-	// allocated before recording began and never freed.
+	// Blocks live at the dump: match them with the trace (the dump sizes
+	// them); the others were allocated before recording began and never
+	// freed.
+	var dumped []bool
 	if len(d.Segments) > 0 {
+		dumped = make([]bool, len(h.Blocks), cap(h.Blocks))
 		seen := make(map[uint64]bool, len(live))
 		for gi := range d.Segments {
 			g := &d.Segments[gi]
@@ -252,20 +308,22 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 					continue
 				}
 				if idx, ok := live[b.Address]; ok {
-					h.Blocks[idx].Rounded = b.Size
+					h.Blocks[idx].Size = b.Size
+					dumped[idx] = true
 					if h.Blocks[idx].Stack == 0 {
 						h.Blocks[idx].Stack = b.Stack
 					}
 					seen[b.Address] = true
 					continue
 				}
-				size := b.RequestedSize
-				if size <= 0 {
-					size = b.Size
+				req := b.RequestedSize
+				if req <= 0 {
+					req = b.Size
 				}
-				newBlock(Block{Addr: b.Address, Size: size, Rounded: b.Size, Alloc: -1, Free: -1, FreeRequested: -1, Stack: b.Stack})
+				newBlock(Block{Addr: b.Address, Size: b.Size, Requested: req, Alloc: -1, Free: -1, FreeRequested: -1, Stack: b.Stack,
+					PendingAtStart: b.State == snapshot.BlockActivePendingFree})
+				dumped = append(dumped, true)
 				h.preLive++
-				h.preLiveBytes += size
 			}
 		}
 		for addr := range live {
@@ -274,36 +332,68 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 			}
 		}
 	}
+	// A snapshot's trace holds requests: size the blocks the dump does not.
+	if hasRequests(s) {
+		if dumped == nil {
+			dumped = make([]bool, len(h.Blocks))
+		}
+		h.sizeBlocks(dumped)
+	}
 	// Initial allocated: every block allocated before the first event.
 	for i := range h.Blocks {
-		if h.Blocks[i].Alloc < 0 {
-			h.InitialAllocated += h.Blocks[i].Size
+		b := &h.Blocks[i]
+		if b.Alloc >= 0 {
+			continue
+		}
+		if b.LiveAt(-1) {
+			h.InitialAllocated += b.Size
+		}
+		if b.Free >= 0 || b.FreeRequested >= 0 {
+			h.preFreed++
+			h.preFreedBytes += b.Size
+		} else if !b.Untracked {
+			h.preLiveBytes += b.Size
 		}
 	}
 	// Chrome traces state the pre-window baseline (Total Allocated − Bytes
 	// of the first event); what no orphan free explains is untracked.
 	if d.Baseline >= 0 && len(d.Segments) == 0 {
 		if rest := d.Baseline - h.InitialAllocated; rest > 0 {
-			newBlock(Block{Size: rest, Rounded: rest, Alloc: -1, Free: -1, FreeRequested: -1, Untracked: true})
+			newBlock(Block{Size: rest, Requested: rest, Alloc: -1, Free: -1, FreeRequested: -1, Untracked: true})
 			h.InitialAllocated = d.Baseline
 		}
 	}
+	h.endAt = make([]int32, n)
+	for i := range h.endAt {
+		h.endAt[i] = -1
+	}
+	for bi := range h.Blocks {
+		if e := h.Blocks[bi].allocEnd(); e >= 0 && !h.Blocks[bi].PendingAtStart {
+			h.endAt[e] = int32(bi)
+		}
+	}
 	h.Allocated = make([]int64, n)
-	cur := h.InitialAllocated
+	h.Requested = make([]int64, n)
+	cur, req := h.InitialAllocated, int64(0)
+	for bi := range h.Blocks {
+		if b := &h.Blocks[bi]; b.LiveAt(-1) {
+			req += b.Requested
+		}
+	}
+	h.InitialRequested = req
 	for i := range d.Events {
 		if bi := h.openAt[i]; bi >= 0 {
 			cur += h.Blocks[bi].Size
+			req += h.Blocks[bi].Requested
 		}
-		if bi := h.closeAt[i]; bi >= 0 {
+		if bi := h.endAt[i]; bi >= 0 {
 			cur -= h.Blocks[bi].Size
-		}
-		if bi, ok := h.extraClose[i]; ok {
-			cur -= h.Blocks[bi].Size
+			req -= h.Blocks[bi].Requested
 		}
 		h.Allocated[i] = cur
+		h.Requested[i] = req
 	}
 	h.replayReserved()
-	h.fitUnsplitRests()
 	return h
 }
 
@@ -400,6 +490,14 @@ func (h *History) replayDiagnostics() []Diagnostic {
 	if h.reuse > 0 {
 		out = append(out, Diagnostic{Kind: "address_reuse", Device: id, Message: fmt.Sprintf(
 			"device %d: %d allocations at an address that was still allocated: a free is missing from the trace", id, h.reuse)})
+	}
+	if n := h.sizing.unknown; n > 0 {
+		out = append(out, Diagnostic{Kind: "block_size_unknown", Device: id, Message: fmt.Sprintf(
+			"device %d: %d blocks allocated before recording and freed in the trace (%s requested) show no block size: each counts as its request rounded to 512 B, though the allocator may have left up to 1 MiB more in each (the rest of the free block it was cut from)", id, n, FormatBytes(h.sizing.unknownRequests))})
+	}
+	if n := h.sizing.mismatch; n > 0 {
+		out = append(out, Diagnostic{Kind: "block_size_mismatch", Device: id, Message: fmt.Sprintf(
+			"device %d: %d blocks live at the dump have another size than the caching allocator's rules give them: blocks freed during the trace may be off by up to 1 MiB each", id, n)})
 	}
 	if h.reservedClamped {
 		out = append(out, Diagnostic{Kind: "reserved_inconsistent", Device: id, Message: fmt.Sprintf(

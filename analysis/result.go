@@ -14,14 +14,32 @@ import (
 // v1; none is renamed or removed without a new identifier.
 const SchemaID = "torchmem.analysis/v1"
 
+// AllocatedUnit names the unit of every allocated figure of a Result.
+const AllocatedUnit = "allocator_block"
+
 // Result is everything torchmem concluded about one input.
+//
+// Units: allocated_bytes, the categories, phase peaks, sites, leaks and
+// savings count the caching allocator's blocks (AllocatedUnit), PyTorch's
+// own unit: torch.cuda.memory_allocated(), a snapshot's allocated_size, a
+// chrome trace's Bytes and Total Allocated. A block is the request rounded
+// up (to 512 B at least) plus any rest the allocator did not split off, and
+// a block freed while other streams still use it (active_pending_free) is
+// no longer allocated. requested_bytes, where the file has requested sizes
+// (snapshots; chrome traces have none), counts what the program asked for
+// of the same blocks. A memory timeline (torch.profiler's
+// export_memory_timeline) has no allocator blocks: its figures are the
+// tensors' own sizes, as PyTorch's memory timeline plot shows them.
 type Result struct {
-	Schema      string         `json:"schema"`
-	Input       Input          `json:"input"`
-	Devices     []DeviceResult `json:"devices"`
-	Leaks       []Leak         `json:"leaks"`
-	Suggestions []Suggestion   `json:"suggestions"`
-	Diagnostics []Diagnostic   `json:"diagnostics"`
+	Schema string `json:"schema"`
+	// AllocatedUnit is AllocatedUnit; absent from results written before
+	// torchmem counted blocks (those counted requested bytes).
+	AllocatedUnit string         `json:"allocated_unit,omitempty"`
+	Input         Input          `json:"input"`
+	Devices       []DeviceResult `json:"devices"`
+	Leaks         []Leak         `json:"leaks"`
+	Suggestions   []Suggestion   `json:"suggestions"`
+	Diagnostics   []Diagnostic   `json:"diagnostics"`
 }
 
 // Input describes the analysed file.
@@ -69,14 +87,23 @@ type DeviceResult struct {
 
 // State is the memory of a device at one moment.
 type State struct {
-	AllocatedBytes int64      `json:"allocated_bytes"`
+	// AllocatedBytes counts allocator blocks (AllocatedUnit).
+	AllocatedBytes int64 `json:"allocated_bytes"`
+	// RequestedBytes is what the program asked for of the same blocks; nil
+	// when the file has no requested sizes (chrome traces).
+	RequestedBytes *int64     `json:"requested_bytes,omitempty"`
 	ReservedBytes  int64      `json:"reserved_bytes"`
 	Categories     Categories `json:"categories"`
 }
 
 // Peak is the moment allocated memory was highest.
 type Peak struct {
-	AllocatedBytes int64      `json:"allocated_bytes"`
+	// AllocatedBytes counts allocator blocks (AllocatedUnit); the peak is
+	// the first event where they are highest.
+	AllocatedBytes int64 `json:"allocated_bytes"`
+	// RequestedBytes is what the program asked for of the blocks allocated
+	// at the peak; nil when the file has no requested sizes.
+	RequestedBytes *int64     `json:"requested_bytes,omitempty"`
 	ReservedBytes  int64      `json:"reserved_bytes"`
 	TimeUS         int64      `json:"time_us"`
 	EventIndex     int        `json:"event_index"`
@@ -95,14 +122,19 @@ type OOM struct {
 	EventIndex      int    `json:"event_index"`
 	Site            string `json:"site"`
 	// SiteFile and SiteLine are the frame naming Site, as recorded.
-	SiteFile       string        `json:"site_file,omitempty"`
-	SiteLine       int64         `json:"site_line,omitempty"`
-	Stack          []string      `json:"stack"`
-	AllocatedBytes int64         `json:"allocated_bytes"`
-	ReservedBytes  int64         `json:"reserved_bytes"`
-	Categories     Categories    `json:"categories"`
-	Fragmentation  Fragmentation `json:"fragmentation"`
-	TopSites       []Site        `json:"top_sites"`
+	SiteFile string   `json:"site_file,omitempty"`
+	SiteLine int64    `json:"site_line,omitempty"`
+	Stack    []string `json:"stack"`
+	// AllocatedBytes counts allocator blocks (AllocatedUnit).
+	AllocatedBytes int64 `json:"allocated_bytes"`
+	// AllocatedRequestedBytes is what the program asked for of the blocks
+	// allocated at the OOM (RequestedBytes is the failed request); nil when
+	// the file has no requested sizes.
+	AllocatedRequestedBytes *int64        `json:"allocated_requested_bytes,omitempty"`
+	ReservedBytes           int64         `json:"reserved_bytes"`
+	Categories              Categories    `json:"categories"`
+	Fragmentation           Fragmentation `json:"fragmentation"`
+	TopSites                []Site        `json:"top_sites"`
 	// LiveByPhase groups the bytes live at the OOM by the phase and step
 	// that allocated them, largest first.
 	LiveByPhase []PhaseBytes `json:"live_by_phase"`

@@ -40,11 +40,11 @@ func (h *History) StateAt(i int) []SegmentState {
 		bi   int
 	}
 	var live []iv
-	for bi, b := range h.LiveBlocks(i) {
-		if b.Untracked {
-			continue
+	for bi := range h.Blocks {
+		// A block freed but waiting on other streams still holds its memory.
+		if b := &h.Blocks[bi]; b.ActiveAt(i) && !b.Untracked {
+			live = append(live, iv{b.Addr, b.Addr + uint64(b.Size), bi})
 		}
-		live = append(live, iv{b.Addr, b.Addr + uint64(max(b.Rounded, b.Size)), bi})
 	}
 	sort.Slice(live, func(a, b int) bool { return live[a].a < live[b].a })
 	out := make([]SegmentState, 0, len(rs))

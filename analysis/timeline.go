@@ -63,7 +63,7 @@ func (h *History) buildTimeline(peak, oom, maxPoints int) *Timeline {
 	}
 	var cur Categories
 	for bi := range h.Blocks {
-		if b := &h.Blocks[bi]; b.Alloc < 0 {
+		if b := &h.Blocks[bi]; b.LiveAt(-1) {
 			cur[b.Category] += b.Size
 		}
 	}
@@ -72,10 +72,7 @@ func (h *History) buildTimeline(peak, oom, maxPoints int) *Timeline {
 		if bi := h.openAt[i]; bi >= 0 {
 			cur[h.Blocks[bi].Category] += h.Blocks[bi].Size
 		}
-		if bi := h.closeAt[i]; bi >= 0 {
-			cur[h.Blocks[bi].Category] -= h.Blocks[bi].Size
-		}
-		if bi, ok := h.extraClose[i]; ok {
+		if bi := h.endAt[i]; bi >= 0 {
 			cur[h.Blocks[bi].Category] -= h.Blocks[bi].Size
 		}
 		if pick[pi] != i {

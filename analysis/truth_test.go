@@ -37,14 +37,17 @@ import (
 // cuBLAS workspace the autograd thread allocated in backward — it lives on,
 // but it is no gradient (frames: at::cuda::getNewWorkspace); notHanmin's
 // 8,192 B buffer. The 20,480,000/40,960,000 B logits and the 4 B loss are
-// forward outputs the scripts keep alive. Sizes are requested bytes, the
-// unit of a snapshot's trace.
+// forward outputs the scripts keep alive. Pairing is by requested bytes (a
+// parameter and its gradient ask for the same); the figures are allocator
+// blocks, PyTorch's memory_allocated() unit (the dump's size of each block;
+// the script prints both), with the requested bytes at the end beside them.
 func TestTrainingTruth(t *testing.T) {
 	tests := []struct {
 		file                    string
 		param, grad, opt        int64
-		allocatedEnd            int64 // Σ requested_size of active blocks in the dump
-		peak                    int64 // replay from the pre-existing blocks, checked by a throwaway python replay
+		allocatedEnd            int64 // Σ size of active_allocated blocks in the dump (allocated_size)
+		requestedEnd            int64 // Σ requested_size of the same blocks
+		peak                    int64 // block_replay of testdata/facts/snapshot_facts.py
 		peakEvent               int
 		peakPhase               Phase
 		phases                  []Phase // the phase spans in order
@@ -55,16 +58,16 @@ func TestTrainingTruth(t *testing.T) {
 	}{
 		{
 			file:  "wedsonlin_medium_128_training.pickle",
-			param: 1_692_733_440, grad: 1_692_733_440, opt: 3_385_466_880,
-			allocatedEnd: 6_808_535_044, peak: 7_013_335_044, peakEvent: 9966, peakPhase: PhaseOptimizer,
+			param: 1_694_699_520, grad: 1_695_191_040, opt: 3_389_399_040,
+			allocatedEnd: 6_816_891_392, requestedEnd: 6_808_535_044, peak: 7_026_606_592, peakEvent: 9966, peakPhase: PhaseOptimizer,
 			phases: []Phase{PhaseForward, PhaseBackward, PhaseOptimizer},
 			params: 219, grads: 219, optState: 438,
 			suggest: map[string]int64{"optimizer_8bit": 0},
 		},
 		{
 			file:  "kkaitlyn_ctx128_fullstep.pickle",
-			param: 13_627_238_400, grad: 13_627_238_400, opt: 27_254_476_800,
-			allocatedEnd: 54_597_857_284, peak: 54_802_667_524, peakEvent: 19335, peakPhase: PhaseOptimizer,
+			param: 13_762_177_024, grad: 13_761_816_576, opt: 27_260_440_576,
+			allocatedEnd: 54_873_829_888, requestedEnd: 54_597_857_284, peak: 55_079_000_576, peakEvent: 19335, peakPhase: PhaseOptimizer,
 			// zero_grad is annotated before the first recorded event: a
 			// span without events.
 			phases: []Phase{PhaseZeroGrad, PhaseForward, PhaseBackward, PhaseOptimizer},
@@ -73,17 +76,17 @@ func TestTrainingTruth(t *testing.T) {
 		},
 		{
 			file:  "nothanmin_fullstep.pickle",
-			param: 3_877_647_360, grad: 3_877_647_360, opt: 7_755_294_720,
-			allocatedEnd: 15_568_596_996, peak: 22_827_925_508, peakEvent: 5701, peakPhase: PhaseForward,
+			param: 3_990_893_568, grad: 3_990_500_352, opt: 7_979_689_984,
+			allocatedEnd: 16_019_091_968, requestedEnd: 15_568_596_996, peak: 23_281_500_672, peakEvent: 5701, peakPhase: PhaseForward,
 			// zero_grad runs after forward here: it frees the previous
 			// step's 327 gradients (allocated before recording).
 			phases: []Phase{PhaseForward, PhaseZeroGrad, PhaseBackward, PhaseOptimizer},
 			params: 327, grads: 327, optState: 654,
-			// The previous step's 327 gradients (3,877,647,360 B, the
-			// script's unmatched frees inside Optimizer.zero_grad) are
-			// still allocated at the forward peak: freeing them before
+			// The previous step's 327 gradients (3,990,500,352 B in blocks,
+			// 3,877,647,360 B requested: the script's zero_grad_frees_old)
+			// are still allocated at the forward peak: freeing them before
 			// the forward saves exactly that.
-			suggest: map[string]int64{"optimizer_8bit": 0, "set_to_none": 3_877_647_360},
+			suggest: map[string]int64{"optimizer_8bit": 0, "set_to_none": 3_990_500_352},
 		},
 	}
 	for _, tc := range tests {
@@ -102,6 +105,9 @@ func TestTrainingTruth(t *testing.T) {
 			}
 			if d.AtEnd.AllocatedBytes != tc.allocatedEnd || c.Total() != tc.allocatedEnd {
 				t.Errorf("at end allocated %d, categories sum %d, want %d", d.AtEnd.AllocatedBytes, c.Total(), tc.allocatedEnd)
+			}
+			if rq := d.AtEnd.RequestedBytes; rq == nil || *rq != tc.requestedEnd {
+				t.Errorf("at end requested %v, want %d", rq, tc.requestedEnd)
 			}
 			if d.Peak.AllocatedBytes != tc.peak || d.Peak.EventIndex != tc.peakEvent || d.Peak.Phase != tc.peakPhase || d.Peak.Step != 1 {
 				t.Errorf("peak = %d at %d in %s step %d, want %d at %d in %s step 1", d.Peak.AllocatedBytes, d.Peak.EventIndex, d.Peak.Phase, d.Peak.Step, tc.peak, tc.peakEvent, tc.peakPhase)

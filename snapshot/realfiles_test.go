@@ -103,6 +103,10 @@ type deviceFacts struct {
 	Segments int // segments attached to this device
 	Events   int // trace entries
 	Actions  map[string]int
+	// AllocatedSize is Σ allocated_size of the device's segments (blocks in
+	// active_allocated state: PyTorch's memory_allocated() unit);
+	// RequestedSize Σ requested_size (0 where the file has none).
+	AllocatedSize, RequestedSize int64
 }
 
 // oomFact is one oom trace entry: Index is its position in Device.Events.
@@ -136,6 +140,8 @@ func factsOf(t *testing.T, s *snapshot.Snapshot) fileFacts {
 				t.Errorf("device %d: Segments[%d].Device = %d, want %d", d.ID, j, seg.Device, d.ID)
 			}
 			f.Segments++
+			df.AllocatedSize += seg.AllocatedSize
+			df.RequestedSize += seg.RequestedSize
 			f.TotalSize += seg.TotalSize
 			f.AllocatedSize += seg.AllocatedSize
 			f.ActiveSize += seg.ActiveSize
@@ -223,7 +229,6 @@ func checkTableCoversManifest(t *testing.T, dir string) {
 }
 
 // Produced by: python3 testdata/facts/snapshot_facts.py
-// Produced by: python3 testdata/facts/snapshot_facts.py
 var realSnapshotFacts = []fileFacts{
 	{
 		File:     "edge_2dev_expandable_no_trace_albi2.pickle",
@@ -231,8 +236,8 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 3, TotalSize: 85983232, AllocatedSize: 17049600, ActiveSize: 17049600,
 		BlockStates: map[string]int{"inactive": 6, "active_allocated": 4},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 2, Events: 0, Actions: map[string]int{}},
-			{ID: 1, Segments: 1, Events: 0, Actions: map[string]int{}},
+			{ID: 0, Segments: 2, Events: 0, Actions: map[string]int{}, AllocatedSize: 8529920, RequestedSize: 8529088},
+			{ID: 1, Segments: 1, Events: 0, Actions: map[string]int{}, AllocatedSize: 8519680, RequestedSize: 8519680},
 		},
 		ExternalAnnotations: 0, Annotations: 0,
 		HasSettings: true, ExpandableSegments: true,
@@ -244,10 +249,10 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 0, TotalSize: 0, AllocatedSize: 0, ActiveSize: 0,
 		BlockStates: map[string]int{},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 0, Events: 0, Actions: map[string]int{}},
-			{ID: 1, Segments: 0, Events: 0, Actions: map[string]int{}},
-			{ID: 2, Segments: 0, Events: 0, Actions: map[string]int{}},
-			{ID: 3, Segments: 0, Events: 0, Actions: map[string]int{}},
+			{ID: 0, Segments: 0, Events: 0, Actions: map[string]int{}, AllocatedSize: 0, RequestedSize: 0},
+			{ID: 1, Segments: 0, Events: 0, Actions: map[string]int{}, AllocatedSize: 0, RequestedSize: 0},
+			{ID: 2, Segments: 0, Events: 0, Actions: map[string]int{}, AllocatedSize: 0, RequestedSize: 0},
+			{ID: 3, Segments: 0, Events: 0, Actions: map[string]int{}, AllocatedSize: 0, RequestedSize: 0},
 		},
 		ExternalAnnotations: 0, Annotations: 0,
 		HasSettings: true, ExpandableSegments: true,
@@ -259,7 +264,7 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 257, TotalSize: 7608467456, AllocatedSize: 5683450880, ActiveSize: 5683450880,
 		BlockStates: map[string]int{"inactive": 163, "active_allocated": 785},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 257, Events: 1, Actions: map[string]int{"free_completed": 1}},
+			{ID: 0, Segments: 257, Events: 1, Actions: map[string]int{"free_completed": 1}, AllocatedSize: 5683450880, RequestedSize: 5683449864},
 		},
 		ExternalAnnotations: 0, Annotations: 0,
 		HasSettings: false, ExpandableSegments: false,
@@ -271,7 +276,7 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 176, TotalSize: 11844714496, AllocatedSize: 11840159744, ActiveSize: 11840159744,
 		BlockStates: map[string]int{"inactive": 3, "active_allocated": 460},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 176, Events: 1, Actions: map[string]int{"snapshot": 1}},
+			{ID: 0, Segments: 176, Events: 1, Actions: map[string]int{"snapshot": 1}, AllocatedSize: 11840159744, RequestedSize: 11840159744},
 		},
 		ExternalAnnotations: 0, Annotations: 0,
 		HasSettings: false, ExpandableSegments: false,
@@ -283,7 +288,7 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 215, TotalSize: 6471811072, AllocatedSize: 2297283072, ActiveSize: 2297283072,
 		BlockStates: map[string]int{"inactive": 277, "active_allocated": 802},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 215, Events: 10307, Actions: map[string]int{"alloc": 3505, "free_requested": 3325, "free_completed": 3325, "segment_alloc": 152}},
+			{ID: 0, Segments: 215, Events: 10307, Actions: map[string]int{"alloc": 3505, "free_requested": 3325, "free_completed": 3325, "segment_alloc": 152}, AllocatedSize: 2297283072, RequestedSize: 2285408452},
 		},
 		ExternalAnnotations: 0, Annotations: 0,
 		HasSettings: false, ExpandableSegments: false,
@@ -295,10 +300,10 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 136, TotalSize: 18566086656, AllocatedSize: 16199101440, ActiveSize: 16199101440,
 		BlockStates: map[string]int{"inactive": 4, "active_allocated": 200},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 136, Events: 10327, Actions: map[string]int{"alloc": 3058, "free_requested": 3053, "free_completed": 3053, "segment_alloc": 584, "segment_free": 579}},
-			{ID: 1, Segments: 0, Events: 0, Actions: map[string]int{}},
-			{ID: 2, Segments: 0, Events: 0, Actions: map[string]int{}},
-			{ID: 3, Segments: 0, Events: 0, Actions: map[string]int{}},
+			{ID: 0, Segments: 136, Events: 10327, Actions: map[string]int{"alloc": 3058, "free_requested": 3053, "free_completed": 3053, "segment_alloc": 584, "segment_free": 579}, AllocatedSize: 16199101440, RequestedSize: 16199097344},
+			{ID: 1, Segments: 0, Events: 0, Actions: map[string]int{}, AllocatedSize: 0, RequestedSize: 0},
+			{ID: 2, Segments: 0, Events: 0, Actions: map[string]int{}, AllocatedSize: 0, RequestedSize: 0},
+			{ID: 3, Segments: 0, Events: 0, Actions: map[string]int{}, AllocatedSize: 0, RequestedSize: 0},
 		},
 		ExternalAnnotations: 0, Annotations: 0,
 		HasSettings: false, ExpandableSegments: false,
@@ -310,8 +315,8 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 499, TotalSize: 16236150784, AllocatedSize: 8548367872, ActiveSize: 8548367872,
 		BlockStates: map[string]int{"inactive": 450, "active_allocated": 2524},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 499, Events: 0, Actions: map[string]int{}},
-			{ID: 1, Segments: 0, Events: 0, Actions: map[string]int{}},
+			{ID: 0, Segments: 499, Events: 0, Actions: map[string]int{}, AllocatedSize: 8548367872, RequestedSize: 8521811504},
+			{ID: 1, Segments: 0, Events: 0, Actions: map[string]int{}, AllocatedSize: 0, RequestedSize: 0},
 		},
 		ExternalAnnotations: 0, Annotations: 0,
 		HasSettings: false, ExpandableSegments: false,
@@ -323,7 +328,7 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 10, TotalSize: 134217728, AllocatedSize: 48760832, ActiveSize: 48760832,
 		BlockStates: map[string]int{"inactive": 14, "active_allocated": 40},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 10, Events: 5803, Actions: map[string]int{"alloc": 1935, "free_requested": 1926, "free_completed": 1926, "segment_alloc": 7, "snapshot": 9}},
+			{ID: 0, Segments: 10, Events: 5803, Actions: map[string]int{"alloc": 1935, "free_requested": 1926, "free_completed": 1926, "segment_alloc": 7, "snapshot": 9}, AllocatedSize: 48760832, RequestedSize: 48748928},
 		},
 		ExternalAnnotations: 0, Annotations: 0,
 		HasSettings: false, ExpandableSegments: false,
@@ -335,7 +340,7 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 120, TotalSize: 22571646976, AllocatedSize: 22536960512, ActiveSize: 22536960512,
 		BlockStates: map[string]int{"inactive": 26, "active_allocated": 281},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 120, Events: 1299, Actions: map[string]int{"alloc": 576, "free_requested": 295, "free_completed": 295, "segment_alloc": 126, "segment_free": 6, "oom": 1}},
+			{ID: 0, Segments: 120, Events: 1299, Actions: map[string]int{"alloc": 576, "free_requested": 295, "free_completed": 295, "segment_alloc": 126, "segment_free": 6, "oom": 1}, AllocatedSize: 22536960512, RequestedSize: 22531455488},
 		},
 		OOMs: []oomFact{
 			{Device: 0, Index: 1117, Size: 402653184, DeviceFree: 264634368},
@@ -350,7 +355,7 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 51, TotalSize: 20860370944, AllocatedSize: 3075039744, ActiveSize: 3075039744,
 		BlockStates: map[string]int{"inactive": 53, "active_allocated": 399},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 51, Events: 3797, Actions: map[string]int{"alloc": 1491, "free_requested": 1129, "free_completed": 1129, "segment_alloc": 48}},
+			{ID: 0, Segments: 51, Events: 3797, Actions: map[string]int{"alloc": 1491, "free_requested": 1129, "free_completed": 1129, "segment_alloc": 48}, AllocatedSize: 3075039744, RequestedSize: 3063564800},
 		},
 		ExternalAnnotations: 0, Annotations: 0,
 		HasSettings: true, ExpandableSegments: false,
@@ -362,7 +367,7 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 259, TotalSize: 17133731840, AllocatedSize: 16397578240, ActiveSize: 16397578240,
 		BlockStates: map[string]int{"inactive": 29, "active_allocated": 839},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 259, Events: 1, Actions: map[string]int{"free_completed": 1}},
+			{ID: 0, Segments: 259, Events: 1, Actions: map[string]int{"free_completed": 1}, AllocatedSize: 16397578240, RequestedSize: 16380108168},
 		},
 		ExternalAnnotations: 0, Annotations: 0,
 		HasSettings: true, ExpandableSegments: false,
@@ -374,10 +379,10 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 4, TotalSize: 230686720, AllocatedSize: 215105536, ActiveSize: 215105536,
 		BlockStates: map[string]int{"inactive": 5, "active_allocated": 5},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 4, Events: 9576, Actions: map[string]int{"alloc": 2912, "free_requested": 2912, "free_completed": 2912, "segment_alloc": 420, "segment_free": 420}},
-			{ID: 1, Segments: 0, Events: 0, Actions: map[string]int{}},
-			{ID: 2, Segments: 0, Events: 0, Actions: map[string]int{}},
-			{ID: 3, Segments: 0, Events: 0, Actions: map[string]int{}},
+			{ID: 0, Segments: 4, Events: 9576, Actions: map[string]int{"alloc": 2912, "free_requested": 2912, "free_completed": 2912, "segment_alloc": 420, "segment_free": 420}, AllocatedSize: 215105536, RequestedSize: 215105536},
+			{ID: 1, Segments: 0, Events: 0, Actions: map[string]int{}, AllocatedSize: 0, RequestedSize: 0},
+			{ID: 2, Segments: 0, Events: 0, Actions: map[string]int{}, AllocatedSize: 0, RequestedSize: 0},
+			{ID: 3, Segments: 0, Events: 0, Actions: map[string]int{}, AllocatedSize: 0, RequestedSize: 0},
 		},
 		ExternalAnnotations: 0, Annotations: 0,
 		HasSettings: true, ExpandableSegments: false,
@@ -389,7 +394,7 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 30, TotalSize: 1107296256, AllocatedSize: 1043817472, ActiveSize: 1043817472,
 		BlockStates: map[string]int{"inactive": 9, "active_allocated": 369},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 30, Events: 8507, Actions: map[string]int{"alloc": 2998, "free_requested": 2753, "free_completed": 2753, "segment_alloc": 3}},
+			{ID: 0, Segments: 30, Events: 8507, Actions: map[string]int{"alloc": 2998, "free_requested": 2753, "free_completed": 2753, "segment_alloc": 3}, AllocatedSize: 1043817472, RequestedSize: 1029235712},
 		},
 		ExternalAnnotations: 714, Annotations: 357,
 		HasSettings: true, ExpandableSegments: false,
@@ -401,10 +406,10 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 12, TotalSize: 114628231168, AllocatedSize: 28728827904, ActiveSize: 28728827904,
 		BlockStates: map[string]int{"inactive": 64, "active_allocated": 726},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 2, Events: 6445, Actions: map[string]int{"alloc": 2434, "free_requested": 1918, "free_completed": 1918, "segment_map": 175}},
-			{ID: 1, Segments: 8, Events: 596, Actions: map[string]int{"alloc": 199, "free_requested": 175, "free_completed": 175, "segment_map": 40, "segment_unmap": 6, "oom": 1}},
-			{ID: 2, Segments: 2, Events: 882, Actions: map[string]int{"alloc": 392, "free_requested": 206, "free_completed": 206, "segment_map": 78}},
-			{ID: 3, Segments: 0, Events: 0, Actions: map[string]int{}},
+			{ID: 0, Segments: 2, Events: 6445, Actions: map[string]int{"alloc": 2434, "free_requested": 1918, "free_completed": 1918, "segment_map": 175}, AllocatedSize: 8094645248, RequestedSize: 8094628652},
+			{ID: 1, Segments: 8, Events: 596, Actions: map[string]int{"alloc": 199, "free_requested": 175, "free_completed": 175, "segment_map": 40, "segment_unmap": 6, "oom": 1}, AllocatedSize: 403507712, RequestedSize: 403506116},
+			{ID: 2, Segments: 2, Events: 882, Actions: map[string]int{"alloc": 392, "free_requested": 206, "free_completed": 206, "segment_map": 78}, AllocatedSize: 20230674944, RequestedSize: 20230660520},
+			{ID: 3, Segments: 0, Events: 0, Actions: map[string]int{}, AllocatedSize: 0, RequestedSize: 0},
 		},
 		OOMs: []oomFact{
 			{Device: 1, Index: 421, Size: 5308694528, DeviceFree: 95682560},
@@ -419,7 +424,7 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 61, TotalSize: 1897922560, AllocatedSize: 1014430208, ActiveSize: 1014430208,
 		BlockStates: map[string]int{"inactive": 71, "active_allocated": 397},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 61, Events: 23105, Actions: map[string]int{"alloc": 7946, "free_requested": 7549, "free_completed": 7549, "segment_alloc": 61}},
+			{ID: 0, Segments: 61, Events: 23105, Actions: map[string]int{"alloc": 7946, "free_requested": 7549, "free_completed": 7549, "segment_alloc": 61}, AllocatedSize: 1014430208, RequestedSize: 1011485828},
 		},
 		ExternalAnnotations: 8, Annotations: 4,
 		HasSettings: true, ExpandableSegments: false,
@@ -431,7 +436,7 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 96, TotalSize: 4238344192, AllocatedSize: 3072871424, ActiveSize: 3072871424,
 		BlockStates: map[string]int{"inactive": 103, "active_allocated": 447},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 96, Events: 6486, Actions: map[string]int{"alloc": 2162, "free_requested": 2162, "free_completed": 2162}},
+			{ID: 0, Segments: 96, Events: 6486, Actions: map[string]int{"alloc": 2162, "free_requested": 2162, "free_completed": 2162}, AllocatedSize: 3072871424, RequestedSize: 3064418304},
 		},
 		ExternalAnnotations: 2, Annotations: 1,
 		HasSettings: true, ExpandableSegments: false,
@@ -443,7 +448,7 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 216, TotalSize: 14180941824, AllocatedSize: 1377753600, ActiveSize: 1377753600,
 		BlockStates: map[string]int{"inactive": 226, "active_allocated": 229},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 216, Events: 5163, Actions: map[string]int{"alloc": 1721, "free_requested": 1721, "free_completed": 1721}},
+			{ID: 0, Segments: 216, Events: 5163, Actions: map[string]int{"alloc": 1721, "free_requested": 1721, "free_completed": 1721}, AllocatedSize: 1377753600, RequestedSize: 1373919236},
 		},
 		ExternalAnnotations: 0, Annotations: 0,
 		HasSettings: true, ExpandableSegments: false,
@@ -455,7 +460,7 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 98, TotalSize: 1763704832, AllocatedSize: 1703276544, ActiveSize: 1703276544,
 		BlockStates: map[string]int{"inactive": 7, "active_allocated": 223},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 98, Events: 3840, Actions: map[string]int{"alloc": 1280, "free_requested": 1280, "free_completed": 1280}},
+			{ID: 0, Segments: 98, Events: 3840, Actions: map[string]int{"alloc": 1280, "free_requested": 1280, "free_completed": 1280}, AllocatedSize: 1703276544, RequestedSize: 1701310464},
 		},
 		ExternalAnnotations: 0, Annotations: 0,
 		HasSettings: true, ExpandableSegments: false,
@@ -467,7 +472,7 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 1010, TotalSize: 61111009280, AllocatedSize: 54873829888, ActiveSize: 54873829888,
 		BlockStates: map[string]int{"inactive": 324, "active_allocated": 1201},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 1010, Events: 19342, Actions: map[string]int{"alloc": 6771, "free_requested": 5894, "free_completed": 5894, "segment_alloc": 783}},
+			{ID: 0, Segments: 1010, Events: 19342, Actions: map[string]int{"alloc": 6771, "free_requested": 5894, "free_completed": 5894, "segment_alloc": 783}, AllocatedSize: 54873829888, RequestedSize: 54597857284},
 		},
 		ExternalAnnotations: 4, Annotations: 2,
 		HasSettings: true, ExpandableSegments: false,
@@ -479,7 +484,7 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 999, TotalSize: 23842521088, AllocatedSize: 16019091968, ActiveSize: 16019091968,
 		BlockStates: map[string]int{"inactive": 674, "active_allocated": 1313},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 999, Events: 19464, Actions: map[string]int{"alloc": 6488, "free_requested": 6488, "free_completed": 6488}},
+			{ID: 0, Segments: 999, Events: 19464, Actions: map[string]int{"alloc": 6488, "free_requested": 6488, "free_completed": 6488}, AllocatedSize: 16019091968, RequestedSize: 15568596996},
 		},
 		ExternalAnnotations: 4, Annotations: 2,
 		HasSettings: true, ExpandableSegments: false,
@@ -491,7 +496,7 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 255, TotalSize: 3649044480, AllocatedSize: 3353639424, ActiveSize: 3353639424,
 		BlockStates: map[string]int{"inactive": 202, "active_allocated": 1938},
 		Devices: []deviceFacts{
-			{ID: 1, Segments: 255, Events: 0, Actions: map[string]int{}},
+			{ID: 1, Segments: 255, Events: 0, Actions: map[string]int{}, AllocatedSize: 3353639424, RequestedSize: 3308174782},
 		},
 		ExternalAnnotations: 0, Annotations: 0,
 		HasSettings: false, ExpandableSegments: false,
@@ -503,7 +508,7 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 377, TotalSize: 7235174400, AllocatedSize: 6816891392, ActiveSize: 6816891392,
 		BlockStates: map[string]int{"inactive": 33, "active_allocated": 885},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 377, Events: 19136, Actions: map[string]int{"alloc": 6526, "free_requested": 6305, "free_completed": 6305}},
+			{ID: 0, Segments: 377, Events: 19136, Actions: map[string]int{"alloc": 6526, "free_requested": 6305, "free_completed": 6305}, AllocatedSize: 6816891392, RequestedSize: 6808535044},
 		},
 		ExternalAnnotations: 2, Annotations: 1,
 		HasSettings: true, ExpandableSegments: false,
@@ -515,7 +520,7 @@ var realSnapshotFacts = []fileFacts{
 		Segments: 495, TotalSize: 9265217536, AllocatedSize: 6837944832, ActiveSize: 6837944832,
 		BlockStates: map[string]int{"inactive": 138, "active_allocated": 885},
 		Devices: []deviceFacts{
-			{ID: 0, Segments: 495, Events: 19430, Actions: map[string]int{"alloc": 6624, "free_requested": 6403, "free_completed": 6403}},
+			{ID: 0, Segments: 495, Events: 19430, Actions: map[string]int{"alloc": 6624, "free_requested": 6403, "free_completed": 6403}, AllocatedSize: 6837944832, RequestedSize: 6829096964},
 		},
 		ExternalAnnotations: 2, Annotations: 1,
 		HasSettings: true, ExpandableSegments: false,

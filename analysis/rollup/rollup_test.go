@@ -118,8 +118,19 @@ func TestFaultyJob(t *testing.T) {
 // TestFaultyJobLeak: the leaking rank's row carries its growing_list leak of
 // one step's logits, and no other row has a leak.
 func TestFaultyJobLeak(t *testing.T) {
-	results, _, _ := faultyJob(t, 'G')
+	results, sims, _ := faultyJob(t, 'G')
 	ru := Build(results)
+	// One step's logits in allocator blocks (memory_allocated()'s unit):
+	// what the leaking rank's simulation grew by in every step after the
+	// first, which keeps the logits and nothing else (the 16,384,000 B
+	// request's block keeps the rest of its 16 MiB segment).
+	sa := sims[1].StepAllocated
+	logits := sa[2] - sa[1]
+	for k := 3; k < len(sa); k++ {
+		if sa[k]-sa[k-1] != logits {
+			t.Fatalf("rank 1 grew %v a step: not one logits block a step", sa)
+		}
+	}
 	for _, row := range ru.Ranks {
 		if row.Rank != 1 {
 			if row.LeakCount != 0 {
@@ -127,8 +138,8 @@ func TestFaultyJobLeak(t *testing.T) {
 			}
 			continue
 		}
-		if row.LeakCount == 0 || row.Leaks[0].Kind != "growing_list" || row.Leaks[0].BytesPerStep != st.FaultyJobModel.LogitsBytes() {
-			t.Errorf("rank 1: leaks %+v; want growing_list of %d bytes a step", row.Leaks, st.FaultyJobModel.LogitsBytes())
+		if row.LeakCount == 0 || row.Leaks[0].Kind != "growing_list" || row.Leaks[0].BytesPerStep != logits || logits < st.FaultyJobModel.LogitsBytes() {
+			t.Errorf("rank 1: leaks %+v; want growing_list of %d bytes a step (%d requested)", row.Leaks, logits, st.FaultyJobModel.LogitsBytes())
 		}
 	}
 }

@@ -183,7 +183,7 @@ func TestDiffBaselineEqualsSnapshot(t *testing.T) {
 
 // diffFacts are the numbers testdata/gate/diff_facts.py computes from two
 // real snapshots with Python's pickle module (see its docstring for what
-// is compared and how). Bytes are the trace's requested sizes.
+// is compared and how). Bytes are allocator blocks (memory_allocated()).
 type diffFacts struct {
 	base, new                           string
 	peak, peakReserved                  analysis.Delta
@@ -203,40 +203,40 @@ type diffFacts struct {
 var diffRealFacts = []diffFacts{
 	{
 		base: "kkaitlyn_ctx128_fullstep.pickle", new: "nothanmin_fullstep.pickle",
-		peak:          analysis.Delta{Base: 54802667524, New: 22827925508, Delta: -31974742016},
+		peak:          analysis.Delta{Base: 55079000576, New: 23281500672, Delta: -31797499904},
 		peakReserved:  analysis.Delta{Base: 61111009280, New: 23842521088, Delta: -37268488192},
-		end:           analysis.Delta{Base: 54597857284, New: 15568596996, Delta: -39029260288},
+		end:           analysis.Delta{Base: 54873829888, New: 16019091968, Delta: -38854737920},
 		endReserved:   analysis.Delta{Base: 61111009280, New: 23842521088, Delta: -37268488192},
-		optimizerPeak: &analysis.Delta{Base: 54802667524, New: 15621025796, Delta: -39181641728},
+		optimizerPeak: &analysis.Delta{Base: 55079000576, New: 16073617920, Delta: -39005382656},
 		// kkaitlyn's zero_grad ran before the first trace entry: its peak is
 		// the memory allocated before recording began (initial_allocated).
-		zeroGradPeak:      &analysis.Delta{Base: 13628553216, New: 22786965508, Delta: 9158412292},
+		zeroGradPeak:      &analysis.Delta{Base: 13763491840, New: 23188357632, Delta: 9424865792},
 		optimizerPresence: analysis.InBoth, zeroGradPresence: analysis.InBoth,
 		sites: map[string]analysis.Delta{
-			"optimizers.py:82 step":        {Base: 13627238400, New: 0, Delta: -13627238400},
-			"optimizers.py:84 step":        {Base: 13627238400, New: 0, Delta: -13627238400},
-			"optimizers.py:100 step":       {Base: 204810240, New: 0, Delta: -204810240},
-			"<allocated before recording>": {Base: 13628553216, New: 7796262916, Delta: -5832290300},
-			"adapters.py:887 step":         {Base: 0, New: 3877647360, Delta: 3877647360},
-			"adapters.py:888 step":         {Base: 0, New: 3877647360, Delta: 3877647360},
+			"optimizers.py:82 step":        {Base: 13630744576, New: 0, Delta: -13630744576},
+			"optimizers.py:84 step":        {Base: 13629696000, New: 0, Delta: -13629696000},
+			"optimizers.py:100 step":       {Base: 205170688, New: 0, Delta: -205170688},
+			"<allocated before recording>": {Base: 13763491840, New: 8023345664, Delta: -5740146176},
+			"adapters.py:887 step":         {Base: 0, New: 3989844992, Delta: 3989844992},
+			"adapters.py:888 step":         {Base: 0, New: 3989844992, Delta: 3989844992},
 			"adapters.py:115 forward":      {Base: 0, New: 1509949440, Delta: 1509949440},
 			"adapters.py:714 forward":      {Base: 0, New: 765460480, Delta: 765460480},
 			"adapters.py:820 run_softmax":  {Base: 0, New: 754974720, Delta: 754974720},
-			"transformer.py:22 forward":    {Base: 54034432, New: 0, Delta: -54034432},
+			"transformer.py:22 forward":    {Base: 54525952, New: 0, Delta: -54525952},
 		},
 	},
 	{
 		base: "wedsonlin_medium_128_training.pickle", new: "genG_torch2.1x_wedsonlin_inference.pickle",
-		peak:              analysis.Delta{Base: 7013335044, New: 1736962048, Delta: -5276372996},
+		peak:              analysis.Delta{Base: 7026606592, New: 1738928128, Delta: -5287678464},
 		peakReserved:      analysis.Delta{Base: 7235174400, New: 1763704832, Delta: -5471469568},
-		end:               analysis.Delta{Base: 6808535044, New: 1701310464, Delta: -5107224580},
+		end:               analysis.Delta{Base: 6816891392, New: 1703276544, Delta: -5113614848},
 		endReserved:       analysis.Delta{Base: 7235174400, New: 1763704832, Delta: -5471469568},
-		optimizerPeak:     &analysis.Delta{Base: 7013335044, New: 0, Delta: -7013335044},
+		optimizerPeak:     &analysis.Delta{Base: 7026606592, New: 0, Delta: -7026606592},
 		optimizerPresence: analysis.OnlyBase,
 		sites: map[string]analysis.Delta{
-			"<allocated before recording>": {Base: 5095321600, New: 1701310464, Delta: -3394011136},
-			"optimizer.py:80 step":         {Base: 122880000, New: 0, Delta: -122880000},
-			"optimizer.py:76 step":         {Base: 40960000, New: 0, Delta: -40960000},
+			"<allocated before recording>": {Base: 5101219840, New: 1703276544, Delta: -3397943296},
+			"optimizer.py:80 step":         {Base: 125829120, New: 0, Delta: -125829120},
+			"optimizer.py:76 step":         {Base: 41943040, New: 0, Delta: -41943040},
 			"model.py:532 silu":            {Base: 0, New: 16777216, Delta: 16777216},
 			"model.py:39 forward":          {Base: 20480000, New: 10485760, Delta: -9994240},
 			"model.py:104 forward":         {Base: 0, New: 2097152, Delta: 2097152},

@@ -334,11 +334,15 @@ func (m *leakModel) optimizerStep() {
 // step runs fn as iteration n, inside ProfilerStep#n when configured.
 func (m *leakModel) step(n int, fn func()) {
 	m.tokens = m.c.tokens(n)
+	if len(m.s.StepAllocated) == 0 {
+		m.s.StepAllocated = append(m.s.StepAllocated, m.s.Allocated(0))
+	}
 	if m.c.Profiler {
 		m.s.Annotate(0, fmt.Sprintf("ProfilerStep#%d", n), fn)
 	} else {
 		fn()
 	}
+	m.s.StepAllocated = append(m.s.StepAllocated, m.s.Allocated(0))
 	m.s.Tick(1000)
 }
 

@@ -3,6 +3,7 @@ package snapshottest
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // Sim simulates PyTorch's CUDA caching allocator on one or more devices and
@@ -15,8 +16,12 @@ type Sim struct {
 	// NoTrace drops device_traces entries (recording off); StateOnly keeps
 	// block stacks but no trace.
 	NoTrace, StateOnly bool
-	// Expandable sets allocator_settings.expandable_segments.
+	// Expandable sets allocator_settings.expandable_segments; the rest of a
+	// free block is then split off whenever it is 512 B or more.
 	Expandable bool
+	// MaxSplitSize is allocator_settings.max_split_size (0: unlimited):
+	// blocks of a rounded request at least this large are never split.
+	MaxSplitSize int64
 	// CapacityBytes is the simulated device size (for OOM entries); 0 = 80 GiB.
 	CapacityBytes int64
 	// LimitBytes, when > 0, is the memory the allocator may reserve on each
@@ -34,15 +39,22 @@ type Sim struct {
 	frames   map[string]*Dict
 	devs     map[int]*simDevice
 	annots   []*Dict
-	peak     map[int]int64 // highest allocated bytes (rounded) per device
+	peak     map[int]int64 // highest allocated bytes (blocks) per device
+	peakReq  map[int]int64 // highest requested bytes of the live blocks per device
 	Stream   int64
+	// StepAllocated is device 0's allocated bytes (blocks, as
+	// memory_allocated() counts) before the first step of a scenario that
+	// has steps ([0]) and after each step k ([k]), for test assertions.
+	StepAllocated []int64
 }
 
 type simDevice struct {
-	segs      []*simSeg
-	trace     []*Dict
-	live      map[uint64]*simBlock
-	allocated int64 // bytes of the live blocks, as their alloc entries record them
+	segs       []*simSeg
+	trace      []*Dict
+	live       map[uint64]*simBlock
+	allocated  int64   // bytes of the live blocks (memory_allocated())
+	requested  int64   // requested bytes of the live blocks
+	allocAfter []int64 // allocated bytes after each trace entry
 }
 
 // OutOfMemory is what Alloc raises (panics with) when LimitBytes is reached,
@@ -69,10 +81,15 @@ func (s *Sim) RunUntilOOM(fn func()) (oom *OutOfMemory) {
 	return nil
 }
 
-// PeakAllocated is the highest sum of the live blocks' sizes, as their alloc
-// entries record them, that device d reached: what a replay of the
-// snapshot's trace must find as the peak.
+// PeakAllocated is the highest sum of the live blocks' sizes (allocator
+// blocks, as memory_allocated() counts them) that device d reached: what a
+// replay of the snapshot's trace must find as the peak.
 func (s *Sim) PeakAllocated(d int) int64 { return s.peak[d] }
+
+// PeakRequested is the highest sum of the live blocks' requested sizes (what
+// their alloc entries record) that device d reached: the peak of a replay
+// that adds the trace's sizes as they are.
+func (s *Sim) PeakRequested(d int) int64 { return s.peakReq[d] }
 
 type simSeg struct {
 	addr   uint64
@@ -93,7 +110,7 @@ type simBlock struct {
 
 // NewSim starts a simulation at a fixed epoch time.
 func NewSim() *Sim {
-	return &Sim{Gen: 'G', timeUS: 1_754_000_000_000_000, nextAddr: 0x7f0000000000, frames: map[string]*Dict{}, devs: map[int]*simDevice{}, peak: map[int]int64{}}
+	return &Sim{Gen: 'G', timeUS: 1_754_000_000_000_000, nextAddr: 0x7f0000000000, frames: map[string]*Dict{}, devs: map[int]*simDevice{}, peak: map[int]int64{}, peakReq: map[int]int64{}}
 }
 
 // F returns the shared frame dict for file:line name.
@@ -163,9 +180,14 @@ func (s *Sim) entry(d int, action string, addr uint64, size int64, stack *List) 
 	if !s.NoTrace && !s.StateOnly {
 		dv := s.dev(d)
 		dv.trace = append(dv.trace, e)
+		dv.allocAfter = append(dv.allocAfter, dv.allocated)
 	}
 	return e
 }
+
+// AllocatedAfter returns device d's allocated bytes (blocks, as
+// memory_allocated() counts them) after each of its trace entries.
+func (s *Sim) AllocatedAfter(d int) []int64 { return s.dev(d).allocAfter }
 
 // Alloc allocates size bytes on device d with the given stack and returns the
 // block address. It reuses a cached block (best fit, splitting it) or maps a
@@ -206,15 +228,25 @@ func (s *Sim) Alloc(d int, size int64, stack *List) uint64 {
 		dv.segs = append(dv.segs, g)
 		bestSeg, bestIdx = g, 0
 	}
-	if rem := best.size - rounded; rem >= 512 && (small || rem > 1<<20) {
+	// should_split (CUDACachingAllocator.cpp): the small pool and expandable
+	// segments split off a rest of 512 B or more, the large pool a rest of
+	// more than 1 MiB, and only below max_split_size.
+	rem := best.size - rounded
+	split := rem >= 512 && (small || s.Expandable)
+	if !small && !s.Expandable {
+		split = rem > 1<<20 && (s.MaxSplitSize <= 0 || rounded < s.MaxSplitSize)
+	}
+	if split {
 		rest := &simBlock{addr: best.addr + uint64(rounded), size: rem, state: "inactive"}
 		best.size = rounded
 		bestSeg.blocks = append(bestSeg.blocks[:bestIdx+1], append([]*simBlock{rest}, bestSeg.blocks[bestIdx+1:]...)...)
 	}
 	best.state, best.req, best.stack = "active_allocated", size, stack
 	dv.live[best.addr] = best
-	dv.allocated += size
+	dv.allocated += best.size
+	dv.requested += size
 	s.peak[d] = max(s.peak[d], dv.allocated)
+	s.peakReq[d] = max(s.peakReq[d], dv.requested)
 	s.entry(d, "alloc", best.addr, size, stack)
 	return best.addr
 }
@@ -228,7 +260,8 @@ func (s *Sim) Free(d int, addr uint64) {
 		panic(fmt.Sprintf("snapshottest: free of unknown block %#x", addr))
 	}
 	delete(dv.live, addr)
-	dv.allocated -= b.req
+	dv.allocated -= b.size
+	dv.requested -= b.req
 	s.entry(d, "free_requested", addr, b.req, b.stack)
 	s.entry(d, "free_completed", addr, b.req, b.stack)
 	b.state = "inactive"
@@ -270,6 +303,7 @@ func (s *Sim) OOM(d int, size int64, deviceFree int64, stack *List) {
 	s.timeUS++
 	dv := s.dev(d)
 	dv.trace = append(dv.trace, e)
+	dv.allocAfter = append(dv.allocAfter, dv.allocated)
 }
 
 // Annotate records a record_function range around fn (external_annotations).
@@ -375,11 +409,17 @@ func (s *Sim) Snapshot() *Dict {
 	}
 	out := D("segments", segs, "device_traces", traces)
 	if s.Gen >= 'D' {
-		conf := ""
+		var opts []string
 		if s.Expandable {
-			conf = "expandable_segments:True"
+			opts = append(opts, "expandable_segments:True")
 		}
-		out.Set("allocator_settings", D("PYTORCH_CUDA_ALLOC_CONF", conf, "max_split_size", -1,
+		maxSplit := int64(-1)
+		if s.MaxSplitSize > 0 {
+			maxSplit = s.MaxSplitSize
+			opts = append(opts, fmt.Sprintf("max_split_size_mb:%d", s.MaxSplitSize>>20))
+		}
+		conf := strings.Join(opts, ",")
+		out.Set("allocator_settings", D("PYTORCH_CUDA_ALLOC_CONF", conf, "max_split_size", maxSplit,
 			"garbage_collection_threshold", 0.0, "expandable_segments", s.Expandable,
 			"pinned_num_register_threads", 1, "release_lock_on_cudamalloc", false,
 			"pinned_use_cuda_host_register", false, "roundup_power2_divisions", D("1", 0, "2", 0)))

@@ -39,14 +39,29 @@ How the truth is read from a file (device 0):
    under getCurrentCUDABlasHandle; 8,519,680 B = 4096 KiB*2 + 16 KiB*8 and
    33,554,432 B = 4096 KiB*8 are PyTorch's default workspace sizes).
 
-Sizes are trace sizes, i.e. requested bytes (for pre-existing blocks the
-block's requested_size), the unit torchmem's allocated_bytes uses for
-snapshots. Rounded block sizes are printed too, for reference.
+Pairing is by trace size, i.e. requested bytes (for pre-existing blocks the
+block's requested_size): a parameter and its gradient ask for the same bytes,
+while the allocator may give their blocks different unsplit rests. The totals
+are printed in both units; torchmem's allocated_bytes and categories count
+the allocator's blocks (the dump's `size` of each block, all live at the
+dump), PyTorch's memory_allocated() unit.
+
+7. The gradients of the previous step (notHanmin: created before recording,
+   freed by Optimizer.zero_grad after the forward): pre-existing blocks whose
+   free falls inside the Optimizer.zero_grad annotation window, in both
+   units; their block sizes come from block_replay of
+   testdata/facts/snapshot_facts.py, since they are not in the dump.
 """
 import collections
+import importlib.util
 import os
 import pickle
 import sys
+
+_spec = importlib.util.spec_from_file_location(
+    "snapshot_facts", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "facts", "snapshot_facts.py"))
+snapshot_facts = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(snapshot_facts)
 
 FILES = ["wedsonlin_medium_128_training.pickle", "kkaitlyn_ctx128_fullstep.pickle", "nothanmin_fullstep.pickle"]
 
@@ -136,14 +151,28 @@ def derive(path):
     out["gradient"] = sum(r["size"] for r in g_kept)
     out["optimizer_state"] = sum(r["size"] for r in o_kept)
     out["n_parameters"] = len(p_kept)
+    out["parameter_blocks"] = sum(r["rounded"] for r in p_kept)
+    out["gradient_blocks"] = sum(r["rounded"] for r in g_kept)
+    out["optimizer_state_blocks"] = sum(r["rounded"] for r in o_kept)
+    out["allocated_end_blocks"] = sum(b["size"] for b in blocks)
+    rep = snapshot_facts.block_replay(d, 0)
+    assert rep["EndAllocated"] == out["allocated_end_blocks"]
+    out["peak_blocks"], out["peak_event"] = rep["PeakAllocated"], rep["PeakEvent"]
+    if ("Optimizer.zero_grad", "START") in ann:
+        z0, z1 = ann[("Optimizer.zero_grad", "START")], ann[("Optimizer.zero_grad", "END")]
+        freed = {i for i, e in enumerate(trace) if e["action"] == "free_requested" and z0 <= e["time_us"] <= z1}
+        old = [b for b in rep["Blocks"] if b["alloc"] < 0 and b["end"] in freed]
+        out["zero_grad_frees_old"] = len(old)
+        out["zero_grad_frees_old_requested"] = sum(b["req"] for b in old)
+        out["zero_grad_frees_old_blocks"] = sum(b["size"] for b in old)
+        live_at_peak = [b for b in old if b["end"] > rep["PeakEvent"]]
+        assert len(live_at_peak) == len(old), "freed before the peak"
     assert len(g_kept) == len(p_kept) and len(o_kept) == 2 * len(p_kept)
     assert out["gradient"] == out["parameter"] and out["optimizer_state"] == 2 * out["parameter"]
     print(f"== {os.path.basename(path)}")
     print(f"   backward starts at trace index {backward_start}; Optimizer.step {opt_start}..{opt_end} us")
     for k, v in out.items():
-        print(f"   {k:16s} {v:>16,d}")
-    print(f"   (rounded block sizes: parameter {sum(r['rounded'] for r in p_kept):,d}, gradient {sum(r['rounded'] for r in g_kept):,d}, "
-          f"optimizer_state {sum(r['rounded'] for r in o_kept):,d})")
+        print(f"   {k:30s} {v:>16,d}")
     total = sum(b["requested_size"] for b in blocks)
     print(f"   live at the dump: {len(blocks)} blocks, {total:,d} B requested")
     for size, n in sorted(collections.Counter(r["size"] for r in p_rest).items()):

@@ -4,12 +4,11 @@ multi-process inputs (analysis/rollup/realfiles_test.go), computed without
 torchmem, with Python's own pickle, gzip and json modules:
 
   - the 3-device OOM snapshot (genF_torch2.8_constructorsun_OOM_expandable_3dev):
-    per device, the peak of allocated bytes replayed from its trace (bytes
-    allocated before the trace = the requested_size of the active_allocated
-    blocks at the dump, the size trace entries record, minus the trace's
-    net allocations; then + size at each alloc,
-    − size at each free_completed; the peak is the highest value, the
-    starting value included), and the time_us of its first oom entry;
+    per device, the peak of allocated bytes in allocator blocks
+    (memory_allocated()'s unit), from block_replay of snapshot_facts.py
+    beside this script (blocks sized by the caching allocator's rules,
+    ending at the dump's allocated_size), and the time_us of its first oom
+    entry;
   - the DDP trace (hta_ddp_training_gpu_memory): distributedInfo, and per
     CUDA device the highest "Total Allocated" of its [memory] events;
   - for the roll-up of both files analysed together: the worst row, the
@@ -19,42 +18,29 @@ Run from the repository root:  python3 testdata/facts/rollup_facts.py [SHARED_DI
 """
 
 import gzip
+import importlib.util
 import json
 import os
 import pickle
 import statistics
 import sys
 
+_spec = importlib.util.spec_from_file_location(
+    "snapshot_facts", os.path.join(os.path.dirname(os.path.abspath(__file__)), "snapshot_facts.py"))
+blocks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(blocks)
+
 
 def snapshot_facts(path):
     with open(path, "rb") as f:
         data = pickle.load(f)
-    end = {}
-    for seg in data["segments"]:
-        for blk in seg["blocks"]:
-            if blk["state"] == "active_allocated":
-                end[seg["device"]] = end.get(seg["device"], 0) + blk["requested_size"]
+    devices = {seg["device"] for seg in data["segments"]}
     out = {}
     for dev, trace in enumerate(data["device_traces"]):
-        if not trace and dev not in end:
+        if not trace and dev not in devices:
             continue
-        net = 0
-        for e in trace:
-            if e["action"] == "alloc":
-                net += e["size"]
-            elif e["action"] == "free_completed":
-                net -= e["size"]
-        cur = end.get(dev, 0) - net
-        peak = cur
-        oom_time = None
-        for e in trace:
-            if e["action"] == "alloc":
-                cur += e["size"]
-            elif e["action"] == "free_completed":
-                cur -= e["size"]
-            elif e["action"] == "oom" and oom_time is None:
-                oom_time = e["time_us"]
-            peak = max(peak, cur)
+        peak = blocks.block_replay(data, dev)["PeakAllocated"]
+        oom_time = next((e["time_us"] for e in trace if e["action"] == "oom"), None)
         out[dev] = (peak, oom_time)
     return out
 

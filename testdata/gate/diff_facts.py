@@ -7,17 +7,20 @@ Python's own `pickle` module (no torch, no torchmem code) and prints, per
 device, the numbers `torchmem diff --format json BASE NEW` must report, and
 their deltas (new - base).
 
-What is compared, like with like (all in the trace's *requested* bytes, the
-unit `torchmem` uses for allocated memory; segments hold rounded sizes):
+What is compared, like with like, in allocator blocks (PyTorch's
+memory_allocated() unit, the unit of torchmem's allocated figures): each
+block's size comes from block_replay of testdata/facts/snapshot_facts.py
+(the dump's size for blocks live at the dump, the caching allocator's rules
+for the others); everything else here is this script's own:
 
-  end_allocated   Σ requested_size of the dump's blocks in state
-                  active_allocated or active_pending_free (a pending free is
-                  still allocated: its free_completed never came).
+  end_allocated   Σ size of the dump's blocks in state active_allocated (a
+                  block pending free is no longer allocated).
   end_reserved    Σ total_size of the dump's segments.
   peak_allocated  the maximum of the allocated curve, which is rebuilt
                   BACKWARDS from end_allocated: before an `alloc` entry the
-                  allocated bytes were (after − size), before a
-                  `free_completed` entry (after + size). The curve's value
+                  allocated bytes were (after − its block), before the entry
+                  that ends a block's allocation (free_requested, or
+                  free_completed without one) (after + its block). The curve's value
                   before the first entry counts too. torchmem replays
                   FORWARDS, pairing allocations with frees by address and
                   reconstructing blocks allocated before recording began, so
@@ -31,10 +34,10 @@ unit `torchmem` uses for allocated memory; segments hold rounded sizes):
   optimizer_peak, zero_grad_peak  the highest allocated value inside an
                   `Optimizer.step#…` (`Optimizer.zero_grad#…`) annotation
                   window START..END: after every entry whose time_us lies in
-                  it, and at its start (after the last entry before it, or
-                  initial_allocated). torchmem's optimizer (zero_grad) phase
-                  peak must equal it: torchmem takes these phases from the
-                  same annotations.
+                  it; for a window without entries, the level during it
+                  (after the last entry before it, or initial_allocated).
+                  torchmem's optimizer (zero_grad) phase peak must equal it:
+                  torchmem takes these phases from the same annotations.
   sites           bytes live at the peak per allocation site, the site being
                   "basename:line function" of the innermost frame of user
                   Python code (a .py file outside site-packages,
@@ -55,10 +58,16 @@ It prints JSON; the numbers are copied into diffRealFacts in
 cmd/torchmem/diff_test.go.
 """
 
+import importlib.util
 import json
 import os
 import pickle
 import sys
+
+_spec = importlib.util.spec_from_file_location(
+    "snapshot_facts", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "facts", "snapshot_facts.py"))
+snapshot_facts = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(snapshot_facts)
 
 LIVE = ("active_allocated", "active_pending_free")
 LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python", "torch/")
@@ -78,8 +87,13 @@ def user_site(frames):
 def device_facts(snap, dev):
     segs = [s for s in snap["segments"] if s.get("device", 0) == dev]
     trace = snap["device_traces"][dev] if dev < len(snap["device_traces"]) else []
-    end_alloc = sum(b["requested_size"] for s in segs for b in s["blocks"] if b["state"] in LIVE)
+    end_alloc = sum(b["size"] for s in segs for b in s["blocks"] if b["state"] == "active_allocated")
     end_res = sum(s["total_size"] for s in segs)
+    # Block sizes by the entry that allocates a block and the entry that ends
+    # its allocation.
+    sized = snapshot_facts.block_replay(snap, dev)["Blocks"]
+    opened = {b["alloc"]: b["size"] for b in sized if b["alloc"] >= 0}
+    ended = {b["end"]: b["size"] for b in sized if b["end"] is not None}
 
     # Backward replay of allocated and reserved bytes.
     n = len(trace)
@@ -90,11 +104,9 @@ def device_facts(snap, dev):
         alloc_after[i], res_after[i] = a, r
         e = trace[i]
         act = e["action"]
-        if act == "alloc":
-            a -= e["size"]
-        elif act == "free_completed":
-            a += e["size"]
-        elif act in ("segment_alloc", "segment_map"):
+        a -= opened.get(i, 0)
+        a += ended.get(i, 0)
+        if act in ("segment_alloc", "segment_map"):
             r -= e["size"]
         elif act in ("segment_free", "segment_unmap"):
             r += e["size"]
@@ -120,41 +132,42 @@ def device_facts(snap, dev):
                 start = None
         best = None
         for lo, hi in windows:
-            level = initial
+            before, inside = initial, None
             for i, e in enumerate(trace):
                 t = e.get("time_us")
                 if t is None or t > hi:
                     break
                 if t < lo:
-                    level = alloc_after[i]
+                    before = alloc_after[i]
                 else:
-                    level = max(level, alloc_after[i])
+                    inside = alloc_after[i] if inside is None else max(inside, alloc_after[i])
+            level = before if inside is None else inside
             best = level if best is None else max(best, level)
         return best
 
     # Sites live at the peak: forward pass pairing by address.
-    live = {}  # addr -> (size, site, alloc index or -1)
-    blocks = []  # (size, site, alloc index, free index)
+    live = {}  # addr -> (site, alloc index or -1)
+    blocks = []  # (site, alloc index, index where the allocation ends)
     for i, e in enumerate(trace):
         act = e["action"]
         if act == "alloc":
-            live[e["addr"]] = (e["size"], user_site(e.get("frames")) or "<other>", i)
-        elif act == "free_completed":
+            live[e["addr"]] = (user_site(e.get("frames")) or "<other>", i)
+        elif act in ("free_requested", "free_completed") and i in ended:
             if e["addr"] in live:
-                size, site, ai = live.pop(e["addr"])
-                blocks.append((size, site, ai, i))
+                site, ai = live.pop(e["addr"])
+                blocks.append((ended[i], site, ai, i))
             else:
-                blocks.append((e["size"], "<allocated before recording>", -1, i))
+                blocks.append((ended[i], "<allocated before recording>", -1, i))
     traced_live = set(live)
-    for addr, (size, site, ai) in live.items():
-        blocks.append((size, site, ai, n))
+    for addr, (site, ai) in live.items():
+        blocks.append((opened[ai], site, ai, n))
     for s in segs:
         for b in s["blocks"]:
             if b["state"] in LIVE and b["address"] not in traced_live:
                 site = user_site(b.get("frames"))
                 if site is None:
                     site = "<allocated before recording>" if not b.get("frames") else "<other>"
-                blocks.append((b["requested_size"], site, -1, n))
+                blocks.append((b["size"], site, -1, n))
     sites = {}
     for size, site, ai, fi in blocks:
         if ai <= peak_i < fi:

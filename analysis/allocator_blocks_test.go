@@ -1,0 +1,143 @@
+package analysis
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/torchmem/torchmem/snapshot"
+	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+)
+
+// TestBlockSizesFollowTheAllocator replays simulated runs whose allocator
+// (snapshottest.Sim: best fit, should_split, merging of free neighbours)
+// keeps unsplit rests in the large pool, and checks the allocated curve in
+// PyTorch's unit against the simulator's own count after every event. The
+// runs vary what real programs vary: request sizes from bytes to tens of
+// MiB, frees in any order, expandable segments, max_split_size, and
+// recording that begins after a number of events (blocks older than the
+// trace, freed in it).
+func TestBlockSizesFollowTheAllocator(t *testing.T) {
+	type run struct {
+		expandable bool
+		maxSplit   int64
+		drop       int // trace entries lost before recording began
+	}
+	var runs []run
+	for _, exp := range []bool{false, true} {
+		for _, ms := range []int64{0, 64 << 20} {
+			for _, drop := range []int{0, 150, 400} {
+				runs = append(runs, run{exp, ms, drop})
+			}
+		}
+	}
+	for _, r := range runs {
+		for seed := uint64(1); seed <= 3; seed++ {
+			t.Run(fmt.Sprintf("expandable=%v/max_split=%d/drop=%d/seed=%d", r.expandable, r.maxSplit>>20, r.drop, seed), func(t *testing.T) {
+				s := st.NewSim()
+				s.Expandable, s.MaxSplitSize = r.expandable, r.maxSplit
+				churn(s, seed, 600)
+				snap := read(t, s, r.drop)
+				h := BuildHistory(snap, snap.Devices[0])
+				want := s.AllocatedAfter(0)[r.drop:]
+				if len(want) != len(h.Allocated) {
+					t.Fatalf("%d events, the simulator recorded %d", len(h.Allocated), len(want))
+				}
+				if h.sizing.mismatch != 0 {
+					t.Errorf("%d blocks live at the dump sized otherwise than the simulator", h.sizing.mismatch)
+				}
+				// A block older than the trace that nothing in it sizes is
+				// its rounded request: its rest (at most 1 MiB, or the
+				// oversize rounding of max_split_size) is all that may be
+				// missed, and only while it lives.
+				slack := int64(h.sizing.unknown) * (1 << 20)
+				if r.maxSplit > 0 {
+					slack = int64(h.sizing.unknown) * (20 << 20)
+				}
+				bad := 0
+				for i, w := range want {
+					if d := w - h.Allocated[i]; d < 0 || d > slack || slack == 0 && d != 0 {
+						if bad++; bad <= 3 {
+							t.Errorf("after event %d: allocated %d, the simulator %d (%d blocks unsized)", i, h.Allocated[i], w, h.sizing.unknown)
+						}
+					}
+				}
+				if end := len(want) - 1; h.Allocated[end] != s.Allocated(0) {
+					t.Errorf("at the end %d, the simulator %d", h.Allocated[end], s.Allocated(0))
+				}
+			})
+		}
+	}
+}
+
+// churn runs n allocations and frees of mixed sizes on device 0, the way
+// a training loop mixes scalars, small activations, 1–10 MiB tensors
+// (carved from 20 MiB segments) and large ones.
+func churn(s *st.Sim, seed uint64, n int) {
+	x := seed*0x9E3779B97F4A7C15 | 1
+	next := func(k uint64) uint64 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		return x % k
+	}
+	stack := s.Stack(s.F("train.py", 10, "<module>"))
+	var live []uint64
+	for i := 0; i < n; i++ {
+		if len(live) > 0 && next(5) < 2 {
+			j := int(next(uint64(len(live))))
+			s.Free(0, live[j])
+			live = append(live[:j], live[j+1:]...)
+			continue
+		}
+		var size int64
+		switch next(4) {
+		case 0:
+			size = int64(1 + next(4096))
+		case 1:
+			size = int64(4096 + next(1<<20))
+		case 2:
+			size = int64(1<<20 + next(9<<20))
+		default:
+			size = int64(10<<20 + next(90<<20))
+		}
+		live = append(live, s.Alloc(0, size, stack))
+	}
+}
+
+// TestRoundSize checks round_size (CUDACachingAllocator.cpp), with and
+// without roundup_power2_divisions read from allocator_settings: PyTorch's
+// own example is a 1200 MiB request with 4 divisions between 1 GiB and
+// 2 GiB (1024, 1280, 1536, 1792 MiB), which rounds to 1280 MiB.
+func TestRoundSize(t *testing.T) {
+	const mib = 1 << 20
+	divs := `{"1": 0, "2": 8, "4": 0, "8": 0, "16": 0, "32": 0, "64": 0, "128": 0, "256": 0, "512": 0, "1024": 4, "2048": 0, "4096": 0, "8192": 0, "16384": 0, "32768": 2}`
+	h := &History{Snap: &snapshot.Snapshot{Settings: &snapshot.AllocatorSettings{Other: map[string]string{"roundup_power2_divisions": divs}}}, Device: &snapshot.Device{}}
+	with := h.sizingRules()
+	var plain sizingRules
+	tests := []struct {
+		rules *sizingRules
+		n     int64
+		want  int64
+	}{
+		{&plain, 1, 512},
+		{&plain, 512, 512},
+		{&plain, 513, 1024},
+		{&plain, 1200 * mib, 1200 * mib},
+		{&with, 100, 512},
+		{&with, 600 * 1024, 600 * 1024},           // below 1 MiB: interval "1" has no divisions
+		{&with, 2*mib + 1, 2*mib + mib/4},         // 8 steps of 256 KiB between 2 and 4 MiB
+		{&with, 3 * mib, 3 * mib},                 // on a step
+		{&with, 1200 * mib, 1280 * mib},           // PyTorch's example
+		{&with, 1024 * mib, 1024 * mib},           // a power of two stays
+		{&with, 40 * 1024 * mib, 48 * 1024 * mib}, // the last interval covers all larger sizes
+		{&with, 5 * mib, 5 * mib},                 // interval "4": no divisions, 512 B steps
+	}
+	for _, tc := range tests {
+		if got := tc.rules.round(tc.n); got != tc.want {
+			t.Errorf("round(%d) = %d, want %d", tc.n, got, tc.want)
+		}
+	}
+	if with.expandable || with.maxSplit != 0 {
+		t.Errorf("rules %+v: no expandable segments, no max_split_size", with)
+	}
+}
