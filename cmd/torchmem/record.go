@@ -74,9 +74,9 @@ the program directly). A process killed by a signal it does not handle
 	}
 	// Flags end at CMD: "torchmem record python train.py -o x" passes -o to train.py.
 	cmd.Flags().SetInterspersed(false)
-	cmd.Flags().StringVarP(&o.dir, "output", "o", "", "folder for the snapshots and report.html (default torchmem-YYYYMMDD-HHMMSS)")
-	cmd.Flags().IntVar(&o.maxEntries, "max-entries", 100000, "allocator events kept (the newest; ~200 bytes each in the file)")
-	cmd.Flags().StringVar(&o.stacks, "stacks", "python", "python, or all (adds C++ frames: backward gets stacks, dumps are slower)")
+	cmd.Flags().StringVarP(&o.dir, "output", "o", "", "folder for the files (default torchmem-YYYYMMDD-HHMMSS)")
+	cmd.Flags().IntVar(&o.maxEntries, "max-entries", 100000, "allocator events kept, the newest (~200 bytes each)")
+	cmd.Flags().StringVar(&o.stacks, "stacks", "python", "python, or all (C++ frames too: slower dumps)")
 	cmd.Flags().BoolVar(&o.trace, "trace", false, "also write a profiler trace of optimizer steps 2 to 5")
 	cmd.Flags().BoolVar(&o.noAnalyze, "no-analyze", false, "only record: list the files, analyse nothing")
 	_ = cmd.MarkFlagDirname("output")

@@ -283,6 +283,12 @@ func TestRecordWithStandin(t *testing.T) {
 			stderr: func(string, int) string { return "torchmem: the command exited with status 0; files in " },
 		},
 		{
+			name: "torch 1.13: live blocks' stacks only", env: []string{"TORCHMEM_STANDIN_API=state"},
+			script: initScript, files: []string{"report.html", "snapshot_rank0_%d.pickle"},
+			call: "torch.cuda.memory._record_memory_history", callArgs: `[[true],{"device":null}]`,
+			stderr: func(string, int) string { return "torchmem: the command exited with status 0; files in " },
+		},
+		{
 			name: "LOCAL_RANK, --no-analyze", env: []string{"LOCAL_RANK=2"}, flags: []string{"--no-analyze"},
 			script: initScript, files: []string{"snapshot_rank2_%d.pickle"},
 			call: "torch.cuda.memory._record_memory_history", callArgs: `[["all"],{"context":"all","max_entries":100000,"stacks":"python"}]`,

@@ -11,7 +11,8 @@
 #   program first initialises CUDA (torch.cuda._lazy_call): recording starts
 #   then, before the first allocation, and never initialises CUDA by itself.
 # - Recording: torch.cuda.memory._record_memory_history (the string API of
-#   torch >= 2.1, or the boolean one of 2.0), an out-of-memory observer that
+#   torch >= 2.1, the boolean one of 2.0; 1.13 keeps live blocks' stacks
+#   only), an out-of-memory observer that
 #   dumps DIR/oom_snapshot_rank{R}_{pid}.pickle before the error propagates,
 #   a dump to DIR/snapshot_rank{R}_{pid}.pickle at exit and on SIGUSR1, and,
 #   with --trace, a profiler trace of a few optimizer steps.
@@ -120,6 +121,14 @@ def _torchmem_hook():
             # the legacy path).
             mem._record_memory_history(enabled="all", context="all", stacks=stacks, max_entries=max_entries)
             return "string"
+        import inspect
+
+        params = inspect.signature(mem._record_memory_history).parameters
+        if "trace_alloc_max_entries" not in params:
+            # torch 1.13: _record_memory_history(enabled, device), the stacks
+            # of live blocks only: a snapshot without history.
+            mem._record_memory_history(True)
+            return "state"
         # torch 2.0: _record_memory_history(enabled: bool, record_context,
         # trace_alloc_max_entries, trace_alloc_record_context, device,
         # record_context_cpp); its default of 1 trace entry records no history.

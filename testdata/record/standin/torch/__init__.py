@@ -10,16 +10,15 @@ when. The snapshots it "takes" are pickles made by torchmem's own writer
   TORCHMEM_STANDIN_SNAPSHOT      what _snapshot() returns before an OOM
   TORCHMEM_STANDIN_OOM_SNAPSHOT  what it returns once _standin_oom() ran
   TORCHMEM_STANDIN_TRACE         the chrome trace export_chrome_trace writes
-  TORCHMEM_STANDIN_API           "string" (torch >= 2.1) or "legacy" (2.0)
+  TORCHMEM_STANDIN_API           "string" (torch >= 2.1), "legacy" (2.0) or
+                                 "state" (1.13)
   TORCHMEM_STANDIN_CUDA          "1" CUDA available, "0" none found,
                                  "none" a CPU-only build
 """
 
-import os
-
 from . import _standin
 
-__version__ = "2.5.1+standin" if _standin.API == "string" else "2.0.1+standin"
+__version__ = {"string": "2.5.1", "legacy": "2.0.1", "state": "1.13.1"}[_standin.API] + "+standin"
 
 from . import _C, cuda, optim, profiler, version  # noqa: E402,F401
 

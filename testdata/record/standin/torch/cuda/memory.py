@@ -27,6 +27,11 @@ if _standin.API == "string":
         with open(filename, "wb") as f:
             pickle.dump(_snapshot(), f)
 
+elif _standin.API == "state":
+    # torch 1.13
+    def _record_memory_history(enabled, device=None):
+        _standin.log("torch.cuda.memory._record_memory_history", enabled, device=device)
+
 else:
     # torch 2.0
     def _record_memory_history(
