@@ -11,7 +11,7 @@ DIST    ?= dist
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 FUZZTIME ?= 10m
 
-.PHONY: all build release test bench fuzz lint demo demo-file echarts clean
+.PHONY: all build release test bench bench-rollup fuzz lint demo demo-file echarts clean
 
 all: build test
 
@@ -41,6 +41,14 @@ test:
 bench:
 	$(GO) test -run '^$$' -bench 'Largest|Reference' -benchmem -benchtime 5x ./snapshot/
 	$(GO) test -run '^$$' -bench 'AnalyzeGenerated' -benchmem -benchtime 2x -timeout 60m ./analysis/
+	$(GO) test -run '^$$' -bench 'Build' -benchmem ./analysis/rollup/
+
+# The roll-up at scale, apart from bench (minutes, about 6 GB of disk in
+# $$TORCHMEM_BENCH_DIR or the temp folder): 256 generated ranks of 20 MB
+# analysed in one command against each file alone (time and peak RSS of
+# the whole process), and merge of 10,000 summaries.
+bench-rollup:
+	$(GO) test -run '^$$' -bench 'Rollup256|Merge10000' -benchtime 1x -timeout 120m ./cmd/torchmem/
 
 # Fuzz every target for FUZZTIME each (not run in CI).
 fuzz:

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // resultSchema finds the schema id of torchmem's JSON near the start of a file.
@@ -55,11 +57,25 @@ func ReadResult(r io.Reader, path, schema string, limit int64) (*Result, error) 
 	} else if err := json.Unmarshal(data, &res); err != nil {
 		return nil, bad("not a valid torchmem analysis: %v", err)
 	}
-	if res.Schema != SchemaID {
-		return nil, bad("schema %q: want %s", res.Schema, SchemaID)
+	if err := res.Validate(); err != nil {
+		return nil, bad("%v", err)
 	}
 	res.Input.Path = path
 	return &res, nil
+}
+
+// Validate is the check every reader of a Result from JSON applies (a
+// baseline, the summaries torchmem merge reads): the schema is this one,
+// and the result holds no more devices than a file may
+// (snapshot.DefaultMaxDevices).
+func (r *Result) Validate() error {
+	if r.Schema != SchemaID {
+		return fmt.Errorf("schema %q: want %s", r.Schema, SchemaID)
+	}
+	if n := len(r.Devices); n > snapshot.DefaultMaxDevices {
+		return fmt.Errorf("%d devices, more than the limit of %d", n, snapshot.DefaultMaxDevices)
+	}
+	return nil
 }
 
 // OnlyDevice returns a shallow copy of r with only device id and its leaks.

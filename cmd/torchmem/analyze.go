@@ -7,13 +7,14 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 func newAnalyzeCmd(g *globals) *cobra.Command {
-	var format string
+	var format, ranks string
 	var device, top int
 	cmd := &cobra.Command{
-		Use:   "analyze FILE...",
+		Use:   "analyze FILE|FOLDER...",
 		Short: "Explain what filled GPU memory, in which phase, and what to change",
 		Long: `analyze replays the allocator history of a snapshot or trace and reports,
 per device: the peak and its phase, memory by category (parameter, gradient,
@@ -23,10 +24,25 @@ site, fragmentation), top allocation sites, leaks, and ranked suggestions
 with the bytes each would save. Diagnostics say how far to trust the numbers.
 
 --format json writes schema torchmem.analysis/v1 (exact bytes); markdown is
-for a bug ticket; text is for a terminal.`,
+for a bug ticket; text is for a terminal.
+
+Several inputs (files, or folders: every snapshot and trace below them, gzip
+or not, found by content) are the ranks of one job: they are analysed in
+parallel, one per core, and rolled up — a table of ranks (rank from a
+trace's distributedInfo, else rank3, rank-3, rank_3 or _3.pickle in the file
+name, else the order) with each one's peak, phase and step, largest
+category, OOM and leaks; the worst rank; the imbalance (largest peak over
+the median); the ranks that stand out and by how much; the first OOM (by
+time when the files share a clock, else the lowest rank); the sites most
+ranks share. Then the worst rank and the first OOM in full (--rank for
+others). --format json writes schema torchmem.rollup/v1:
+{"inputs": [each an analysis], "rollup": {…}}; 'torchmem merge' builds the
+same roll-up from such JSON files.`,
 		Example: `  torchmem analyze oom_snapshot.pickle
   torchmem analyze --format markdown oom_snapshot.pickle > ticket.md
-  torchmem analyze --format json --device 1 trace.json.gz > base.json`,
+  torchmem analyze --format json --device 1 trace.json.gz > base.json
+  torchmem analyze oom_snapshot_rank*.pickle
+  torchmem analyze --format json run42/ > run42-rollup.json`,
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: inputCompletion,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -38,8 +54,28 @@ for a bug ticket; text is for a terminal.`,
 			}
 			opts := analysis.DefaultOptions()
 			opts.Device, opts.TopSites = device, top
+			textTop := 5 // the first screen; --top asks for more (or fewer)
+			if cmd.Flags().Changed("top") {
+				textTop = top
+			}
+			paths, err := expandInputs(args, snapshot.LooksLikeInput, "snapshot or trace")
+			if err != nil {
+				return err
+			}
+			if len(paths) > 1 {
+				opts.NoTimeline = true
+				out, err := newRollupOutput(cmd.OutOrStdout(), format, ranks)
+				if err != nil {
+					return err
+				}
+				out.textTop = textTop
+				if err := g.analyzeAll(paths, opts, out.add); err != nil {
+					return err
+				}
+				return out.finish()
+			}
 			var results []*analysis.Result
-			for _, path := range args {
+			for _, path := range paths {
 				s, err := g.open(path)
 				if err != nil {
 					return err
@@ -49,16 +85,13 @@ for a bug ticket; text is for a terminal.`,
 				}
 				results = append(results, g.analyze(s, opts))
 			}
-			textTop := 5 // the first screen; --top asks for more (or fewer)
-			if cmd.Flags().Changed("top") {
-				textTop = top
-			}
 			return writeResults(cmd.OutOrStdout(), format, textTop, results)
 		},
 	}
 	formatFlag(cmd, &format, "text", "text", "markdown", "json")
 	cmd.Flags().IntVarP(&device, "device", "d", -1, "analyse only this device (default: all)")
 	cmd.Flags().IntVar(&top, "top", 10, "how many allocation sites to list (text shows 5 unless given)")
+	rankFlag(cmd, &ranks)
 	return cmd
 }
 

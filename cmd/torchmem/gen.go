@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
@@ -15,12 +16,13 @@ func newGenCmd(g *globals) *cobra.Command {
 	var out, size string
 	var protocol int
 	cmd := &cobra.Command{
-		Use:    "gen demo|big|bigtrace",
+		Use:    "gen demo|big|bigtrace|faultyjob",
 		Short:  "Generate a snapshot made by torchmem's own allocator simulator",
 		Hidden: true,
 		Example: `  torchmem gen demo -o testdata/demo/oom_snapshot.pickle
   torchmem gen big --size 1GB -o /tmp/big.pickle
-  torchmem gen bigtrace --size 1GB -o /tmp/big.json`,
+  torchmem gen bigtrace --size 1GB -o /tmp/big.json
+  torchmem gen faultyjob -o /tmp/job   # 8 ranks' snapshots, oom_snapshot_rankN.pickle`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var data []byte
@@ -53,8 +55,23 @@ func newGenCmd(g *globals) *cobra.Command {
 				return err
 			case "demo":
 				data = st.Marshal(st.Train(st.DemoConfig).Snapshot(), protocol)
+			case "faultyjob":
+				if out == "" || out == "-" {
+					return &exitError{exitInput, fmt.Errorf("gen faultyjob: -o FOLDER is required")}
+				}
+				if err := os.MkdirAll(out, 0o755); err != nil {
+					return err
+				}
+				for _, c := range st.FaultyJob('G') {
+					s, _ := st.RankRun(c)
+					p := filepath.Join(out, fmt.Sprintf("oom_snapshot_rank%d.pickle", c.Rank))
+					if err := os.WriteFile(p, st.Marshal(s.Snapshot(), protocol), 0o644); err != nil {
+						return err
+					}
+				}
+				return nil
 			default:
-				return &exitError{exitInput, fmt.Errorf("gen: unknown scenario %q (want demo, big or bigtrace)", args[0])}
+				return &exitError{exitInput, fmt.Errorf("gen: unknown scenario %q (want demo, big, bigtrace or faultyjob)", args[0])}
 			}
 			if out == "" || out == "-" {
 				_, err := cmd.OutOrStdout().Write(data)

@@ -11,12 +11,13 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 func newReportCmd(g *globals) *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
-		Use:   "report FILE",
+		Use:   "report FILE|FOLDER...",
 		Short: "Write a self-contained HTML report to open in a browser or attach to a ticket",
 		Long: `report analyses a snapshot or trace and writes one HTML file: the verdict
 first (what filled memory, why the OOM happened), then a zoomable timeline of
@@ -30,20 +31,47 @@ The page is self-contained and works offline: the charting library (Apache
 ECharts) is embedded and nothing is loaded from any network. It stays under
 2 MB whatever the input: the timeline is thinned, keeping the highs and lows
 of every stretch and the peak and the OOM exactly. Names from the input are
-shown as text, never as markup.`,
+shown as text, never as markup.
+
+Several inputs (files, or folders of them) are the ranks of one job: the
+page shows their roll-up first (see 'torchmem analyze'): the ranks side by
+side — a ranks×time heat map of allocated memory and each rank's peak by
+category against the median — then the table of ranks, each rank's details
+on demand, the ranks that stand out, the sites most ranks share. It stays
+under 2 MB for any number of ranks.`,
 		Example: `  torchmem report oom_snapshot.pickle -o oom.html
-  torchmem report trace.json.gz -o - > trace.html`,
-		Args:              cobra.ExactArgs(1),
+  torchmem report trace.json.gz -o - > trace.html
+  torchmem report run42/ -o run42.html`,
+		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: inputCompletion,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.open(args[0])
+			paths, err := expandInputs(args, snapshot.LooksLikeInput, "snapshot or trace")
 			if err != nil {
 				return err
 			}
-			r := g.analyze(s, analysis.DefaultOptions())
 			var page bytes.Buffer
-			if err := report.HTML(&page, r, report.HTMLOptions{Version: version}); err != nil {
-				return err
+			if len(paths) > 1 {
+				opts := analysis.DefaultOptions()
+				opts.NoTimeline = true
+				ro, err := newRollupOutput(&page, "html", "")
+				if err != nil {
+					return err
+				}
+				if err := g.analyzeAll(paths, opts, ro.add); err != nil {
+					return err
+				}
+				if err := ro.finish(); err != nil {
+					return err
+				}
+			} else {
+				s, err := g.open(paths[0])
+				if err != nil {
+					return err
+				}
+				r := g.analyze(s, analysis.DefaultOptions())
+				if err := report.HTML(&page, r, report.HTMLOptions{Version: version}); err != nil {
+					return err
+				}
 			}
 			if out == "-" {
 				_, err := cmd.OutOrStdout().Write(page.Bytes())

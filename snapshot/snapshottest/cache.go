@@ -45,3 +45,41 @@ func GeneratedFile(kind string, size int64) (string, error) {
 	}
 	return path, os.Rename(tmp, path)
 }
+
+// GeneratedRanks returns a folder of n generated snapshots of about size
+// bytes each, rank000.pickle …, as the ranks of one job would leave them
+// (WriteBig, each with its own seed: peaks and sites differ a little), made
+// once into the cache folder of GeneratedFile.
+func GeneratedRanks(n int, size int64) (string, error) {
+	root := os.Getenv("TORCHMEM_BENCH_DIR")
+	if root == "" {
+		root = filepath.Join(os.TempDir(), "torchmem-bench")
+	}
+	dir := filepath.Join(root, fmt.Sprintf("ranks_%d_%d", n, size))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	for r := 0; r < n; r++ {
+		path := filepath.Join(dir, fmt.Sprintf("rank%03d.pickle", r))
+		if _, err := os.Stat(path); err == nil {
+			continue
+		}
+		tmp := path + ".tmp"
+		f, err := os.Create(tmp)
+		if err != nil {
+			return "", err
+		}
+		_, err = WriteBig(f, BigConfig{TargetBytes: size, Seed: int64(r + 1)})
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp, path)
+		}
+		if err != nil {
+			os.Remove(tmp)
+			return "", err
+		}
+	}
+	return dir, nil
+}

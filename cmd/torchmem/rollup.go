@@ -1,0 +1,220 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/analysis/rollup"
+	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// aheadPerWorker bounds how far the analyses may run ahead of the input
+// whose result is awaited (results finished out of order wait in memory).
+const aheadPerWorker = 4
+
+// analyzeAll analyses paths on as many goroutines as there are cores, one
+// input each at a time, and hands every result to use in input order. Each
+// input's model is dropped as soon as it is analysed, so memory follows the
+// inputs being analysed at once, not all of them. The first input that
+// fails, in input order, stops the run with its error.
+func (g *globals) analyzeAll(paths []string, opts analysis.Options, use func(*analysis.Result) error) error {
+	workers := min(runtime.GOMAXPROCS(0), len(paths))
+	g.boundMemoryFor(paths, workers)
+	type done struct {
+		r   *analysis.Result
+		err error
+	}
+	slots := make([]chan done, len(paths))
+	for i := range slots {
+		slots[i] = make(chan done, 1)
+	}
+	jobs, window, quit := make(chan int), make(chan struct{}, workers*aheadPerWorker), make(chan struct{})
+	go func() {
+		defer close(jobs)
+		for i := range paths {
+			select {
+			case window <- struct{}{}:
+			case <-quit:
+				return
+			}
+			select {
+			case jobs <- i:
+			case <-quit:
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				r, err := g.analyzeOne(paths[i], opts)
+				slots[i] <- done{r, err}
+			}
+		}()
+	}
+	sizes, total := inputSizes(paths)
+	var prog *progress
+	if f, width, ok := progressEnabled(g.stderr, g.quiet, os.Getenv); ok {
+		prog = startProgress(f, width, fmt.Sprintf("%d inputs", len(paths)), total, time.Now)
+		defer prog.end()
+	}
+	var err error
+	var read int64
+	for i := range paths {
+		d := <-slots[i]
+		if err = d.err; err == nil {
+			err = use(d.r)
+		}
+		if err != nil {
+			break
+		}
+		<-window
+		if read += sizes[i]; prog != nil {
+			prog.set(read)
+		}
+	}
+	close(quit) // the dispatcher stops; the workers finish what they hold
+	wg.Wait()
+	return err
+}
+
+// inputSizes are the sizes of the files (0 for stdin or a file that cannot
+// be read), and their sum: what the progress line counts.
+func inputSizes(paths []string) ([]int64, int64) {
+	sizes := make([]int64, len(paths))
+	var total int64
+	for i, p := range paths {
+		if st, err := os.Stat(p); err == nil && p != "-" {
+			sizes[i] = st.Size()
+			total += sizes[i]
+		}
+	}
+	return sizes, total
+}
+
+// analyzeOne reads and analyses one input of many: no progress bar of its
+// own, no memory limit of its own (analyzeAll sets one for all).
+func (g *globals) analyzeOne(path string, opts analysis.Options) (*analysis.Result, error) {
+	sopts, err := g.options()
+	if err != nil {
+		return nil, err
+	}
+	var s *snapshot.Snapshot
+	if path == "-" {
+		s, err = snapshot.Read(g.stdin, "-", -1, sopts)
+	} else {
+		s, err = snapshot.Open(path, sopts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if opts.Device >= 0 && s.Device(opts.Device) == nil {
+		return nil, &exitError{exitInput, fmt.Errorf("%s: no device %d in this file", path, opts.Device)}
+	}
+	return analysis.Analyze(s, opts), nil
+}
+
+// boundMemoryFor sets the memory limit for analysing paths, workers at a
+// time: as boundMemory does for one input, from the sizes of the largest
+// inputs that can be analysed at once.
+func (g *globals) boundMemoryFor(paths []string, workers int) {
+	var sizes []int64
+	for _, p := range paths {
+		if p == "-" || isGzip(p) { // a compressed size says little of the memory needed
+			continue
+		}
+		if st, err := os.Stat(p); err == nil {
+			sizes = append(sizes, st.Size())
+		}
+	}
+	slices.Sort(sizes)
+	var sum int64
+	for _, s := range sizes[max(len(sizes)-workers, 0):] {
+		sum += s
+	}
+	boundMemory(sum)
+}
+
+// rollupOutput writes a roll-up in one format while its inputs' results
+// arrive in input order: JSON streams each result out at once; the other
+// formats keep only the roll-up's rows and the few results they show whole.
+type rollupOutput struct {
+	w       io.Writer
+	format  string // text, markdown, json or html
+	version string
+	b       *rollup.Builder
+	keep    rollup.Keeper
+	js      *report.RollupJSON
+	// textTop is how many sites text lists for each rank shown in full.
+	textTop int
+}
+
+// newRollupOutput starts a roll-up in format on w; ranks is the --rank
+// flag: the ranks shown in full besides the worst and the first OOM.
+func newRollupOutput(w io.Writer, format, ranks string) (*rollupOutput, error) {
+	o := &rollupOutput{w: w, format: format, version: version, b: rollup.NewBuilder(), textTop: 5}
+	if err := parseRanks(ranks, &o.keep); err != nil {
+		return nil, err
+	}
+	if format == "json" {
+		o.js = report.NewRollupJSON(w)
+	}
+	return o, nil
+}
+
+// parseRanks reads the --rank flag into k: "" (none), "all", or a list of
+// ranks such as 0,3,7.
+func parseRanks(s string, k *rollup.Keeper) error {
+	if s == "" {
+		return nil
+	}
+	if s == "all" {
+		k.All = true
+		return nil
+	}
+	k.Ranks = map[int]bool{}
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			return &exitError{exitInput, fmt.Errorf("--rank %q: want all or a list of ranks such as 0,3,7", s)}
+		}
+		k.Ranks[n] = true
+	}
+	return nil
+}
+
+// add takes the next input's result.
+func (o *rollupOutput) add(r *analysis.Result) error {
+	o.b.Add(r)
+	if o.js != nil {
+		return o.js.Input(r)
+	}
+	o.keep.Offer(r)
+	return nil
+}
+
+// finish writes the roll-up.
+func (o *rollupOutput) finish() error {
+	ru := o.b.Rollup()
+	switch o.format {
+	case "json":
+		return o.js.Finish(ru)
+	case "markdown":
+		return report.RollupMarkdown(o.w, ru, o.keep.Details(ru))
+	case "html":
+		return report.RollupHTML(o.w, ru, report.HTMLOptions{Version: o.version})
+	}
+	return report.RollupText(o.w, ru, o.keep.Details(ru), o.textTop)
+}

@@ -1,0 +1,180 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"unicode/utf8"
+
+	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/analysis/rollup"
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// RollupJSON writes a roll-up as schema torchmem.rollup/v1 while its inputs
+// stream by: {"schema", "inputs": [each a torchmem.analysis/v1 result, as
+// analyze --format json writes it for that file alone], "rollup": {…}}.
+// Only the result being written is held.
+type RollupJSON struct {
+	w   io.Writer
+	n   int
+	err error
+}
+
+// NewRollupJSON starts a roll-up document on w.
+func NewRollupJSON(w io.Writer) *RollupJSON {
+	j := &RollupJSON{w: w}
+	j.write([]byte("{\n  \"schema\": \"" + rollup.SchemaID + "\",\n  \"inputs\": ["))
+	return j
+}
+
+// Input writes the next input's result.
+func (j *RollupJSON) Input(r *analysis.Result) error {
+	b, err := json.MarshalIndent(r, "    ", "  ")
+	if err != nil {
+		return err
+	}
+	if j.n > 0 {
+		j.write([]byte(","))
+	}
+	j.n++
+	j.write([]byte("\n    "))
+	j.write(b)
+	return j.err
+}
+
+// Finish writes the roll-up and closes the document.
+func (j *RollupJSON) Finish(ru *rollup.Rollup) error {
+	b, err := json.MarshalIndent(ru, "  ", "  ")
+	if err != nil {
+		return err
+	}
+	if j.n > 0 {
+		j.write([]byte("\n  "))
+	}
+	j.write([]byte("],\n  \"rollup\": "))
+	j.write(b)
+	j.write([]byte("\n}\n"))
+	return j.err
+}
+
+func (j *RollupJSON) write(b []byte) {
+	if j.err == nil {
+		_, j.err = j.w.Write(b)
+	}
+}
+
+// rowName names a row for people: "rank 3 cuda:3".
+func rowName(rank int, device int, kind string) string {
+	return fmt.Sprintf("rank %d %s", rank, deviceName(device, kind))
+}
+
+// deviceName is "cuda:3", or "cpu" for a trace's host memory.
+func deviceName(device int, kind string) string {
+	if kind == string(snapshot.DeviceCPU) || device < 0 {
+		return "cpu"
+	}
+	if kind == "" {
+		kind = "device"
+	}
+	return fmt.Sprintf("%s:%d", snapshot.OneLine(kind), device)
+}
+
+// rollupHeadline is the roll-up in one sentence.
+func rollupHeadline(ru *rollup.Rollup) string {
+	if ru.Worst == nil {
+		return fmt.Sprintf("%s, none with device memory.", plural(ru.Inputs, "input"))
+	}
+	s := fmt.Sprintf("%s: rank %d peaked highest, %s on %s", plural(len(ru.Ranks), "device")+" of "+plural(ru.Inputs, "input"),
+		ru.Worst.Rank, analysis.FormatBytes(ru.Worst.PeakBytes), deviceName(ru.Worst.Device, worstKind(ru)))
+	if ru.Imbalance > 0 && len(ru.Ranks) > 1 {
+		s += fmt.Sprintf(", %.2f× the median peak of %s", ru.Imbalance, analysis.FormatBytes(ru.MedianPeakBytes))
+	}
+	s += "."
+	if f := ru.FirstOOM; f != nil {
+		s += fmt.Sprintf(" %s ran out of memory; the first was rank %d on %s %s.", plural(ru.OOMs, "device"), f.Rank, deviceName(f.Device, firstOOMKind(ru)), firstBy(f))
+	}
+	return s
+}
+
+// firstBy says how the first OOM was found.
+func firstBy(f *rollup.FirstOOM) string {
+	if f.By == "time" {
+		return "(by time)"
+	}
+	return "(the lowest rank: no clock the files share)"
+}
+
+func worstKind(ru *rollup.Rollup) string {
+	for _, r := range ru.Ranks {
+		if r.Input == ru.Worst.Input && r.Device == ru.Worst.Device {
+			return r.Kind
+		}
+	}
+	return ""
+}
+
+func firstOOMKind(ru *rollup.Rollup) string {
+	for _, r := range ru.Ranks {
+		if r.Input == ru.FirstOOM.Input && r.Device == ru.FirstOOM.Device {
+			return r.Kind
+		}
+	}
+	return ""
+}
+
+// outlierText says how a row stands out.
+func outlierText(o rollup.Outlier) string {
+	if o.Kind == rollup.OutlierPeak {
+		return fmt.Sprintf("peak %s, %.2f× the median %s", analysis.FormatBytes(o.PeakBytes), o.Ratio, analysis.FormatBytes(o.MedianPeakBytes))
+	}
+	cat := analysis.Unknown
+	if o.Category != nil {
+		cat = *o.Category
+	}
+	return fmt.Sprintf("memory of other kinds: %s is %.0f%% of its peak against %.0f%% on the median rank (%.0f%% of the peak differs)",
+		cat, 100*o.Share, 100*o.MedianShare, 100*o.Distance)
+}
+
+// rowsOfInterest picks at most limit rows to list when there are more: the
+// worst, those that ran out of memory, stand out or leak, then the others,
+// in table order.
+func rowsOfInterest(ru *rollup.Rollup, limit int) (rows []rollup.Row, more int) {
+	if len(ru.Ranks) <= limit {
+		return ru.Ranks, 0
+	}
+	type key struct{ input, device int }
+	pick := map[key]bool{}
+	if w := ru.Worst; w != nil {
+		pick[key{w.Input, w.Device}] = true
+	}
+	for _, o := range ru.Outliers {
+		pick[key{o.Input, o.Device}] = true
+	}
+	for _, r := range ru.Ranks {
+		if r.OOM != nil || r.LeakCount > 0 {
+			pick[key{r.Input, r.Device}] = true
+		}
+	}
+	for _, r := range ru.Ranks {
+		if len(pick) >= limit {
+			break
+		}
+		pick[key{r.Input, r.Device}] = true
+	}
+	for _, r := range ru.Ranks {
+		if pick[key{r.Input, r.Device}] && len(rows) < limit {
+			rows = append(rows, r)
+		}
+	}
+	return rows, len(ru.Ranks) - len(rows)
+}
+
+// clipRunes shortens s to at most n runes, marking the cut with "…".
+func clipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}

@@ -1,0 +1,153 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/analysis/rollup"
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// MaxListedRanks is how many rows of the table of ranks text and Markdown
+// list; beyond it they list those that matter (the worst, OOMs, outliers,
+// leaks) and count the rest (--format json has them all).
+const MaxListedRanks = 64
+
+// RollupText writes the roll-up for a terminal — the headline, the table of
+// ranks, outliers, common sites and notes — then each result of details in
+// full, as TextTop writes it with top sites.
+func RollupText(w io.Writer, ru *rollup.Rollup, details []rollup.Detail, top int) error {
+	p := &printer{w: w}
+	p.wrap("", "", rollupHeadline(ru))
+	if f := ru.FirstOOM; f != nil {
+		p.wrap("first OOM: ", "  ", fmt.Sprintf("rank %d %s: %s requested with %s free, %s at %s",
+			f.Rank, deviceName(f.Device, firstOOMKind(ru)), analysis.FormatBytes(f.RequestedBytes), analysis.FormatBytes(f.DeviceFreeBytes),
+			phaseAt(f.Phase, f.Step), snapshot.OneLine(f.Site)))
+	}
+	if len(ru.Ranks) > 0 {
+		rows, more := rowsOfInterest(ru, MaxListedRanks)
+		p.f("\n%6s %-8s %9s  %-16s %-24s %-18s %s\n", "rank", "device", "peak", "peak in", "largest at peak", "OOM request", "leak/step")
+		for _, r := range rows {
+			oom, leak := "", ""
+			if r.OOM != nil {
+				oom = analysis.FormatBytes(r.OOM.RequestedBytes) + " " + string(r.OOM.Phase)
+			}
+			if len(r.Leaks) > 0 {
+				leak = analysis.FormatBytes(r.Leaks[0].BytesPerStep)
+			}
+			largest := fmt.Sprintf("%s %s", r.Largest.Category, analysis.FormatBytes(r.Largest.Bytes))
+			p.f("%6d %-8s %9s  %-16s %-24s %-18s %s\n", r.Rank, clipRunes(deviceName(r.Device, r.Kind), 8), analysis.FormatBytes(r.PeakBytes),
+				clipRunes(phaseStep(r.PeakPhase, r.PeakStep), 16), clipRunes(largest, 24), clipRunes(oom, 18), leak)
+		}
+		if more > 0 {
+			p.f("%6s %s more (every row: --format json)\n", "…", plural(more, "device"))
+		}
+	}
+	if len(ru.Outliers) > 0 {
+		p.f("\noutliers\n")
+		for _, o := range ru.Outliers {
+			p.wrap("  ", "    ", fmt.Sprintf("%s: %s", rowName(o.Rank, o.Device, rowKind(ru, o.Input, o.Device)), outlierText(o)))
+		}
+	}
+	if len(ru.CommonSites) > 0 {
+		p.f("\nsites among the three largest on most ranks\n")
+		for _, s := range ru.CommonSites {
+			p.f("  %5d/%-5d %-16s median %9s  max %9s  %s\n", s.Ranks, len(ru.Ranks), s.Category, analysis.FormatBytes(s.MedianBytes),
+				analysis.FormatBytes(s.MaxBytes), clipRunes(snapshot.OneLine(s.Site), 38))
+		}
+	}
+	if len(ru.Notes) > 0 {
+		p.f("\nnotes\n")
+		for _, n := range ru.Notes {
+			p.wrap("  - ", "    ", snapshot.OneLine(n))
+		}
+	}
+	for _, d := range details {
+		rank, _ := rollup.Identify(d.Result.Input, d.Input)
+		p.f("\n%s\n", clipRunes(fmt.Sprintf("── rank %d ── %s ", rank, snapshot.OneLine(d.Result.Input.Path))+strings.Repeat("─", TextWidth), TextWidth))
+		if p.err == nil {
+			p.err = TextTop(w, d.Result, top)
+		}
+	}
+	return p.err
+}
+
+// RollupMarkdown writes the roll-up for a bug ticket, then each result of
+// details in full, as Markdown writes it.
+func RollupMarkdown(w io.Writer, ru *rollup.Rollup, details []rollup.Detail) error {
+	p := &printer{w: w}
+	p.f("## torchmem roll-up: %s\n\n", plural(ru.Inputs, "input"))
+	p.f("**%s**\n\n", mdText(rollupHeadline(ru)))
+	if f := ru.FirstOOM; f != nil {
+		p.f("> **First OOM**: rank %d `%s`: requested **%s** with **%s** free, %s at `%s`.\n\n", f.Rank, deviceName(f.Device, firstOOMKind(ru)),
+			analysis.FormatBytes(f.RequestedBytes), analysis.FormatBytes(f.DeviceFreeBytes), mdText(phaseAt(f.Phase, f.Step)), mdCode(f.Site))
+	}
+	if len(ru.Ranks) > 0 {
+		rows, more := rowsOfInterest(ru, MaxListedRanks)
+		p.f("| rank | device | peak | peak in | largest at peak | OOM | leak/step | file |\n|---:|---|---:|---|---|---|---:|---|\n")
+		for _, r := range rows {
+			oom, leak := "", ""
+			if o := r.OOM; o != nil {
+				oom = fmt.Sprintf("%s requested, %s free, %s at `%s`", analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFreeBytes), mdText(phaseAt(o.Phase, o.Step)), mdCode(o.Site))
+			}
+			if len(r.Leaks) > 0 {
+				leak = fmt.Sprintf("%s %s", analysis.FormatBytes(r.Leaks[0].BytesPerStep), r.Leaks[0].Kind)
+			}
+			p.f("| %d | %s | %s | %s | %s %s | %s | %s | `%s` |\n", r.Rank, mdText(deviceName(r.Device, r.Kind)), analysis.FormatBytes(r.PeakBytes),
+				mdText(phaseStep(r.PeakPhase, r.PeakStep)), r.Largest.Category, analysis.FormatBytes(r.Largest.Bytes), oom, leak, mdCode(r.Path))
+		}
+		if more > 0 {
+			p.f("\n%s more (every row: `--format json`).\n", plural(more, "device"))
+		}
+	}
+	if len(ru.Outliers) > 0 {
+		p.f("\n### Outliers\n\n")
+		for _, o := range ru.Outliers {
+			p.f("- **%s**: %s\n", mdText(rowName(o.Rank, o.Device, rowKind(ru, o.Input, o.Device))), mdText(outlierText(o)))
+		}
+	}
+	if len(ru.CommonSites) > 0 {
+		p.f("\n### Sites among the three largest on most ranks\n\n| site | category | ranks | median | max |\n|---|---|---:|---:|---:|\n")
+		for _, s := range ru.CommonSites {
+			p.f("| `%s` | %s | %d of %d | %s | %s |\n", mdCode(s.Site), s.Category, s.Ranks, len(ru.Ranks), analysis.FormatBytes(s.MedianBytes), analysis.FormatBytes(s.MaxBytes))
+		}
+	}
+	if len(ru.Notes) > 0 {
+		p.f("\n")
+		for _, n := range ru.Notes {
+			p.f("- %s\n", mdText(n))
+		}
+	}
+	for _, d := range details {
+		rank, _ := rollup.Identify(d.Result.Input, d.Input)
+		p.f("\n<details><summary>Rank %d: <code>%s</code></summary>\n\n", rank, mdText(d.Result.Input.Path))
+		if p.err == nil {
+			p.err = Markdown(w, d.Result)
+		}
+		p.f("\n</details>\n")
+	}
+	return p.err
+}
+
+// phaseStep is "backward 3", "forward", or "unknown".
+func phaseStep(p analysis.Phase, step int) string {
+	if p == "" {
+		p = analysis.PhaseUnknown
+	}
+	if step > 0 {
+		return fmt.Sprintf("%s %d", p, step)
+	}
+	return string(p)
+}
+
+// rowKind is the device kind of a row.
+func rowKind(ru *rollup.Rollup, input, device int) string {
+	for _, r := range ru.Ranks {
+		if r.Input == input && r.Device == device {
+			return r.Kind
+		}
+	}
+	return ""
+}
