@@ -222,21 +222,6 @@ func scanSurvivors(h *History, plan *StepPlan, steps []stepRange) *leakScan {
 // and the last.
 func (sc *leakScan) eligible() int { return len(sc.steps) - 2 }
 
-// stepRange names steps k0…k1 by their numbers.
-func (sc *leakScan) stepRange(ks []int) string {
-	if len(ks) == 0 {
-		return ""
-	}
-	a, b := sc.steps[ks[0]].n, sc.steps[ks[len(ks)-1]].n
-	if len(ks) == 1 {
-		return fmt.Sprintf("step %d", a)
-	}
-	if len(ks) == b-a+1 || ks[len(ks)-1]-ks[0]+1 == len(ks) {
-		return fmt.Sprintf("steps %d–%d", a, b)
-	}
-	return fmt.Sprintf("%d of steps %d–%d", len(ks), a, b)
-}
-
 // heldAtEnd sums the blocks of every step, the first and the last
 // included, that are still held at the end of the last step and were
 // allocated at one of sites: what a pattern holds at the end (a list that
@@ -422,13 +407,14 @@ func (sc *leakScan) keptFindings() []Leak {
 		if blocks > 1 {
 			what = fmt.Sprintf("%d tensors", blocks)
 		}
-		l.Evidence = fmt.Sprintf("%s leaves %s of %s per step that no later step frees (%s of %d; steps from %s): %s held at the end, growing by %s per step. One site keeping a tensor every step is a list or dict that collects tensors across steps (e.g. outputs.append(logits)).",
-			a.site, what, FormatBytes(per), sc.stepRange(a.steps), len(sc.steps), sc.plan.Evidence, FormatBytes(held), FormatBytes(per))
+		l.Evidence = fmt.Sprintf("%s leaves %s of %s per step that no later step frees: %s held at the end, from %s of %d.",
+			a.site, what, FormatBytes(per), FormatBytes(held), StepNumbers(seen), len(sc.steps))
+		l.Explanation = "One site keeping a tensor every step is a list or dict that collects tensors across steps (e.g. outputs.append(logits))."
 		if sc.graphAlive(a.steps) {
-			l.Evidence += " No backward runs in these steps: if the tensors were made under grad mode, each also keeps its step's autograd graph alive (CPU-side nodes, and any saved tensors)."
+			l.Explanation += " No backward runs in these steps: if the tensors were made under grad mode, each also keeps its step's autograd graph alive (CPU-side nodes, and any saved tensors)."
 		}
-		l.Fix = fmt.Sprintf("Keep a detached copy on the CPU, and only what is needed: outputs.append(logits.detach().cpu()) (or preds.append(logits.argmax(-1).cpu()), losses.append(loss.item())); or clear the list every step. Saves %s now and %s for every further step.",
-			FormatBytes(held), FormatBytes(per))
+		l.Remedy = "Keep a detached copy on the CPU, and only what is needed: outputs.append(logits.detach().cpu()) (or preds.append(logits.argmax(-1).cpu()), losses.append(loss.item())); or clear the list every step."
+		l.Fix = l.Remedy + savings(held, per)
 		out = append(out, l)
 	}
 	return out
@@ -520,19 +506,16 @@ func (sc *leakScan) graphFinding(ks []int) Leak {
 		top = append(top, fmt.Sprintf("%s %s/step", g.site, FormatBytes(g.bytes/int64(len(ks)))))
 	}
 	alive := sc.graphAlive(ks)
-	backward := "no backward pass frees them: the autograd graph of every step stays alive with its saved activations"
-	if !alive {
-		backward = "backward runs but does not free them: the graph is kept (retain_graph=True, or outputs that still require grad kept across steps)"
-	}
-	l.Evidence = fmt.Sprintf("In %s of %d (steps from %s) each step leaves about %d tensors from %d sites (%s per step, %s in all) allocated until the end; %s. Forward called at %s. Largest: %s.",
-		sc.stepRange(ks), len(sc.steps), sc.plan.Evidence, leakMedianInt(nblocks), len(groups), FormatBytes(perStep), FormatBytes(total), backward, call, strings.Join(top, ", "))
+	l.Evidence = fmt.Sprintf("Each step leaves about %d tensors (%s) from %d sites allocated until the end: %s held at the end, from %s of %d; forward called at %s. Largest: %s.",
+		leakMedianInt(nblocks), FormatBytes(perStep), len(groups), FormatBytes(total), StepNumbers(seen), len(sc.steps), call, strings.Join(top, ", "))
 	if alive {
-		l.Fix = fmt.Sprintf("Do not keep tensors that require grad across steps: if the loop does not train, run it under with torch.no_grad(): (or torch.inference_mode()); accumulate metrics with .item() (total_loss += loss.item()); store outputs with .detach() (.detach().cpu() to free the GPU). Saves %s now and %s for every further step.",
-			FormatBytes(total), FormatBytes(perStep))
+		l.Explanation = "No backward pass frees them: the autograd graph of every step stays alive with its saved activations."
+		l.Remedy = "Do not keep tensors that require grad across steps: if the loop does not train, run it under with torch.no_grad(): (or torch.inference_mode()); accumulate metrics with .item() (total_loss += loss.item()); store outputs with .detach() (.detach().cpu() to free the GPU)."
 	} else {
-		l.Fix = fmt.Sprintf("Let backward free the graph: drop retain_graph=True unless a second backward needs it, and keep nothing that requires grad across steps — .item() for metrics (total_loss += loss.item()), .detach() for outputs (.detach().cpu() to free the GPU). Saves %s now and %s for every further step.",
-			FormatBytes(total), FormatBytes(perStep))
+		l.Explanation = "Backward runs but does not free them: the graph is kept (retain_graph=True, or outputs that still require grad kept across steps)."
+		l.Remedy = "Let backward free the graph: drop retain_graph=True unless a second backward needs it, and keep nothing that requires grad across steps — .item() for metrics (total_loss += loss.item()), .detach() for outputs (.detach().cpu() to free the GPU)."
 	}
+	l.Fix = l.Remedy + savings(total, perStep)
 	return l
 }
 
@@ -736,10 +719,11 @@ func (sc *leakScan) cycleFinding() (Leak, bool) {
 	if bulk {
 		how = "in one burst of frees"
 	}
-	l.Evidence = fmt.Sprintf("A sawtooth (steps from %s): tensors allocated at %s (%s per step) stay allocated across several steps and are then released %s: %s. Up to %s is held at once. Tensors freed in bulk long after their step are kept by objects in a reference cycle, which only Python's garbage collector (gc.collect) frees.",
-		sc.plan.Evidence, groups[0].site, FormatBytes(perStep), how, strings.Join(at, "; "), FormatBytes(held))
-	l.Fix = fmt.Sprintf("Break the cycle so that reference counting frees the tensors at the end of each step: do not store tensors on objects that reference themselves (self.cache = {..., 'owner': self}, closures or hooks capturing the module, a kept exception with its traceback); use weakref or del the references each step; store .detach() copies. As a stopgap, call gc.collect() every step. Saves up to %s at the peak.",
-		FormatBytes(held))
+	l.Evidence = fmt.Sprintf("Tensors allocated at %s (%s per step) stay allocated across several steps and are then released %s: %s. Up to %s is held at once.",
+		groups[0].site, FormatBytes(perStep), how, strings.Join(at, "; "), FormatBytes(held))
+	l.Explanation = "A sawtooth: tensors freed in bulk long after their step are kept by objects in a reference cycle, which only Python's garbage collector (gc.collect) frees."
+	l.Remedy = "Break the cycle so that reference counting frees the tensors at the end of each step: do not store tensors on objects that reference themselves (self.cache = {..., 'owner': self}, closures or hooks capturing the module, a kept exception with its traceback); use weakref or del the references each step; store .detach() copies. As a stopgap, call gc.collect() every step."
+	l.Fix = l.Remedy + fmt.Sprintf(" Saves up to %s at the peak.", FormatBytes(held))
 	return l, true
 }
 
@@ -877,17 +861,24 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 		l.Confidence = Low // a cache growing with the sequence: expected while generating
 	}
 	first, last := S[1].n, S[len(S)-1].n
-	l.Evidence = fmt.Sprintf("Allocated memory at the start of each step (steps from %s) rose from %s at step %d to %s after step %d: %s per step, rising in %d of %d steps.",
-		sc.plan.Evidence, FormatBytes(vals[0]), first, FormatBytes(vals[len(vals)-1]), last, FormatBytes(slope), rises, len(diffs))
+	l.Evidence = fmt.Sprintf("Allocated memory at the start of each step rose from %s at step %d to %s after step %d: %s per step, rising in %d of %d steps.",
+		FormatBytes(vals[0]), first, FormatBytes(vals[len(vals)-1]), last, FormatBytes(slope), rises, len(diffs))
 	if site != "" {
 		l.Evidence += fmt.Sprintf(" Most of it (%s) is memory allocated at %s.", FormatBytes(best), site)
 	}
+	l.Explanation = "Memory rises at every step and no graph or list found above explains it: something keeps tensors alive from one step to the next."
 	if kvCache {
-		l.Evidence += " It is allocated in cache code: a key/value cache that grows with the generated sequence is expected, not a leak, unless it is never reset between sequences."
+		l.Explanation = "It is allocated in cache code: a key/value cache that grows with the generated sequence is expected, not a leak, unless it is never reset between sequences."
 	}
-	l.Fix = fmt.Sprintf("Find what keeps tensors alive from one step to the next (allocated at %s): a tensor accumulated with its graph (use .item() or .detach()), a list or dict of GPU tensors (.detach().cpu()), a buffer grown with torch.cat (preallocate or bound it), a cache that grows by design (cap it). Saves %s per step, %s so far.",
-		leakOrUnknown(site), FormatBytes(slope), FormatBytes(total))
+	l.Remedy = fmt.Sprintf("Find what keeps tensors alive from one step to the next (allocated at %s): a tensor accumulated with its graph (use .item() or .detach()), a list or dict of GPU tensors (.detach().cpu()), a buffer grown with torch.cat (preallocate or bound it), a cache that grows by design (cap it).",
+		leakOrUnknown(site))
+	l.Fix = l.Remedy + fmt.Sprintf(" Saves %s per step, %s so far.", FormatBytes(slope), FormatBytes(total))
 	return l, true
+}
+
+// savings is the end of a fix: what it saves now and at every further step.
+func savings(now, perStep int64) string {
+	return fmt.Sprintf(" Saves %s now and %s for every further step.", FormatBytes(now), FormatBytes(perStep))
 }
 
 // stackInCache reports whether a stack runs through cache code (a frame

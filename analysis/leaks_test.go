@@ -253,13 +253,16 @@ func TestLeakFixtureSpecifics(t *testing.T) {
 	if want := []int{1, 2, 3, 4, 5, 6, 7, 8}; !slices.Equal(l.SeenInSteps, want) || l.Steps != len(want) {
 		t.Errorf("retained_graph seen in steps %v (%d), want %v", l.SeenInSteps, l.Steps, want)
 	}
-	if !strings.Contains(l.Evidence, "the loop at eval.py:38 evaluate") {
-		t.Errorf("eval steps should come from the loop frame (eval.py:38, the loop body's first line): %s", l.Evidence)
+	if h := leakHistories(s)[0]; h.Steps.Evidence != "the loop at eval.py:38 evaluate" {
+		t.Errorf("eval steps should come from the loop frame (eval.py:38, the loop body's first line): %s", h.Steps.Evidence)
+	}
+	if !strings.Contains(l.Evidence, "from steps 1–8 of 8") || !strings.Contains(l.Explanation, "No backward pass frees them") {
+		t.Errorf("retained_graph evidence: %s / %s", l.Evidence, l.Explanation)
 	}
 
 	s = leakReadSim(t, snapshottest.TrainLoopGrowingList(c))
 	ls = DetectLeaks(s, leakHistories(s))
-	if len(ls) != 1 || !strings.Contains(ls[0].Fix, ".detach().cpu()") || !strings.Contains(ls[0].Evidence, "optimizer steps") {
+	if len(ls) != 1 || !strings.Contains(ls[0].Fix, ".detach().cpu()") || !strings.HasPrefix(ls[0].Fix, ls[0].Remedy) || leakHistories(s)[0].Steps.Source != StepsFromOptimizer {
 		t.Errorf("growing list: %s", describeLeaks(ls))
 	}
 	// A list that keeps the logits of each of 6 steps holds 6 of them at

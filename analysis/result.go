@@ -217,8 +217,16 @@ type Leak struct {
 	Steps        int        `json:"steps"`
 	TotalBytes   int64      `json:"total_bytes"`
 	Confidence   Confidence `json:"confidence"`
-	Evidence     string     `json:"evidence"`
-	Fix          string     `json:"fix"`
+	// Evidence is what was measured for this finding (its site, bytes and
+	// steps).
+	Evidence string `json:"evidence"`
+	// Explanation says what such a pattern means; findings of one kind and
+	// step pattern share it (a report prints it once for the group).
+	Explanation string `json:"explanation"`
+	// Fix is the remedy with what it saves; Remedy the remedy alone,
+	// shared by findings of one kind.
+	Fix    string `json:"fix"`
+	Remedy string `json:"remedy"`
 	// StepsUntilFull is how many more steps at this rate fill the device (0 when unknown).
 	StepsUntilFull int `json:"steps_until_full,omitempty"`
 	// SeenInSteps are the numbers of the steps (DeviceResult.Steps) the

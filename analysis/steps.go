@@ -2,6 +2,8 @@ package analysis
 
 import (
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -229,3 +231,29 @@ func loopSite(fn funcKey, head int64) string {
 
 // funcKey is a Python function: its file and name.
 type funcKey struct{ file, name string }
+
+// StepNumbers names a set of step numbers in order, runs joined: "step 3",
+// "steps 1–8", "steps 1–3, 5, 7–8".
+func StepNumbers(nums []int) string {
+	if len(nums) == 0 {
+		return "no step"
+	}
+	var parts []string
+	for i := 0; i < len(nums); {
+		j := i
+		for j+1 < len(nums) && nums[j+1] == nums[j]+1 {
+			j++
+		}
+		switch {
+		case j == i:
+			parts = append(parts, strconv.Itoa(nums[i]))
+		default:
+			parts = append(parts, strconv.Itoa(nums[i])+"–"+strconv.Itoa(nums[j]))
+		}
+		i = j + 1
+	}
+	if len(nums) == 1 {
+		return "step " + parts[0]
+	}
+	return "steps " + strings.Join(parts, ", ")
+}

@@ -99,8 +99,7 @@ func (lp *loopPositions) chain(st snapshot.StackID) *loopChain {
 type loopTrack struct {
 	started  bool
 	prevLine int64
-	head     int64 // the loop body's first line, once a boundary is known
-	hasHead  bool
+	head     int64 // the loop body's first line
 	segStart int   // event index where the current iteration began
 	segModel bool  // the current iteration called the model
 	segMax   int64 // the highest line of the current iteration
@@ -109,17 +108,18 @@ type loopTrack struct {
 	maxLine  int64 // the loop body's last line (of the closed iterations)
 }
 
-// loopSeen is the last event at which a position allocated at a line.
+// loopSeen is a line of a position (the last event that allocated there,
+// or how often the position's line returned to it).
 type loopSeen struct {
 	pos  int32
 	line int64
 }
 
 // step advances the track of a position by an allocation at event i, line
-// l: a return to an earlier line that the current iteration already
-// allocated at, and no later than the loop's head, starts an iteration.
+// l: a return to the loop's head (or an earlier line) that the current
+// iteration already allocated at starts an iteration.
 func (t *loopTrack) step(i int, l int64, model bool, seen map[loopSeen]int, pos int32) {
-	if t.started && l < t.prevLine && (!t.hasHead || l <= t.head) {
+	if t.started && l < t.prevLine && l <= t.head {
 		if last, ok := seen[loopSeen{pos, l}]; ok && last >= t.segStart {
 			t.bounds = append(t.bounds, i)
 			if t.segModel {
@@ -127,7 +127,6 @@ func (t *loopTrack) step(i int, l int64, model bool, seen map[loopSeen]int, pos 
 			}
 			t.maxLine = max(t.maxLine, t.segMax)
 			t.segStart, t.segModel, t.segMax = i, false, l
-			t.head, t.hasHead = l, true
 		}
 	}
 	if !t.started {
@@ -150,15 +149,11 @@ func (t *loopTrack) iterations() (n, model int) {
 	return n, model
 }
 
-// loopSteps finds the loop that runs the model and cuts the events at the
-// start of each of its iterations. Among the positions whose iterations
-// call the model, the one with the most iterations wins (the outermost
-// among equals).
-func loopSteps(h *History) planFound {
+// walkLoopChains calls fn for every frame of the loop chain of every
+// allocation (an allocation with the stack of the one before changes no
+// line and is skipped).
+func walkLoopChains(h *History, lp *loopPositions, fn func(i int, pos int32, line int64, model bool)) {
 	ev := h.Device.Events
-	lp := newLoopPositions(h.Snap)
-	var tracks []*loopTrack
-	seen := map[loopSeen]int{}
 	prev := snapshot.StackID(0)
 	for i := range ev {
 		e := &ev[i]
@@ -171,30 +166,77 @@ func loopSteps(h *History) planFound {
 			continue
 		}
 		for d, pos := range c.pos {
-			for int(pos) >= len(tracks) {
-				tracks = append(tracks, nil)
-			}
-			t := tracks[pos]
-			if t == nil {
-				t = &loopTrack{}
-				tracks[pos] = t
-			}
 			// the model is called below this frame when the chain goes on
-			// into it from here or from a deeper frame
-			t.step(i, c.lines[d], c.model, seen, pos)
+			// into it from a deeper frame
+			fn(i, pos, c.lines[d], c.model)
 		}
 	}
+}
+
+// loopSteps finds the loop that runs the model and cuts the events at the
+// start of each of its iterations. A first walk finds, for every position,
+// the lines its line returns to: the loop body's first line is the lowest
+// one it returns to more than once (a multi-line call or an inner loop
+// returns to later lines). A second walk cuts the iterations there. Among
+// the positions whose iterations call the model, the one with the most
+// iterations wins (the outermost among equals).
+func loopSteps(h *History) planFound {
+	lp := newLoopPositions(h.Snap)
+	type back struct {
+		started bool
+		prev    int64
+	}
+	var backs []back
+	returns := map[loopSeen]int{}
+	seen := map[loopSeen]int{}
+	walkLoopChains(h, lp, func(i int, pos int32, l int64, _ bool) {
+		for int(pos) >= len(backs) {
+			backs = append(backs, back{})
+		}
+		b := &backs[pos]
+		if _, ok := seen[loopSeen{pos, l}]; ok && b.started && l < b.prev {
+			returns[loopSeen{pos, l}]++
+		}
+		b.started, b.prev = true, l
+		seen[loopSeen{pos, l}] = i
+	})
+	heads := map[int32]int64{}
+	total := map[int32]int{}
+	for k, n := range returns {
+		total[k.pos] += n
+		if h, ok := heads[k.pos]; n >= 2 && (!ok || k.line < h) {
+			heads[k.pos] = k.line
+		}
+	}
+	for k := range returns {
+		if _, ok := heads[k.pos]; !ok && total[k.pos] == 1 {
+			heads[k.pos] = k.line // one return: two iterations
+		}
+	}
+	if len(heads) == 0 {
+		return planFound{}
+	}
+	tracks := map[int32]*loopTrack{}
+	for pos, hd := range heads {
+		tracks[pos] = &loopTrack{head: hd}
+	}
+	clear(seen)
+	walkLoopChains(h, lp, func(i int, pos int32, l int64, model bool) {
+		if t := tracks[pos]; t != nil {
+			t.step(i, l, model, seen, pos)
+		}
+	})
 	best, bestN := int32(-1), 1
 	for pos, t := range tracks {
-		if t == nil || len(t.bounds) == 0 {
+		if len(t.bounds) == 0 {
 			continue
 		}
 		n, model := t.iterations()
 		if float64(model) < loopModelShareMin*float64(n) {
 			continue
 		}
-		if n > bestN || n == bestN && best >= 0 && lp.depth[pos] < lp.depth[best] {
-			best, bestN = int32(pos), n
+		if n > bestN || n == bestN && best >= 0 && (lp.depth[pos] < lp.depth[best] || lp.depth[pos] == lp.depth[best] && pos < best) {
+			best, bestN = pos, n
 		}
 	}
 	if best < 0 {

@@ -92,3 +92,20 @@ func TestPhasesWithoutBackward(t *testing.T) {
 		})
 	}
 }
+
+func TestStepNumbers(t *testing.T) {
+	for _, tt := range []struct {
+		in   []int
+		want string
+	}{
+		{nil, "no step"},
+		{[]int{3}, "step 3"},
+		{[]int{1, 2, 3, 4, 5, 6, 7, 8}, "steps 1–8"},
+		{[]int{1, 2, 3, 5, 7, 8}, "steps 1–3, 5, 7–8"},
+		{[]int{2, 4}, "steps 2, 4"},
+	} {
+		if got := StepNumbers(tt.in); got != tt.want {
+			t.Errorf("StepNumbers(%v) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -172,27 +172,36 @@ func fromEvidence(ev *evidence) []Suggestion {
 }
 
 // leakSuggestions turns medium- and high-confidence leak findings into the
-// detach_or_item / no_grad_eval suggestions; the saving is the leaked bytes.
+// detach_or_item / no_grad_eval suggestions; the saving is what the
+// findings of each hold at the end, all of them (two lists kept per step
+// save both).
 func leakSuggestions(leaks []Leak) []Suggestion {
 	var out []Suggestion
-	seen := map[string]bool{}
+	index := map[string]int{}
+	more := map[string]int{}
 	for _, l := range leaks {
-		if l.Confidence == Low {
+		if l.Confidence == Low || l.Kind == LeakStepGrowth || l.Kind == LeakReferenceCycle {
 			continue
 		}
 		id, title, how := "detach_or_item", "Stop keeping tensors (and their graphs) across steps",
 			"total_loss += loss.item()        # a Python float, not a tensor with a graph\noutputs.append(logits.detach().cpu())"
-		if l.Kind == "retained_graph" {
+		if l.Kind == LeakRetainedGraph {
 			id, title, how = "no_grad_eval", "Run evaluation without autograd",
 				"with torch.inference_mode():    # or torch.no_grad()\n    for x, y in val_loader:\n        total_loss += loss_fn(model(x), y).item()"
 		}
-		if l.Kind == "step_growth" || l.Kind == "reference_cycle" || seen[id] {
+		if i, ok := index[id]; ok {
+			out[i].EstimatedSavingsBytes += l.TotalBytes
+			more[id]++
 			continue
 		}
-		seen[id] = true
+		index[id] = len(out)
 		out = append(out, Suggestion{ID: id, Title: title,
 			Because:               fmt.Sprintf("%s leak at %s: %s per step over %d steps (%s)", l.Kind, l.Site, FormatBytes(l.BytesPerStep), l.Steps, l.Evidence),
 			EstimatedSavingsBytes: l.TotalBytes, Cost: "none", How: how})
+	}
+	for id, n := range more {
+		s := &out[index[id]]
+		s.Because += fmt.Sprintf("; and %d more such %s, %s held in all", n, map[bool]string{true: "leak", false: "leaks"}[n == 1], FormatBytes(s.EstimatedSavingsBytes))
 	}
 	return out
 }

@@ -70,13 +70,7 @@ func TextTop(w io.Writer, r *analysis.Result, top int) error {
 			p.wrap("  phases   ", tab, ph)
 		}
 	}
-	if len(r.Leaks) > 0 {
-		p.f("\nleaks\n")
-		for _, l := range r.Leaks {
-			p.wrap("  ", "      ", fmt.Sprintf("[%s] %s on device %d at %s: %s/step over %d steps (%s); fix: %s", l.Confidence, l.Kind, l.Device,
-				snapshot.OneLine(l.Site), analysis.FormatBytes(l.BytesPerStep), l.Steps, snapshot.OneLine(l.Evidence), snapshot.OneLine(l.Fix)))
-		}
-	}
+	textLeaks(p, r)
 	if len(r.Suggestions) > 0 {
 		p.f("\nsuggestions (by estimated saving)\n")
 		for i, s := range r.Suggestions {
@@ -234,12 +228,7 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 			}
 		}
 	}
-	if len(r.Leaks) > 0 {
-		p.f("\n### Leaks\n\n| kind | site | per step | steps | confidence | fix |\n|---|---|---:|---:|---|---|\n")
-		for _, l := range r.Leaks {
-			p.f("| %s | `%s` | %s | %d | %s | %s |\n", l.Kind, mdCode(l.Site), analysis.FormatBytes(l.BytesPerStep), l.Steps, l.Confidence, mdText(l.Fix))
-		}
-	}
+	markdownLeaks(p, r)
 	if len(r.Suggestions) > 0 {
 		p.f("\n### Suggestions\n\n| # | change | saves | cost | because |\n|---:|---|---:|---|---|\n")
 		for i, s := range r.Suggestions {

@@ -31,6 +31,10 @@ type LeakConfig struct {
 	// FirstExtra makes the first iteration allocate more: a cuBLAS-style
 	// workspace kept for the run and a lazily made buffer.
 	FirstExtra bool
+	// KeepHidden makes EvalLoopKeepingOutputs also keep each step's last
+	// hidden state (hidden.append(model.norm_out) — model.py:146 forward):
+	// two growing lists of one step pattern.
+	KeepHidden bool
 	// Framework drives the evaluation loop from a framework (a hydra entry
 	// point running a Lightning-style prediction loop): deep library stacks,
 	// the loop in the library, the user's code in predict_step.
@@ -427,6 +431,10 @@ func evalLoop(c LeakConfig, leak, keepOutputs bool) *Sim {
 			}
 			s.Free(0, ls)
 			s.Free(0, loss) // loss.item() copies to the host; the tensor dies
+			if keepOutputs && c.KeepHidden {
+				// the final norm's output, kept by the model for the caller
+				s.Alloc(0, m.tokens*c.Hidden*4, m.top(146, "layer_norm", m.outer(41), s.F("torch/nn/functional.py", 2910, "layer_norm"), s.F("torch/nn/modules/normalization.py", 217, "forward"), m.call, m.wrap))
+			}
 			if keepOutputs {
 				return // outputs.append(logits): never freed
 			}
