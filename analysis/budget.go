@@ -298,6 +298,10 @@ func Check(r *Result, opts CheckOptions) (*CheckResult, error) {
 	return cr, nil
 }
 
+// Add records one more check item and counts its outcome (for checks made
+// outside Check, such as a roll-up's).
+func (c *CheckResult) Add(it CheckItem) { c.add(it) }
+
 func (c *CheckResult) add(it CheckItem) {
 	switch it.Status {
 	case CheckPass:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/analysis/rollup"
 	"github.com/torchmem/torchmem/report"
 	"github.com/torchmem/torchmem/snapshot"
 	"gopkg.in/yaml.v3"
@@ -54,7 +55,7 @@ func newCheckCmd(g *globals) *cobra.Command {
 		github, allowOOM, updateBaseline                       bool
 	)
 	cmd := &cobra.Command{
-		Use:   "check FILE...",
+		Use:   "check FILE|FOLDER...",
 		Short: "Fail a CI build on an OOM, memory over budget, or growth against a baseline",
 		Long: `check verifies each FILE (a snapshot, a trace, or JSON from
 'torchmem analyze --format json') against budgets and a baseline, per device.
@@ -74,6 +75,8 @@ Budgets (--budget KEY=VALUE, repeatable; sizes like 20GiB, 512MiB, 0 — GiB is
                      phase:data, phase:unknown (skipped when the run has none)
   growth_per_step    the largest bytes per step of any leak finding
   leaks              how many medium/high-confidence leaks (a count)
+  imbalance          the largest peak over the median peak of all the
+                     devices of all FILEs (a ratio like 1.2; see analyze)
 
 --baseline is an earlier analysis (JSON of torchmem analyze, or a snapshot),
 compared like with like: the overall peak, and for every phase both runs have,
@@ -82,6 +85,13 @@ that phase's peak and each category at it, may not grow by more than
 any growth fails). A failed check names the allocation sites that grew most.
 --update-baseline writes FILE's analysis to the --baseline path instead of
 comparing with it (after the other checks pass).
+
+Several FILEs (or folders: every snapshot, trace and torchmem JSON below
+them) are the ranks of one job, analysed in parallel: every budget applies
+to every rank. A roll-up (analyze --format json of several files, schema
+torchmem.rollup/v1) may be a FILE — its inputs are checked — or the
+--baseline: each rank is then compared with the same rank of the baseline
+(ranks found as analyze finds them; a rank the baseline lacks is skipped).
 
 --config reads the same from YAML (flags win; the baseline path is relative
 to the config file):
@@ -100,7 +110,8 @@ working directory.`,
   torchmem analyze --format json main.pickle > base.json
   torchmem check pr.pickle --baseline base.json --tolerance 5% --github
   torchmem check main.pickle --baseline base.json --update-baseline
-  torchmem check --config torchmem.yaml --junit torchmem.xml rank0.pickle rank1.pickle`,
+  torchmem check --config torchmem.yaml --junit torchmem.xml rank0.pickle rank1.pickle
+  torchmem check run42/ --budget peak=70GiB --budget imbalance=1.2 --baseline main-rollup.json`,
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: inputCompletion,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -109,6 +120,7 @@ working directory.`,
 			}
 			opts := analysis.CheckOptions{Device: device}
 			byKey := map[string]analysis.Budget{}
+			var imbalance string // the imbalance budget's value, checked on the roll-up
 			if config != "" {
 				c, err := readCheckConfig(config)
 				if err != nil {
@@ -120,6 +132,11 @@ working directory.`,
 				}
 				sort.Strings(keys)
 				for _, k := range keys {
+					if k == rollup.BudgetImbalance {
+						byKey[k] = analysis.Budget{Key: k, Limit: -1}
+						imbalance = c.Budgets[k]
+						continue
+					}
 					b, err := analysis.NewBudget(k, c.Budgets[k])
 					if err != nil {
 						return &exitError{exitInput, fmt.Errorf("--config %s: %w", config, err)}
@@ -140,13 +157,27 @@ working directory.`,
 				}
 			}
 			for _, s := range budgets {
+				if k, v, ok := strings.Cut(s, "="); ok && strings.TrimSpace(k) == rollup.BudgetImbalance {
+					byKey[rollup.BudgetImbalance] = analysis.Budget{Key: rollup.BudgetImbalance, Limit: -1}
+					imbalance = v
+					continue
+				}
 				b, err := analysis.ParseBudget(s)
 				if err != nil {
 					return &exitError{exitInput, fmt.Errorf("--budget: %w", err)}
 				}
 				byKey[b.Key] = b
 			}
+			imbalanceLimit := 0.0
 			for _, b := range byKey {
+				if b.Key == rollup.BudgetImbalance {
+					l, err := rollup.ParseImbalance(imbalance)
+					if err != nil {
+						return &exitError{exitInput, fmt.Errorf("--budget: %w", err)}
+					}
+					imbalanceLimit = l
+					continue
+				}
 				opts.Budgets = append(opts.Budgets, b)
 			}
 			if tolerance != "" {
@@ -157,7 +188,7 @@ working directory.`,
 				opts.Tolerance = t
 			}
 			opts.AllowOOM = allowOOM
-			if len(opts.Budgets) == 0 && baseline == "" && allowOOM {
+			if len(opts.Budgets) == 0 && imbalanceLimit == 0 && baseline == "" && allowOOM {
 				return &exitError{exitInput, errors.New("nothing to check: with --allow-oom, give --budget, --baseline or --config")}
 			}
 			if updateBaseline && (baseline == "" || len(args) != 1) {
@@ -170,24 +201,53 @@ working directory.`,
 			if updateBaseline {
 				return writeBaseline(g, cmd.OutOrStdout(), args[0], baseline, aopts, opts)
 			}
+			var bases *rollup.Baselines
 			if baseline != "" {
-				b, err := g.loadResult(baseline, aopts)
+				var err error
+				bases, err = g.loadBaselines(baseline, aopts)
 				if err != nil {
 					return err
 				}
-				opts.Baseline, opts.BaselinePath = b, baseline
+				opts.BaselinePath = baseline
+			}
+			paths, err := expandInputs(args, isCheckInput, "snapshot, trace or torchmem JSON")
+			if err != nil {
+				return err
 			}
 			var results []*analysis.CheckResult
-			for _, path := range args {
-				r, err := g.loadResult(path, aopts)
-				if err != nil {
-					return err
+			b := rollup.NewBuilder()
+			n := 0
+			check := func(r *analysis.Result) error {
+				o := opts
+				var missing string
+				if bases != nil {
+					o.Baseline, missing = bases.For(r, n)
 				}
-				cr, err := analysis.Check(r, opts)
+				n++
+				cr, err := analysis.Check(r, o)
 				if err != nil {
 					return &exitError{exitInput, err}
 				}
+				if missing != "" {
+					cr.Add(analysis.CheckItem{Name: "baseline", Kind: analysis.CheckKindRegression, Device: -1, Status: analysis.CheckSkip, Message: missing})
+				}
 				results = append(results, cr)
+				b.Add(r)
+				return nil
+			}
+			if len(paths) == 1 && !isRollupFile(paths[0]) {
+				r, err := g.loadResult(paths[0], aopts)
+				if err != nil {
+					return err
+				}
+				if err := check(r); err != nil {
+					return err
+				}
+			} else if err := g.loadAll(paths, g.checkLoader(aopts), check); err != nil {
+				return err
+			}
+			if imbalanceLimit > 0 {
+				results = append(results, rollup.CheckImbalance(b.Rollup(), imbalanceLimit))
 			}
 			return writeChecks(cmd.OutOrStdout(), g.stderr, format, junit, github, sourceRoot, results)
 		},

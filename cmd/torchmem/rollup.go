@@ -27,10 +27,19 @@ const aheadPerWorker = 4
 // inputs being analysed at once, not all of them. The first input that
 // fails, in input order, stops the run with its error.
 func (g *globals) analyzeAll(paths []string, opts analysis.Options, use func(*analysis.Result) error) error {
+	return g.loadAll(paths, func(path string) ([]*analysis.Result, error) {
+		r, err := g.analyzeOne(path, opts)
+		return []*analysis.Result{r}, err
+	}, use)
+}
+
+// loadAll is analyzeAll with load turning each path into its results (an
+// analysis of a snapshot, or the analyses a JSON file holds).
+func (g *globals) loadAll(paths []string, load func(string) ([]*analysis.Result, error), use func(*analysis.Result) error) error {
 	workers := min(runtime.GOMAXPROCS(0), len(paths))
 	g.boundMemoryFor(paths, workers)
 	type done struct {
-		r   *analysis.Result
+		rs  []*analysis.Result
 		err error
 	}
 	slots := make([]chan done, len(paths))
@@ -59,8 +68,8 @@ func (g *globals) analyzeAll(paths []string, opts analysis.Options, use func(*an
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				r, err := g.analyzeOne(paths[i], opts)
-				slots[i] <- done{r, err}
+				rs, err := load(paths[i])
+				slots[i] <- done{rs, err}
 			}
 		}()
 	}
@@ -74,8 +83,11 @@ func (g *globals) analyzeAll(paths []string, opts analysis.Options, use func(*an
 	var read int64
 	for i := range paths {
 		d := <-slots[i]
-		if err = d.err; err == nil {
-			err = use(d.r)
+		err = d.err
+		for _, r := range d.rs {
+			if err == nil {
+				err = use(r)
+			}
 		}
 		if err != nil {
 			break

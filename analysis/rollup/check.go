@@ -1,0 +1,100 @@
+package rollup
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/torchmem/torchmem/analysis"
+)
+
+// BudgetImbalance is the budget key of a roll-up's imbalance: the largest
+// peak over the median peak (torchmem check --budget imbalance=1.2).
+const BudgetImbalance = "imbalance"
+
+// ParseImbalance reads an imbalance budget: a ratio of at least 1 ("1.2",
+// "1.2x").
+func ParseImbalance(value string) (float64, error) {
+	v := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(value), "x"), "×")
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 1 {
+		return 0, fmt.Errorf("budget %s=%q: want a ratio of the largest peak to the median peak, at least 1, like 1.2", BudgetImbalance, value)
+	}
+	return f, nil
+}
+
+// CheckImbalance checks the roll-up's imbalance against limit: it fails
+// when the largest peak is more than limit times the median peak. Actual
+// and Limit are bytes: the worst rank's peak and limit × the median.
+// With fewer than two devices there is nothing to compare: skipped.
+func CheckImbalance(ru *Rollup, limit float64) *analysis.CheckResult {
+	cr := &analysis.CheckResult{Schema: analysis.CheckSchemaID, Checks: []analysis.CheckItem{},
+		Input: analysis.Input{Path: fmt.Sprintf("roll-up of %d inputs", ru.Inputs), Format: "rollup"}}
+	it := analysis.CheckItem{Name: "imbalance budget", Kind: analysis.CheckKindBudget, Key: BudgetImbalance, Device: -1}
+	if len(ru.Ranks) < 2 || ru.Worst == nil || ru.MedianPeakBytes <= 0 {
+		it.Status = analysis.CheckSkip
+		it.Message = fmt.Sprintf("%d device(s) with memory: no imbalance to measure", len(ru.Ranks))
+		cr.Add(it)
+		return cr
+	}
+	it.Device = ru.Worst.Device
+	it.Actual = ru.Worst.PeakBytes
+	it.Limit = int64(math.Min(limit*float64(ru.MedianPeakBytes), math.MaxInt64))
+	ratio := float64(ru.Worst.PeakBytes) / float64(ru.MedianPeakBytes)
+	it.Status = analysis.CheckPass
+	word := "within"
+	if ratio > limit {
+		it.Status, word = analysis.CheckFail, "over"
+	}
+	it.Message = fmt.Sprintf("imbalance %.2f× %s the budget of %.2f×: rank %d's peak %s against the median peak %s of %s (allowed %s)",
+		ratio, word, limit, ru.Worst.Rank, analysis.FormatBytes(ru.Worst.PeakBytes), analysis.FormatBytes(ru.MedianPeakBytes),
+		plural(len(ru.Ranks), "device"), analysis.FormatBytes(it.Limit))
+	cr.Add(it)
+	return cr
+}
+
+// Baselines are what check compares the ranks of a job with: one analysis
+// for every rank, or — from a baseline roll-up — each rank's own analysis.
+type Baselines struct {
+	one    *analysis.Result
+	byRank map[int]*analysis.Result
+	n      int // inputs added
+}
+
+// OneBaseline compares every rank with r.
+func OneBaseline(r *analysis.Result) *Baselines { return &Baselines{one: r} }
+
+// NewBaselines starts an empty set of per-rank baselines; Add fills it with
+// a baseline roll-up's inputs, in their order.
+func NewBaselines() *Baselines { return &Baselines{byRank: map[int]*analysis.Result{}} }
+
+// Add takes the baseline roll-up's next input; its rank is found as for the
+// roll-up itself (Identify). A rank given twice keeps its first input.
+func (b *Baselines) Add(r *analysis.Result) {
+	rank, _ := Identify(r.Input, b.n)
+	b.n++
+	if _, ok := b.byRank[rank]; !ok {
+		b.byRank[rank] = r
+	}
+}
+
+// For returns the baseline of the input r at position order among the
+// inputs checked, or nil and why there is none.
+func (b *Baselines) For(r *analysis.Result, order int) (*analysis.Result, string) {
+	if b.byRank == nil {
+		return b.one, ""
+	}
+	rank, _ := Identify(r.Input, order)
+	if base := b.byRank[rank]; base != nil {
+		return base, ""
+	}
+	return nil, fmt.Sprintf("rank %d is not in the baseline roll-up (%s)", rank, plural(len(b.byRank), "rank"))
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
