@@ -186,8 +186,7 @@ func openRollup(t *testing.T, bctx context.Context, file string) rollupPageFacts
 	if err := chromedp.Do(tab); err != nil {
 		t.Fatal(err)
 	}
-	offline := network.EmulateNetworkConditionsByRuleParams{MatchedNetworkConditions: []*network.Conditions{{Offline: true}}}
-	if _, err := chromedp.Call(tab, network.EmulateNetworkConditionsByRule, offline); err != nil {
+	if err := networkOff(tab); err != nil {
 		t.Fatalf("network off: %v", err)
 	}
 	if err := chromedp.Do(tab, chromedp.Navigate((&url.URL{Scheme: "file", Path: abs}).String())); err != nil {
