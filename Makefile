@@ -52,7 +52,7 @@ bench-rollup:
 
 # Fuzz every target for FUZZTIME each (not run in CI).
 fuzz:
-	@for pkg in ./snapshot/ ./report/; do \
+	@for pkg in ./snapshot/ ./report/ ./cmd/torchmem/; do \
 		for t in $$($(GO) test -list 'Fuzz.*' $$pkg | grep ^Fuzz); do \
 			echo "== $$pkg $$t"; $(GO) test -run '^$$' -timeout 0 -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done; done
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dustin/go-humanize"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // CheckSchemaID is the JSON schema identifier of CheckResult.
@@ -139,19 +140,22 @@ func (t Tolerance) String() string {
 	return strconv.FormatFloat(t.Percent, 'f', -1, 64) + "%"
 }
 
-// Allowed is the largest value that passes against a baseline value.
+// Allowed is the largest value that passes against a baseline value. It
+// never wraps around: past the int64 range it sticks at its end.
 func (t Tolerance) Allowed(base int64) int64 {
 	if t.Bytes > 0 {
-		if base > math.MaxInt64-t.Bytes {
-			return math.MaxInt64
-		}
-		return base + t.Bytes
+		return satAdd(base, t.Bytes)
 	}
 	slack := math.Floor(float64(base) * t.Percent / 100)
-	if float64(base)+slack >= math.MaxInt64 {
+	switch {
+	case math.IsNaN(slack):
+		return base
+	case slack >= math.MaxInt64:
 		return math.MaxInt64
+	case slack <= math.MinInt64:
+		return satAdd(base, math.MinInt64)
 	}
-	return base + int64(slack)
+	return satAdd(base, int64(slack))
 }
 
 // CheckOptions says what Check verifies.
@@ -239,8 +243,22 @@ type CheckResult struct {
 func (c *CheckResult) OK() bool { return c.Failed == 0 }
 
 // Check verifies a run against budgets and, when set, a baseline. It
-// returns an error when opts selects a device the run does not have.
+// returns an error when opts selects a device the run does not have, and
+// when the run or the baseline states a byte figure no analysis holds
+// (negative, or beyond MaxFigureBytes): bad input, not a pass or a fail.
 func Check(r *Result, opts CheckOptions) (*CheckResult, error) {
+	if err := validResult(r); err != nil {
+		return nil, fmt.Errorf("%s: not an analysis torchmem wrote: %v", snapshot.OneLine(r.Input.Path), err)
+	}
+	if opts.Baseline != nil {
+		if err := validResult(opts.Baseline); err != nil {
+			path := opts.BaselinePath
+			if path == "" {
+				path = opts.Baseline.Input.Path
+			}
+			return nil, fmt.Errorf("baseline %s: not an analysis torchmem wrote: %v", snapshot.OneLine(path), err)
+		}
+	}
 	cr := &CheckResult{Schema: CheckSchemaID, Input: r.Input, Checks: []CheckItem{}}
 	if opts.Baseline != nil {
 		in := opts.Baseline.Input
@@ -399,7 +417,7 @@ func checkBudget(r *Result, d *DeviceResult, b Budget) CheckItem {
 	it.Message = fmt.Sprintf("device %d: %s %s%s", d.Device, subject, FormatBytes(it.Actual), detail)
 	if it.Actual > it.Limit {
 		it.Status = CheckFail
-		it.Message += fmt.Sprintf(" is over the budget of %s by %s", FormatBytes(it.Limit), FormatBytes(it.Actual-it.Limit))
+		it.Message += fmt.Sprintf(" is over the budget of %s by %s", FormatBytes(it.Limit), FormatBytes(satSub(it.Actual, it.Limit)))
 		it.Sites = budgetSites(d, b.Key)
 	} else {
 		it.Status = CheckPass
@@ -433,5 +451,5 @@ func signedPercent(base, cur int64) string {
 		}
 		return "was 0"
 	}
-	return fmt.Sprintf("%+.1f%%", float64(cur-base)*100/float64(base))
+	return fmt.Sprintf("%+.1f%%", (float64(cur)-float64(base))*100/float64(base))
 }

@@ -129,7 +129,7 @@ func siteGrowth(base, cur []Site, cat Category) []CheckSite {
 	before := map[string]int64{}
 	for _, s := range base {
 		if cat < 0 || s.Category == cat {
-			before[s.Site] += s.Bytes
+			before[s.Site] = satAdd(before[s.Site], s.Bytes)
 		}
 	}
 	now := map[string]*CheckSite{}
@@ -145,7 +145,7 @@ func siteGrowth(base, cur []Site, cat Category) []CheckSite {
 			now[s.Site] = cs
 			order = append(order, s.Site)
 		}
-		cs.Bytes += s.Bytes
+		cs.Bytes = satAdd(cs.Bytes, s.Bytes)
 	}
 	var out []CheckSite
 	for _, name := range order {
@@ -173,7 +173,7 @@ func largestSites(sites []Site, cat Category) []CheckSite {
 func sortSites(s []CheckSite) {
 	growth := func(c CheckSite) int64 {
 		if c.Baseline != nil {
-			return c.Bytes - *c.Baseline
+			return satSub(c.Bytes, *c.Baseline)
 		}
 		return c.Bytes
 	}
@@ -211,7 +211,7 @@ func (s CheckSite) Describe() string {
 	if s.Baseline == nil {
 		return s.Site + " " + FormatBytes(s.Bytes)
 	}
-	return fmt.Sprintf("%s %s → %s (+%s)", s.Site, FormatBytes(*s.Baseline), FormatBytes(s.Bytes), FormatBytes(s.Bytes-*s.Baseline))
+	return fmt.Sprintf("%s %s → %s (+%s)", s.Site, FormatBytes(*s.Baseline), FormatBytes(s.Bytes), FormatBytes(satSub(s.Bytes, *s.Baseline)))
 }
 
 // phaseCategoryKey splits "phase:forward:activation" into its phase and

@@ -29,7 +29,7 @@ type Delta struct {
 }
 
 // NewDelta returns the Delta from base to new.
-func NewDelta(base, new int64) Delta { return Delta{Base: base, New: new, Delta: new - base} }
+func NewDelta(base, new int64) Delta { return Delta{Base: base, New: new, Delta: satSub(new, base)} }
 
 // Percent is the change relative to the base in percent; ok is false when
 // the base is 0 (the change has no finite ratio).
@@ -302,12 +302,12 @@ func diffSites(b, n []Site) []SiteDiff {
 	bm := map[string]side{}
 	for _, s := range b {
 		v := bm[s.Site]
-		bm[s.Site] = side{v.bytes + s.Bytes, v.count + s.Count, s.Category, true}
+		bm[s.Site] = side{satAdd(v.bytes, s.Bytes), v.count + s.Count, s.Category, true}
 	}
 	nm := map[string]side{}
 	for _, s := range n {
 		v := nm[s.Site]
-		nm[s.Site] = side{v.bytes + s.Bytes, v.count + s.Count, s.Category, true}
+		nm[s.Site] = side{satAdd(v.bytes, s.Bytes), v.count + s.Count, s.Category, true}
 	}
 	out := []SiteDiff{}
 	add := func(site string, bs, ns side) {
@@ -385,6 +385,11 @@ func diffLeaks(b, n []Leak) []LeakDiff {
 			nm[k] = &n[i]
 		}
 	}
+	bmax := map[key]int64{} // the base's largest per step of each finding (one pass: linear)
+	for i := range b {
+		k := key{b[i].Device, b[i].Kind, b[i].Site}
+		bmax[k] = max(bmax[k], b[i].BytesPerStep)
+	}
 	out := []LeakDiff{}
 	used := map[key]bool{}
 	for i := range b {
@@ -398,13 +403,7 @@ func diffLeaks(b, n []Leak) []LeakDiff {
 		if l, ok := nm[k]; ok {
 			ld.Presence, ld.Confidence, nb = InBoth, l.Confidence, l.BytesPerStep
 		}
-		var bb int64
-		for j := range b {
-			if (key{b[j].Device, b[j].Kind, b[j].Site}) == k {
-				bb = max(bb, b[j].BytesPerStep)
-			}
-		}
-		ld.BytesPerStep = NewDelta(bb, nb)
+		ld.BytesPerStep = NewDelta(bmax[k], nb)
 		out = append(out, ld)
 	}
 	for i := range n {

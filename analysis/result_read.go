@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strings"
 
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -28,22 +29,23 @@ func JSONSchema(head []byte) string {
 
 // ReadResult decodes a Result written by torchmem analyze --format json (a
 // baseline): one object, or an array holding exactly one. schema is what
-// JSONSchema found; more than limit bytes is an error. Errors name path.
+// JSONSchema found; more than limit bytes without whitespace (at most
+// MaxResultBytes) is an error, and so are the other bounds of compactJSON
+// and figures no analysis holds (checkFigures). Errors name path.
 func ReadResult(r io.Reader, path, schema string, limit int64) (*Result, error) {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%s: %s", path, snapshot.OneLine(fmt.Sprintf(format, args...)))
 	}
 	if schema != SchemaID {
 		return nil, bad("schema %s is not an analysis (want %s, written by torchmem analyze --format json)", schema, SchemaID)
 	}
-	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	data, err := compactJSON(r, min(limit, MaxResultBytes))
 	if err != nil {
-		return nil, bad("%v", err)
+		if strings.Contains(err.Error(), "without whitespace") && limit < MaxResultBytes {
+			return nil, bad("past the limit of %d bytes (raise it with --max-input-bytes)", limit)
+		}
+		return nil, bad("not a valid torchmem analysis: %v", err)
 	}
-	if int64(len(data)) > limit {
-		return nil, bad("past the limit of %d bytes (raise it with --max-input-bytes)", limit)
-	}
-	data = bytes.TrimLeft(data, " \t\r\n")
 	var res Result
 	if len(data) > 0 && data[0] == '[' {
 		var list []Result
@@ -66,14 +68,15 @@ func ReadResult(r io.Reader, path, schema string, limit int64) (*Result, error) 
 
 // Validate is the check every reader of a Result from JSON applies (a
 // baseline, the summaries torchmem merge reads): the schema is this one,
-// and the result holds no more devices than a file may
-// (snapshot.DefaultMaxDevices).
+// the result holds no more devices than a file may
+// (snapshot.DefaultMaxDevices), and no byte figure is negative or beyond
+// MaxFigureBytes (see validResult).
 func (r *Result) Validate() error {
 	if r.Schema != SchemaID {
 		return fmt.Errorf("schema %q: want %s", r.Schema, SchemaID)
 	}
-	if n := len(r.Devices); n > snapshot.DefaultMaxDevices {
-		return fmt.Errorf("%d devices, more than the limit of %d", n, snapshot.DefaultMaxDevices)
+	if err := validResult(r); err != nil {
+		return fmt.Errorf("not an analysis torchmem wrote: %v", err)
 	}
 	return nil
 }

@@ -85,16 +85,17 @@ func diffAbs(v int64) int64 {
 	return v
 }
 
+// diffInputLine names an input; every part of it comes from a file.
 func diffInputLine(in analysis.Input) string {
-	s := snapshot.OneLine(in.Path)
+	s := in.Path
 	if in.Format != "" {
 		s += " (" + in.Format
 		if in.Generation != "" {
-			s += ", " + snapshot.OneLine(in.Generation)
+			s += ", " + in.Generation
 		}
 		s += ")"
 	}
-	return s
+	return snapshot.OneLine(s)
 }
 
 func diffPresenceNote(p analysis.Presence) string {
@@ -171,13 +172,13 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 		row(name, analysis.FormatBytes(v.Base), analysis.FormatBytes(v.New), Change(v))
 	}
 	for _, dd := range d.Devices {
-		p.f("\ndevice %s:%d%s\n", dd.Kind, dd.Device, diffPresenceNote(dd.Presence))
+		p.f("\ndevice %s:%d%s\n", snapshot.OneLine(dd.Kind), dd.Device, diffPresenceNote(dd.Presence))
 		row("", "base", "new", "change")
 		drow("peak allocated", dd.PeakAllocated)
 		drow("reserved at the peak", dd.PeakReserved)
 		drow("allocated at the end", dd.EndAllocated)
 		drow("reserved at the end", dd.EndReserved)
-		row("phase of the peak", string(dd.PeakPhase.Base), string(dd.PeakPhase.New), "")
+		row("phase of the peak", snapshot.OneLine(string(dd.PeakPhase.Base)), snapshot.OneLine(string(dd.PeakPhase.New)), "")
 		p.wrap("  OOM: ", "       ", snapshot.OneLine(diffOOMLine(dd.OOM)))
 		p.f("\n  at the peak\n")
 		for _, c := range dd.Categories {
@@ -194,7 +195,7 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 		if len(dd.Phases) > 0 {
 			p.f("  phases (highest peak)\n")
 			for _, ph := range dd.Phases {
-				drow("  "+string(ph.Phase)+diffPresenceNote(ph.Presence), ph.Peak)
+				drow("  "+snapshot.OneLine(string(ph.Phase))+diffPresenceNote(ph.Presence), ph.Peak)
 			}
 		}
 		if len(dd.Steps) > 0 {
@@ -218,8 +219,8 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 	if len(d.Leaks) > 0 {
 		p.f("\nleaks\n")
 		for _, l := range d.Leaks {
-			p.wrap(fmt.Sprintf("  %-8s ", leakPresence(l.Presence)), "           ", fmt.Sprintf("%s on device %d at %s: %s/step → %s/step [%s]", l.Kind, l.Device, snapshot.OneLine(l.Site),
-				analysis.FormatBytes(l.BytesPerStep.Base), analysis.FormatBytes(l.BytesPerStep.New), l.Confidence))
+			p.wrap(fmt.Sprintf("  %-8s ", leakPresence(l.Presence)), "           ", fmt.Sprintf("%s on device %d at %s: %s/step → %s/step [%s]", snapshot.OneLine(l.Kind), l.Device, snapshot.OneLine(l.Site),
+				analysis.FormatBytes(l.BytesPerStep.Base), analysis.FormatBytes(l.BytesPerStep.New), snapshot.OneLine(string(l.Confidence))))
 		}
 	}
 	return p.err
@@ -250,7 +251,7 @@ func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
 		drow("reserved at the peak", dd.PeakReserved)
 		drow("allocated at the end", dd.EndAllocated)
 		drow("reserved at the end", dd.EndReserved)
-		p.f("| phase of the peak | %s | %s | |\n", dd.PeakPhase.Base, dd.PeakPhase.New)
+		p.f("| phase of the peak | %s | %s | |\n", mdText(string(dd.PeakPhase.Base)), mdText(string(dd.PeakPhase.New)))
 		p.f("\nOOM: %s.\n", mdText(diffOOMLine(dd.OOM)))
 		p.f("\n| category | at peak: base | new | change | at end: base | new | change |\n|---|---:|---:|---:|---:|---:|---:|\n")
 		for _, c := range dd.Categories {
@@ -263,7 +264,7 @@ func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
 		if len(dd.Phases) > 0 {
 			p.f("\n| phase (highest peak) | base | new | change |\n|---|---:|---:|---:|\n")
 			for _, ph := range dd.Phases {
-				drow(string(ph.Phase)+diffPresenceNote(ph.Presence), ph.Peak)
+				drow(mdText(string(ph.Phase))+diffPresenceNote(ph.Presence), ph.Peak)
 			}
 		}
 		if len(dd.Steps) > 0 {
@@ -287,7 +288,7 @@ func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
 		p.f("\n### Leaks\n\n| | kind | device | site | per step: base | new | confidence |\n|---|---|---:|---|---:|---:|---|\n")
 		for _, l := range d.Leaks {
 			p.f("| %s | %s | %d | `%s` | %s | %s | %s |\n", leakPresence(l.Presence), mdText(l.Kind), l.Device, mdCode(l.Site),
-				analysis.FormatBytes(l.BytesPerStep.Base), analysis.FormatBytes(l.BytesPerStep.New), l.Confidence)
+				analysis.FormatBytes(l.BytesPerStep.Base), analysis.FormatBytes(l.BytesPerStep.New), mdText(string(l.Confidence)))
 		}
 	}
 	return p.err

@@ -10,44 +10,60 @@ const TextWidth = 100
 
 // wrapText breaks s at spaces into lines of at most width columns (one
 // column per rune), the first line starting with first and the others with
-// rest. A word longer than a line is cut, so no line is ever wider.
+// rest. A word longer than a line is cut, so no line is ever wider. Work is
+// linear in the length of s, however long its words (a frame name of a
+// hostile file can be megabytes).
 func wrapText(first, rest, s string, width int) []string {
 	var lines []string
-	prefix := first
-	line := prefix
-	empty := true // nothing but the prefix on the line yet
+	line := first
+	cols := utf8.RuneCountInString(line) // columns used on the line
+	empty := true                        // nothing but the prefix on the line yet
 	for _, word := range keepUnits(strings.Fields(s)) {
+		wordCols := utf8.RuneCountInString(word)
 		for word != "" {
-			room := width - utf8.RuneCountInString(line)
-			need := utf8.RuneCountInString(word)
+			room := width - cols
+			need := wordCols
 			if !empty {
 				need++ // the space before the word
 			}
 			if need <= room {
 				if !empty {
 					line += " "
+					cols++
 				}
 				line += word
+				cols += wordCols
 				word, empty = "", false
 				continue
 			}
 			if !empty { // start a new line and try again
 				lines = append(lines, line)
-				line, empty = rest, true
+				line, cols, empty = rest, utf8.RuneCountInString(rest), true
 				continue
 			}
 			// A word longer than a whole line: cut it.
 			cut := max(room, 1)
-			line += string([]rune(word)[:cut])
-			word = string([]rune(word)[cut:])
-			lines = append(lines, line)
-			line, empty = rest, true
+			at := runeOffset(word, cut)
+			lines = append(lines, line+word[:at])
+			word, wordCols = word[at:], wordCols-cut
+			line, cols, empty = rest, utf8.RuneCountInString(rest), true
 		}
 	}
 	if !empty || len(lines) == 0 {
 		lines = append(lines, line)
 	}
 	return lines
+}
+
+// runeOffset is the byte offset of the n-th rune of s (len(s) past its end).
+func runeOffset(s string, n int) int {
+	for i := range s {
+		if n == 0 {
+			return i
+		}
+		n--
+	}
+	return len(s)
 }
 
 // keepUnits joins a byte unit to the number before it ("21.7" "GiB," →
@@ -95,6 +111,17 @@ func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 // rest (usually spaces) the others.
 func (p *printer) wrap(first, rest, s string) {
 	for _, l := range wrapText(first, rest, s, TextWidth) {
-		p.f("%s\n", l)
+		p.f("%s\n", inertLine(l))
 	}
+}
+
+// inertLine defuses a line that a GitHub Actions log would run as a
+// workflow command: a cut word of input text may start it with "::"
+// (snapshot.OneLine defuses whole words).
+func inertLine(l string) string {
+	t := strings.TrimLeft(l, " ")
+	if !strings.HasPrefix(t, "::") {
+		return l
+	}
+	return l[:len(l)-len(t)] + `\x3a` + t[1:]
 }

@@ -107,8 +107,15 @@ func (g *globals) loadResult(path string, opts analysis.Options) (*analysis.Resu
 		defer f.Close()
 		br = bufio.NewReaderSize(f, sniffBytes)
 	}
-	// Sniff the (decompressed) start for the schema of an analysis.
+	// Sniff the (decompressed) start for the schema of an analysis, after
+	// any amount of whitespace.
 	head, _ := br.Peek(sniffBytes)
+	if len(head) == sniffBytes && len(bytes.TrimLeft(head, " \t\r\n")) == 0 {
+		for len(head) > 0 && len(bytes.TrimLeft(head, " \t\r\n")) == 0 {
+			br.Discard(len(head))
+			head, _ = br.Peek(sniffBytes)
+		}
+	}
 	var content io.Reader = br
 	if len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b {
 		if zr, err := gzip.NewReader(bytes.NewReader(head)); err == nil {

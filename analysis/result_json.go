@@ -1,0 +1,239 @@
+package analysis
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// Bounds of an analysis JSON read back (a baseline, a side of a diff, an
+// input of a roll-up). What is held is the JSON without its whitespace and
+// the Result decoded from it; both are bounded here.
+const (
+	// MaxResultBytes bounds the JSON without whitespace (real analyses are
+	// kilobytes to a few MB: a phase row per step and phase).
+	MaxResultBytes = 256 << 20
+	// MaxResultItems bounds the items of all its arrays together: an empty
+	// object of three bytes decodes to a struct of up to a kilobyte.
+	MaxResultItems = 4 << 20
+	// MaxResultString bounds one string (site names, evidence, verdicts).
+	MaxResultString = 1 << 20
+	// MaxFigureBytes is the largest byte figure an analysis may state (1
+	// PiB: more than any device holds); a larger or negative one is not an
+	// analysis torchmem wrote.
+	MaxFigureBytes = 1 << 50
+)
+
+// compactJSON reads one JSON document, dropping whitespace outside strings
+// and enforcing the bounds above: at most limit bytes kept, MaxResultItems
+// array items, MaxResultString bytes a string, snapshot.DefaultMaxDevices
+// items in the analysis's "devices" array, snapshot.DefaultMaxDepth levels.
+// Errors say what is wrong and the byte offset in the input.
+func compactJSON(r io.Reader, limit int64) ([]byte, error) {
+	c := jsonCompactor{limit: limit}
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		chunk, err := br.Peek(br.Size())
+		if len(chunk) == 0 {
+			if err == io.EOF || err == nil {
+				return c.out, c.end()
+			}
+			if errors.Is(err, bufio.ErrBufferFull) {
+				continue
+			}
+			return nil, err
+		}
+		if cerr := c.feed(chunk); cerr != nil {
+			return nil, cerr
+		}
+		br.Discard(len(chunk))
+		if err != nil && err != bufio.ErrBufferFull && err != io.EOF {
+			return nil, err
+		}
+	}
+}
+
+// jsonCompactor is the state of compactJSON between chunks.
+type jsonCompactor struct {
+	out      []byte
+	limit    int64
+	off      int64 // input bytes seen
+	inString bool
+	escape   bool
+	strLen   int
+	// Containers open: '[' or '{'; for arrays, whether an item is due.
+	stack []frame
+	items int
+	// The key read last in the analysis's own object, and whether the
+	// string being read is such a key.
+	key       []byte
+	readKey   bool
+	devices   int
+	inDevices bool
+}
+
+type frame struct {
+	kind    byte
+	pending bool // array: the next value starts an item; object: a key is due
+	devices bool // the analysis's "devices" array
+}
+
+func (c *jsonCompactor) fail(format string, args ...any) error {
+	return fmt.Errorf("%s at byte offset %d", fmt.Sprintf(format, args...), c.off)
+}
+
+// topObject reports whether the innermost container is the analysis's own
+// object (the document, or the one item of a top-level array).
+func (c *jsonCompactor) topObject() bool {
+	n := len(c.stack)
+	return n == 1 && c.stack[0].kind == '{' || n == 2 && c.stack[0].kind == '[' && c.stack[1].kind == '{'
+}
+
+func (c *jsonCompactor) feed(b []byte) error {
+	for i := 0; i < len(b); i, c.off = i+1, c.off+1 {
+		ch := b[i]
+		if c.inString {
+			c.out = append(c.out, ch)
+			if c.strLen++; c.strLen > MaxResultString {
+				return c.fail("a string longer than %d bytes", MaxResultString)
+			}
+			switch {
+			case c.escape:
+				c.escape = false
+			case ch == '\\':
+				c.escape = true
+			case ch == '"':
+				c.inString = false
+				if c.readKey {
+					c.readKey = false
+				}
+			default:
+				if c.readKey && len(c.key) < 16 {
+					c.key = append(c.key, ch)
+				}
+			}
+			continue
+		}
+		switch ch {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		if int64(len(c.out)) >= c.limit {
+			return c.fail("more than %d bytes without whitespace", c.limit)
+		}
+		c.out = append(c.out, ch)
+		n := len(c.stack)
+		if n > 0 && c.stack[n-1].kind == '[' && c.stack[n-1].pending && ch != ']' {
+			c.stack[n-1].pending = false
+			if c.items++; c.items > MaxResultItems {
+				return c.fail("more than %d array items", MaxResultItems)
+			}
+			if c.stack[n-1].devices {
+				if c.devices++; c.devices > snapshot.DefaultMaxDevices {
+					return c.fail("more than %d devices", snapshot.DefaultMaxDevices)
+				}
+			}
+		}
+		switch ch {
+		case '"':
+			c.inString, c.strLen = true, 0
+			if n > 0 && c.stack[n-1].kind == '{' && c.stack[n-1].pending && c.topObject() {
+				c.readKey, c.key = true, c.key[:0]
+			}
+			if n > 0 && c.stack[n-1].kind == '{' {
+				c.stack[n-1].pending = false
+			}
+		case '{', '[':
+			if n >= snapshot.DefaultMaxDepth {
+				return c.fail("nested deeper than %d levels", snapshot.DefaultMaxDepth)
+			}
+			f := frame{kind: ch, pending: true}
+			if ch == '[' && c.topObject() && string(c.key) == "devices" {
+				f.devices = true
+			}
+			c.stack = append(c.stack, f)
+		case '}', ']':
+			if n == 0 {
+				return c.fail("unbalanced %q", ch)
+			}
+			c.stack = c.stack[:n-1]
+		case ',':
+			if n > 0 {
+				c.stack[n-1].pending = true
+			}
+		}
+	}
+	return nil
+}
+
+func (c *jsonCompactor) end() error {
+	if c.inString || len(c.stack) > 0 {
+		return c.fail("the JSON ends early (truncated file?)")
+	}
+	return nil
+}
+
+// checkFigures refuses a Result whose byte figures (integer fields whose
+// JSON name says bytes — allocated_bytes, bytes_per_step … — and
+// categories) are negative or beyond MaxFigureBytes: the gate and the diff
+// compute with them.
+func checkFigures(v reflect.Value, path string) error {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return nil
+		}
+		return checkFigures(v.Elem(), path)
+	case reflect.Slice:
+		for i := range v.Len() {
+			if err := checkFigures(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" {
+				continue
+			}
+			fv := v.Field(i)
+			if fv.Kind() == reflect.Int64 && strings.Contains(name, "bytes") {
+				if n := fv.Int(); n < 0 || n > MaxFigureBytes {
+					return fmt.Errorf("%s.%s is %d bytes: not a figure torchmem writes (0 to 1 PiB)", path, name, n)
+				}
+				continue
+			}
+			if err := checkFigures(fv, path+"."+name); err != nil {
+				return err
+			}
+		}
+	case reflect.Array:
+		if v.Type() == reflect.TypeOf(Categories{}) {
+			for i := range v.Len() {
+				if n := v.Index(i).Int(); n < 0 || n > MaxFigureBytes {
+					return fmt.Errorf("%s.%s is %d bytes: not a figure torchmem writes (0 to 1 PiB)", path, Category(i), n)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// validResult checks a decoded Result: its figures, and the bounds an
+// analysis holds to (devices).
+func validResult(res *Result) error {
+	if n := len(res.Devices); n > snapshot.DefaultMaxDevices {
+		return fmt.Errorf("%d devices, more than the limit of %d", n, snapshot.DefaultMaxDevices)
+	}
+	return checkFigures(reflect.ValueOf(res).Elem(), "analysis")
+}

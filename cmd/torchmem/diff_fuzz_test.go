@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/report"
+)
+
+// inertText reports why out is not inert for a terminal, a CI log or
+// Markdown ("" when it is): control characters, text that is not UTF-8, a
+// GitHub workflow command, HTML outside a code span.
+func inertText(out string, markdown bool) string {
+	if !utf8.ValidString(out) {
+		return "invalid UTF-8"
+	}
+	for _, r := range out {
+		if (r < 0x20 && r != '\n') || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return "control character"
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimLeft(line, " \t"), "::") || strings.Contains(line, "##[") {
+			return "workflow command: " + line
+		}
+	}
+	if markdown {
+		parts := strings.Split(out, "`")
+		for i := 0; i < len(parts); i += 2 {
+			if strings.Contains(parts[i], "<") {
+				return "raw HTML: " + parts[i]
+			}
+		}
+	}
+	return ""
+}
+
+// fuzzResult is an analysis whose strings from the file are s.
+func fuzzResult(s string, peak int64) []byte {
+	r := &analysis.Result{Schema: analysis.SchemaID,
+		Input: analysis.Input{Path: s, Format: s, Generation: s},
+		Devices: []analysis.DeviceResult{{Device: 0, Kind: s,
+			Peak:     analysis.Peak{AllocatedBytes: peak, Phase: analysis.Phase(s), Categories: analysis.Categories{analysis.Activation: peak}},
+			OOM:      &analysis.OOM{RequestedBytes: 1 << 20, Phase: analysis.Phase(s), Site: s},
+			Phases:   []analysis.PhaseSpan{{Phase: analysis.Phase(s), Step: 1, PeakAllocatedBytes: peak, Events: 1}},
+			TopSites: []analysis.Site{{Site: s, Bytes: peak, Count: 1}}}},
+		Leaks: []analysis.Leak{{Kind: s, Site: s, BytesPerStep: peak / 10, Steps: 3, Confidence: analysis.Confidence(s)}},
+	}
+	b, _ := json.Marshal(r)
+	return b
+}
+
+// FuzzDiffJSON: torchmem diff on two analysis JSON files — read back as
+// baselines are (analysis.ReadResult, within its bounds), compared, written
+// as text, Markdown and JSON. Reading ends in a Result or a one-line error;
+// every output is inert text; the JSON is JSON.
+func FuzzDiffJSON(f *testing.F) {
+	for _, s := range []string{"\x1b]0;t\a\x1b[31m", "::error::pwned", "##[error]x", "<img src=x onerror=alert(1)>", "\x9b31m\x9d0;t\x9c", "\xff bad"} {
+		f.Add(fuzzResult(s, 3<<30), fuzzResult("new", 1<<20))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		var rs [2]*analysis.Result
+		for i, data := range [][]byte{a, b} {
+			r, err := analysis.ReadResult(bytes.NewReader(data), "in.json", analysis.SchemaID, 1<<20)
+			if err != nil {
+				if strings.ContainsAny(err.Error(), "\r\n") {
+					t.Fatalf("error of two lines: %q", err)
+				}
+				return
+			}
+			rs[i] = r
+		}
+		d := analysis.Diff(rs[0], rs[1])
+		var text, md, js bytes.Buffer
+		if err := report.DiffText(&text, d); err != nil {
+			t.Fatal(err)
+		}
+		if err := report.DiffMarkdown(&md, d); err != nil {
+			t.Fatal(err)
+		}
+		if err := report.DiffJSON(&js, d); err != nil {
+			t.Fatal(err)
+		}
+		if why := inertText(text.String(), false); why != "" {
+			t.Fatalf("text: %s", why)
+		}
+		if why := inertText(md.String(), true); why != "" {
+			t.Fatalf("markdown: %s", why)
+		}
+		if !json.Valid(js.Bytes()) {
+			t.Fatalf("JSON output is not JSON")
+		}
+	})
+}
