@@ -37,6 +37,17 @@ func markAutocastCache(h *History) {
 	if len(params) == 0 {
 		return
 	}
+	found := false
+	for i := range h.Blocks {
+		b := &h.Blocks[i]
+		if b.Alloc >= 0 && b.Category != Parameter && params[2*b.Size] > 0 && h.Phases.code[b.Alloc] != codeBackward {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return
+	}
 	ev := h.Device.Events
 	// prevAlloc/nextAlloc: the allocation event before/after event i (−1)
 	allocs := make([]int, 0, len(ev)/2)

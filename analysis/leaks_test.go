@@ -433,3 +433,21 @@ func TestLeakRealFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestLeakConfidenceFromPeriod: high confidence needs steps whose
+// boundaries the program showed (annotations, optimizer steps, a loop
+// frame); the same survivors on steps found only from the period of
+// allocation sites are medium at most.
+func TestLeakConfidenceFromPeriod(t *testing.T) {
+	s := leakReadSim(t, snapshottest.TrainLoopGrowingList(snapshottest.DefaultLeakConfig))
+	hs := leakHistories(s)
+	ls := DetectLeaks(s, hs)
+	if len(ls) != 1 || ls[0].Confidence != High || hs[0].Steps.Source != StepsFromOptimizer {
+		t.Fatalf("optimizer steps: %s", describeLeaks(ls))
+	}
+	hs[0].Steps.Source = StepsFromPeriod // the same boundaries, as if found from the period
+	ls = DetectLeaks(s, hs)
+	if len(ls) != 1 || ls[0].Confidence != Medium {
+		t.Errorf("period steps: %s", describeLeaks(ls))
+	}
+}

@@ -25,6 +25,7 @@ const (
 type loopChain struct {
 	pos   []int32 // position of each frame (its callers and its function)
 	lines []int64
+	pl    []int32 // the (position, line) pair of each frame, interned
 	model bool
 }
 
@@ -37,10 +38,13 @@ type loopPositions struct {
 	fnOf   []funcKey // position → function
 	depth  []int32   // position → depth
 	chains map[snapshot.StackID]*loopChain
+	// pls interns (position, line) pairs: the walks index slices by them.
+	pls   map[loopSeen]int32
+	plKey []loopSeen
 }
 
 func newLoopPositions(s *snapshot.Snapshot) *loopPositions {
-	return &loopPositions{s: s, ids: map[[2]int64]int32{}, funcs: map[funcKey]int32{}, chains: map[snapshot.StackID]*loopChain{}}
+	return &loopPositions{s: s, ids: map[[2]int64]int32{}, funcs: map[funcKey]int32{}, chains: map[snapshot.StackID]*loopChain{}, pls: map[loopSeen]int32{}}
 }
 
 func (lp *loopPositions) intern(parent int64, child int64) int32 {
@@ -86,6 +90,14 @@ func (lp *loopPositions) chain(st snapshot.StackID) *loopChain {
 		lp.fnOf[pos], lp.depth[pos] = fk, int32(len(c.pos))
 		c.pos = append(c.pos, pos)
 		c.lines = append(c.lines, f.Line)
+		k := loopSeen{pos, f.Line}
+		pl, ok := lp.pls[k]
+		if !ok {
+			pl = int32(len(lp.plKey))
+			lp.pls[k] = pl
+			lp.plKey = append(lp.plKey, k)
+		}
+		c.pl = append(c.pl, pl)
 		prefix = int64(lp.intern(prefix, int64(frames[i])))
 	}
 	if len(c.pos) == 0 {
@@ -118,9 +130,9 @@ type loopSeen struct {
 // step advances the track of a position by an allocation at event i, line
 // l: a return to the loop's head (or an earlier line) that the current
 // iteration already allocated at starts an iteration.
-func (t *loopTrack) step(i int, l int64, model bool, seen map[loopSeen]int, pos int32) {
+func (t *loopTrack) step(i int, l int64, model bool, seen []int32, pl int32) {
 	if t.started && l < t.prevLine && l <= t.head {
-		if last, ok := seen[loopSeen{pos, l}]; ok && last >= t.segStart {
+		if last := seen[pl]; last >= 0 && int(last) >= t.segStart {
 			t.bounds = append(t.bounds, i)
 			if t.segModel {
 				t.models++
@@ -135,7 +147,7 @@ func (t *loopTrack) step(i int, l int64, model bool, seen map[loopSeen]int, pos 
 	t.segMax = max(t.segMax, l)
 	t.prevLine = l
 	t.segModel = t.segModel || model
-	seen[loopSeen{pos, l}] = i
+	seen[pl] = int32(i)
 }
 
 // iterations is the number of iterations the track saw, and how many
@@ -152,7 +164,7 @@ func (t *loopTrack) iterations() (n, model int) {
 // walkLoopChains calls fn for every frame of the loop chain of every
 // allocation (an allocation with the stack of the one before changes no
 // line and is skipped).
-func walkLoopChains(h *History, lp *loopPositions, fn func(i int, pos int32, line int64, model bool)) {
+func walkLoopChains(h *History, lp *loopPositions, fn func(i int, pos, pl int32, line int64, model bool)) {
 	ev := h.Device.Events
 	prev := snapshot.StackID(0)
 	for i := range ev {
@@ -168,7 +180,7 @@ func walkLoopChains(h *History, lp *loopPositions, fn func(i int, pos int32, lin
 		for d, pos := range c.pos {
 			// the model is called below this frame when the chain goes on
 			// into it from a deeper frame
-			fn(i, pos, c.lines[d], c.model)
+			fn(i, pos, c.pl[d], c.lines[d], c.model)
 		}
 	}
 }
@@ -187,48 +199,59 @@ func loopSteps(h *History) planFound {
 		prev    int64
 	}
 	var backs []back
-	returns := map[loopSeen]int{}
-	seen := map[loopSeen]int{}
-	walkLoopChains(h, lp, func(i int, pos int32, l int64, _ bool) {
+	var returns []int32
+	var seen []int32
+	walkLoopChains(h, lp, func(i int, pos, pl int32, l int64, _ bool) {
 		for int(pos) >= len(backs) {
 			backs = append(backs, back{})
 		}
+		for int(pl) >= len(seen) {
+			seen = append(seen, -1)
+			returns = append(returns, 0)
+		}
 		b := &backs[pos]
-		if _, ok := seen[loopSeen{pos, l}]; ok && b.started && l < b.prev {
-			returns[loopSeen{pos, l}]++
+		if seen[pl] >= 0 && b.started && l < b.prev {
+			returns[pl]++
 		}
 		b.started, b.prev = true, l
-		seen[loopSeen{pos, l}] = i
+		seen[pl] = int32(i)
 	})
 	heads := map[int32]int64{}
 	total := map[int32]int{}
-	for k, n := range returns {
-		total[k.pos] += n
+	for pl, n := range returns {
+		if n == 0 {
+			continue
+		}
+		k := lp.plKey[pl]
+		total[k.pos] += int(n)
 		if h, ok := heads[k.pos]; n >= 2 && (!ok || k.line < h) {
 			heads[k.pos] = k.line
 		}
 	}
-	for k := range returns {
-		if _, ok := heads[k.pos]; !ok && total[k.pos] == 1 {
+	for pl, n := range returns {
+		if k := lp.plKey[pl]; n > 0 && total[k.pos] == 1 {
 			heads[k.pos] = k.line // one return: two iterations
 		}
 	}
 	if len(heads) == 0 {
 		return planFound{}
 	}
-	tracks := map[int32]*loopTrack{}
+	tracks := make([]*loopTrack, len(backs))
 	for pos, hd := range heads {
 		tracks[pos] = &loopTrack{head: hd}
 	}
-	clear(seen)
-	walkLoopChains(h, lp, func(i int, pos int32, l int64, model bool) {
+	for k := range seen {
+		seen[k] = -1
+	}
+	walkLoopChains(h, lp, func(i int, pos, pl int32, l int64, model bool) {
 		if t := tracks[pos]; t != nil {
-			t.step(i, l, model, seen, pos)
+			t.step(i, l, model, seen, pl)
 		}
 	})
 	best, bestN := int32(-1), 1
-	for pos, t := range tracks {
-		if len(t.bounds) == 0 {
+	for p, t := range tracks {
+		pos := int32(p)
+		if t == nil || len(t.bounds) == 0 {
 			continue
 		}
 		n, model := t.iterations()

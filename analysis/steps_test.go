@@ -23,6 +23,7 @@ import (
 //   - wedsonlin inference, magma27, hugepanda, kkaitlyn annotations: one
 //     pass each: no steps.
 //   - jaspersolt: steps from its optimizer (11, the last one partial).
+//   - zijiandu: segments only, no allocation history: no steps.
 func TestStepsRealFiles(t *testing.T) {
 	tests := []struct {
 		file   string
@@ -40,6 +41,7 @@ func TestStepsRealFiles(t *testing.T) {
 		{"genD_torch2.3_hugepanda.pickle", StepsNone, "", []int{}, 0},
 		{"genE_torch2.6x_kkaitlyn_annotations.pickle", StepsNone, "", []int{}, 0},
 		{"genC_torch2.2_jaspersolt_snapshot_entries.pickle", StepsFromOptimizer, "", nil, 11},
+		{"genB_torch2.1_zijiandu_state_only_diffusion.pickle", StepsNone, "", []int{}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
