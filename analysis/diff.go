@@ -1,7 +1,9 @@
 package analysis
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 )
 
 // DiffSchemaID is the JSON schema identifier of DiffResult.
@@ -71,11 +73,22 @@ type DeviceDiff struct {
 	Steps []StepDiff `json:"steps"`
 	// Sites compares the bytes live at the peak (at the OOM where there is
 	// one) per allocation site, largest change first. A site is matched by
-	// its name (the first user frame); only the sites each Result lists
-	// take part, so a site absent from a short list (a baseline written
-	// with --top 10) may be below that list's cut rather than gone.
+	// its user frame: its name, else — the code moved to another line — its
+	// file and function when one site of each run has them. A site is
+	// "new" only when the base run lists it nowhere (not at the peak, at no
+	// phase's peak, not at the OOM), and "vanished" likewise; only the sites
+	// each Result lists take part, so a site absent from a short list (a
+	// baseline written with --top 10) may be below that list's cut rather
+	// than gone.
 	Sites []SiteDiff `json:"sites"`
-	OOM   OOMDiff    `json:"oom"`
+	// PhaseSites compares the sites like with like: at the peak of the
+	// phase where the new run peaked, in each run (PhaseSitesAt: "the
+	// forward peak"), matched as Sites are. A peak that moved from the
+	// optimizer step to forward compares forward with forward. Null when
+	// either run has no peak of that phase (analyses without phase peaks).
+	PhaseSites   []SiteDiff `json:"phase_sites"`
+	PhaseSitesAt string     `json:"phase_sites_at,omitempty"`
+	OOM          OOMDiff    `json:"oom"`
 }
 
 // PhasePair is the phase of a moment in the base and the new run.
@@ -115,6 +128,9 @@ type SiteDiff struct {
 	// Category is the site's dominant category in the new run (the base's
 	// for a vanished site).
 	Category Category `json:"category"`
+	// BaseSite is the site's name in the base run when its code moved to
+	// another line (same file and function).
+	BaseSite string `json:"base_site,omitempty"`
 }
 
 // OOMStatus says how the out-of-memory state changed.
@@ -213,7 +229,11 @@ func diffDevice(id int, b, n *DeviceResult) DeviceDiff {
 	}
 	dd.Phases = diffPhases(b.Phases, n.Phases)
 	dd.Steps = diffSteps(b.Phases, n.Phases)
-	dd.Sites = diffSites(b.TopSites, n.TopSites)
+	bAll, nAll := sitesListed(b), sitesListed(n)
+	dd.Sites = diffSites(b.TopSites, n.TopSites, bAll, nAll)
+	if bs, ns, at, ok := phaseSitesToCompare(b, n); ok {
+		dd.PhaseSites, dd.PhaseSitesAt = diffSites(bs, ns, bAll, nAll), at
+	}
 	dd.OOM = diffOOM(b.OOM, n.OOM)
 	return dd
 }
@@ -292,7 +312,42 @@ func diffSteps(b, n []PhaseSpan) []StepDiff {
 	return out
 }
 
-func diffSites(b, n []Site) []SiteDiff {
+// phaseSitesToCompare picks the sites of both runs at the peak of the
+// phase where the new run peaked (like with like); ok is false when either
+// run has no peak of that phase (or no phase peaks at all).
+func phaseSitesToCompare(b, n *DeviceResult) (bs, ns []Site, at string, ok bool) {
+	ph := n.Peak.Phase
+	bp, np := b.PhasePeakOf(ph), n.PhasePeakOf(ph)
+	if bp == nil || np == nil {
+		return nil, nil, "", false
+	}
+	return bp.TopSites, np.TopSites, fmt.Sprintf("the %s peak", ph), true
+}
+
+// sitesListed is every site a device's analysis names anywhere: at the
+// peak or the OOM, at any phase's peak.
+func sitesListed(d *DeviceResult) map[string]bool {
+	m := map[string]bool{}
+	for _, s := range d.TopSites {
+		m[s.Site] = true
+	}
+	for _, pp := range d.PhasePeaks {
+		for _, s := range pp.TopSites {
+			m[s.Site] = true
+		}
+	}
+	if d.OOM != nil {
+		for _, s := range d.OOM.TopSites {
+			m[s.Site] = true
+		}
+	}
+	return m
+}
+
+// diffSites compares two lists of sites (b and n, of the same moment);
+// bAll and nAll are every site each run lists, which decide whether a
+// site is new, vanished, or the same code moved to another line.
+func diffSites(b, n []Site, bAll, nAll map[string]bool) []SiteDiff {
 	type side struct {
 		bytes int64
 		count int
@@ -309,25 +364,44 @@ func diffSites(b, n []Site) []SiteDiff {
 		v := nm[s.Site]
 		nm[s.Site] = side{satAdd(v.bytes, s.Bytes), v.count + s.Count, s.Category, true}
 	}
+	moved := movedSites(bAll, nAll) // new name → base name
+	movedTo := map[string]string{}
+	for n, b := range moved {
+		movedTo[b] = n
+	}
 	out := []SiteDiff{}
-	add := func(site string, bs, ns side) {
+	add := func(site, baseSite string, bs, ns side) {
 		pr, cat := InBoth, ns.cat
 		switch {
-		case !bs.seen:
-			pr = OnlyNew
-		case !ns.seen:
+		case !ns.seen && !nAll[site]:
 			pr, cat = OnlyBase, bs.cat
+		case !ns.seen:
+			cat = bs.cat
+		case !bs.seen && baseSite == "" && !bAll[site]:
+			pr = OnlyNew
 		}
-		out = append(out, SiteDiff{Site: site, Presence: pr, Bytes: NewDelta(bs.bytes, ns.bytes),
-			Count: NewDelta(int64(bs.count), int64(ns.count)), Category: cat})
+		sd := SiteDiff{Site: site, Presence: pr, Bytes: NewDelta(bs.bytes, ns.bytes),
+			Count: NewDelta(int64(bs.count), int64(ns.count)), Category: cat}
+		if baseSite != "" && baseSite != site {
+			sd.BaseSite = baseSite
+		}
+		out = append(out, sd)
 	}
+	done := map[string]bool{} // new names added
 	for site, bs := range bm {
-		add(site, bs, nm[site])
+		if to, ok := movedTo[site]; ok {
+			add(to, site, bs, nm[to])
+			done[to] = true
+			continue
+		}
+		add(site, site, bs, nm[site])
+		done[site] = true
 	}
 	for site, ns := range nm {
-		if _, ok := bm[site]; !ok {
-			add(site, side{}, ns)
+		if done[site] {
+			continue
 		}
+		add(site, moved[site], bm[moved[site]], ns)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		ai, aj := diffAbs(out[i].Bytes.Delta), diffAbs(out[j].Bytes.Delta)
@@ -423,4 +497,44 @@ func diffLeaks(b, n []Leak) []LeakDiff {
 		return diffAbs(out[i].BytesPerStep.Delta) > diffAbs(out[j].BytesPerStep.Delta)
 	})
 	return out
+}
+
+// movedSites pairs the sites one run lists and the other does not by their
+// file and function, when exactly one site of each run has them: the same
+// code moved to another line. It maps the new run's name to the base's.
+func movedSites(bAll, nAll map[string]bool) map[string]string {
+	byFunc := func(sites, other map[string]bool) map[string][]string {
+		m := map[string][]string{}
+		for name := range sites {
+			if !other[name] {
+				if k, ok := siteFunc(name); ok {
+					m[k] = append(m[k], name)
+				}
+			}
+		}
+		return m
+	}
+	bf, nf := byFunc(bAll, nAll), byFunc(nAll, bAll)
+	moved := map[string]string{}
+	for k, ns := range nf {
+		if bs := bf[k]; len(ns) == 1 && len(bs) == 1 {
+			moved[ns[0]] = bs[0]
+		}
+	}
+	return moved
+}
+
+// siteFunc is a site's file and function without its line
+// ("model.py:39 forward" → "model.py forward"); ok is false for a site
+// that names no Python frame.
+func siteFunc(site string) (string, bool) {
+	file, rest, ok := strings.Cut(site, ":")
+	if !ok || strings.HasPrefix(site, "<") {
+		return "", false
+	}
+	line, fn, ok := strings.Cut(rest, " ")
+	if !ok || line == "" || strings.Trim(line, "0123456789") != "" {
+		return "", false
+	}
+	return file + " " + fn, true
 }

@@ -87,10 +87,10 @@ func TestDiffNumbers(t *testing.T) {
 			{3, OnlyNew, Delta{0, 1450, 1450}},
 		}},
 		{"sites", dd.Sites, []SiteDiff{
-			{"model.py:1 f", InBoth, Delta{600, 1000, 400}, Delta{2, 3, 1}, Activation},
-			{"new.py:5 k", OnlyNew, Delta{0, 200, 200}, Delta{0, 1, 1}, Temporary},
-			{"old.py:9 g", OnlyBase, Delta{100, 0, -100}, Delta{1, 0, -1}, Activation},
-			{"same.py:3 h", InBoth, Delta{300, 300, 0}, Delta{3, 3, 0}, Parameter},
+			{"model.py:1 f", InBoth, Delta{600, 1000, 400}, Delta{2, 3, 1}, Activation, ""},
+			{"new.py:5 k", OnlyNew, Delta{0, 200, 200}, Delta{0, 1, 1}, Temporary, ""},
+			{"old.py:9 g", OnlyBase, Delta{100, 0, -100}, Delta{1, 0, -1}, Activation, ""},
+			{"same.py:3 h", InBoth, Delta{300, 300, 0}, Delta{3, 3, 0}, Parameter, ""},
 		}},
 		{"oom", dd.OOM, OOMDiff{Status: OOMNone}},
 	}
@@ -176,5 +176,64 @@ func TestDiffDoesNotModify(t *testing.T) {
 	Diff(b, n)
 	if diff := cmp.Diff(mk(), b); diff != "" {
 		t.Errorf("base modified:\n%s", diff)
+	}
+}
+
+// TestDiffSitesByUserFrame: sites are compared at the same phase's peak in
+// both runs, a site the other run lists anywhere is neither new nor
+// vanished, and a site whose code moved to another line is matched by its
+// file and function.
+func TestDiffSitesByUserFrame(t *testing.T) {
+	site := func(name string, b int64) Site { return Site{Site: name, Bytes: b, Count: 1, Category: Activation} }
+	base := DeviceResult{Device: 0, Peak: Peak{Phase: PhaseOptimizer},
+		TopSites: []Site{site("optim.py:80 step", 100), site("grad", 500)},
+		PhasePeaks: []PhasePeak{
+			{Phase: PhaseForward, TopSites: []Site{site("model.py:532 silu", 384), site("model.py:39 forward", 400), site("model.py:60 mlp", 10)}},
+			{Phase: PhaseOptimizer, TopSites: []Site{site("optim.py:80 step", 100), site("grad", 500)}},
+		}}
+	run := DeviceResult{Device: 0, Peak: Peak{Phase: PhaseForward},
+		TopSites: []Site{site("model.py:532 silu", 768), site("model.py:41 forward", 800), site("model.py:77 attn", 50)},
+		PhasePeaks: []PhasePeak{
+			{Phase: PhaseForward, TopSites: []Site{site("model.py:532 silu", 768), site("model.py:41 forward", 800), site("model.py:77 attn", 50)}},
+			{Phase: PhaseOptimizer, TopSites: []Site{site("optim.py:80 step", 100)}},
+		}}
+	dd := diffDevice(0, &base, &run)
+	if dd.PhaseSitesAt != "the forward peak" {
+		t.Errorf("sites at %q", dd.PhaseSitesAt)
+	}
+	want := []SiteDiff{
+		{"model.py:41 forward", InBoth, Delta{400, 800, 400}, Delta{1, 1, 0}, Activation, "model.py:39 forward"},
+		{"model.py:532 silu", InBoth, Delta{384, 768, 384}, Delta{1, 1, 0}, Activation, ""},
+		{"model.py:77 attn", OnlyNew, Delta{0, 50, 50}, Delta{0, 1, 1}, Activation, ""},
+		{"model.py:60 mlp", OnlyBase, Delta{10, 0, -10}, Delta{1, 0, -1}, Activation, ""},
+	}
+	if diff := cmp.Diff(want, dd.PhaseSites); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	// At each run's peak (Sites), the optimizer step's sites against
+	// forward's: sites live at one peak only but listed in the other run
+	// are neither new nor vanished.
+	wantPeak := []SiteDiff{
+		{"model.py:41 forward", InBoth, Delta{0, 800, 800}, Delta{0, 1, 1}, Activation, "model.py:39 forward"},
+		{"model.py:532 silu", InBoth, Delta{0, 768, 768}, Delta{0, 1, 1}, Activation, ""},
+		{"grad", OnlyBase, Delta{500, 0, -500}, Delta{1, 0, -1}, Activation, ""},
+		{"optim.py:80 step", InBoth, Delta{100, 0, -100}, Delta{1, 0, -1}, Activation, ""},
+		{"model.py:77 attn", OnlyNew, Delta{0, 50, 50}, Delta{0, 1, 1}, Activation, ""},
+	}
+	if diff := cmp.Diff(wantPeak, dd.Sites); diff != "" {
+		t.Errorf("at the peaks (-want +got):\n%s", diff)
+	}
+	// Without phase peaks, no phase sites; a site live at one peak only
+	// but listed in the other run is not new.
+	base.PhasePeaks, run.PhasePeaks = nil, nil
+	base.TopSites = append(base.TopSites, site("model.py:532 silu", 0))
+	dd = diffDevice(0, &base, &run)
+	for _, s := range dd.Sites {
+		if s.Site == "model.py:532 silu" && s.Presence != InBoth || s.Site == "grad" && s.Presence != OnlyBase {
+			t.Errorf("%+v", s)
+		}
+	}
+	if dd.PhaseSites != nil || dd.PhaseSitesAt != "" {
+		t.Errorf("phase sites without phase peaks: %q %+v", dd.PhaseSitesAt, dd.PhaseSites)
 	}
 }

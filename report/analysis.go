@@ -190,20 +190,31 @@ func phasePeaks(spans []analysis.PhaseSpan) string {
 	return strings.Join(parts, ", ")
 }
 
-// Markdown writes a report for a bug ticket: headline, OOM box, categories
-// table, top sites, leaks, suggestions and notes.
+// Markdown writes a report for a bug ticket: headline (the OOM verdict, said
+// once), each device's OOM facts with the failed request's stack folded,
+// categories, the peak of each phase, top sites, leaks, suggestions with
+// their code folded, and notes.
 func Markdown(w io.Writer, r *analysis.Result) error {
 	p := &printer{w: w}
-	p.f("## torchmem: `%s`\n\n", mdCode(r.Input.Path))
+	p.f("## torchmem: `%s`\n\n", mdCode(FileName(r.Input.Path)))
 	p.f("**%s**\n\n", mdText(Headline(r)))
 	p.f("Input: %s, generation %s, %s; recorded: %s.\n", r.Input.Format, mdText(r.Input.Generation), analysis.FormatBytes(r.Input.Bytes), r.Input.Recording)
 	for _, d := range r.Devices {
 		p.f("\n### %s\n\n", deviceTitle(d))
 		if o := d.OOM; o != nil {
-			p.f("> **Out of memory** in `%s` (step %d): requested **%s** with **%s** free on the device.  \n", o.Phase, o.Step, analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFreeBytes))
-			p.f("> Site: `%s`  \n", mdCode(o.Site))
-			p.f("> Allocated %s, reserved %s; cached free %s, largest free block %s%s.\n\n", analysis.FormatBytes(o.AllocatedBytes), analysis.FormatBytes(o.ReservedBytes),
+			if d.Device != headlineOOMDevice(r) { // the headline says the first OOM's verdict
+				p.f("> **Out of memory**: %s\n>\n", mdText(o.Verdict))
+			}
+			p.f("> OOM facts: requested %s with %s free on the device; allocated %s, reserved %s; cached free %s, largest free block %s%s.\n\n",
+				analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFreeBytes), analysis.FormatBytes(o.AllocatedBytes), analysis.FormatBytes(o.ReservedBytes),
 				analysis.FormatBytes(o.Fragmentation.CachedFreeBytes), analysis.FormatBytes(o.Fragmentation.LargestFreeBlockBytes), fragNote(o.Fragmentation))
+			if len(o.Stack) > 0 {
+				p.f("<details><summary>Stack of the failed %s request (%s, innermost first)</summary>\n\n```\n", analysis.FormatBytes(o.RequestedBytes), plural(len(o.Stack), "frame"))
+				for _, fr := range o.Stack {
+					p.f("%s\n", mdFenced(fr))
+				}
+				p.f("```\n\n</details>\n\n")
+			}
 		}
 		p.f("Peak **%s** allocated (reserved %s) in `%s`, step %d. At the end: %s allocated, %s reserved.\n\n",
 			analysis.FormatBytes(d.Peak.AllocatedBytes), analysis.FormatBytes(d.Peak.ReservedBytes), d.Peak.Phase, d.Peak.Step, analysis.FormatBytes(d.AtEnd.AllocatedBytes), analysis.FormatBytes(d.AtEnd.ReservedBytes))
@@ -221,6 +232,17 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 			}
 			p.f("%s\n", row)
 		}
+		if len(d.PhasePeaks) > 0 {
+			p.f("\n| phase | highest peak | step | largest part |\n|---|---:|---:|---|\n")
+			for _, pp := range d.PhasePeaks {
+				top, share := dominant(pp.Categories)
+				part := "–"
+				if pp.AllocatedBytes > 0 {
+					part = fmt.Sprintf("%s %s (%.0f%%)", top, analysis.FormatBytes(pp.Categories[top]), share*100)
+				}
+				p.f("| %s | %s | %d | %s |\n", pp.Phase, analysis.FormatBytes(pp.AllocatedBytes), pp.Step, part)
+			}
+		}
 		if len(d.TopSites) > 0 {
 			p.f("\n| top site | bytes | blocks | category |\n|---|---:|---:|---|\n")
 			for _, s := range d.TopSites {
@@ -234,6 +256,16 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 		for i, s := range r.Suggestions {
 			p.f("| %d | %s | ~%s | %s | %s |\n", i+1, mdText(s.Title), analysis.FormatBytes(s.EstimatedSavingsBytes), mdText(s.Cost), mdText(s.Because))
 		}
+		for i, s := range r.Suggestions {
+			if s.How == "" {
+				continue
+			}
+			p.f("\n<details><summary>%d. %s: how</summary>\n\n```python\n", i+1, mdText(s.Title))
+			for _, l := range strings.Split(s.How, "\n") {
+				p.f("%s\n", mdFenced(l))
+			}
+			p.f("```\n\n</details>\n")
+		}
 	}
 	if len(r.Diagnostics) > 0 {
 		p.f("\n<details><summary>Notes on completeness</summary>\n\n")
@@ -243,6 +275,12 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 		p.f("\n</details>\n")
 	}
 	return p.err
+}
+
+// mdFenced makes one line safe inside a fenced code block: no control
+// characters, and no backtick run that could close the fence.
+func mdFenced(s string) string {
+	return strings.ReplaceAll(snapshot.OneLine(s), "`", "'")
 }
 
 func fragNote(f analysis.Fragmentation) string {

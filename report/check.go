@@ -119,10 +119,10 @@ func CheckMarkdown(w io.Writer, results []*analysis.CheckResult) error {
 		if !c.OK() {
 			icon = "❌"
 		}
-		p.f("## %s torchmem check: `%s`\n\n", icon, mdCode(c.Input.Path))
+		p.f("## %s torchmem check: `%s`\n\n", icon, mdCode(FileName(c.Input.Path)))
 		p.f("**%s**", mdText(CheckSummary(c)))
 		if c.Baseline != nil {
-			p.f(" — baseline `%s`, tolerance %s", mdCode(c.Baseline.Path), mdText(c.Tolerance.String()))
+			p.f(" — baseline `%s`, tolerance %s", mdCode(FileName(c.Baseline.Path)), mdText(c.Tolerance.String()))
 		}
 		p.f("\n")
 		if len(c.Checks) == 0 {

@@ -115,6 +115,24 @@ func diffStepLabel(s int) string {
 	return fmt.Sprintf("step %d", s)
 }
 
+// shownSites are the sites a device's diff shows and the moment they are
+// compared at: like with like (the same phase's peak) when both analyses
+// have it, else each run's peak.
+func shownSites(dd analysis.DeviceDiff) ([]analysis.SiteDiff, string) {
+	if dd.PhaseSitesAt != "" {
+		return dd.PhaseSites, dd.PhaseSitesAt
+	}
+	return dd.Sites, "each run's peak"
+}
+
+// movedNote says where a site was in the base run when its code moved.
+func movedNote(s analysis.SiteDiff) string {
+	if s.BaseSite == "" {
+		return ""
+	}
+	return " (was " + s.BaseSite + ")"
+}
+
 func sitePresence(p analysis.Presence) string {
 	switch p {
 	case analysis.OnlyNew:
@@ -204,12 +222,13 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 				drow("  "+diffStepLabel(s.Step)+diffPresenceNote(s.Presence), s.Peak)
 			}
 		}
-		sites, more := changedSites(dd.Sites, diffSitesText)
+		all, at := shownSites(dd)
+		sites, more := changedSites(all, diffSitesText)
 		if len(sites) > 0 {
-			p.f("  sites live at the peak, largest changes\n")
+			p.wrap("  ", "    ", "sites live at "+at+", largest changes")
 			for _, s := range sites {
 				p.wrap(fmt.Sprintf("    %-8s %10s %10s  %-20s ", sitePresence(s.Presence), analysis.FormatBytes(s.Bytes.Base), analysis.FormatBytes(s.Bytes.New), Change(s.Bytes)),
-					"             ", fmt.Sprintf("%s [%s]", snapshot.OneLine(s.Site), s.Category))
+					"             ", fmt.Sprintf("%s%s [%s]", snapshot.OneLine(s.Site), movedNote(s), s.Category))
 			}
 			if more > 0 {
 				p.f("    … %s more (--format json lists all)\n", plural(more, "site"))
@@ -239,7 +258,7 @@ func leakPresence(p analysis.Presence) string {
 // DiffMarkdown writes a diff for a pull-request comment or a ticket.
 func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
 	p := &printer{w: w}
-	p.f("## torchmem diff: `%s` → `%s`\n\n", mdCode(d.Base.Path), mdCode(d.New.Path))
+	p.f("## torchmem diff: `%s` → `%s`\n\n", mdCode(FileName(d.Base.Path)), mdCode(FileName(d.New.Path)))
 	p.f("**%s**\n", mdText(DiffHeadline(d)))
 	drow := func(name string, v analysis.Delta) {
 		p.f("| %s | %s | %s | %s |\n", name, analysis.FormatBytes(v.Base), analysis.FormatBytes(v.New), Change(v))
@@ -273,11 +292,12 @@ func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
 				drow(diffStepLabel(s.Step)+diffPresenceNote(s.Presence), s.Peak)
 			}
 		}
-		sites, more := changedSites(dd.Sites, diffSitesMarkdown)
+		all, at := shownSites(dd)
+		sites, more := changedSites(all, diffSitesMarkdown)
 		if len(sites) > 0 {
-			p.f("\n| site live at the peak | | base | new | change | category |\n|---|---|---:|---:|---:|---|\n")
+			p.f("\n| site live at %s | | base | new | change | category |\n|---|---|---:|---:|---:|---|\n", mdText(at))
 			for _, s := range sites {
-				p.f("| `%s` | %s | %s | %s | %s | %s |\n", mdCode(s.Site), sitePresence(s.Presence), analysis.FormatBytes(s.Bytes.Base), analysis.FormatBytes(s.Bytes.New), Change(s.Bytes), s.Category)
+				p.f("| `%s`%s | %s | %s | %s | %s | %s |\n", mdCode(s.Site), mdText(movedNote(s)), sitePresence(s.Presence), analysis.FormatBytes(s.Bytes.Base), analysis.FormatBytes(s.Bytes.New), Change(s.Bytes), s.Category)
 			}
 			if more > 0 {
 				p.f("\n… %s more (`--format json` lists all).\n", plural(more, "site"))

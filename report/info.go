@@ -11,10 +11,23 @@ import (
 	"github.com/torchmem/torchmem/snapshot"
 )
 
-// InfoJSON writes summaries as indented JSON (one object, or an array for
-// several files).
+// InfoSchemaID is the JSON schema identifier of info --format json.
+const InfoSchemaID = "torchmem.info/v1"
+
+// infoJSON is a summary with its schema named first.
+type infoJSON struct {
+	Schema string `json:"schema"`
+	snapshot.Summary
+}
+
+// InfoJSON writes summaries as indented JSON, schema torchmem.info/v1 (one
+// object, or an array for several files).
 func InfoJSON(w io.Writer, sums []snapshot.Summary) error {
-	return writeJSON(w, oneOrMany(sums))
+	out := make([]infoJSON, len(sums))
+	for i, s := range sums {
+		out[i] = infoJSON{Schema: InfoSchemaID, Summary: s}
+	}
+	return writeJSON(w, oneOrMany(out))
 }
 
 // InfoText writes a summary for a terminal.

@@ -7,12 +7,26 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/dustin/go-humanize"
 )
 
 // Count formats an integer with thousands separators.
 func Count(n int) string { return humanize.Comma(int64(n)) }
+
+// FileName is how a report's header names an input: its base name, never
+// the absolute path of the machine that ran torchmem ("-" is stdin).
+func FileName(p string) string {
+	if p == "-" {
+		return "stdin"
+	}
+	p = strings.TrimRight(strings.ReplaceAll(p, "\\", "/"), "/")
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		p = p[i+1:]
+	}
+	return p
+}
 
 // Duration formats nanoseconds for people.
 func Duration(ns int64) string {

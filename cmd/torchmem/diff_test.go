@@ -328,3 +328,67 @@ func TestDiffRealSnapshots(t *testing.T) {
 		})
 	}
 }
+
+// TestDiffRealSitesByUserFrame: wedsonlin's medium model at 128 and 256
+// tokens runs the same code (Python's pickle finds 48 allocations at
+// model.py:532 silu in each file); its peak moves from the optimizer step to
+// forward, where all 48 are live. Sites are compared at forward's peak in
+// both runs, and none that both runs list is called new or vanished.
+func TestDiffRealSitesByUserFrame(t *testing.T) {
+	base := shared(t, "snapshots", "wedsonlin_medium_128_training.pickle")
+	changed := shared(t, "snapshots", "wedsonlin_medium_256_training.pickle")
+	code, js, stderr := runCLI(nil, "diff", "--format", "json", base, changed)
+	if code != exitOK {
+		t.Fatalf("exit %d %s", code, stderr)
+	}
+	var d analysis.DiffResult
+	if err := json.Unmarshal([]byte(js), &d); err != nil {
+		t.Fatal(err)
+	}
+	listed := func(path string) map[string]bool {
+		_, js, _ := runCLI(nil, "analyze", "--format", "json", "--top", "1000", path)
+		var r analysis.Result
+		if err := json.Unmarshal([]byte(js), &r); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]bool{}
+		for _, s := range r.Devices[0].TopSites {
+			m[s.Site] = true
+		}
+		for _, pp := range r.Devices[0].PhasePeaks {
+			for _, s := range pp.TopSites {
+				m[s.Site] = true
+			}
+		}
+		return m
+	}
+	inBase, inNew := listed(base), listed(changed)
+	dd := d.Devices[0]
+	if dd.PhaseSitesAt != "the forward peak" || dd.PeakPhase.Base != "optimizer" || dd.PeakPhase.New != "forward" {
+		t.Errorf("sites at %q, peak phases %+v", dd.PhaseSitesAt, dd.PeakPhase)
+	}
+	for _, s := range dd.Sites { // at each run's peak
+		if s.Presence == analysis.OnlyNew && inBase[s.Site] || s.Presence == analysis.OnlyBase && inNew[s.Site] {
+			t.Errorf("%s is %s but both runs list it", s.Site, s.Presence)
+		}
+	}
+	silu := false
+	for _, s := range dd.PhaseSites {
+		if s.Presence == analysis.OnlyNew && inBase[s.Site] || s.Presence == analysis.OnlyBase && inNew[s.Site] {
+			t.Errorf("%s is %s but both runs list it", s.Site, s.Presence)
+		}
+		if s.Site == "model.py:532 silu" {
+			silu = true
+			if s.Presence != analysis.InBoth || s.Bytes.Base != 384<<20 || s.Bytes.New != 768<<20 || s.Count.Base != 48 || s.Count.New != 48 {
+				t.Errorf("silu: %+v", s)
+			}
+		}
+	}
+	if !silu {
+		t.Error("model.py:532 silu not compared")
+	}
+	code, text, _ := runCLI(nil, "diff", base, changed)
+	if code != exitOK || !strings.Contains(text, "  sites live at the forward peak, largest changes\n") || strings.Contains(text, "\n    new ") {
+		t.Errorf("exit %d\n%s", code, text)
+	}
+}

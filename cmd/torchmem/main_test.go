@@ -185,3 +185,34 @@ func TestInfoTraceEnd(t *testing.T) {
 		t.Errorf("no device 1 in %+v", sum.Devices)
 	}
 }
+
+// TestInfoJSONSchema: info's JSON names its schema, for one file or
+// several, and is not taken for an analysis.
+func TestInfoJSONSchema(t *testing.T) {
+	demo := filepath.Join(repoRoot(), "testdata", "demo", "oom_snapshot.pickle")
+	code, out, _ := runCLI(nil, "info", "--format", "json", demo, demo)
+	var many []struct {
+		Schema string `json:"schema"`
+		Path   string `json:"path"`
+	}
+	if err := json.Unmarshal([]byte(out), &many); code != exitOK || err != nil || len(many) != 2 {
+		t.Fatalf("exit %d, %v: %.200s", code, err, out)
+	}
+	for _, m := range many {
+		if m.Schema != "torchmem.info/v1" || m.Path != demo {
+			t.Errorf("%+v", m)
+		}
+	}
+	_, one, _ := runCLI(nil, "info", "--format", "json", demo)
+	if !strings.HasPrefix(one, "{\n  \"schema\": \"torchmem.info/v1\",\n") {
+		t.Errorf("one file: %.80q", one)
+	}
+	info := filepath.Join(t.TempDir(), "info.json")
+	if err := os.WriteFile(info, []byte(one), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(nil, "check", "--baseline", info, demo)
+	if code != exitInput || !strings.Contains(stderr, "schema torchmem.info/v1 is not an analysis") {
+		t.Errorf("info JSON as a baseline: exit %d %q", code, stderr)
+	}
+}

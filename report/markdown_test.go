@@ -1,0 +1,96 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/snapshot"
+	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+)
+
+// analyzeFile reads and analyses one input the way torchmem analyze does.
+func analyzeFile(t testing.TB, path string) *analysis.Result {
+	t.Helper()
+	s, err := snapshot.Open(path, snapshot.Options{})
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return analysis.Analyze(s, analysis.DefaultOptions())
+}
+
+// TestMarkdownTicket: the Markdown for a bug ticket names the file (not a
+// local path), says the verdict once, folds the failed request's stack and
+// each suggestion's code into <details>, and lists each phase's peak.
+func TestMarkdownTicket(t *testing.T) {
+	for _, path := range []string{demoPath, st.SharedFile(t, "snapshots", "genF_torch2.8_constructorsun_OOM_expandable_3dev.pickle")} {
+		r := analyzeFile(t, path)
+		r.Input.Path = "/home/someone/private/runs/" + FileName(path)
+		var b bytes.Buffer
+		if err := Markdown(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		md := b.String()
+		name := FileName(path)
+		if !strings.HasPrefix(md, "## torchmem: `"+name+"`\n") || strings.Contains(md, "/home/someone") {
+			t.Errorf("%s: header %q", name, strings.SplitN(md, "\n", 2)[0])
+		}
+		for _, d := range r.Devices {
+			if o := d.OOM; o != nil {
+				if n := strings.Count(md, mdText(o.Verdict)); n != 1 {
+					t.Errorf("%s: device %d's verdict said %d times", name, d.Device, n)
+				}
+				want := "<details><summary>Stack of the failed " + analysis.FormatBytes(o.RequestedBytes) + " request"
+				if !strings.Contains(md, want) || !strings.Contains(md, "```\n"+o.Stack[0]+"\n") {
+					t.Errorf("%s: no folded stack for device %d's OOM", name, d.Device)
+				}
+			}
+			for _, pp := range d.PhasePeaks {
+				if row := "| " + string(pp.Phase) + " | " + analysis.FormatBytes(pp.AllocatedBytes) + " | "; !strings.Contains(md, row) {
+					t.Errorf("%s: no row %q for device %d", name, row, d.Device)
+				}
+			}
+		}
+		if len(r.Suggestions) == 0 {
+			t.Fatalf("%s: no suggestions to check", name)
+		}
+		for i, s := range r.Suggestions {
+			if s.How == "" {
+				continue
+			}
+			head := fmt.Sprintf("<details><summary>%d. %s: how</summary>", i+1, mdText(s.Title))
+			first := strings.SplitN(s.How, "\n", 2)[0]
+			if !strings.Contains(md, head) || !strings.Contains(md, "```python\n"+first+"\n") {
+				t.Errorf("%s: suggestion %d's code is not folded", name, i+1)
+			}
+		}
+		// Every fence opened is closed.
+		if strings.Count(md, "```")%2 != 0 {
+			t.Errorf("%s: unbalanced code fences", name)
+		}
+	}
+}
+
+// TestMarkdownFenceEscapes: a frame or a line of code cannot close the
+// fence around it.
+func TestMarkdownFenceEscapes(t *testing.T) {
+	if got := mdFenced("evil.py:1 f```\n## injected"); strings.Contains(got, "`") || strings.Contains(got, "\n") {
+		t.Errorf("mdFenced: %q", got)
+	}
+}
+
+func TestFileName(t *testing.T) {
+	for in, want := range map[string]string{
+		"/work/shared/snapshots/a.pickle": "a.pickle",
+		`C:\runs\b.pickle`:                "b.pickle",
+		"c.json":                          "c.json",
+		"-":                               "stdin",
+		"runs/d/":                         "d",
+	} {
+		if got := FileName(in); got != want {
+			t.Errorf("FileName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
