@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -15,37 +14,7 @@ import (
 	"github.com/torchmem/torchmem/analysis/rollup"
 	"github.com/torchmem/torchmem/report"
 	"github.com/torchmem/torchmem/snapshot"
-	"gopkg.in/yaml.v3"
 )
-
-// checkConfig is the --config file of torchmem check.
-type checkConfig struct {
-	// Budgets maps a budget key to its limit ("20GiB", 0).
-	Budgets map[string]string `yaml:"budgets"`
-	// Baseline is relative to the config file's folder.
-	Baseline  string  `yaml:"baseline"`
-	Tolerance *string `yaml:"tolerance"`
-	Device    *int    `yaml:"device"`
-	AllowOOM  *bool   `yaml:"allow_oom"`
-}
-
-// readCheckConfig reads a YAML config; unknown keys are errors.
-func readCheckConfig(path string) (*checkConfig, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, &exitError{exitInput, fmt.Errorf("--config: %w", err)}
-	}
-	var c checkConfig
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, &exitError{exitInput, fmt.Errorf("--config %s: %s", path, strings.ReplaceAll(err.Error(), "\n", "; "))}
-	}
-	if c.Baseline != "" && !filepath.IsAbs(c.Baseline) {
-		c.Baseline = filepath.Join(filepath.Dir(path), c.Baseline)
-	}
-	return &c, nil
-}
 
 func newCheckCmd(g *globals) *cobra.Command {
 	var (

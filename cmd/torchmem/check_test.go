@@ -102,7 +102,7 @@ func TestCheckExitCodes(t *testing.T) {
 		{"config bad budget", []string{"check", "--config", cfg("bad.yaml", "budgets: {peak: lots}\n"), new}, exitInput, `budget peak="lots"`},
 		{"config unknown budget", []string{"check", "--config", cfg("bad2.yaml", "budgets: {activations: 1GiB}\n"), new}, exitInput, `unknown budget "activations"`},
 		{"config not YAML", []string{"check", "--config", cfg("bad3.yaml", "budgets: [peak\n"), new}, exitInput, "--config"},
-		{"config bad device", []string{"check", "--config", cfg("bad4.yaml", "device: first\n"), "-b", "peak=1GiB", new}, exitInput, "cannot unmarshal"},
+		{"config bad device", []string{"check", "--config", cfg("bad4.yaml", "device: first\n"), "-b", "peak=1GiB", new}, exitInput, "cannot construct !!str `first` into int"},
 		{"junit unwritable", []string{"check", "-b", "peak=1TiB", "--junit", filepath.Join(dir, "no", "such", "dir.xml"), new}, exitInput, "--junit: open"},
 		{"bad format", []string{"check", "-f", "html", "-b", "peak=1GiB", new}, exitInput, `--format "html"`},
 		{"no file", []string{"check", "-b", "peak=1GiB"}, exitInput, "requires at least 1 arg"},

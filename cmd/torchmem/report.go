@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
@@ -93,27 +91,4 @@ under 2 MB for any number of ranks.`,
 	cmd.Flags().StringVarP(&out, "output", "o", "report.html", "the HTML file to write (- for stdout)")
 	_ = cmd.MarkFlagFilename("output", "html")
 	return cmd
-}
-
-// writeFileAtomic writes data to path through a temporary file in the same
-// folder, so that a failed run never leaves half a report.
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".torchmem-report-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := io.Copy(f, bytes.NewReader(data)); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -182,12 +182,20 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	}()
 	g := &globals{stdin: stdin, stderr: stderr}
 	defer g.endProgress()
+	out := &outputWriter{w: stdout}
 	root := newRootCmd(g)
 	root.SetArgs(args)
 	root.SetIn(stdin)
-	root.SetOut(stdout)
+	root.SetOut(out)
 	root.SetErr(stderr)
 	err := root.Execute()
+	if out.err != nil {
+		// The output is incomplete: that is the failure to report, once
+		// (whatever else went wrong was likely caused by it).
+		g.endProgress()
+		fmt.Fprintf(stderr, "torchmem: %s\n", oneLine(outputError(out.err).Error()))
+		return exitInput
+	}
 	if err == nil {
 		return exitOK
 	}
@@ -199,12 +207,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 			return code
 		}
 	}
-	msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")
-	fmt.Fprintf(stderr, "torchmem: %s\n", msg)
+	fmt.Fprintf(stderr, "torchmem: %s\n", oneLine(err.Error()))
 	if code == exitInput && !snapshot.IsInputError(err) && ee == nil {
 		fmt.Fprintf(stderr, "Run 'torchmem --help' for usage.\n")
 	}
 	return code
+}
+
+// oneLine makes an error message one line.
+func oneLine(msg string) string {
+	return strings.ReplaceAll(strings.TrimSpace(msg), "\n", " ")
 }
 
 // isGzip reports whether the file starts with the gzip magic bytes.
