@@ -94,13 +94,7 @@ func Classify(h *History) {
 	for i := range h.Blocks {
 		facts[i] = h.facts(i)
 	}
-	training := false
-	for _, c := range h.Phases.code {
-		if c == codeBackward || c == codeOptimizer {
-			training = true
-			break
-		}
-	}
+	run := h.runFactsOf(facts)
 
 	// Candidates for size pairing.
 	var gradCand, paramCand, optCand []int
@@ -113,7 +107,7 @@ func Classify(h *History) {
 	}
 	for i := range h.Blocks {
 		b, f := &h.Blocks[i], &facts[i]
-		if f.m.cublas || b.Untracked {
+		if f.m.cublas || f.m.kvCache || b.Untracked {
 			continue
 		}
 		switch {
@@ -128,7 +122,7 @@ func Classify(h *History) {
 			paramCand = append(paramCand, i)
 		}
 	}
-	paramPaired, gradPaired, pairing := pairSizes(h, gradCand, paramCand, optCand)
+	paramPaired, gradPaired, pairing := pairSizes(h, gradCand, paramCand, optCand, run)
 
 	for i := range h.Blocks {
 		b, f := &h.Blocks[i], &facts[i]
@@ -139,7 +133,7 @@ func Classify(h *History) {
 			b.Category, b.Rule, b.Confidence = cat, RuleProfilerCategory, High
 			continue
 		}
-		b.Category, b.Rule, b.Confidence = decide(f, paramPaired[i], gradPaired[i], pairing, training)
+		b.Category, b.Rule, b.Confidence = decide(f, b.Requested, paramPaired[i], gradPaired[i], pairing, run)
 	}
 	markAutocastCache(h)
 	estimateBaseline(h)
@@ -150,7 +144,7 @@ func Classify(h *History) {
 // one gradient per parameter); without gradients, optimizer state sizes are
 // used. It returns which parameter candidates and which gradient candidates
 // found a partner, and whether pairing worked at all.
-func pairSizes(h *History, gradCand, paramCand, optCand []int) (paramOK, gradOK map[int]int, pairing int) {
+func pairSizes(h *History, gradCand, paramCand, optCand []int, run runFacts) (paramOK, gradOK map[int]int, pairing int) {
 	paramOK, gradOK = map[int]int{}, map[int]int{}
 	if len(paramCand) == 0 {
 		return paramOK, gradOK, 0
@@ -178,9 +172,7 @@ func pairSizes(h *History, gradCand, paramCand, optCand []int) (paramOK, gradOK 
 		}
 	} else if len(optCand) > 0 {
 		source = pairedWithOptimizerState
-		for _, oi := range optCand {
-			ref[h.Blocks[oi].Requested] = 1 << 30
-		}
+		ref = optimizerStateRef(h, optCand)
 	} else {
 		return paramOK, gradOK, 0
 	}
@@ -224,6 +216,9 @@ func pairSizes(h *History, gradCand, paramCand, optCand []int) (paramOK, gradOK 
 			}
 		}
 	}
+	if source == pairedWithOptimizerState && run.training {
+		pairKeptGradients(h, left, perSize, paramOK)
+	}
 	if len(paramOK) == 0 {
 		if source == pairedWithGradient {
 			// Gradients and parameters are both known, and no size
@@ -246,13 +241,16 @@ const (
 	pairedWithOptimizerState = 2
 	pairingFailed            = 3
 	pairedAsOptimizerState   = 4
+	pairedAsGradient         = 5
 )
 
-// decide applies the rules in order; the first that matches wins.
-func decide(f *blockFacts, paramPaired, gradPaired, pairing int, training bool) (Category, string, Confidence) {
+// decide applies the rules in order; the first that matches wins. size is
+// the block's requested size.
+func decide(f *blockFacts, size int64, paramPaired, gradPaired, pairing int, run runFacts) (Category, string, Confidence) {
+	if c, r, conf, ok := decideKind(f); ok {
+		return c, r, conf
+	}
 	switch {
-	case f.m.cublas:
-		return Unknown, RuleCublasWorkspace, High
 	case !f.never && f.fc == codeZeroGrad:
 		return Gradient, RuleFreedByZeroGrad, High
 	case f.intraOp && f.ac != codeOptimizer:
@@ -334,10 +332,10 @@ func decide(f *blockFacts, paramPaired, gradPaired, pairing int, training bool) 
 		return Parameter, RulePreParamPaired, High
 	case paramPaired == pairedWithOptimizerState:
 		return Parameter, RulePreParamPairedOptState, Medium
-	case training && (pairing == pairedWithGradient || pairing == pairedWithOptimizerState):
-		return Unknown, RulePreUnpaired, Low
+	case paramPaired == pairedAsGradient:
+		return Gradient, RulePreGradPairedOpt, Medium
 	}
-	return Parameter, RulePreNeverFreed, Low
+	return decideUnexplained(f, size, pairing, run)
 }
 
 // CategoriesAt sums the live bytes of each category after event i.

@@ -20,6 +20,7 @@ func readerDiagnostics(s *snapshot.Snapshot) []Diagnostic {
 func deviceDiagnostics(h *History, dr *DeviceResult) []Diagnostic {
 	id := h.Device.ID
 	out := append(h.replayDiagnostics(), h.diags...)
+	out = append(out, kindsDiagnostics(id, dr.Rules)...)
 	if len(h.Device.Events) == 0 {
 		out = append(out, Diagnostic{Kind: "state_only", Device: id, Message: fmt.Sprintf(
 			"device %d: no allocation history, only the state at the dump: at_end is exact, the peak is the dump itself, and there are no phases; categories come from block frames alone", id)})

@@ -331,21 +331,22 @@ func TestFixtureOOM(t *testing.T) {
 }
 
 // TestFixtureStateOnly checks a dump without history (enabled="state"):
-// categories come from block frames, the peak is the dump.
+// categories come from block frames, the peak is the dump. A block without
+// frames is unknown: nothing in such a file tells what it is (issue 14).
 func TestFixtureStateOnly(t *testing.T) {
 	r := newRig()
 	r.s.StateOnly = true
-	r.s.Alloc(0, 4*mib, nil)       // parameter: no frames
+	r.s.Alloc(0, 4*mib, nil)       // no frames: a parameter, but nothing says so
 	r.s.Alloc(0, 2*mib, r.optInit) // optimizer state: AdamW's _init_group
 	r.s.Alloc(0, 3*mib, r.fwd)     // an activation: forward frames
 	res := Analyze(read(t, r.s, 0), DefaultOptions())
 	d := res.Devices[0]
-	want := Categories{Parameter: 4 * mib, OptimizerState: 2 * mib, Activation: 3 * mib}
+	want := Categories{Unknown: 4 * mib, OptimizerState: 2 * mib, Activation: 3 * mib}
 	if d.AtEnd.Categories != want || d.Peak.AllocatedBytes != 9*mib || d.Peak.EventIndex != -1 || len(d.Phases) != 0 {
 		t.Errorf("at end %v, peak %d at %d, %d phases; want %v, 9 MiB at −1, none", d.AtEnd.Categories, d.Peak.AllocatedBytes, d.Peak.EventIndex, len(d.Phases), want)
 	}
-	if !hasDiag(res, "state_only") {
-		t.Errorf("diagnostics %v lack state_only", res.Diagnostics)
+	if !hasDiag(res, "state_only") || !hasDiag(res, "no_frames_no_history") {
+		t.Errorf("diagnostics %v lack state_only or no_frames_no_history", res.Diagnostics)
 	}
 }
 

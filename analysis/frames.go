@@ -289,6 +289,18 @@ type stackMarkers struct {
 	// torch.autograd.functional's jvp/vjp, torch.func) made inside a model's
 	// forward: the autograd engine work that follows belongs to forward.
 	gradInForward bool
+	// moduleInit: a weight made by a torch.nn module's constructor
+	// (torch/nn/modules/*.py __init__, or a lazy module materialising):
+	// a parameter wherever it was allocated.
+	moduleInit bool
+	// kvCache: a key/value cache of generation (vLLM's cache engine,
+	// transformers' cache_utils, a function named for the KV cache or
+	// past_key_values).
+	kvCache bool
+	// quantizedWeights: bitsandbytes' quantized layers at work (4-bit or
+	// 8-bit matmuls, Linear4bit/Linear8bitLt): the run's base weights are
+	// quantized. peft: a parameter-efficient fine-tuning wrapper (peft).
+	quantizedWeights, peft bool
 }
 
 // markersOf computes the markers of a stack, scanning from the innermost
@@ -354,6 +366,7 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 		}
 		user = true
 		low := strings.ToLower(name)
+		markKinds(&m, file, name, low)
 		if strings.Contains(low, "attention") || strings.Contains(low, "attn") || strings.Contains(strings.ToLower(path.Base(file)), "attention") {
 			m.attention = true
 		}
@@ -411,6 +424,24 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 		m.hint = hintUser
 	}
 	return m
+}
+
+// markKinds sets the markers that tell what kind of memory a Python frame
+// makes, whatever the phase: a module's weights, a KV cache, quantized or
+// adapter layers.
+func markKinds(m *stackMarkers, file, name, low string) {
+	switch {
+	case strings.Contains(file, "torch/nn/modules/") && (name == "__init__" || name == "initialize_parameters"):
+		m.moduleInit = true
+	case strings.HasSuffix(file, "cache_engine.py") || strings.HasSuffix(file, "transformers/cache_utils.py") ||
+		strings.Contains(low, "kv_cache") || strings.Contains(low, "past_key_value"):
+		m.kvCache = true
+	case strings.Contains(file, "bitsandbytes/") && (strings.Contains(low, "4bit") || strings.Contains(low, "8bit") ||
+		strings.HasSuffix(file, "bitsandbytes/nn/modules.py") || strings.HasSuffix(file, "bitsandbytes/autograd/_functions.py")):
+		m.quantizedWeights = true
+	case strings.Contains(file, "/peft/") || strings.HasPrefix(file, "peft/"):
+		m.peft = true
+	}
 }
 
 // isAutogradCall reports whether a Python file is one of PyTorch's entry

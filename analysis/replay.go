@@ -293,6 +293,9 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 			h.closeAt[i] = bi
 		}
 	}
+	if len(d.Preexisting) > 0 {
+		h.placePreexisting(newBlock)
+	}
 	// Blocks live at the dump: match them with the trace (the dump sizes
 	// them); the others were allocated before recording began and never
 	// freed.
@@ -395,6 +398,50 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 	}
 	h.replayReserved()
 	return h
+}
+
+// placePreexisting turns the allocations a file lists as older than its
+// events into blocks that keep what the file says of them (a memory
+// timeline's PREEXISTING rows and their categories): a free without an
+// allocation ends one of them (of its size and category, else of its size),
+// the others live on.
+func (h *History) placePreexisting(newBlock func(Block) int32) {
+	type key struct {
+		size int64
+		meta uint32
+	}
+	rows := h.Device.Preexisting
+	used := make([]bool, len(rows))
+	byKey := map[key][]int{}
+	bySize := map[int64][]int{}
+	for i, r := range rows {
+		k := key{r.Size, h.categoryMeta(r.Meta)}
+		byKey[k] = append(byKey[k], i)
+		bySize[r.Size] = append(bySize[r.Size], i)
+	}
+	take := func(l []int) bool {
+		for _, i := range l {
+			if !used[i] {
+				used[i] = true
+				return true
+			}
+		}
+		return false
+	}
+	for bi := range h.Blocks {
+		b := &h.Blocks[bi]
+		if b.Alloc >= 0 || b.Addr != 0 || b.Untracked {
+			continue
+		}
+		if !take(byKey[key{b.Size, h.categoryMeta(b.meta)}]) {
+			take(bySize[b.Size])
+		}
+	}
+	for i, r := range rows {
+		if !used[i] {
+			newBlock(Block{Size: r.Size, Requested: r.Size, Alloc: -1, Free: -1, FreeRequested: -1, meta: r.Meta})
+		}
+	}
 }
 
 // replayReserved computes the reserved curve: from the chrome trace's

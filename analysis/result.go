@@ -280,7 +280,13 @@ const (
 // Category is what a block of memory is.
 type Category int
 
-// Categories, in PyTorch's memory-profiler plot order.
+// Categories: PyTorch's memory-profiler categories in its plot order, then
+// two kinds that profiler has no name for — an inference server's key/value
+// cache (kv_cache: it is neither weights nor activations, and sized by the
+// server, not the batch) and a library's persistent workspace (workspace:
+// cuBLAS's per-handle buffer) — and unknown last. Kinds that are a variant
+// of a category keep it under a rule of their own: quantized or frozen
+// weights and autocast's weight copies are parameters.
 const (
 	Parameter Category = iota
 	Gradient
@@ -289,11 +295,13 @@ const (
 	Temporary
 	AutogradDetail
 	InputData
+	KVCache
+	Workspace
 	Unknown
 	NumCategories
 )
 
-var categoryNames = [NumCategories]string{"parameter", "gradient", "optimizer_state", "activation", "temporary", "autograd_detail", "input", "unknown"}
+var categoryNames = [NumCategories]string{"parameter", "gradient", "optimizer_state", "activation", "temporary", "autograd_detail", "input", "kv_cache", "workspace", "unknown"}
 
 // String returns the category's JSON name.
 func (c Category) String() string {

@@ -17,13 +17,13 @@ import (
 
 // categoryColors colours each category the same in every chart.
 var categoryColors = [analysis.NumCategories]string{
-	"#5470c6", "#91cc75", "#fac858", "#ee6666", "#73c0de", "#9a60b4", "#3ba272", "#a0a7b4",
+	"#5470c6", "#91cc75", "#fac858", "#ee6666", "#73c0de", "#9a60b4", "#3ba272", "#fc8452", "#6e7079", "#a0a7b4",
 }
 
 // categoryLabels names the categories for people.
 var categoryLabels = [analysis.NumCategories]string{
 	"parameters", "gradients", "optimizer state", "activations", "temporaries",
-	"autograd internals", "inputs", "unclassified",
+	"autograd internals", "inputs", "KV cache", "workspaces", "unclassified",
 }
 
 // phaseColors shades the phase bands of the timeline.

@@ -90,6 +90,11 @@ type Device struct {
 	// file states it (chrome traces: Total Allocated − Bytes of the first event).
 	// -1 when unknown.
 	Baseline int64
+	// Preexisting lists, when the file itemises it, the memory allocated
+	// before its first event (a memory timeline's PREEXISTING rows), each
+	// with what the file says of it in Meta ("category:…"). They sum to
+	// Baseline.
+	Preexisting []Preexisting
 	// Reserved is the reserved-memory curve of chrome traces: a point each time
 	// "Total Reserved" changes. Empty for snapshots (replay segment events instead).
 	Reserved []CounterPoint
@@ -98,6 +103,12 @@ type Device struct {
 	CapacityBytes int64
 	// Name is the device name when known ("Tesla V100-SXM2-32GB").
 	Name string
+}
+
+// Preexisting is one allocation a file lists as made before its events.
+type Preexisting struct {
+	Size int64
+	Meta uint32 // an interned string, as Event.Meta
 }
 
 // DeviceKind says what memory a Device holds.

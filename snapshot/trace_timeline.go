@@ -34,7 +34,8 @@ type mtRow struct {
 }
 
 // readMemoryTimeline reads the rows of a top-level array whose '[' was
-// consumed. PREEXISTING rows (t = −1) become the device Baseline; CREATE and
+// consumed. PREEXISTING rows (t = −1) become the device Baseline, each kept
+// with its category in Device.Preexisting; CREATE and
 // DESTROY become alloc and free events; INCREMENT_VERSION's −n/+n pair
 // becomes a free and an alloc of the same size (the category changes, the
 // total does not). Each event's Meta is "category:NAME".
@@ -47,6 +48,7 @@ func (tr *traceReader) readMemoryTimeline() (*Snapshot, error) {
 	dec := tr.dec
 	var rows []mtRow
 	var baseline int64
+	var pre []Preexisting
 	catIDs := map[int64]uint32{}
 	var vals [4]int64
 	badActions := 0
@@ -104,6 +106,9 @@ func (tr *traceReader) readMemoryTimeline() (*Snapshot, error) {
 		switch action {
 		case mtPreexisting:
 			baseline += nbytes
+			if nbytes > 0 {
+				pre = append(pre, Preexisting{Size: nbytes, Meta: id})
+			}
 		case mtCreate, mtDestroy, mtIncrementVersion:
 			if nbytes != 0 {
 				rows = append(rows, mtRow{t: t, bytes: nbytes, action: action, cat: id})
@@ -122,6 +127,7 @@ func (tr *traceReader) readMemoryTimeline() (*Snapshot, error) {
 	slices.SortStableFunc(rows, func(x, y mtRow) int { return cmp.Compare(x.t, y.t) })
 	d := b.Device(0, DeviceCUDA)
 	d.Baseline = baseline
+	d.Preexisting = pre
 	d.Events = make([]Event, 0, len(rows))
 	for _, r := range rows {
 		e := Event{TimeNS: r.t, Meta: r.cat, Action: ActionAlloc, Size: r.bytes}
@@ -130,7 +136,7 @@ func (tr *traceReader) readMemoryTimeline() (*Snapshot, error) {
 		}
 		d.Events = append(d.Events, e)
 	}
-	s.Diag("memory_timeline", 0, "a torch.profiler export_memory_timeline raw file, not a chrome trace: one device (assumed cuda:0), events carry PyTorch's categories as Meta \"category:…\"; PREEXISTING rows are the baseline")
+	s.Diag("memory_timeline", 0, "a torch.profiler export_memory_timeline raw file, not a chrome trace: one device (assumed cuda:0), events carry PyTorch's categories as Meta \"category:…\"; PREEXISTING rows (memory allocated before profiling) keep theirs")
 	s.Diag("bytes_only", 0, "device 0: the memory timeline has no addresses: the curve and categories are right but block lifetimes are unknown")
 	if badActions > 0 {
 		s.Diag("bad_memory_events", 0, fmt.Sprintf("%d rows with an unknown action were skipped", badActions))

@@ -1,0 +1,151 @@
+package analysis
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The figures below are the output of testdata/facts/category_facts.py
+// (Python's pickle, gzip and json; see its docstring for how each is read).
+
+// TestBcraftonGradientsFromBeforeRecording: an AdamW step without
+// zero_grad, the gradients accumulating into .grad tensors made before the
+// recording. AdamW keeps two tensors per parameter, so the 222 state
+// tensors stand for 111 parameters, and the 222 untraced blocks of their
+// sizes are 111 parameters and 111 gradients — 761,840,640 B requested
+// each — not 222 parameters (optimizer state 1.0× parameters is impossible
+// for AdamW).
+func TestBcraftonGradientsFromBeforeRecording(t *testing.T) {
+	s := openShared(t, "snapshots", "genG_torch2.10x_bcrafton.pickle")
+	h := BuildHistory(s, s.Devices[0])
+	end := h.EndIndex()
+	got := h.CategoriesAt(end)
+	want := Categories{Parameter: 763_440_128, Gradient: 764_708_864, OptimizerState: 1_527_666_688, Workspace: 17_039_360, Unknown: 16_384}
+	if got != want {
+		t.Errorf("at the end %v, want %v", got, want)
+	}
+	var req Categories
+	var blocks [NumCategories]int
+	for _, b := range h.LiveBlocks(end) {
+		req[b.Category] += b.Requested
+		blocks[b.Category]++
+	}
+	if req[Parameter] != 761_840_640 || req[Gradient] != 761_840_640 || req[OptimizerState] != 1_523_681_280 {
+		t.Errorf("requested parameter/gradient/optimizer_state %d/%d/%d, want 761,840,640 each and twice that",
+			req[Parameter], req[Gradient], req[OptimizerState])
+	}
+	if blocks[Parameter] != 111 || blocks[Gradient] != 111 || blocks[OptimizerState] != 222 {
+		t.Errorf("blocks %v: want 111 parameters, 111 gradients, 222 AdamW states", blocks)
+	}
+	// The gradients live across steps (no zero_grad): freeing them before
+	// the forward is what set_to_none offers.
+	r := Analyze(s, DefaultOptions())
+	if ids := suggestionIDs(r); !slices.Contains(ids, "set_to_none") || slices.Contains(ids, "quantize_weights") {
+		t.Errorf("suggestions %v: want set_to_none, no weight quantization", ids)
+	}
+}
+
+// TestMemoryTimelinePreexistingCategories: every PREEXISTING row of
+// PyTorch's memory timeline keeps its category. At the peak (the first of
+// its highest rows, event 994) the file's own categories give parameter
+// 102,440,608, optimizer_state 102,228,128, input 19,395,584 and unknown
+// 134,218,152 bytes.
+func TestMemoryTimelinePreexistingCategories(t *testing.T) {
+	s := openShared(t, "traces", "hta_memory_timeline_categories.raw.json.gz")
+	r := Analyze(s, DefaultOptions())
+	if len(r.Devices) != 1 {
+		t.Fatalf("%d devices", len(r.Devices))
+	}
+	d := r.Devices[0]
+	peak := Categories{Parameter: 102_440_608, OptimizerState: 102_228_128, InputData: 19_395_584, Unknown: 134_218_152,
+		Activation: 2_592_465_920, AutogradDetail: 64_225_280, Gradient: 67_858_432}
+	end := Categories{Parameter: 102_440_608, OptimizerState: 102_228_128, InputData: 19_395_584, Unknown: 424,
+		Activation: 128_000, Gradient: 107_868_160}
+	if d.Peak.AllocatedBytes != 3_082_832_104 || d.Peak.EventIndex != 994 || d.Peak.Categories != peak {
+		t.Errorf("peak %d at %d: %v; want 3,082,832,104 at 994: %v", d.Peak.AllocatedBytes, d.Peak.EventIndex, d.Peak.Categories, peak)
+	}
+	if d.AtEnd.Categories != end {
+		t.Errorf("at the end %v, want %v", d.AtEnd.Categories, end)
+	}
+	for _, u := range d.Rules {
+		if u.Rule != RuleProfilerCategory {
+			t.Errorf("rule %s decided %d B: every block has PyTorch's category", u.Rule, u.Bytes)
+		}
+	}
+}
+
+// TestQLoRAFrozenBaseWeights: cranberrii fine-tunes LoRA adapters on a
+// bitsandbytes 4-bit model. The 532 untraced blocks that pair with no
+// gradient (1,077,616,640 B, 47% of the end) are the frozen base weights:
+// parameters, under a rule that says they are quantized; the 88 adapter
+// weights pair with their gradients; two blocks are cuBLAS workspaces.
+func TestQLoRAFrozenBaseWeights(t *testing.T) {
+	s := openShared(t, "snapshots", "genB_torch2.1_cranberrii.pickle")
+	r := Analyze(s, DefaultOptions())
+	d := r.Devices[0]
+	rules := map[string]RuleUse{}
+	for _, u := range d.Rules {
+		rules[u.Rule] = u
+	}
+	if u := rules[RuleQuantizedWeights]; u.Blocks != 532 || u.Bytes != 1_077_616_640 || u.Category != Parameter {
+		t.Errorf("quantized base weights %+v, want 532 parameter blocks of 1,077,616,640 B", u)
+	}
+	if u := rules[RulePreParamPaired]; u.Blocks != 88 || u.Bytes != 9_011_200 {
+		t.Errorf("adapter weights %+v, want 88 blocks of 9,011,200 B", u)
+	}
+	if c := d.AtEnd.Categories; c[Parameter] != 1_077_616_640+9_011_200 || c[Workspace] != 17_039_360 {
+		t.Errorf("at the end %v", c)
+	}
+	if ids := suggestionIDs(r); slices.Contains(ids, "qlora") || slices.Contains(ids, "quantize_weights") {
+		t.Errorf("suggestions %v: the weights are quantized already", ids)
+	}
+	if !hasDiag(r, "frozen_base_weights") {
+		t.Errorf("no frozen_base_weights diagnostic")
+	}
+}
+
+// TestNoHistoryNoFrames: dumps without history whose blocks have no frames
+// say unknown, not parameter, and suggest nothing about weights; a block of
+// PyTorch's default cuBLAS workspace size (8,519,680 B) is a workspace.
+func TestNoHistoryNoFrames(t *testing.T) {
+	tests := []struct {
+		file      string
+		device    int
+		workspace int64 // by size (without frames) and by frames
+		unknown   int64 // no frames, no history
+	}{
+		{"edge_2dev_expandable_no_trace_albi2.pickle", 0, 8_519_680, 10_240},
+		{"edge_2dev_expandable_no_trace_albi2.pickle", 1, 8_519_680, 0},
+		// zijiandu: one workspace has frames (mm_mat1_backward under
+		// getCurrentCUDABlasHandle), one has none.
+		{"genB_torch2.1_zijiandu_state_only_diffusion.pickle", 0, 2 * 8_519_680, 8_531_327_488},
+	}
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			s := openShared(t, "snapshots", tc.file)
+			r := Analyze(s, DefaultOptions())
+			var d *DeviceResult
+			for i := range r.Devices {
+				if r.Devices[i].Device == tc.device {
+					d = &r.Devices[i]
+				}
+			}
+			if d == nil {
+				t.Fatalf("no device %d", tc.device)
+			}
+			c := d.AtEnd.Categories
+			if c[Workspace] != tc.workspace || c[Unknown] != tc.unknown || c[Parameter] > c.Total()/100 {
+				t.Errorf("device %d at the end %v: want workspace %d, unknown %d, next to no parameters", tc.device, c, tc.workspace, tc.unknown)
+			}
+			for _, sg := range r.Suggestions {
+				if sg.ID == "quantize_weights" || sg.ID == "qlora" || strings.Contains(sg.Because, "nothing is trained") {
+					t.Errorf("suggestion %s: %s", sg.ID, sg.Because)
+				}
+			}
+			if tc.unknown > 0 && !hasDiag(r, "no_frames_no_history") {
+				t.Errorf("no no_frames_no_history diagnostic")
+			}
+		})
+	}
+}
