@@ -17,6 +17,9 @@ type Options struct {
 	MaxTimelinePoints int
 	// NoTimeline skips the timeline (for JSON-only callers).
 	NoTimeline bool
+	// CapacityBytes is the device memory the what-if projections must fit
+	// (--gpu); 0 takes the file's device capacity when it records one.
+	CapacityBytes int64
 }
 
 // DefaultOptions analyses every device, lists 10 sites and keeps a timeline
@@ -38,6 +41,13 @@ func BuildHistory(s *snapshot.Snapshot, d *snapshot.Device) *History {
 // Analyze runs every pass over a snapshot or chrome trace and returns the
 // Result (schema torchmem.analysis/v1).
 func Analyze(s *snapshot.Snapshot, opts Options) *Result {
+	r, _ := analyze(s, opts)
+	return r
+}
+
+// analyze is Analyze that also returns the history of the device the
+// suggestions and the what-if are about (nil when no device has one).
+func analyze(s *snapshot.Snapshot, opts Options) (*Result, *History) {
 	if opts.TopSites <= 0 {
 		opts.TopSites = 10
 	}
@@ -61,6 +71,8 @@ func Analyze(s *snapshot.Snapshot, opts Options) *Result {
 		r.Input.Format = "snapshot"
 	}
 	var best *evidence
+	var bestH *History
+	var bestDR int
 	var hs []*History
 	for _, d := range s.Devices {
 		if opts.Device >= 0 && d.ID != opts.Device {
@@ -84,7 +96,7 @@ func Analyze(s *snapshot.Snapshot, opts Options) *Result {
 		case best == nil,
 			dr.OOM != nil && !bestOOM,
 			dr.OOM == nil && !bestOOM && ev.peakAlloc > best.peakAlloc:
-			best, bestOOM = ev, dr.OOM != nil
+			best, bestOOM, bestH, bestDR = ev, dr.OOM != nil, h, len(r.Devices)-1
 		}
 	}
 	r.Leaks = <-leaks
@@ -92,7 +104,14 @@ func Analyze(s *snapshot.Snapshot, opts Options) *Result {
 		r.Leaks = []Leak{}
 	}
 	r.Suggestions = suggest(best, r.Leaks)
-	return r
+	if bestH != nil {
+		capacity := opts.CapacityBytes
+		if capacity == 0 {
+			capacity = r.Devices[bestDR].Capacity
+		}
+		r.WhatIf = whatIf(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
+	}
+	return r, bestH
 }
 
 // deviceResult assembles the result of one device from its history.

@@ -278,6 +278,7 @@ type stackMarkers struct {
 	accumulateGrad bool // inside AccumulateGrad (gradient written to .grad)
 	attention      bool // scaled-dot-product attention / softmax of attention scores
 	sdpaMath       bool // the math (materialising) SDPA backend
+	fusedAttention bool // a fused attention kernel (flash, memory-efficient, cuDNN; flash-attn, xformers): no seq² tensors
 	hasFrames      bool
 	// autocastCast: a cast made by autocast (at::autocast::cached_cast,
 	// C++ frames), which caches the copies of weights.
@@ -332,6 +333,11 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 			if strings.Contains(name, "_math") {
 				m.sdpaMath = true
 			}
+		}
+		if strings.Contains(name, "_flash_attention") || strings.Contains(name, "_efficient_attention") ||
+			strings.Contains(name, "_cudnn_attention") || strings.HasPrefix(name, "flash_attn") ||
+			strings.Contains(name, "memory_efficient_attention") {
+			m.attention, m.fusedAttention = true, true
 		}
 		if !isPython(f) {
 			switch {

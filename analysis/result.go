@@ -40,6 +40,10 @@ type Result struct {
 	Leaks         []Leak         `json:"leaks"`
 	Suggestions   []Suggestion   `json:"suggestions"`
 	Diagnostics   []Diagnostic   `json:"diagnostics"`
+	// WhatIf projects the device the suggestions are about: its peak under
+	// each suggestion and their best combination, and its scaling with
+	// batch and sequence (null without a recorded history).
+	WhatIf *WhatIf `json:"what_if"`
 }
 
 // Input describes the analysed file.

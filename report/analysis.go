@@ -80,6 +80,7 @@ func TextTop(w io.Writer, r *analysis.Result, top int) error {
 			p.wrap(indent+"because ", indent+"  ", snapshot.OneLine(s.Because))
 		}
 	}
+	whatIfText(p, r)
 	if len(r.Diagnostics) > 0 {
 		p.f("\nnotes\n")
 		for _, d := range r.Diagnostics {
@@ -267,6 +268,7 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 			p.f("```\n\n</details>\n")
 		}
 	}
+	whatIfMarkdown(p, r)
 	if len(r.Diagnostics) > 0 {
 		p.f("\n<details><summary>Notes on completeness</summary>\n\n")
 		for _, d := range r.Diagnostics {

@@ -24,6 +24,9 @@ type estimateRow struct {
 
 // estimateRows lists the parts of an estimate, the null ones left out.
 func estimateRows(r *estimate.Result) []estimateRow {
+	if r.Measured != nil {
+		return measuredRows(r)
+	}
 	s := r.Setup
 	rows := []estimateRow{{"parameters", r.ParametersBytes, paramNote(r)}}
 	if r.MasterWeightsBytes > 0 {
@@ -40,19 +43,42 @@ func estimateRows(r *estimate.Result) []estimateRow {
 		rows = append(rows, estimateRow{"optimizer state", r.OptimizerStateBytes, note})
 	}
 	if r.ActivationsBytes != nil {
-		note := ""
+		var notes []string
 		if r.AttentionBytes != nil && *r.AttentionBytes > 0 {
-			note = "attention (∝ seq²) " + analysis.FormatBytes(*r.AttentionBytes) + "; "
+			notes = append(notes, "attention (∝ seq²) "+analysis.FormatBytes(*r.AttentionBytes))
 		}
 		if r.ActivationsFloorBytes != nil {
-			note += "floor (guide's rule) " + analysis.FormatBytes(*r.ActivationsFloorBytes)
+			notes = append(notes, "floor (guide's rule) "+analysis.FormatBytes(*r.ActivationsFloorBytes))
 		}
+		note := strings.Join(notes, "; ")
 		rows = append(rows, estimateRow{"activations", *r.ActivationsBytes, note})
 	} else {
 		rows = append(rows, estimateRow{"activations", -1, "unknown: the architecture is not given"})
 	}
 	if r.WorkingBytes > 0 {
 		rows = append(rows, estimateRow{"gathered layer", r.WorkingBytes, "ZeRO-3: one block's parameters at a time"})
+	}
+	return rows
+}
+
+// measuredRows are the parts of a projected measurement at its peak.
+func measuredRows(r *estimate.Result) []estimateRow {
+	m := r.Measured
+	act := fmt.Sprintf("measured at batch %d × seq %d, scaled", m.FromBatch, m.FromSeq)
+	if r.AttentionBytes != nil && *r.AttentionBytes > 0 {
+		act += "; attention (∝ seq²) " + analysis.FormatBytes(*r.AttentionBytes)
+	}
+	rows := []estimateRow{
+		{"parameters", r.ParametersBytes, "measured"},
+		{"gradients", r.GradientsBytes, "measured, live at the projected peak"},
+		{"optimizer state", r.OptimizerStateBytes, "measured, live at the projected peak"},
+		{"activations", -1, act},
+	}
+	if r.ActivationsBytes != nil {
+		rows[3].bytes = *r.ActivationsBytes
+	}
+	if r.OtherBytes > 0 {
+		rows = append(rows, estimateRow{"other", r.OtherBytes, "workspaces, optimizer-step scratch, unknown"})
 	}
 	return rows
 }
@@ -122,19 +148,29 @@ func wrapJoin(parts []string, width int) string {
 	return b.String()
 }
 
-// modelLine names the model and its size.
-func modelLine(r *estimate.Result) string {
-	name := "a model"
-	if a := r.Architecture; a != nil {
-		name = a.Name
-		if a.Source != "" {
-			name = fmt.Sprintf("%s (%s)", a.Source, a.Name)
-		}
+// sourceLine names where the model's facts come from.
+func sourceLine(r *estimate.Result) string {
+	switch a := r.Architecture; {
+	case r.Measured != nil:
+		return "projection of " + snapshot.OneLine(r.Measured.Path)
+	case a != nil && a.Source != "" && a.Source != "flags":
+		return fmt.Sprintf("%s (%s)", snapshot.OneLine(a.Source), snapshot.OneLine(a.Name))
+	case a != nil:
+		return "a transformer from its dimensions"
 	}
+	return "a model of a given size"
+}
+
+// countLine says the model's size.
+func countLine(r *estimate.Result) string {
+	n := fmt.Sprintf("%s parameters (%s)", humanize.Comma(r.ParameterCount), shortCount(r.ParameterCount))
 	if r.Measured != nil {
-		name = "the run in " + r.Measured.Path
+		n = fmt.Sprintf("%s parameters if %s (%s)", humanize.Comma(r.ParameterCount), r.Setup.Precision, shortCount(r.ParameterCount))
 	}
-	return fmt.Sprintf("%s: %s parameters (%s)", snapshot.OneLine(name), humanize.Comma(r.ParameterCount), shortCount(r.ParameterCount))
+	if a := r.Architecture; a != nil && r.Measured == nil && a.Layers > 0 {
+		n += fmt.Sprintf(": %d layers, hidden %d, %d heads (%d KV), MLP %d, vocab %d", a.Layers, a.Hidden, a.Heads, a.KVHeads, a.FFN, a.Vocab)
+	}
+	return n
 }
 
 // shortCount writes a parameter count as models are named: 6.74B, 124M.
@@ -148,6 +184,12 @@ func shortCount(n int64) string {
 		return fmt.Sprintf("%.3gM", float64(n)/1e6)
 	}
 	return fmt.Sprintf("%.3gK", float64(n)/1e3)
+}
+
+// measuredLine says what was measured and what it is projected to.
+func measuredLine(m *estimate.Measured) string {
+	return fmt.Sprintf("measured at batch %d × sequence %d: peak %s in %s; projected to batch %d × sequence %d",
+		m.FromBatch, m.FromSeq, analysis.FormatBytes(m.PeakBytes), m.PeakPhase, m.ToBatch, m.ToSeq)
 }
 
 // fitLine says whether the total fits the GPU.
@@ -166,10 +208,11 @@ func fitLine(r *estimate.Result) string {
 // EstimateText writes an estimate for a terminal (lines within 100 columns).
 func EstimateText(w io.Writer, r *estimate.Result) error {
 	p := &printer{w: w}
-	p.f("torchmem estimate — %s\n", modelLine(r))
-	p.f("%s\n", wrapJoin(setupParts(r.Setup), 100))
+	p.f("torchmem estimate — %s\n%s\n", sourceLine(r), countLine(r))
 	if m := r.Measured; m != nil {
-		p.f("measured at batch %d × sequence %d: peak %s in %s\n", m.FromBatch, m.FromSeq, analysis.FormatBytes(m.PeakBytes), m.PeakPhase)
+		p.f("%s\n", measuredLine(m))
+	} else {
+		p.f("%s\n", wrapJoin(setupParts(r.Setup), 100))
 	}
 	p.f("\n")
 	for _, row := range estimateRows(r) {
@@ -219,10 +262,11 @@ func EstimateText(w io.Writer, r *estimate.Result) error {
 // EstimateMarkdown writes an estimate for a ticket or a README.
 func EstimateMarkdown(w io.Writer, r *estimate.Result) error {
 	p := &printer{w: w}
-	p.f("## torchmem estimate: %s\n\n", mdText(modelLine(r)))
-	p.f("%s\n\n", mdText(setupLine(r.Setup)))
+	p.f("## torchmem estimate: %s\n\n%s\n\n", mdText(sourceLine(r)), mdText(countLine(r)))
 	if m := r.Measured; m != nil {
-		p.f("Measured at batch %d × sequence %d: peak %s in %s.\n\n", m.FromBatch, m.FromSeq, analysis.FormatBytes(m.PeakBytes), m.PeakPhase)
+		p.f("%s\n\n", mdText(measuredLine(m)))
+	} else {
+		p.f("%s\n\n", mdText(setupLine(r.Setup)))
 	}
 	p.f("| part | bytes | |\n|---|---:|---|\n")
 	for _, row := range estimateRows(r) {

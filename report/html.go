@@ -10,6 +10,7 @@ import (
 	"html/template"
 	"io"
 	"path/filepath"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -43,6 +44,20 @@ var (
 			"pct":   pct,
 			"hex":   func(v uint64) string { return fmt.Sprintf("%#x", v) },
 			"clip":  clip,
+			"join":  strings.Join,
+			"projectionWord": func(method string, fits *bool) string {
+				switch {
+				case method == "reserved_only":
+					return "lowers reserved memory, not the peak"
+				case fits == nil:
+					return ""
+				case *fits:
+					return "fits"
+				}
+				return "does not fit"
+			},
+			"scaleRows":  scaleRows,
+			"modelLines": modelLines,
 		}).Parse(reportTemplate))
 	})
 )
@@ -147,6 +162,7 @@ type htmlPage struct {
 	Suggestions []analysis.Suggestion
 	Diagnostics []analysis.Diagnostic
 	TotalSaving int64
+	WhatIf      *analysis.WhatIf
 
 	Data      template.JS
 	EChartsJS template.JS
@@ -215,6 +231,7 @@ func buildPage(r *analysis.Result, o HTMLOptions, b budget) (*htmlPage, *chartDa
 		Leaks:       r.Leaks,
 		Suggestions: r.Suggestions,
 		Diagnostics: r.Diagnostics,
+		WhatIf:      r.WhatIf,
 		Selected:    mainDevice(r),
 	}
 	if p.Version == "" {

@@ -96,8 +96,11 @@ type Result struct {
 	// WorkingBytes is memory held only while a layer runs: ZeRO-3's
 	// gathered parameters of one block.
 	WorkingBytes int64 `json:"working_bytes"`
-	TotalBytes   int64 `json:"total_bytes"`
-	GPU          *GPU  `json:"gpu"`
+	// OtherBytes is measured memory of none of the parts above
+	// (workspaces, optimizer-step scratch, unknown); 0 for formulas.
+	OtherBytes int64 `json:"other_bytes"`
+	TotalBytes int64 `json:"total_bytes"`
+	GPU        *GPU  `json:"gpu"`
 	// Fits is null without a GPU (or when the activations are unknown and
 	// the rest fits).
 	Fits *bool `json:"fits"`

@@ -6,12 +6,13 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/analysis/estimate"
 	"github.com/torchmem/torchmem/report"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
 func newAnalyzeCmd(g *globals) *cobra.Command {
-	var format, ranks string
+	var format, ranks, gpu string
 	var device, top int
 	cmd := &cobra.Command{
 		Use:   "analyze FILE|FOLDER...",
@@ -22,6 +23,10 @@ optimizer_state, activation, temporary, autograd_detail, input, unknown) at
 the peak, at the end and at an OOM, the OOM post-mortem (request, free bytes,
 site, fragmentation), top allocation sites, leaks, and ranked suggestions
 with the bytes each would save. Diagnostics say how far to trust the numbers.
+A what-if projects the measured run: its peak under each suggestion and their
+best combination (fitting --gpu, or the file's device capacity), and how the
+peak scales with the batch size and the sequence length (activations linear
+in both, attention quadratic in the sequence).
 
 --format json writes schema torchmem.analysis/v1 (exact bytes); markdown is
 for a bug ticket; text is for a terminal.
@@ -54,6 +59,9 @@ same roll-up from such JSON files.`,
 			}
 			opts := analysis.DefaultOptions()
 			opts.Device, opts.TopSites = device, top
+			if err := gpuOption(gpu, &opts); err != nil {
+				return err
+			}
 			textTop := 5 // the first screen; --top asks for more (or fewer)
 			if cmd.Flags().Changed("top") {
 				textTop = top
@@ -92,7 +100,27 @@ same roll-up from such JSON files.`,
 	cmd.Flags().IntVarP(&device, "device", "d", -1, "analyse only this device (default: all)")
 	cmd.Flags().IntVar(&top, "top", 10, "how many allocation sites to list (text shows 5 unless given)")
 	rankFlag(cmd, &ranks)
+	gpuFlag(cmd, &gpu)
 	return cmd
+}
+
+// gpuFlag adds --gpu, the device the what-if projections must fit.
+func gpuFlag(cmd *cobra.Command, target *string) {
+	cmd.Flags().StringVar(target, "gpu", "", "GPU the what-if projections must fit: a size (24GiB) or a name (A100-80GB)")
+	_ = cmd.RegisterFlagCompletionFunc("gpu", cobra.FixedCompletions(estimate.GPUNames(), cobra.ShellCompDirectiveNoFileComp))
+}
+
+// gpuOption reads --gpu into the analysis options.
+func gpuOption(gpu string, opts *analysis.Options) error {
+	if gpu == "" {
+		return nil
+	}
+	g, err := estimate.ParseGPU(gpu)
+	if err != nil {
+		return &exitError{exitInput, fmt.Errorf("--gpu %v", err)}
+	}
+	opts.CapacityBytes = g.CapacityBytes
+	return nil
 }
 
 // writeResults writes analyses in a format; text lists textTop sites.

@@ -5,9 +5,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/estimate"
 	"github.com/torchmem/torchmem/report"
 	"github.com/torchmem/torchmem/snapshot"
@@ -219,9 +221,74 @@ func writeEstimate(w io.Writer, format string, r *estimate.Result) error {
 	return report.EstimateText(w, r)
 }
 
-// projectRun is estimate --from (added with the what-if projections).
+// projectRun is estimate --from: a measured run projected to --batch/--seq.
 func projectRun(g *globals, cmd *cobra.Command, f *estimateFlags) (*estimate.Result, error) {
-	return nil, usageError("--from is not available yet")
+	for _, name := range []string{"params", "config", "hidden", "layers", "heads", "kv-heads", "ffn", "vocab",
+		"precision", "mixed", "optimizer", "checkpointing", "flash", "lora", "zero", "world", "offload-optimizer"} {
+		if cmd.Flags().Changed(name) {
+			return nil, usageError("--%s describes a model to estimate: with --from the measured run says it", name)
+		}
+	}
+	at, err := parseAt(f.at)
+	if err != nil {
+		return nil, err
+	}
+	var to analysis.Size
+	if cmd.Flags().Changed("batch") {
+		to.Batch = f.setup.Batch
+	}
+	if cmd.Flags().Changed("seq") {
+		to.Seq = f.setup.Seq
+	}
+	if to.Batch < 0 || to.Seq < 0 || to.Batch == 0 && cmd.Flags().Changed("batch") || to.Seq == 0 && cmd.Flags().Changed("seq") {
+		return nil, usageError("--batch and --seq must be positive")
+	}
+	if to.Batch > 0 && at.Batch == 0 {
+		return nil, usageError("--batch %d: say the measured batch size with --at batch=B", to.Batch)
+	}
+	if to.Seq > 0 && at.Seq == 0 {
+		return nil, usageError("--seq %d: say the measured sequence length with --at seq=S", to.Seq)
+	}
+	var gpu *estimate.GPU
+	if f.gpu != "" {
+		if gpu, err = estimate.ParseGPU(f.gpu); err != nil {
+			return nil, usageError("--gpu %v", err)
+		}
+	}
+	s, err := g.open(f.from)
+	if err != nil {
+		return nil, err
+	}
+	r, err := analysis.Project(s, analysis.DefaultOptions(), at, to, gpu)
+	g.endProgress()
+	if err != nil {
+		return nil, &exitError{exitInput, fmt.Errorf("%s: %v", snapshot.OneLine(f.from), err)}
+	}
+	return r, nil
+}
+
+// parseAt reads --at: "batch=4,seq=128" (either may be left out).
+func parseAt(s string) (analysis.Size, error) {
+	var at analysis.Size
+	if strings.TrimSpace(s) == "" {
+		return at, usageError("--from needs --at batch=B,seq=S: the size the run was measured at")
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if !ok || err != nil || n <= 0 || n > 1<<24 {
+			return at, usageError("--at %q: want batch=B,seq=S with positive numbers", snapshot.OneLine(s))
+		}
+		switch strings.ToLower(strings.TrimSpace(k)) {
+		case "batch", "b":
+			at.Batch = n
+		case "seq", "s", "sequence", "context":
+			at.Seq = n
+		default:
+			return at, usageError("--at %q: %q is neither batch nor seq", snapshot.OneLine(s), snapshot.OneLine(k))
+		}
+	}
+	return at, nil
 }
 
 // wrapList joins items with commas, breaking lines before width columns.

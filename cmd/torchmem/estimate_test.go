@@ -106,3 +106,88 @@ func TestEstimateBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestEstimateFrom: estimate --from projects the cs336 'medium' run
+// measured at context 128 to 256 and back (batch 4, MANIFEST.json); each
+// total_bytes is within 15% of the other run's measured peak.
+func TestEstimateFrom(t *testing.T) {
+	file := func(seq string) string {
+		return shared(t, "snapshots", "wedsonlin_medium_"+seq+"_training.pickle")
+	}
+	peak := func(path string) float64 {
+		code, out, stderr := runCLI(nil, "analyze", "--format", "json", path)
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var doc struct {
+			Devices []struct {
+				Peak struct {
+					AllocatedBytes float64 `json:"allocated_bytes"`
+				} `json:"peak"`
+			} `json:"devices"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc.Devices[0].Peak.AllocatedBytes
+	}
+	for _, tc := range []struct{ from, to string }{{"128", "256"}, {"256", "128"}} {
+		code, out, stderr := runCLI(nil, "estimate", "--format", "json", "--from", file(tc.from), "--at", "batch=4,seq="+tc.from, "--seq", tc.to)
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		got, want := doc["total_bytes"].(float64), peak(file(tc.to))
+		t.Logf("seq %s → %s: projected %.0f, measured %.0f (%+.2f%%)", tc.from, tc.to, got, want, 100*(got-want)/want)
+		if doc["schema"] != "torchmem.estimate/v1" || doc["source"] != "measurement" || got < want*0.85 || got > want*1.15 {
+			t.Errorf("seq %s → %s: %v %v total %.0f, measured peak %.0f", tc.from, tc.to, doc["schema"], doc["source"], got, want)
+		}
+	}
+	for _, format := range []string{"text", "markdown", "json"} {
+		ext := map[string]string{"text": "txt", "markdown": "md", "json": "json"}[format]
+		t.Run("golden."+ext, func(t *testing.T) {
+			code, out, stderr := runCLI(nil, "estimate", "--format", format, "--from", file("128"), "--at", "batch=4,seq=128", "--seq", "256", "--gpu", "8GiB")
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			out = strings.ReplaceAll(out, filepath.Dir(file("128"))+string(filepath.Separator), "")
+			if format == "text" {
+				for _, line := range strings.Split(out, "\n") {
+					if n := utf8.RuneCountInString(line); n > 100 {
+						t.Errorf("line of %d columns: %s", n, line)
+					}
+				}
+			}
+			golden(t, "estimate/from_wedsonlin_128_to_256."+ext, out)
+		})
+	}
+}
+
+// TestEstimateFromBadInput: what --from needs, one line and exit 2 each.
+func TestEstimateFromBadInput(t *testing.T) {
+	w128 := shared(t, "snapshots", "wedsonlin_medium_128_training.pickle")
+	stateOnly := shared(t, "snapshots", "genB_torch2.1_zijiandu_state_only_diffusion.pickle")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--from", w128}, "--at batch=B,seq=S"},
+		{[]string{"--from", w128, "--at", "batch=4,seq=0"}, "positive"},
+		{[]string{"--from", w128, "--at", "batch=4,tokens=9"}, "neither batch nor seq"},
+		{[]string{"--from", w128, "--at", "batch=4", "--seq", "256"}, "--at seq=S"},
+		{[]string{"--from", w128, "--at", "seq=128", "--batch", "8"}, "--at batch=B"},
+		{[]string{"--from", w128, "--at", "seq=128", "--config", configPath("gpt2.json")}, "--config describes a model"},
+		{[]string{"--from", w128, "--at", "seq=128", "--gpu", "potato"}, "--gpu"},
+		{[]string{"--from", "/nonexistent.pickle", "--at", "seq=128"}, "/nonexistent.pickle"},
+		{[]string{"--from", stateOnly, "--at", "seq=128", "--seq", "256"}, "no allocation history"},
+	} {
+		code, out, stderr := runCLI(nil, append([]string{"estimate"}, tc.args...)...)
+		first := strings.SplitN(stderr, "\n", 2)[0]
+		if code != exitInput || out != "" || !strings.Contains(first, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, out, stderr, tc.want)
+		}
+	}
+}

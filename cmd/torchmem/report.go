@@ -13,7 +13,7 @@ import (
 )
 
 func newReportCmd(g *globals) *cobra.Command {
-	var out string
+	var out, gpu string
 	cmd := &cobra.Command{
 		Use:   "report FILE|FOLDER...",
 		Short: "Write a self-contained HTML report to open in a browser or attach to a ticket",
@@ -43,13 +43,16 @@ under 2 MB for any number of ranks.`,
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: inputCompletion,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			opts := analysis.DefaultOptions()
+			if err := gpuOption(gpu, &opts); err != nil {
+				return err
+			}
 			paths, err := expandInputs(args, snapshot.LooksLikeInput, "snapshot or trace")
 			if err != nil {
 				return err
 			}
 			var page bytes.Buffer
 			if len(paths) > 1 {
-				opts := analysis.DefaultOptions()
 				opts.NoTimeline = true
 				ro, err := newRollupOutput(&page, "html", "")
 				if err != nil {
@@ -66,7 +69,7 @@ under 2 MB for any number of ranks.`,
 				if err != nil {
 					return err
 				}
-				r := g.analyze(s, analysis.DefaultOptions())
+				r := g.analyze(s, opts)
 				if err := report.HTML(&page, r, report.HTMLOptions{Version: version}); err != nil {
 					return err
 				}
@@ -90,5 +93,6 @@ under 2 MB for any number of ranks.`,
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "report.html", "the HTML file to write (- for stdout)")
 	_ = cmd.MarkFlagFilename("output", "html")
+	gpuFlag(cmd, &gpu)
 	return cmd
 }

@@ -1,0 +1,412 @@
+package analysis
+
+import (
+	"math"
+
+	"github.com/torchmem/torchmem/analysis/estimate"
+)
+
+// WhatIf projects the measured run of one device: its peak under each
+// suggestion and under the best combination of them, how the peak scales
+// with the batch size and the sequence length, and the model facts the
+// measurement shows. Projections scale the measured curves part by part
+// (parameters, gradients, optimizer state, fixed memory, the step's
+// activations ∝ batch·seq and attention ∝ batch·seq²) at every event, so
+// the projected peak may move to another phase.
+type WhatIf struct {
+	Device            int   `json:"device"`
+	MeasuredPeakBytes int64 `json:"measured_peak_bytes"`
+	// FixedBytes, LinearBytes and AttentionBytes split the measured peak:
+	// what the batch and sequence do not change, what grows with
+	// batch·seq, what grows with batch·seq².
+	FixedBytes     int64 `json:"fixed_bytes"`
+	LinearBytes    int64 `json:"linear_bytes"`
+	AttentionBytes int64 `json:"attention_bytes"`
+	// CapacityBytes is the device's memory (the file's, or --gpu), 0 when
+	// unknown; UsableBytes the share a projection may fill.
+	CapacityBytes int64         `json:"capacity_bytes"`
+	UsableBytes   int64         `json:"usable_bytes"`
+	Model         InferredModel `json:"model"`
+	Suggestions   []Projection  `json:"suggestions"`
+	// Combination is the cheapest set of suggestions that fits (with a
+	// capacity), else every suggestion that keeps the result and the speed
+	// within ~30%; null when no suggestion can be projected.
+	Combination *Combination `json:"combination"`
+	Scaling     []ScalePoint `json:"scaling"`
+	// MaxBatchFactor and MaxSeqFactor are how far the batch size or the
+	// sequence length could grow (×k) before the usable memory is full; 0
+	// without a capacity.
+	MaxBatchFactor float64  `json:"max_batch_factor"`
+	MaxSeqFactor   float64  `json:"max_seq_factor"`
+	Notes          []string `json:"notes"`
+}
+
+// Projection is the projected peak under one suggestion.
+type Projection struct {
+	ID        string `json:"id"`
+	Title     string `json:"title"`
+	PeakBytes int64  `json:"projected_peak_bytes"`
+	Phase     Phase  `json:"projected_peak_phase"`
+	// SavingBytes is the measured peak less the projected one.
+	SavingBytes int64 `json:"saving_bytes"`
+	Fits        *bool `json:"fits"`
+	// Method is "technique" (its effect applied at every event),
+	// "estimated_saving" (the suggestion's saving taken off the peak) or
+	// "reserved_only" (it lowers reserved memory, not the allocated peak).
+	Method string `json:"method"`
+}
+
+// Combination is a set of suggestions projected together.
+type Combination struct {
+	IDs       []string `json:"ids"`
+	Titles    []string `json:"titles"`
+	PeakBytes int64    `json:"projected_peak_bytes"`
+	Phase     Phase    `json:"projected_peak_phase"`
+	Fits      *bool    `json:"fits"`
+}
+
+// ScalePoint is the projected peak at BatchFactor × the batch size and
+// SeqFactor × the sequence length.
+type ScalePoint struct {
+	BatchFactor float64 `json:"batch_factor"`
+	SeqFactor   float64 `json:"seq_factor"`
+	PeakBytes   int64   `json:"projected_peak_bytes"`
+	Phase       Phase   `json:"projected_peak_phase"`
+}
+
+// effect is what a suggestion does to the parts of memory: a factor per
+// part, its cost weight (as in package estimate: 0 free, 1 minimal,
+// 3 slower, 9 much slower, 27 changes what is trained or computed) and
+// its exclusive group.
+type effect struct {
+	f      factors
+	weight int
+	group  string
+}
+
+// effects are the techniques of the suggestions, as fractions that match
+// each suggestion's own estimate: checkpointing keeps 35% of the
+// activations, a fused kernel 20% of the attention tensors, 8-bit states
+// are a quarter of fp32 ones, autocast halves activations (the weights stay
+// fp32), QLoRA keeps a quarter of 16-bit weights and trains only adapters.
+func effects() map[string]effect {
+	with := func(w int, group string, set func(f *factors)) effect {
+		f := unit()
+		set(&f)
+		return effect{f: f, weight: w, group: group}
+	}
+	return map[string]effect{
+		"activation_checkpointing": with(3, "", func(f *factors) { f[partLinear], f[partQuad] = 0.35, 0.35 }),
+		"flash_attention":          with(0, "", func(f *factors) { f[partQuad] = 0.2 }),
+		"mixed_precision_bf16":     with(1, "", func(f *factors) { f[partLinear], f[partQuad] = 0.5, 0.5 }),
+		"optimizer_8bit":           with(1, "optimizer", func(f *factors) { f[partOpt] = 0.25 }),
+		"paged_optimizer":          with(1, "optimizer", func(f *factors) { f[partOpt] = 0.25 }),
+		"cpu_offload":              with(9, "optimizer", func(f *factors) { f[partOpt] = 0 }),
+		"gradient_accumulation":    with(3, "batch", func(f *factors) { f[partLinear], f[partQuad] = 0.5, 0.5 }),
+		"reduce_batch_size":        with(3, "batch", func(f *factors) { f[partLinear], f[partQuad] = 0.5, 0.5 }),
+		"reduce_sequence_length":   with(27, "", func(f *factors) { f[partLinear], f[partQuad] = 0.5, 0.25 }),
+		"set_to_none":              with(0, "", func(f *factors) { f[partStaleGrad] = 0 }),
+		"qlora": with(27, "weights", func(f *factors) {
+			f[partParam], f[partGrad], f[partStaleGrad], f[partOpt] = 0.25, 0, 0, 0
+		}),
+		"quantize_weights": with(27, "weights", func(f *factors) { f[partParam] = 0.5 }),
+	}
+}
+
+// reservedOnly are suggestions that lower reserved memory, not allocated.
+var reservedOnly = map[string]bool{"expandable_segments": true, "empty_cache": true}
+
+// compose multiplies the factors of several effects.
+func compose(fs ...factors) factors {
+	out := unit()
+	for _, f := range fs {
+		for p := range out {
+			out[p] *= f[p]
+		}
+	}
+	return out
+}
+
+// whatIf projects the device of h (its result dr) under the suggestions.
+// capacity is the device memory to fit (0: unknown).
+func whatIf(h *History, dr *DeviceResult, sugg []Suggestion, capacity int64) *WhatIf {
+	if h == nil || len(h.Device.Events) == 0 {
+		return nil
+	}
+	c := buildCurves(h)
+	peak, pj := c.peak(unit())
+	w := &WhatIf{Device: dr.Device, MeasuredPeakBytes: peak, Suggestions: []Projection{}, Scaling: []ScalePoint{}, Notes: []string{}}
+	w.LinearBytes, w.AttentionBytes = c.v[partLinear][pj], c.v[partQuad][pj]
+	w.FixedBytes = peak - w.LinearBytes - w.AttentionBytes
+	if capacity > 0 {
+		w.CapacityBytes = capacity
+		w.UsableBytes = estimate.NewGPU("", capacity).UsableBytes
+	}
+	oom := dr.OOM != nil
+	fits := func(b int64) *bool {
+		// After an OOM the step did not finish: a projection is a lower
+		// bound, which can only show that something does not fit.
+		if w.UsableBytes == 0 || oom && b <= w.UsableBytes {
+			return nil
+		}
+		ok := b <= w.UsableBytes
+		return &ok
+	}
+	planUsable := w.UsableBytes
+	if oom {
+		planUsable = 0
+	}
+	eff := effects()
+	var known []Suggestion
+	w.Suggestions, known = projectSuggestions(c, unit(), sugg, eff, fits)
+	w.Combination = bestCombination(c, unit(), known, eff, planUsable)
+	if w.Combination != nil {
+		w.Combination.Fits = fits(w.Combination.PeakBytes)
+	}
+	for _, k := range []struct{ b, s float64 }{{0.5, 1}, {2, 1}, {4, 1}, {8, 1}, {1, 0.5}, {1, 2}, {1, 4}, {1, 8}} {
+		b, j := c.peak(scaled(k.b, k.s))
+		w.Scaling = append(w.Scaling, ScalePoint{BatchFactor: k.b, SeqFactor: k.s, PeakBytes: b, Phase: c.phaseAt(j)})
+	}
+	if planUsable > 0 {
+		w.MaxBatchFactor = roundFactor(c.maxFactor(w.UsableBytes, false))
+		w.MaxSeqFactor = roundFactor(c.maxFactor(w.UsableBytes, true))
+	}
+	w.Model = inferModel(h, c)
+	if w.AttentionBytes > 0 {
+		w.Notes = append(w.Notes, "attention code's tensors count as ∝ seq², its per-token outputs too: longer sequences err high")
+	}
+	if dr.OOM != nil {
+		w.Notes = append(w.Notes, "the run died at an OOM in "+string(dr.OOM.Phase)+": projections are lower bounds (the step did not finish)")
+	}
+	if w.LinearBytes+w.AttentionBytes == 0 {
+		w.Notes = append(w.Notes, "nothing live at the peak grows with the batch or the sequence")
+	}
+	return w
+}
+
+// projectSuggestions projects each suggestion on top of base (a batch or
+// sequence scaling, or none) and returns the projections and the
+// suggestions whose effect is known.
+func projectSuggestions(c *curves, base factors, sugg []Suggestion, eff map[string]effect, fits func(int64) *bool) ([]Projection, []Suggestion) {
+	peak, pj := c.peak(base)
+	out := []Projection{}
+	var known []Suggestion
+	for _, s := range sugg {
+		p := Projection{ID: s.ID, Title: s.Title}
+		switch e, ok := eff[s.ID]; {
+		case ok:
+			var j int
+			p.PeakBytes, j = c.peak(compose(base, e.f))
+			p.Phase, p.Method = c.phaseAt(j), "technique"
+			known = append(known, s)
+		case reservedOnly[s.ID]:
+			p.PeakBytes, p.Phase, p.Method = peak, c.phaseAt(pj), "reserved_only"
+		default:
+			p.PeakBytes, p.Phase, p.Method = max(peak-s.EstimatedSavingsBytes, 0), c.phaseAt(pj), "estimated_saving"
+		}
+		p.SavingBytes, p.Fits = peak-p.PeakBytes, fits(p.PeakBytes)
+		out = append(out, p)
+	}
+	return out, known
+}
+
+// roundFactor keeps two decimals (and +Inf as 0: unbounded is unknown).
+func roundFactor(k float64) float64 {
+	if math.IsInf(k, 0) || math.IsNaN(k) {
+		return 0
+	}
+	return math.Floor(k*100) / 100
+}
+
+// bestCombination chooses among the suggestions with known effects: with
+// a usable size, the cheapest combination that fits (least cost weight,
+// then fewest suggestions, then lowest peak), else the one with the lowest
+// peak; without one, every suggestion of weight ≤ 3 (the best of each
+// exclusive group). At most 2¹² combinations.
+func bestCombination(c *curves, base factors, known []Suggestion, eff map[string]effect, usable int64) *Combination {
+	if len(known) == 0 {
+		return nil
+	}
+	if len(known) > 12 {
+		known = known[:12]
+	}
+	type cand struct {
+		mask    int
+		peak    int64
+		j, w, n int
+	}
+	var best, least *cand
+	for mask := 1; mask < 1<<len(known); mask++ {
+		groups := map[string]bool{}
+		var fs []factors
+		w, n, ok := 0, 0, true
+		for i, s := range known {
+			if mask&(1<<i) == 0 {
+				continue
+			}
+			e := eff[s.ID]
+			if e.group != "" && groups[e.group] {
+				ok = false
+				break
+			}
+			groups[e.group] = true
+			fs = append(fs, e.f)
+			w += e.weight
+			n++
+			if usable == 0 && e.weight > 3 {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		p, j := c.peak(compose(append(fs, base)...))
+		cd := &cand{mask: mask, peak: p, j: j, w: w, n: n}
+		if least == nil || p < least.peak || p == least.peak && w < least.w {
+			least = cd
+		}
+		if usable > 0 && p <= usable && (best == nil || w < best.w || w == best.w && (n < best.n || n == best.n && p < best.peak)) {
+			best = cd
+		}
+	}
+	if best == nil {
+		best = least
+	}
+	if best == nil {
+		return nil
+	}
+	out := &Combination{PeakBytes: best.peak, Phase: c.phaseAt(best.j), IDs: []string{}, Titles: []string{}}
+	for i, s := range known {
+		if best.mask&(1<<i) != 0 {
+			out.IDs = append(out.IDs, s.ID)
+			out.Titles = append(out.Titles, s.Title)
+		}
+	}
+	return out
+}
+
+// InferredModel is what the measurement tells of the model, beside what
+// package estimate computes for a model of that size.
+type InferredModel struct {
+	ParameterBytes      int64 `json:"parameter_bytes"`
+	GradientBytes       int64 `json:"gradient_bytes"`
+	OptimizerStateBytes int64 `json:"optimizer_state_bytes"`
+	// StatePerParameterByte is optimizer state ÷ parameter bytes (0 when
+	// either is unknown); Optimizer says what that ratio means.
+	StatePerParameterByte float64 `json:"optimizer_state_per_parameter_byte"`
+	Optimizer             string  `json:"optimizer"`
+	// DType is the parameters' dtype when the file says it ("" otherwise);
+	// ParameterCount is the bytes the parameter tensors requested ÷ its
+	// size (fp32 assumed when not known, as PyTorch's default).
+	DType          string `json:"dtype"`
+	ParameterCount int64  `json:"parameter_count"`
+	// EstimatedGradientBytes and EstimatedOptimizerStateBytes are package
+	// estimate's figures for ParameterCount parameters of that dtype,
+	// trained with the optimizer the ratio suggests (AdamW when unclear).
+	EstimatedGradientBytes       int64 `json:"estimated_gradient_bytes"`
+	EstimatedOptimizerStateBytes int64 `json:"estimated_optimizer_state_bytes"`
+	// ActivationBytes is the largest the step's activations (∝ batch·seq
+	// and ∝ batch·seq²) were; AttentionBytes its attention part then.
+	ActivationBytes int64 `json:"activation_bytes"`
+	AttentionBytes  int64 `json:"attention_bytes"`
+}
+
+// requested is the bytes the blocks of a category requested (tensor bytes,
+// not the allocator's blocks) at index j of the curves.
+func requested(h *History, j int, cat Category) int64 {
+	var n int64
+	for _, b := range h.LiveBlocks(j - 1) {
+		if b.Category == cat {
+			n += b.Requested
+		}
+	}
+	return n
+}
+
+// argmax is the index where a part's curve is largest.
+func (c *curves) argmax(p part) int {
+	best, bj := int64(-1), 0
+	for j, v := range c.v[p] {
+		if v > best {
+			best, bj = v, j
+		}
+	}
+	return bj
+}
+
+// near reports whether x is within 3% of want.
+func near(x, want float64) bool { return math.Abs(x-want) <= 0.03*want }
+
+// inferModel reads the model's facts from the curves.
+func inferModel(h *History, c *curves) InferredModel {
+	m := InferredModel{ParameterBytes: c.maxOf(partParam), GradientBytes: c.maxOf(partGrad, partStaleGrad),
+		OptimizerStateBytes: c.v[partOpt][len(c.v[partOpt])-1]}
+	if m.OptimizerStateBytes == 0 { // freed by the end: the largest it was
+		m.OptimizerStateBytes = c.maxOf(partOpt)
+	}
+	m.ActivationBytes = c.maxOf(partLinear, partQuad)
+	for j := range c.v[0] {
+		if c.v[partLinear][j]+c.v[partQuad][j] == m.ActivationBytes {
+			m.AttentionBytes = c.v[partQuad][j]
+			break
+		}
+	}
+	if len(h.Snap.GradAccumulations) > 0 {
+		m.DType = "fp32"
+		for _, g := range h.Snap.GradAccumulations {
+			if g.DType != "float" {
+				m.DType = g.DType
+				break
+			}
+		}
+	}
+	if m.ParameterBytes == 0 {
+		return m
+	}
+	// The ratio of the tensors' own bytes: the allocator's blocks round
+	// parameters allocated before the recording differently.
+	paramReq := requested(h, c.argmax(partParam), Parameter)
+	optJ := len(c.v[partOpt]) - 1
+	if c.v[partOpt][optJ] == 0 {
+		optJ = c.argmax(partOpt)
+	}
+	r := float64(requested(h, optJ, OptimizerState)) / float64(max(paramReq, 1))
+	m.StatePerParameterByte = math.Round(r*1000) / 1000
+	setup := estimate.Setup{Precision: "fp32", Optimizer: "adamw"}
+	switch {
+	case m.OptimizerStateBytes == 0 && m.GradientBytes > 0:
+		m.Optimizer, setup.Optimizer = "none: plain SGD, or no optimizer step recorded", "sgd"
+	case m.OptimizerStateBytes == 0:
+		m.Optimizer, setup.Optimizer = "", "none"
+	case m.GradientBytes == 0:
+		// Optimizer state but no gradient seen: gradients allocated before
+		// the recording may be counted with the parameters; say less.
+		m.Optimizer = "unclear: no gradients seen (counted as parameters?)"
+	case near(r, 2):
+		m.Optimizer = "2 states per parameter, in its dtype (Adam, AdamW)"
+	case near(r, 1):
+		m.Optimizer, setup.Optimizer = "1 state per parameter (SGD momentum, RMSprop)", "sgd-momentum"
+	case near(r, 0.5):
+		m.Optimizer, setup.Optimizer = "2 8-bit states per fp32 parameter (8-bit Adam)", "adamw8bit"
+	case near(r, 6):
+		m.Optimizer = "fp32 master + 2 states per 16-bit weight (mixed Adam)"
+		setup.Precision, setup.Mixed = "bf16", true
+	case near(r, 4):
+		m.Optimizer = "2 fp32 states per 16-bit parameter (Adam)"
+		setup.Precision = "bf16"
+	default:
+		m.Optimizer = "no common optimizer's ratio"
+	}
+	if m.DType != "" && m.DType != "fp32" && setup.Precision == "fp32" {
+		setup.Precision = "bf16"
+	}
+	size := int64(4)
+	if setup.Precision != "fp32" {
+		size = 2
+	}
+	m.ParameterCount = paramReq / size
+	if e, err := estimate.Compute(estimate.Inputs{Model: estimate.Model{Params: m.ParameterCount}, Setup: setup}); err == nil {
+		m.EstimatedGradientBytes, m.EstimatedOptimizerStateBytes = e.GradientsBytes, e.OptimizerStateBytes+e.MasterWeightsBytes
+	}
+	return m
+}

@@ -1,0 +1,142 @@
+package analysis
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// Size is a batch size and sequence length (0: not given).
+type Size struct{ Batch, Seq int64 }
+
+// ProjectFormulas state how a measured run is projected.
+var ProjectFormulas = []string{
+	"projected(t) = fixed(t) + kb·ks·linear(t) + kb·ks²·attention(t) at every event t",
+	"kb, ks: the batch and sequence ratios; the projected peak is the largest projected(t)",
+	"fixed: parameters, gradients, optimizer state, workspaces, optimizer-step scratch",
+	"linear: activations, temporaries and inputs of forward and backward",
+	"attention: the same allocated in attention code (scores, softmax: ∝ seq²)",
+}
+
+// Project projects the measured run of s, recorded at size at, to size to
+// (a zero field keeps the measured one): the projected peak is TotalBytes
+// of an estimate (schema torchmem.estimate/v1) whose parts are those at
+// the projected peak. gpu, when given, is the device to fit (else the
+// file's capacity, when it records one); the plan is the cheapest
+// combination of the run's suggestions that fits at the projected size.
+func Project(s *snapshot.Snapshot, opts Options, at, to Size, gpu *estimate.GPU) (*estimate.Result, error) {
+	if at.Batch < 0 || at.Seq < 0 || to.Batch < 0 || to.Seq < 0 {
+		return nil, errors.New("sizes must be positive")
+	}
+	if to.Batch > 0 && at.Batch == 0 || to.Seq > 0 && at.Seq == 0 {
+		return nil, errors.New("give the measured size of what to project (--at batch=B,seq=S)")
+	}
+	if to.Batch == 0 {
+		to.Batch = at.Batch
+	}
+	if to.Seq == 0 {
+		to.Seq = at.Seq
+	}
+	kb, ks := ratio(to.Batch, at.Batch), ratio(to.Seq, at.Seq)
+	opts.NoTimeline = true
+	if gpu != nil {
+		opts.CapacityBytes = gpu.CapacityBytes
+	}
+	r, h := analyze(s, opts)
+	if h == nil || r.WhatIf == nil {
+		return nil, errors.New("no allocation history to project (a state-only snapshot has none)")
+	}
+	c := buildCurves(h)
+	measured, mj := c.peak(unit())
+	base := scaled(kb, ks)
+	peak, j := c.peak(base)
+	w := r.WhatIf
+	e := &estimate.Result{Schema: estimate.SchemaID, Source: "measurement", Plan: []estimate.Step{},
+		Techniques: []estimate.Step{}, Formulas: ProjectFormulas, Notes: append([]string{}, w.Notes...)}
+	e.Setup = estimate.Setup{Precision: "fp32", Optimizer: "adamw", Batch: to.Batch, Seq: to.Seq, Checkpointing: "none", World: 1}
+	if w.Model.OptimizerStateBytes == 0 {
+		e.Setup.Optimizer = "none"
+	}
+	m := w.Model
+	e.ParameterCount = m.ParameterCount
+	if m.GradientBytes > 0 {
+		e.TrainableParameterCount = m.ParameterCount
+	}
+	if m.DType != "" && m.DType != "fp32" {
+		e.Setup.Precision = "bf16"
+	}
+	if m.Optimizer != "" {
+		e.Notes = append(e.Notes, "optimizer state: "+m.Optimizer)
+	}
+	if m.DType == "" {
+		e.Notes = append(e.Notes, "parameter count: parameter bytes ÷ 4 (fp32 assumed; the file does not say the dtype)")
+	}
+	e.ParametersBytes = c.v[partParam][j]
+	e.GradientsBytes = c.v[partGrad][j] + c.v[partStaleGrad][j]
+	e.OptimizerStateBytes = c.v[partOpt][j]
+	e.OtherBytes = c.v[partFixed][j]
+	lin, quad := kb*ks*float64(c.v[partLinear][j]), kb*ks*ks*float64(c.v[partQuad][j])
+	act, attn := int64(math.Round(lin+quad)), int64(math.Round(quad))
+	e.ActivationsBytes, e.AttentionBytes = &act, &attn
+	e.TotalBytes = peak
+	e.Measured = &estimate.Measured{Path: r.Input.Path, FromBatch: at.Batch, FromSeq: at.Seq, ToBatch: to.Batch, ToSeq: to.Seq,
+		PeakBytes: measured, PeakPhase: string(c.phaseAt(mj)), ProjectedPhase: string(c.phaseAt(j))}
+	if gpu == nil && w.CapacityBytes > 0 {
+		gpu = estimate.NewGPU(fmt.Sprintf("device %d", w.Device), w.CapacityBytes)
+	}
+	e.GPU = gpu
+	fits := func(b int64) *bool {
+		if gpu == nil {
+			return nil
+		}
+		ok := b <= gpu.UsableBytes
+		return &ok
+	}
+	e.Fits = fits(peak)
+	eff := effects()
+	projs, known := projectSuggestions(c, base, r.Suggestions, eff, fits)
+	cost := map[string]string{}
+	for _, sg := range r.Suggestions {
+		cost[sg.ID] = sg.Cost
+	}
+	for _, p := range projs {
+		if p.Method == "technique" && p.SavingBytes > 0 {
+			e.Techniques = append(e.Techniques, estimate.Step{ID: p.ID, Title: p.Title, SavingBytes: p.SavingBytes, Cost: cost[p.ID], TotalBytes: p.PeakBytes})
+		}
+	}
+	if gpu != nil {
+		usable := gpu.UsableBytes
+		planFits := peak <= usable
+		planTotal := peak
+		if !planFits {
+			if comb := bestCombination(c, base, known, eff, usable); comb != nil {
+				planTotal, planFits = comb.PeakBytes, comb.PeakBytes <= usable
+				for i, id := range comb.IDs {
+					without := []factors{base}
+					for k, other := range comb.IDs {
+						if k != i {
+							without = append(without, eff[other].f)
+						}
+					}
+					wo, _ := c.peak(compose(without...))
+					e.Plan = append(e.Plan, estimate.Step{ID: id, Title: comb.Titles[i], SavingBytes: wo - comb.PeakBytes, Cost: cost[id], TotalBytes: comb.PeakBytes})
+				}
+			}
+		}
+		e.PlanFits, e.PlanTotalBytes = &planFits, &planTotal
+	}
+	if k := max(kb*ks, ks); k >= 4 {
+		e.Notes = append(e.Notes, fmt.Sprintf("a ×%g projection: what the measured step did not allocate (new kernels' workspaces, a different attention backend) is not in it", k))
+	}
+	return e, nil
+}
+
+func ratio(to, at int64) float64 {
+	if at <= 0 {
+		return 1
+	}
+	return float64(to) / float64(at)
+}

@@ -1,0 +1,193 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// factorWord writes a scale factor: ×0.5, ×2.
+func factorWord(k float64) string { return fmt.Sprintf("×%g", k) }
+
+// fitsWord says whether a projection fits ("" when unknown).
+func fitsWord(f *bool, w *analysis.WhatIf) string {
+	if f == nil {
+		return ""
+	}
+	if *f {
+		return "fits " + analysis.FormatBytes(w.UsableBytes) + " usable"
+	}
+	return "over " + analysis.FormatBytes(w.UsableBytes) + " usable"
+}
+
+// scalingLines are the batch and sequence scalings, one line each.
+func scalingLines(w *analysis.WhatIf) (batch, seq string) {
+	var b, s []string
+	for _, p := range w.Scaling {
+		v := fmt.Sprintf("%s %s", factorWord(p.BatchFactor*p.SeqFactor), analysis.FormatBytes(p.PeakBytes))
+		if p.SeqFactor == 1 {
+			b = append(b, v)
+		} else {
+			s = append(s, fmt.Sprintf("%s %s", factorWord(p.SeqFactor), analysis.FormatBytes(p.PeakBytes)))
+		}
+	}
+	return strings.Join(b, ", "), strings.Join(s, ", ")
+}
+
+// modelLines say what the measurement tells of the model.
+func modelLines(w *analysis.WhatIf) []string {
+	m := w.Model
+	if m.ParameterBytes == 0 {
+		return nil
+	}
+	dtype := m.DType
+	if dtype == "" {
+		dtype = "fp32 (assumed)"
+	}
+	out := []string{fmt.Sprintf("parameters %s: %s parameters if %s", analysis.FormatBytes(m.ParameterBytes), countWord(m.ParameterCount), dtype)}
+	if m.GradientBytes > 0 || m.OptimizerStateBytes > 0 {
+		out = append(out, fmt.Sprintf("gradients %s (estimate %s), optimizer state %s (estimate %s)",
+			analysis.FormatBytes(m.GradientBytes), analysis.FormatBytes(m.EstimatedGradientBytes),
+			analysis.FormatBytes(m.OptimizerStateBytes), analysis.FormatBytes(m.EstimatedOptimizerStateBytes)))
+	}
+	switch {
+	case m.OptimizerStateBytes > 0:
+		out = append(out, fmt.Sprintf("optimizer state = %.2f × parameters: %s", m.StatePerParameterByte, m.Optimizer))
+	case m.Optimizer != "":
+		out = append(out, "optimizer state: "+m.Optimizer)
+	}
+	if m.ActivationBytes > 0 {
+		out = append(out, fmt.Sprintf("step activations up to %s, of which attention (∝ seq²) %s",
+			analysis.FormatBytes(m.ActivationBytes), analysis.FormatBytes(m.AttentionBytes)))
+	}
+	return out
+}
+
+func countWord(n int64) string {
+	if n >= 1e9 {
+		return fmt.Sprintf("%.3gB", float64(n)/1e9)
+	}
+	return fmt.Sprintf("%.3gM", float64(n)/1e6)
+}
+
+// whatIfText writes the what-if section of the text output.
+func whatIfText(p *printer, r *analysis.Result) {
+	w := r.WhatIf
+	if w == nil {
+		return
+	}
+	p.f("\nwhat if (device %d: peak %s = %s fixed + %s ∝ batch·seq + %s ∝ batch·seq²)\n", w.Device,
+		analysis.FormatBytes(w.MeasuredPeakBytes), analysis.FormatBytes(w.FixedBytes), analysis.FormatBytes(w.LinearBytes), analysis.FormatBytes(w.AttentionBytes))
+	for _, s := range w.Suggestions {
+		p.f("  %-26s → %s (peak in %s)%s\n", s.ID, analysis.FormatBytes(s.PeakBytes), s.Phase, projectionNote(s, w))
+	}
+	if c := w.Combination; c != nil && (len(c.IDs) > 1 || c.Fits != nil) {
+		ids := strings.Join(c.IDs, " + ")
+		res := fmt.Sprintf("→ %s (peak in %s)%s", analysis.FormatBytes(c.PeakBytes), c.Phase, suffix(fitsWord(c.Fits, w)))
+		if utf8.RuneCountInString(ids)+utf8.RuneCountInString(res) > 86 {
+			p.f("  best      %s\n            %s\n", ids, res)
+		} else {
+			p.f("  best      %s %s\n", ids, res)
+		}
+	}
+	b, s := scalingLines(w)
+	p.f("  batch     %s\n  sequence  %s\n", b, s)
+	if w.MaxBatchFactor > 0 || w.MaxSeqFactor > 0 {
+		p.f("  fits %s usable up to batch %s or sequence %s\n", analysis.FormatBytes(w.UsableBytes), factorWord(w.MaxBatchFactor), factorWord(w.MaxSeqFactor))
+	}
+	for i, l := range modelLines(w) {
+		head := "         "
+		if i == 0 {
+			head = "  model  "
+		}
+		p.f("%s%s\n", head, snapshot.OneLine(l))
+	}
+	for _, n := range w.Notes {
+		p.f("  - %s\n", snapshot.OneLine(n))
+	}
+}
+
+func suffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "; " + s
+}
+
+// projectionNote says how a projection was made when not by its technique.
+func projectionNote(s analysis.Projection, w *analysis.WhatIf) string {
+	switch s.Method {
+	case "reserved_only":
+		return "; lowers reserved memory, not this"
+	case "estimated_saving":
+		return "; its estimated saving off the peak" + suffix(fitsWord(s.Fits, w))
+	}
+	return suffix(fitsWord(s.Fits, w))
+}
+
+// whatIfMarkdown writes the what-if section of the Markdown output.
+func whatIfMarkdown(p *printer, r *analysis.Result) {
+	w := r.WhatIf
+	if w == nil {
+		return
+	}
+	p.f("\n### What if\n\n")
+	p.f("Device %d peaked at **%s**: %s fixed, %s ∝ batch·seq, %s ∝ batch·seq².\n\n", w.Device,
+		analysis.FormatBytes(w.MeasuredPeakBytes), analysis.FormatBytes(w.FixedBytes), analysis.FormatBytes(w.LinearBytes), analysis.FormatBytes(w.AttentionBytes))
+	if len(w.Suggestions) > 0 {
+		p.f("| with | projected peak | in | |\n|---|---:|---|---|\n")
+		for _, s := range w.Suggestions {
+			p.f("| %s | %s | %s | %s |\n", mdText(s.Title), analysis.FormatBytes(s.PeakBytes), s.Phase, mdText(strings.TrimPrefix(projectionNote(s, w), "; ")))
+		}
+		if c := w.Combination; c != nil && len(c.IDs) > 1 {
+			p.f("| **%s** | **%s** | %s | %s |\n", mdText(strings.Join(c.IDs, " + ")), analysis.FormatBytes(c.PeakBytes), c.Phase, mdText(fitsWord(c.Fits, w)))
+		}
+		p.f("\n")
+	}
+	b, s := scalingLines(w)
+	p.f("Batch %s; sequence %s.", mdText(b), mdText(s))
+	if w.MaxBatchFactor > 0 || w.MaxSeqFactor > 0 {
+		p.f(" Fits %s usable up to batch %s or sequence %s.", analysis.FormatBytes(w.UsableBytes), factorWord(w.MaxBatchFactor), factorWord(w.MaxSeqFactor))
+	}
+	p.f("\n")
+	for i, l := range modelLines(w) {
+		if i == 0 {
+			p.f("\nModel, from the measurement:\n\n")
+		}
+		p.f("- %s\n", mdText(l))
+	}
+	for _, n := range w.Notes {
+		p.f("\n> %s\n", mdText(n))
+	}
+}
+
+// scaleRow is one line of the HTML scaling table.
+type scaleRow struct{ Factor, Batch, Seq string }
+
+// scaleRows pairs the batch and sequence scalings by factor.
+func scaleRows(w *analysis.WhatIf) []scaleRow {
+	var rows []scaleRow
+	at := map[float64]int{}
+	for _, p := range w.Scaling {
+		k := p.BatchFactor
+		if p.BatchFactor == 1 {
+			k = p.SeqFactor
+		}
+		i, ok := at[k]
+		if !ok {
+			i = len(rows)
+			at[k] = i
+			rows = append(rows, scaleRow{Factor: factorWord(k)})
+		}
+		v := analysis.FormatBytes(p.PeakBytes) + " (" + string(p.Phase) + ")"
+		if p.BatchFactor != 1 {
+			rows[i].Batch = v
+		} else {
+			rows[i].Seq = v
+		}
+	}
+	return rows
+}
