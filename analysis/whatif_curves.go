@@ -147,7 +147,16 @@ func (c *curves) peak(f factors) (int64, int) {
 			best, bj = t, j
 		}
 	}
-	return int64(math.Round(best)), bj
+	return saturate(best), bj
+}
+
+// saturate converts projected bytes to int64, at most math.MaxInt64 (a
+// projection thousands of times its run can exceed it).
+func saturate(x float64) int64 {
+	if x >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(math.Round(x))
 }
 
 // phaseAt is the phase of index j (the event that led to it).

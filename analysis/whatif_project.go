@@ -3,7 +3,6 @@ package analysis
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/torchmem/torchmem/analysis/estimate"
 	"github.com/torchmem/torchmem/snapshot"
@@ -41,6 +40,9 @@ func Project(s *snapshot.Snapshot, opts Options, at, to Size, gpu *estimate.GPU)
 		to.Seq = at.Seq
 	}
 	kb, ks := ratio(to.Batch, at.Batch), ratio(to.Seq, at.Seq)
+	if kb*ks*ks > 1e6 || kb*ks*ks < 1e-6 {
+		return nil, fmt.Errorf("a projection by ×%g (batch) and ×%g (sequence) is beyond what one run can say", kb, ks)
+	}
 	opts.NoTimeline = true
 	if gpu != nil {
 		opts.CapacityBytes = gpu.CapacityBytes
@@ -79,7 +81,7 @@ func Project(s *snapshot.Snapshot, opts Options, at, to Size, gpu *estimate.GPU)
 	e.OptimizerStateBytes = c.v[partOpt][j]
 	e.OtherBytes = c.v[partFixed][j]
 	lin, quad := kb*ks*float64(c.v[partLinear][j]), kb*ks*ks*float64(c.v[partQuad][j])
-	act, attn := int64(math.Round(lin+quad)), int64(math.Round(quad))
+	act, attn := saturate(lin+quad), saturate(quad)
 	e.ActivationsBytes, e.AttentionBytes = &act, &attn
 	e.TotalBytes = peak
 	e.Measured = &estimate.Measured{Path: r.Input.Path, FromBatch: at.Batch, FromSeq: at.Seq, ToBatch: to.Batch, ToSeq: to.Seq,
@@ -88,8 +90,14 @@ func Project(s *snapshot.Snapshot, opts Options, at, to Size, gpu *estimate.GPU)
 		gpu = estimate.NewGPU(fmt.Sprintf("device %d", w.Device), w.CapacityBytes)
 	}
 	e.GPU = gpu
+	oom := false
+	for _, d := range r.Devices {
+		oom = oom || d.Device == w.Device && d.OOM != nil
+	}
 	fits := func(b int64) *bool {
-		if gpu == nil {
+		// After an OOM the step did not finish: projections are lower
+		// bounds, which can only show that something does not fit.
+		if gpu == nil || oom && b <= gpu.UsableBytes {
 			return nil
 		}
 		ok := b <= gpu.UsableBytes
@@ -107,7 +115,7 @@ func Project(s *snapshot.Snapshot, opts Options, at, to Size, gpu *estimate.GPU)
 			e.Techniques = append(e.Techniques, estimate.Step{ID: p.ID, Title: p.Title, SavingBytes: p.SavingBytes, Cost: cost[p.ID], TotalBytes: p.PeakBytes})
 		}
 	}
-	if gpu != nil {
+	if gpu != nil && !oom {
 		usable := gpu.UsableBytes
 		planFits := peak <= usable
 		planTotal := peak

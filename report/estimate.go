@@ -63,8 +63,7 @@ func estimateRows(r *estimate.Result) []estimateRow {
 
 // measuredRows are the parts of a projected measurement at its peak.
 func measuredRows(r *estimate.Result) []estimateRow {
-	m := r.Measured
-	act := fmt.Sprintf("measured at batch %d × seq %d, scaled", m.FromBatch, m.FromSeq)
+	act := "measured, scaled to the new size"
 	if r.AttentionBytes != nil && *r.AttentionBytes > 0 {
 		act += "; attention (∝ seq²) " + analysis.FormatBytes(*r.AttentionBytes)
 	}
@@ -164,7 +163,10 @@ func sourceLine(r *estimate.Result) string {
 // countLine says the model's size.
 func countLine(r *estimate.Result) string {
 	n := fmt.Sprintf("%s parameters (%s)", humanize.Comma(r.ParameterCount), shortCount(r.ParameterCount))
-	if r.Measured != nil {
+	switch {
+	case r.Measured != nil && r.ParameterCount == 0:
+		n = "parameters: none recorded as such"
+	case r.Measured != nil:
 		n = fmt.Sprintf("%s parameters if %s (%s)", humanize.Comma(r.ParameterCount), r.Setup.Precision, shortCount(r.ParameterCount))
 	}
 	if a := r.Architecture; a != nil && r.Measured == nil && a.Layers > 0 {
@@ -188,8 +190,20 @@ func shortCount(n int64) string {
 
 // measuredLine says what was measured and what it is projected to.
 func measuredLine(m *estimate.Measured) string {
-	return fmt.Sprintf("measured at batch %d × sequence %d: peak %s in %s; projected to batch %d × sequence %d",
-		m.FromBatch, m.FromSeq, analysis.FormatBytes(m.PeakBytes), m.PeakPhase, m.ToBatch, m.ToSeq)
+	return fmt.Sprintf("measured at %s: peak %s in %s; projected to %s",
+		sizeWords(m.FromBatch, m.FromSeq), analysis.FormatBytes(m.PeakBytes), m.PeakPhase, sizeWords(m.ToBatch, m.ToSeq))
+}
+
+// sizeWords writes a batch and sequence, leaving out what was not given.
+func sizeWords(batch, seq int64) string {
+	var parts []string
+	if batch > 0 {
+		parts = append(parts, fmt.Sprintf("batch %d", batch))
+	}
+	if seq > 0 {
+		parts = append(parts, fmt.Sprintf("sequence %d", seq))
+	}
+	return strings.Join(parts, " × ")
 }
 
 // fitLine says whether the total fits the GPU.
@@ -197,6 +211,8 @@ func fitLine(r *estimate.Result) string {
 	g := r.GPU
 	head := fmt.Sprintf("GPU %s (%s, %s usable)", snapshot.OneLine(g.Name), analysis.FormatBytes(g.CapacityBytes), analysis.FormatBytes(g.UsableBytes))
 	switch {
+	case r.Fits == nil && r.Measured != nil:
+		return head + ": unknown, the measured step did not finish (OOM)"
 	case r.Fits == nil:
 		return head + ": unknown without the activations"
 	case *r.Fits:

@@ -75,12 +75,26 @@ func (a *Arch) Validate() error {
 	case a.Vocab <= 0:
 		return fmt.Errorf("vocabulary size missing")
 	}
-	for _, v := range []int64{a.Hidden, a.Layers, a.Heads, a.HeadDim, a.FFN, a.Vocab, a.Positions} {
+	for _, v := range []int64{a.Hidden, a.Layers, a.Heads, a.KVHeads, a.HeadDim, a.FFN, a.Vocab, a.Positions} {
 		if v > 1<<24 {
 			return fmt.Errorf("a dimension of %d is beyond any model", v)
 		}
 	}
+	if n := a.approxParams(); n > maxParams {
+		return fmt.Errorf("%.3g parameters is beyond any model", n)
+	}
 	return nil
+}
+
+// maxParams bounds a parameter count (a quadrillion): beyond it the
+// arithmetic in int64 bytes could overflow.
+const maxParams = 1e15
+
+// approxParams is the parameter count in float64 (no overflow).
+func (a *Arch) approxParams() float64 {
+	h, q, kv := float64(a.Hidden), float64(a.Heads*a.HeadDim), float64(a.KVHeads*a.HeadDim)
+	block := h*(2*q+2*kv) + 3*h*float64(a.FFN) + 8*h + 4*q
+	return float64(a.Layers)*block + 2*float64(a.Vocab)*h + float64(a.Positions)*h
 }
 
 // fill sets the defaults a partial description implies: one key/value head

@@ -80,6 +80,9 @@ func ParseHFConfig(data []byte) (*Arch, error) {
 		return nil, fmt.Errorf("a multimodal config (text_config): give the text model's config or --params")
 	}
 	mt := strings.ToLower(c.ModelType)
+	if r := []rune(mt); len(r) > 40 {
+		mt = string(r[:40]) + "…" // a name to show, not a wall of text
+	}
 	a := &Arch{Name: mt,
 		Hidden: first(c.HiddenSize, c.NEmbd, c.DModel), Layers: first(c.Layers, c.NLayer, c.NumLayers),
 		Heads: first(c.Heads, c.NHead, c.NumHeads), KVHeads: first(c.KVHeads), HeadDim: first(c.HeadDim),

@@ -214,6 +214,9 @@ func (in *Inputs) check() error {
 		} else if err := in.Arch.Validate(); err != nil {
 			return err
 		}
+		if b := approxActivations(in.Arch, s); b > maxBytes {
+			return fmt.Errorf("activations of %.3g bytes are beyond any device: give a smaller batch or sequence", b)
+		}
 		if s.LoRARank > 0 && (s.LoRARank > in.Arch.Hidden || in.Params > 0 && in.Arch.FFN <= 0) {
 			return fmt.Errorf("LoRA rank %d needs the full architecture and a rank below the hidden size", s.LoRARank)
 		}
@@ -221,6 +224,19 @@ func (in *Inputs) check() error {
 		return errors.New("LoRA adapts each linear layer: give the architecture (--config or --hidden/--layers/--heads/--ffn/--vocab)")
 	}
 	return nil
+}
+
+// maxBytes bounds what an estimate computes (an exabyte): int64 bytes
+// stay far from overflow.
+const maxBytes = 1e18
+
+// approxActivations is an upper bound of the activation bytes in float64:
+// every layer's tensors with the widest element and dropout.
+func approxActivations(a *Arch, s *Setup) float64 {
+	sb := float64(s.Seq) * float64(s.Batch)
+	h, f, heads := float64(a.Hidden), float64(max(a.FFN, 4*a.Hidden)), float64(a.Heads)
+	layer := sb*(12*h+4*f+4*heads)*4 + 9*heads*float64(s.Seq)*sb
+	return float64(a.Layers+1)*layer + 4*sb*float64(a.Vocab) + 4*sb*h
 }
 
 func (s *Setup) sixteenBit() bool { return s.Precision == "bf16" || s.Precision == "fp16" }

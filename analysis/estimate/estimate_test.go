@@ -300,6 +300,8 @@ func TestBadInputs(t *testing.T) {
 		{Inputs{Model: Model{Arch: &Arch{Hidden: 64, Layers: 1, Heads: 4, KVHeads: 3, FFN: 1, Vocab: 1}}}, "divide"},
 		{Inputs{Model: Model{Arch: &Arch{Hidden: 64, Layers: 1 << 30, Heads: 4, FFN: 1, Vocab: 1}}}, "beyond"},
 		{Inputs{Model: Model{Params: 1, Arch: &Arch{Hidden: 64}}}, "layers"},
+		{Inputs{Model: Model{Arch: &Arch{Hidden: 1 << 24, Layers: 1 << 24, Heads: 1, FFN: 1 << 24, Vocab: 1}}}, "beyond any model"},
+		{Inputs{Model: Model{Arch: a}, Setup: Setup{Batch: 1 << 20, Seq: 1 << 24}}, "beyond any device"},
 	} {
 		_, err := Compute(tc.in)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -325,6 +327,10 @@ func TestParseHFConfigErrors(t *testing.T) {
 	}
 	if _, err := ParseHFConfig(make([]byte, maxConfigBytes+1)); err == nil {
 		t.Error("an oversized config was read")
+	}
+	long := `{"model_type":"` + strings.Repeat("x", 5000) + `","hidden_size":64,"num_hidden_layers":1,"num_attention_heads":4,"intermediate_size":8,"vocab_size":8}`
+	if a, err := ParseHFConfig([]byte(long)); err != nil || len([]rune(a.Name)) > 41 {
+		t.Errorf("a 5000-character model_type: %v, name of %d characters", err, len(a.Name))
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -183,11 +184,35 @@ func TestEstimateFromBadInput(t *testing.T) {
 		{[]string{"--from", w128, "--at", "seq=128", "--gpu", "potato"}, "--gpu"},
 		{[]string{"--from", "/nonexistent.pickle", "--at", "seq=128"}, "/nonexistent.pickle"},
 		{[]string{"--from", stateOnly, "--at", "seq=128", "--seq", "256"}, "no allocation history"},
+		{[]string{"--from", w128, "--at", "seq=1", "--seq", "16777216"}, "beyond what one run can say"},
 	} {
 		code, out, stderr := runCLI(nil, append([]string{"estimate"}, tc.args...)...)
 		first := strings.SplitN(stderr, "\n", 2)[0]
 		if code != exitInput || out != "" || !strings.Contains(first, tc.want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, out, stderr, tc.want)
+		}
+	}
+}
+
+// TestEstimateFromOOM: a run that died at an OOM did not finish its step,
+// so a projection that stays under the GPU says nothing of fitting (fits
+// null); one over it does not fit.
+func TestEstimateFromOOM(t *testing.T) {
+	demo := filepath.Join(repoRoot(), "testdata", "demo", "oom_snapshot.pickle")
+	for _, tc := range []struct {
+		batch string
+		fits  any
+	}{{"4", nil}, {"48", false}} {
+		code, out, stderr := runCLI(nil, "estimate", "--format", "json", "--from", demo, "--at", "batch=24,seq=1024", "--batch", tc.batch, "--gpu", "20GiB")
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc["fits"] != tc.fits || !strings.Contains(fmt.Sprint(doc["notes"]), "lower bounds") {
+			t.Errorf("batch %s: fits %v, notes %v", tc.batch, doc["fits"], doc["notes"])
 		}
 	}
 }
