@@ -28,15 +28,15 @@ func autocastBlocks(h *History, i int) (n int, bytes int64) {
 // weight is copied to bf16 at its first use and cached until the region
 // exits — the 12-layer benchmark's "growing list". The copies are
 // parameters by their own rule, whatever the layer count and the stacks
-// (module frames, user frames only, C++ frames with autocast's
-// cached_cast); the report says how much the cache holds and what removes
+// (module frames, user frames only, user and C++ frames, C++ frames only:
+// autocast's cached_cast, not a copy to the device); the report says how much the cache holds and what removes
 // it. Without frames nothing tells a copy apart (no rule). In fp32 no
 // block gets the rule. In an evaluation loop under no_grad the cache is
 // made and dropped in every iteration (freed in one burst at the region's
 // exit); under grad mode the leaked graphs keep theirs.
 func TestAutocastWeightCache(t *testing.T) {
 	for _, layers := range []int{1, 2, 12, 48} {
-		for _, stacks := range []snapshottest.StackKind{snapshottest.StacksModule, snapshottest.StacksUser, snapshottest.StacksCpp, snapshottest.StacksNone} {
+		for _, stacks := range []snapshottest.StackKind{snapshottest.StacksModule, snapshottest.StacksUser, snapshottest.StacksUserCpp, snapshottest.StacksCpp, snapshottest.StacksNone} {
 			c := snapshottest.DefaultLeakConfig
 			c.Layers, c.Stacks, c.Autocast, c.Steps = layers, stacks, true, 6
 			copies := 4*layers + 1 // four linear weights a layer and the LM head

@@ -10,7 +10,8 @@ import (
 // TestLeakFamilies runs the families of programs issue 13 lists through
 // step detection and leak detection, each with 1, 2, 12 and 48 layers, in
 // fp32 and under bf16 autocast, with each kind of stack (module frames,
-// the user's files only, C++ only, none):
+// the user's files only, the user's files with C++ frames — the real
+// 12-layer benchmark's —, C++ only, none):
 //
 //   - one forward pass of the model (a benchmark script, under grad mode and
 //     under no_grad): no steps, no finding at any confidence;
@@ -34,7 +35,7 @@ import (
 func TestLeakFamilies(t *testing.T) {
 	for _, layers := range []int{1, 2, 12, 48} {
 		for _, autocast := range []bool{false, true} {
-			for _, stacks := range []snapshottest.StackKind{snapshottest.StacksModule, snapshottest.StacksUser, snapshottest.StacksCpp, snapshottest.StacksNone} {
+			for _, stacks := range []snapshottest.StackKind{snapshottest.StacksModule, snapshottest.StacksUser, snapshottest.StacksUserCpp, snapshottest.StacksCpp, snapshottest.StacksNone} {
 				c := snapshottest.DefaultLeakConfig
 				c.Layers, c.Autocast, c.Stacks, c.Steps = layers, autocast, stacks, 6
 				c.VaryTokens, c.FirstExtra = true, true
@@ -46,7 +47,7 @@ func TestLeakFamilies(t *testing.T) {
 }
 
 func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
-	python := c.Stacks == snapshottest.StacksModule || c.Stacks == snapshottest.StacksUser
+	python := c.Stacks == snapshottest.StacksModule || c.Stacks == snapshottest.StacksUser || c.Stacks == snapshottest.StacksUserCpp
 	run := func(sim *snapshottest.Sim) ([]Leak, []*History) {
 		s := leakReadSim(t, sim)
 		hs := leakHistories(s)

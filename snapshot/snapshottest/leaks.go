@@ -172,8 +172,17 @@ func (m *leakModel) cast(p int, st *List) {
 	if m.cache == nil {
 		m.cache = map[int]uint64{}
 	}
-	if m.c.Stacks == StacksCpp {
+	switch m.c.Stacks {
+	case StacksCpp:
 		st = m.s.Stack(m.cpp("cached_cast")...)
+	case StacksUserCpp:
+		// the op's Python frames under autocast's cast instead of its kernel
+		py := st.Items[len(m.cpp("addmm")):]
+		fr := m.cpp("cached_cast")
+		for _, f := range py {
+			fr = append(fr, f.(*Dict))
+		}
+		st = m.s.Stack(fr...)
 	}
 	m.cache[p] = m.s.Alloc(0, m.params[p]/2, st)
 }

@@ -23,6 +23,10 @@ const (
 	StacksCpp
 	// StacksNone: no frames at all.
 	StacksNone
+	// StacksUserCpp: the user's own Python files and the C++ frames
+	// (stacks="all" where only the user's Python frames were kept): the
+	// shape of the real 12-layer autocast benchmark of issue 13.
+	StacksUserCpp
 )
 
 // String names the kind, for test names.
@@ -34,6 +38,8 @@ func (k StackKind) String() string {
 		return "user frames only"
 	case StacksCpp:
 		return "C++ frames only"
+	case StacksUserCpp:
+		return "user and C++ frames"
 	}
 	return "no frames"
 }
@@ -44,8 +50,11 @@ func (k StackKind) String() string {
 func (m *leakModel) stack(op string, frames ...*Dict) *List {
 	s := m.s
 	switch m.c.Stacks {
-	case StacksUser:
+	case StacksUser, StacksUserCpp:
 		var keep []*Dict
+		if m.c.Stacks == StacksUserCpp {
+			keep = m.cpp(op)
+		}
 		for _, f := range frames {
 			file := f.Vals[0].(string)
 			if !strings.HasPrefix(file, "torch/") && !strings.Contains(file, "/site-packages/") {
