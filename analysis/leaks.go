@@ -809,6 +809,8 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 	grow := map[string]int64{}
 	cacheGrow := map[string]int64{}
 	cacheStack := map[snapshot.StackID]bool{}
+	modelGrow := map[string]int64{} // grown inside a model call
+	modelStack := map[snapshot.StackID]bool{}
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
 		if b.Untracked {
@@ -828,6 +830,14 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 			}
 			if c {
 				cacheGrow[s] += b.Size
+			}
+			in, ok := modelStack[b.Stack]
+			if !ok {
+				in = stackInModel(h.Snap, b.Stack)
+				modelStack[b.Stack] = in
+			}
+			if in {
+				modelGrow[s] += b.Size
 			}
 		} else {
 			grow[s] -= b.Size
@@ -857,7 +867,11 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 		l.Confidence = Medium // steps from the period of sites (allocated totals are exact even when lifetimes are guessed)
 	}
 	kvCache := site != "" && cacheGrow[site]*2 >= best
-	if kvCache {
+	// Without a backward, memory that grows inside the model's forward
+	// step after step is what a key/value cache does while generating
+	// (the user's own cache code need not say "cache").
+	inModel := site != "" && !kvCache && !sc.backward && modelGrow[site]*2 >= best
+	if kvCache || inModel {
 		l.Confidence = Low // a cache growing with the sequence: expected while generating
 	}
 	first, last := S[1].n, S[len(S)-1].n
@@ -867,8 +881,11 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 		l.Evidence += fmt.Sprintf(" Most of it (%s) is memory allocated at %s.", FormatBytes(best), site)
 	}
 	l.Explanation = "Memory rises at every step and no graph or list found above explains it: something keeps tensors alive from one step to the next."
-	if kvCache {
+	switch {
+	case kvCache:
 		l.Explanation = "It is allocated in cache code: a key/value cache that grows with the generated sequence is expected, not a leak, unless it is never reset between sequences."
+	case inModel:
+		l.Explanation = "It grows inside the model's forward in a loop without backward: a key/value cache that grows with the generated sequence is expected, not a leak, unless it is never reset between sequences."
 	}
 	l.Remedy = fmt.Sprintf("Find what keeps tensors alive from one step to the next (allocated at %s): a tensor accumulated with its graph (use .item() or .detach()), a list or dict of GPU tensors (.detach().cpu()), a buffer grown with torch.cat (preallocate or bound it), a cache that grows by design (cap it).",
 		leakOrUnknown(site))
@@ -888,6 +905,17 @@ func stackInCache(s *snapshot.Snapshot, st snapshot.StackID) bool {
 	for _, id := range s.StackOf(st) {
 		f := &s.Frames[id]
 		if strings.Contains(strings.ToLower(f.Filename), "cache") || strings.Contains(strings.ToLower(f.Name), "cache") {
+			return true
+		}
+	}
+	return false
+}
+
+// stackInModel reports whether a stack runs inside a model call (a module
+// call or a model's forward).
+func stackInModel(s *snapshot.Snapshot, st snapshot.StackID) bool {
+	for _, id := range s.StackOf(st) {
+		if isModelFrame(&s.Frames[id]) {
 			return true
 		}
 	}

@@ -26,6 +26,8 @@ import (
 //   - the same loop under no_grad keeping every step's logits: growing_list
 //     at model.py:150 forward, the logits' bytes per step within 10%;
 //   - the healthy loop (no_grad, loss.item()): nothing above low;
+//   - generation (transformers' _sample loop, a key/value cache a token
+//     longer every step): nothing above low;
 //   - a framework-driven loop (hydra → a Lightning-style prediction loop,
 //     deep library stacks) keeping the logits, and its healthy counterpart.
 //
@@ -90,6 +92,19 @@ func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
 	ls, hs = run(snapshottest.EvalLoop(c, false))
 	checkLeakFindings(t, nil, ls, nil)
 	noBackward(t, "healthy evaluation loop", hs[0])
+	// generation with a key/value cache: the cache grows with every token,
+	// as expected — nothing above low; with module frames the steps are
+	// transformers' _sample loop (its library frames are the loop)
+	gen := c
+	gen.Steps = 12
+	ls, hs = run(snapshottest.Generate(gen))
+	checkLeakFindings(t, nil, ls, nil)
+	noBackward(t, "generation", hs[0])
+	if c.Stacks == snapshottest.StacksModule {
+		if p := hs[0].Steps; p.Source != StepsFromLoop || p.Site != "utils.py:2700 _sample" || len(p.Spans) != gen.Steps {
+			t.Errorf("generation steps: %s %q, %d steps", p.Evidence, p.Site, len(p.Spans))
+		}
+	}
 	// (c) driven by a framework
 	if python {
 		fw := c
