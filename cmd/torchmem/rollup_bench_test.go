@@ -36,8 +36,10 @@ func benchBinary(b *testing.B) string {
 }
 
 // measure runs torchmem with args, its output to stdout (nil: discarded),
-// and returns the wall time and the peak RSS in bytes.
-func measure(b *testing.B, bin string, stdout *bytes.Buffer, args ...string) (time.Duration, int64) {
+// and returns the wall time, the peak RSS in bytes and the CPU time (user
+// and system): on a shared machine the wall time says more of the load
+// than of torchmem.
+func measure(b *testing.B, bin string, stdout *bytes.Buffer, args ...string) (time.Duration, int64, time.Duration) {
 	b.Helper()
 	cmd := exec.Command(bin, args...)
 	if stdout != nil {
@@ -54,7 +56,8 @@ func measure(b *testing.B, bin string, stdout *bytes.Buffer, args ...string) (ti
 	if !ok {
 		b.Fatal("no rusage on this system")
 	}
-	return wall, ru.Maxrss << 10 // KiB on Linux
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return wall, ru.Maxrss << 10, cpu // Maxrss is in KiB on Linux
 }
 
 // BenchmarkRollup256 analyses 256 generated ranks of about 20 MB each in
@@ -62,7 +65,9 @@ func measure(b *testing.B, bin string, stdout *bytes.Buffer, args ...string) (ti
 // a command of its own. Goals (issue 17): the one command takes about the
 // sum of the single-file times divided by the cores (time/ideal near 1),
 // and its peak RSS stays under the two largest single-file RSS plus
-// 100 MB (peak/bound at most 1).
+// 100 MB (peak/bound at most 1). The CPU times (single-cpu-s, the sum over
+// the single runs; rollup-cpu-s) tell the work apart from the machine's
+// load, which on a shared machine decides the wall times.
 func BenchmarkRollup256(b *testing.B) {
 	dir, err := st.GeneratedRanks(256, 20e6)
 	if err != nil {
@@ -70,23 +75,25 @@ func BenchmarkRollup256(b *testing.B) {
 	}
 	bin := benchBinary(b)
 	files, _ := filepath.Glob(filepath.Join(dir, "*.pickle"))
-	var sum time.Duration
+	var sum, sumCPU time.Duration
 	var rss []int64
 	for _, f := range files {
-		d, r := measure(b, bin, nil, "analyze", "--format", "json", f)
-		sum += d
+		d, r, c := measure(b, bin, nil, "analyze", "--format", "json", f)
+		sum, sumCPU = sum+d, sumCPU+c
 		rss = append(rss, r)
 	}
 	slices.Sort(rss)
 	bound := rss[len(rss)-1] + rss[len(rss)-2] + 100<<20
 	ideal := sum / time.Duration(runtime.NumCPU())
-	var wall time.Duration
+	var wall, cpu time.Duration
 	var peak int64
 	for b.Loop() {
-		d, r := measure(b, bin, nil, "analyze", "--format", "json", dir)
-		wall, peak = max(wall, d), max(peak, r)
+		d, r, c := measure(b, bin, nil, "analyze", "--format", "json", dir)
+		wall, peak, cpu = max(wall, d), max(peak, r), max(cpu, c)
 	}
 	b.ReportMetric(sum.Seconds(), "single-sum-s")
+	b.ReportMetric(sumCPU.Seconds(), "single-cpu-s")
+	b.ReportMetric(cpu.Seconds(), "rollup-cpu-s")
 	b.ReportMetric(ideal.Seconds(), "ideal-s")
 	b.ReportMetric(wall.Seconds(), "rollup-s")
 	b.ReportMetric(wall.Seconds()/ideal.Seconds(), "time/ideal")
@@ -150,12 +157,13 @@ func BenchmarkMerge10000(b *testing.B) {
 	})
 	for _, format := range []string{"json", "text"} {
 		b.Run(format, func(b *testing.B) {
-			var wall time.Duration
+			var wall, cpu time.Duration
 			var peak int64
 			for b.Loop() {
-				d, r := measure(b, bin, nil, "merge", "--format", format, dir)
-				wall, peak = max(wall, d), max(peak, r)
+				d, r, c := measure(b, bin, nil, "merge", "--format", format, dir)
+				wall, peak, cpu = max(wall, d), max(peak, r), max(cpu, c)
 			}
+			b.ReportMetric(cpu.Seconds(), "cpu-s")
 			b.ReportMetric(float64(total)/1e6, "summaries-MB")
 			b.ReportMetric(wall.Seconds(), "merge-s")
 			b.ReportMetric(float64(peak)/1e6, "peak-MB")
