@@ -167,6 +167,10 @@ func deviceResult(h *History, opts Options) DeviceResult {
 	dr.Rules = h.ruleUses(end)
 	if !opts.NoTimeline && len(d.Events) > 0 {
 		dr.Timeline = h.buildTimeline(peak, oom, opts.MaxTimelinePoints)
+		dr.PeakAllocations = h.allocationsAt(sites, peak)
+		if dr.OOM != nil {
+			dr.OOM.Allocations = h.allocationsAt(sites, oom)
+		}
 	}
 	if nOOM > 1 {
 		h.diags = append(h.diags, Diagnostic{Kind: "several_ooms", Device: d.ID, Message: fmt.Sprintf("device %d: %d oom entries; the post-mortem is of the first (event %d)", d.ID, nOOM, oom)})

@@ -87,6 +87,9 @@ type DeviceResult struct {
 	Rules []RuleUse `json:"classification_rules"`
 	// Timeline is the memory curve for the HTML report; not part of the JSON.
 	Timeline *Timeline `json:"-"`
+	// PeakAllocations are single allocations around the peak, with their
+	// stacks, for the HTML report (with the timeline); not part of the JSON.
+	PeakAllocations *AllocationsAt `json:"-"`
 }
 
 // State is the memory of a device at one moment.
@@ -147,6 +150,9 @@ type OOM struct {
 	// Layout is the allocator's segments and blocks at the OOM, rebuilt by
 	// replay (nil without dump-time segments); for the HTML report, not JSON.
 	Layout []SegmentState `json:"-"`
+	// Allocations are single allocations around the OOM, with their
+	// stacks, for the HTML report; not part of the JSON.
+	Allocations *AllocationsAt `json:"-"`
 }
 
 // Fragmentation measures allocator slack at a moment.

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"path/filepath"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -97,7 +96,7 @@ func HTML(w io.Writer, r *analysis.Result, o HTMLOptions) error {
 	// Each try halves what grows with the input: timeline points, phase
 	// bands and phase rows.
 	for level := 0; ; level++ {
-		b := budget{points: o.MaxPoints >> level, bands: maxPhaseBands >> level, rows: maxPhaseRows >> level}
+		b := budget{points: o.MaxPoints >> level, bands: maxPhaseBands >> level, rows: maxPhaseRows >> level, allocs: maxAllocRows >> level}
 		buf.Reset()
 		if err := renderHTML(&buf, r, o, b); err != nil {
 			return err
@@ -111,8 +110,13 @@ func HTML(w io.Writer, r *analysis.Result, o HTMLOptions) error {
 }
 
 // budget bounds the parts of a page that grow with the input, all devices
-// together: timeline points, phase bands on the timelines, phase table rows.
-type budget struct{ points, bands, rows int }
+// together: timeline points, phase bands on the timelines, phase table
+// rows; and per moment the single allocations listed with their stacks.
+type budget struct{ points, bands, rows, allocs int }
+
+// maxAllocRows is how many of the largest allocations a moment lists (and
+// half as many of the latest), before the page's size budget halves it.
+const maxAllocRows = 25
 
 // renderHTML renders the page within budget b.
 func renderHTML(w io.Writer, r *analysis.Result, o HTMLOptions, b budget) error {
@@ -189,6 +193,12 @@ type deviceView struct {
 	Phases   []analysis.PhaseSpan // the first maxPhaseRows
 	// PhasesTotal is how many phase spans the device has.
 	PhasesTotal int
+	// PeakAllocs and OOMAllocs are single allocations around the peak and
+	// the OOM, with their stacks.
+	PeakAllocs, OOMAllocs *allocView
+	// ShowFilled says whether the device section repeats what filled
+	// memory (not when the page's headline already says it).
+	ShowFilled bool
 }
 
 // catRow is one line of the category table.
@@ -224,8 +234,8 @@ type deviceCharts struct {
 
 func buildPage(r *analysis.Result, o HTMLOptions, b budget) (*htmlPage, *chartData, error) {
 	p := &htmlPage{
-		Title:       "torchmem report — " + filepath.Base(r.Input.Path),
-		FileName:    filepath.Base(r.Input.Path),
+		Title:       "torchmem report — " + FileName(r.Input.Path),
+		FileName:    FileName(r.Input.Path),
 		Version:     o.Version,
 		ECharts:     EChartsVersion,
 		Leaks:       r.Leaks,
@@ -250,7 +260,7 @@ func buildPage(r *analysis.Result, o HTMLOptions, b budget) (*htmlPage, *chartDa
 	}
 	for i := range r.Devices {
 		d := &r.Devices[i]
-		v := newDeviceView(i, d, len(r.Devices) > 1, max(b.rows/len(r.Devices), 10))
+		v := newDeviceView(i, d, len(r.Devices) > 1, max(b.rows/len(r.Devices), 10), b.allocs)
 		p.Devices = append(p.Devices, v)
 		var err error
 		dc := &data.Devices[i]
@@ -279,6 +289,9 @@ func buildPage(r *analysis.Result, o HTMLOptions, b budget) (*htmlPage, *chartDa
 	}
 	if len(p.Devices) > 0 {
 		p.Headline = p.Devices[p.Selected].Headline
+		for _, v := range p.Devices {
+			v.ShowFilled = v.Index != p.Selected
+		}
 	} else {
 		p.Headline = "The file holds no device memory to report on."
 	}
@@ -314,7 +327,7 @@ func mainDevice(r *analysis.Result) int {
 }
 
 func inputFacts(r *analysis.Result) []fact {
-	f := []fact{{"file", r.Input.Path}, {"format", r.Input.Format}}
+	f := []fact{{"file", FileName(r.Input.Path)}, {"format", r.Input.Format}}
 	if r.Input.Generation != "" {
 		f = append(f, fact{"generation", r.Input.Generation})
 	}

@@ -125,9 +125,12 @@ func layoutFreeBlocks(layout []analysis.SegmentState) []freeBlock {
 	return out
 }
 
-// buildFragmentation charts the largest free blocks against the failed
-// request. Without segments it compares the cached free bytes, the largest
-// free block and the request.
+// buildFragmentation charts the failed request against the cached free
+// blocks at the OOM: the request first (red), then the largest free block,
+// then the other free blocks largest first, all on one axis that reaches
+// the request, so the gap between what was asked and what was free shows.
+// Without segments it compares the request with the cached free bytes and
+// the largest free block.
 func buildFragmentation(o *analysis.OOM, blocks []freeBlock, id string) (json.RawMessage, error) {
 	bar := charts.NewBar()
 	bar.SetGlobalOptions(
@@ -138,26 +141,26 @@ func buildFragmentation(o *analysis.OOM, blocks []freeBlock, id string) (json.Ra
 		charts.WithGridOpts(opts.Grid{Left: "8", Right: "24", Top: "28", Bottom: "8", ContainLabel: opts.Bool(true)}),
 		charts.WithYAxisOpts(opts.YAxis{Type: "value"}),
 	)
-	var names []string
-	var data []opts.BarData
+	names := []string{"request"}
+	data := []opts.BarData{{Value: o.RequestedBytes, ItemStyle: &opts.ItemStyle{Color: colorOOM}}}
 	if len(blocks) > 0 {
 		for i, b := range blocks {
 			if i == maxFreeBlocks {
 				break
 			}
-			names = append(names, fmt.Sprintf("%#x", b.Address))
+			name := fmt.Sprintf("%#x", b.Address)
+			if i == 0 {
+				name = "largest free block " + name
+			}
+			names = append(names, name)
 			data = append(data, opts.BarData{Value: b.Size})
 		}
 	} else {
-		names = []string{"cached free (all blocks)", "largest free block", "request"}
-		data = []opts.BarData{
-			{Value: o.Fragmentation.CachedFreeBytes},
-			{Value: o.Fragmentation.LargestFreeBlockBytes},
-			{Value: o.RequestedBytes, ItemStyle: &opts.ItemStyle{Color: colorOOM}},
-		}
+		names = append(names, "largest free block", "cached free (all blocks)")
+		data = append(data, opts.BarData{Value: o.Fragmentation.LargestFreeBlockBytes}, opts.BarData{Value: o.Fragmentation.CachedFreeBytes})
 	}
 	bar.SetXAxis(names)
-	bar.AddSeries("free block", data,
+	bar.AddSeries("bytes", data,
 		charts.WithItemStyleOpts(opts.ItemStyle{Color: "#73c0de"}),
 		charts.WithSeriesOpts(func(s *charts.SingleSeries) {
 			s.MarkLines = &opts.MarkLines{

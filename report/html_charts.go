@@ -20,11 +20,15 @@ var categoryColors = [analysis.NumCategories]string{
 	"#5470c6", "#91cc75", "#fac858", "#ee6666", "#73c0de", "#9a60b4", "#3ba272", "#fc8452", "#6e7079", "#a0a7b4",
 }
 
-// categoryLabels names the categories for people.
-var categoryLabels = [analysis.NumCategories]string{
-	"parameters", "gradients", "optimizer state", "activations", "temporaries",
-	"autograd internals", "inputs", "KV cache", "workspaces", "unclassified",
-}
+// categoryLabels names the categories in the page: their names in every
+// other output (JSON, text, Markdown, budget keys), so that one word means
+// one thing everywhere.
+var categoryLabels = func() (l [analysis.NumCategories]string) {
+	for c := range l {
+		l[c] = analysis.Category(c).String()
+	}
+	return l
+}()
 
 // phaseColors shades the phase bands of the timeline.
 var phaseColors = map[analysis.Phase]string{
@@ -63,9 +67,12 @@ type timelineChart struct {
 	Y      [][]int64       `json:"y"` // Y[k] is series k's values at X
 	// Stacked is how many of the first series are stacked: report.js adds
 	// them up itself (ECharts would stack a value x axis on x).
-	Stacked int  `json:"stacked"`
-	Time    bool `json:"time"`
-	Points  int  `json:"points"` // points before thinning
+	Stacked int `json:"stacked"`
+	// Bands are the phase spans drawn ([start, end) on the x axis), for the
+	// tooltip to name the phase under the pointer.
+	Bands  []timelineBand `json:"bands,omitempty"`
+	Time   bool           `json:"time"`
+	Points int            `json:"points"` // points before thinning
 }
 
 // buildTimeline builds the timeline chart of a device, thinned to at most
@@ -135,8 +142,10 @@ func buildTimeline(d *analysis.DeviceResult, id string, maxPoints, maxBands int)
 	// The marks live on series of their own, without data, so that hiding a
 	// category in the legend keeps them: "phases" is drawn under the areas,
 	// "marks" over them.
+	var bands *opts.MarkAreas
+	bands, tc.Bands = timelineBands(d, t, x, isTime, maxBands)
 	line.AddSeries("phases", []opts.LineData{},
-		charts.WithSeriesOpts(func(s *charts.SingleSeries) { s.MarkAreas = timelineBands(d, t, x, isTime, maxBands) }))
+		charts.WithSeriesOpts(func(s *charts.SingleSeries) { s.MarkAreas = bands }))
 	line.AddSeries("marks", []opts.LineData{},
 		charts.WithSeriesOpts(func(s *charts.SingleSeries) {
 			s.MarkLines = timelineLines(d, t, x, isTime)
@@ -169,11 +178,25 @@ func spanX(p analysis.PhaseSpan, t *analysis.Timeline, isTime bool) (int64, int6
 	return int64(p.StartEvent), int64(p.EndEvent)
 }
 
-// timelineBands shades each phase span of the device, the first limit of them.
-func timelineBands(d *analysis.DeviceResult, t *analysis.Timeline, x []int64, isTime bool, limit int) *opts.MarkAreas {
+// timelineBand is one phase span on the timeline's x axis.
+type timelineBand struct {
+	From  int64  `json:"from"`
+	To    int64  `json:"to"`
+	Label string `json:"label"` // "forward, step 2"
+}
+
+// minLabelShare is the least share of the x axis a phase band needs to
+// carry its name: "zero_grad" at 10 px needs about 55 px, 5% of a chart
+// 1,100 px wide. Narrower bands are named by the tooltip only, so two
+// names never run into each other ("datzero_grad").
+const minLabelShare = 0.06
+
+// timelineBands shades each phase span of the device, the first limit of
+// them, and lists them for the tooltip.
+func timelineBands(d *analysis.DeviceResult, t *analysis.Timeline, x []int64, isTime bool, limit int) (*opts.MarkAreas, []timelineBand) {
 	var data []interface{}
+	var bands []timelineBand
 	lo, hi := x[0], x[len(x)-1]
-	labels := len(d.Phases) <= 40
 	for _, p := range d.Phases {
 		color, ok := phaseColors[p.Phase]
 		if !ok || len(data) >= limit {
@@ -183,9 +206,14 @@ func timelineBands(d *analysis.DeviceResult, t *analysis.Timeline, x []int64, is
 		if b < lo || a > hi || b <= a {
 			continue
 		}
-		name := string(p.Phase)
-		if !labels {
-			name = ""
+		label := string(p.Phase)
+		if p.Step > 0 {
+			label += fmt.Sprintf(", step %d", p.Step)
+		}
+		bands = append(bands, timelineBand{From: a, To: b, Label: label})
+		name := ""
+		if hi > lo && float64(min(b, hi)-max(a, lo)) >= minLabelShare*float64(hi-lo) {
+			name = string(p.Phase)
 		}
 		data = append(data, []opts.MarkAreaData{
 			{Name: name, XAxis: a, MarkAreaStyle: opts.MarkAreaStyle{ItemStyle: &opts.ItemStyle{Color: color}}},
@@ -193,11 +221,11 @@ func timelineBands(d *analysis.DeviceResult, t *analysis.Timeline, x []int64, is
 		})
 	}
 	if len(data) == 0 {
-		return nil
+		return nil, nil
 	}
 	return &opts.MarkAreas{Data: data, MarkAreaStyle: opts.MarkAreaStyle{
-		Label: &opts.Label{Show: opts.Bool(labels), Position: "insideTop", FontSize: 10, Color: "#666"},
-	}}
+		Label: &opts.Label{Show: opts.Bool(true), Position: "insideTop", FontSize: 10, Color: "#666"},
+	}}, bands
 }
 
 // timelineLines marks step starts, the OOM and the device capacity.

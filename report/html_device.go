@@ -16,8 +16,9 @@ const (
 )
 
 // newDeviceView prepares what the page says about one device, listing at
-// most rows phase spans; many says the file has more than one device.
-func newDeviceView(i int, d *analysis.DeviceResult, many bool, rows int) *deviceView {
+// most rows phase spans and allocs single allocations per moment; many says
+// the file has more than one device.
+func newDeviceView(i int, d *analysis.DeviceResult, many bool, rows, allocs int) *deviceView {
 	kind := d.Kind
 	if kind == "" {
 		kind = "device"
@@ -46,6 +47,52 @@ func newDeviceView(i int, d *analysis.DeviceResult, many bool, rows int) *device
 	}
 	if d.OOM != nil {
 		v.Segments = layoutSegmentRows(d.OOM.Layout, d.OOM.RequestedBytes)
+		v.OOMAllocs = newAllocView("the OOM", d.OOM.Allocations, allocs)
+	}
+	v.PeakAllocs = newAllocView("the peak", d.PeakAllocations, allocs)
+	return v
+}
+
+// allocView is the table of single allocations around one moment.
+type allocView struct {
+	Moment          string // "the peak"
+	Live            int
+	Largest, Recent []allocRow
+}
+
+// allocRow is one allocation as the page shows it.
+type allocRow struct {
+	Size, Requested  int64
+	Category         string
+	Allocated, Freed string
+	Site             string
+	Stack            []string
+}
+
+// newAllocView lists at most n of the largest and n/2 of the latest
+// allocations of a moment (nil when there are none).
+func newAllocView(moment string, at *analysis.AllocationsAt, n int) *allocView {
+	if at == nil || n <= 0 {
+		return nil
+	}
+	v := &allocView{Moment: moment, Live: at.Live}
+	row := func(a analysis.Allocation) allocRow {
+		r := allocRow{Size: a.Size, Requested: a.Requested, Category: a.Category.String(), Site: a.Site, Stack: a.Stack, Freed: "live at the end"}
+		if a.AllocEvent < 0 {
+			r.Allocated = "before the recording"
+		} else {
+			r.Allocated = fmt.Sprintf("%s, event %d", phaseAt(a.Phase, a.Step)[3:], a.AllocEvent)
+		}
+		if a.FreeEvent >= 0 {
+			r.Freed = fmt.Sprintf("event %d", a.FreeEvent)
+		}
+		return r
+	}
+	for _, a := range at.Largest[:min(len(at.Largest), n)] {
+		v.Largest = append(v.Largest, row(a))
+	}
+	for _, a := range at.Recent[:min(len(at.Recent), max(n/2, 1))] {
+		v.Recent = append(v.Recent, row(a))
 	}
 	return v
 }

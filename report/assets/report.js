@@ -13,14 +13,33 @@
     });
   }
 
-  // fmtBytes matches the Go side's report.Bytes (binary units).
+  // fmtBytes writes sizes as analysis.FormatBytes does on the Go side (the
+  // one byte formatter of every output): whole bytes below 1 KiB, else
+  // three significant digits in the largest binary unit that keeps the
+  // number at least 1 ("1.50 GiB", "21.7 GiB", "384 MiB").
   function fmtBytes(n) {
     n = Number(n);
     if (!isFinite(n)) return '';
-    var neg = n < 0, v = Math.abs(n), units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'], i = 0;
-    while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
-    var s = i === 0 ? String(v) : (v < 10 ? v.toFixed(1) : v.toFixed(0));
-    return (neg ? '-' : '') + s + ' ' + units[i];
+    var neg = n < 0, v = Math.abs(n), units = ['KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB'];
+    if (v < 1024) return (neg ? '-' : '') + Math.round(v) + ' B';
+    var s = '';
+    for (var i = 0; i < units.length; i++) {
+      v /= 1024;
+      s = toFixedEven(v, v >= 100 ? 0 : v >= 10 ? 1 : 2);
+      // 1023.7 KiB rounds to "1024": write it in the next unit instead.
+      if (Number(s) >= 1024 && i + 1 < units.length) continue;
+      return (neg ? '-' : '') + s + ' ' + units[i];
+    }
+    return (neg ? '-' : '') + s + ' EiB';
+  }
+  window.torchmemFmtBytes = fmtBytes; // for the tests
+
+  // toFixedEven is toFixed rounding a tie to the even digit, as Go's
+  // strconv.FormatFloat does (8.125 → "8.12", where toFixed says "8.13").
+  function toFixedEven(v, digits) {
+    var scale = Math.pow(10, digits), m = v * scale, fl = Math.floor(m);
+    if (m - fl === 0.5) return ((fl % 2 === 0 ? fl : fl + 1) / scale).toFixed(digits);
+    return v.toFixed(digits);
   }
 
   function fmtTime(us) {
@@ -71,6 +90,15 @@
   // decorateTimeline zips the columns into the series. The first tl.stacked
   // series are stacked here, not by ECharts (which stacks a value x axis on
   // x): each is drawn from 0 to its running total, the lowest on top.
+  // bandAt names the phase span under x ("forward, step 2"), or ''.
+  function bandAt(tl, x) {
+    var bands = tl.bands || [];
+    for (var i = 0; i < bands.length; i++) {
+      if (x >= bands[i].from && x <= bands[i].to) return bands[i].label;
+    }
+    return '';
+  }
+
   function decorateTimeline(tl) {
     var opt = tl.option, fx = tl.time ? fmtTime : function (v) { return '#' + v; };
     var n = tl.x.length, total = new Array(n).fill(0);
@@ -95,7 +123,8 @@
     opt.tooltip.formatter = function (ps) {
       if (!Array.isArray(ps)) return markTip(ps);
       if (!ps.length) return '';
-      var html = '<div class="tt-head">' + esc(fx(ps[0].value[0])) + '</div>', rows = [], others = [], alloc = null;
+      var phase = bandAt(tl, ps[0].value[0]);
+      var html = '<div class="tt-head">' + esc(fx(ps[0].value[0]) + (phase ? ' · ' + phase : '')) + '</div>', rows = [], others = [], alloc = null;
       // Events at the same x give a series several points: keep its last.
       var last = [];
       ps.forEach(function (p) {
@@ -145,7 +174,13 @@
     timeline: decorateTimeline,
     categories: function (o) { return decorateAxisBytes(o, true); },
     sites: decorateSites,
-    fragmentation: function (o) { return decorateAxisBytes(o, false); }
+    fragmentation: function (o) {
+      // The request and the largest free block carry their sizes, so the
+      // gap between them reads at a glance.
+      o.series[0].label = { show: true, position: 'top', fontSize: 10,
+        formatter: function (p) { return p.dataIndex < 2 ? fmtBytes(p.value) : ''; } };
+      return decorateAxisBytes(o, false);
+    }
   };
 
   function initDevice(i) {
