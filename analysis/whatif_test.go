@@ -184,3 +184,27 @@ func openPath(t *testing.T, path string) *snapshot.Snapshot {
 	}
 	return s
 }
+
+// TestWhatIfCoversSuggestions: on every real file, each suggestion is
+// projected by its technique (or, for what lowers reserved memory only,
+// said to be so); only the leak fixes, whose saving is the leaked bytes,
+// fall back to their estimated saving. A new suggestion needs its effect.
+func TestWhatIfCoversSuggestions(t *testing.T) {
+	leakFixes := map[string]bool{"detach_or_item": true, "no_grad_eval": true}
+	for _, path := range st.SharedInputs(t) {
+		opts := DefaultOptions()
+		opts.NoTimeline = true
+		r := Analyze(openPath(t, path), opts)
+		if r.WhatIf == nil {
+			continue
+		}
+		for _, p := range r.WhatIf.Suggestions {
+			if p.Method == "estimated_saving" && !leakFixes[p.ID] {
+				t.Errorf("%s: suggestion %s has no projected effect", path, p.ID)
+			}
+			if p.PeakBytes > r.WhatIf.MeasuredPeakBytes {
+				t.Errorf("%s: %s projects %d, above the measured %d", path, p.ID, p.PeakBytes, r.WhatIf.MeasuredPeakBytes)
+			}
+		}
+	}
+}
