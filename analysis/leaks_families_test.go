@@ -53,6 +53,13 @@ func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
 	run := func(sim *snapshottest.Sim) ([]Leak, []*History) {
 		s := leakReadSim(t, sim)
 		hs := leakHistories(s)
+		for _, h := range hs {
+			for k, sp := range h.Steps.Spans {
+				if sp.EndEvent < sp.StartEvent || k > 0 && sp.StartEvent <= h.Steps.Spans[k-1].EndEvent {
+					t.Errorf("step %d spans events %d–%d", sp.Step, sp.StartEvent, sp.EndEvent)
+				}
+			}
+		}
 		return DetectLeaks(s, hs), hs
 	}
 	// (a) one forward pass: no steps, nothing at all
@@ -111,8 +118,14 @@ func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
 		fw.Framework = true
 		ls, hs = run(snapshottest.EvalLoopKeepingOutputs(fw))
 		checkFamilyFinding(t, "framework, outputs kept", ls, LeakGrowingList, "model.py:150 forward", c.LogitsBytes())
-		if p := hs[0].Steps; p.Source != StepsFromLoop || p.Site != "prediction_loop.py:250 _predict_step" && c.Stacks == snapshottest.StacksModule {
-			t.Errorf("framework loop steps: %s %q", p.Evidence, p.Site)
+		// with library frames the loop's per-iteration function; with the
+		// user's files only, the user's predict_step, called once a step
+		site := "lit_module.py:41 predict_step"
+		if c.Stacks == snapshottest.StacksModule {
+			site = "prediction_loop.py:250 _predict_step"
+		}
+		if p := hs[0].Steps; p.Source != StepsFromLoop || p.Site != site || len(p.Spans) != c.Steps {
+			t.Errorf("framework loop steps: %s %q, %d steps", p.Evidence, p.Site, len(p.Spans))
 		}
 		ls, _ = run(snapshottest.EvalLoop(fw, false))
 		checkLeakFindings(t, nil, ls, nil)

@@ -270,31 +270,30 @@ func loopSteps(h *History) planFound {
 
 // loopPlan turns the boundaries of the loop at position pos into steps:
 // the first iteration starts at the first allocation of the loop body
-// before the first boundary (allocations at lines before the loop are
-// set-up), the last ends before the first allocation after it that is not
-// in the loop body.
+// before the first boundary (allocations at lines before the loop's head
+// are set-up; the first iteration may allocate at lines the others do
+// not), the last ends before the first allocation after it that is not in
+// the loop body (a line outside the lines of the other iterations, or
+// code outside the loop's frame).
 func loopPlan(h *History, lp *loopPositions, pos int32, t *loopTrack) planFound {
 	ev := h.Device.Events
 	head, maxLine := t.head, t.maxLine
 	first := t.bounds[0]
-	// the start of the first iteration: walk back over allocations of this
-	// position within the loop body's lines
+	// the start of the first iteration: walk back over the allocations of
+	// this position (others — the loop's caller moving the batch, frames
+	// without Python — lie between) down to a line before the loop's head
 	start := first
 	for i := first - 1; i >= 0; i-- {
 		e := &ev[i]
 		if e.Action != snapshot.ActionAlloc || e.Stack == 0 {
 			continue
 		}
-		c := lp.chain(e.Stack)
-		l, ok := c.lineAt(pos)
+		l, ok := lp.chain(e.Stack).lineAt(pos)
 		if !ok {
-			if c != nil {
-				break // Python code outside the loop
-			}
 			continue
 		}
-		if l < head || l > maxLine {
-			break
+		if l < head {
+			break // a line before the loop body: set-up
 		}
 		start = i
 	}
@@ -315,7 +314,10 @@ func loopPlan(h *History, lp *loopPositions, pos int32, t *loopTrack) planFound 
 			break
 		}
 	}
-	bounds := append([]int{start}, t.bounds...)
+	bounds := t.bounds
+	if start < first {
+		bounds = append([]int{start}, t.bounds...)
+	}
 	f := planFound{source: StepsFromLoop, site: loopSite(lp.fnOf[pos], head)}
 	f.evidence = fmt.Sprintf("the loop at %s", f.site)
 	for k, b := range bounds {
