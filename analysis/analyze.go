@@ -32,7 +32,14 @@ func DefaultOptions() Options {
 // classifies its blocks: everything the analysis (and leak detection)
 // starts from.
 func BuildHistory(s *snapshot.Snapshot, d *snapshot.Device) *History {
+	return buildHistory(s, d, nil)
+}
+
+// buildHistory is BuildHistory with the snapshot's annotation intervals
+// shared between its devices (nil: computed for this one).
+func buildHistory(s *snapshot.Snapshot, d *snapshot.Device, ann *annIntervals) *History {
 	h := Replay(s, d)
+	h.ann = ann
 	ComputePhases(h)
 	Classify(h)
 	return h
@@ -74,6 +81,7 @@ func analyze(s *snapshot.Snapshot, opts Options) (*Result, *History) {
 	var bestH *History
 	var bestDR int
 	var hs []*History
+	ann := &annIntervals{}
 	for _, d := range s.Devices {
 		if opts.Device >= 0 && d.ID != opts.Device {
 			continue
@@ -81,7 +89,7 @@ func analyze(s *snapshot.Snapshot, opts Options) (*Result, *History) {
 		if len(d.Events) == 0 && len(d.Segments) == 0 {
 			continue
 		}
-		hs = append(hs, BuildHistory(s, d))
+		hs = append(hs, buildHistory(s, d, ann))
 	}
 	// Leak detection only reads the histories: it runs beside the rest.
 	leaks := make(chan []Leak, 1)

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"sync"
 
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -89,6 +90,20 @@ type interval struct {
 	start, end int64
 	code       uint8
 	step       int
+}
+
+// annIntervals are a snapshot's annotation intervals: they are the same for
+// each of its devices, and computing them per device made the work of a
+// file grow with the square of its devices.
+type annIntervals struct {
+	once          sync.Once
+	phases, steps []interval
+}
+
+// of returns the intervals of s, computed on first use.
+func (a *annIntervals) of(s *snapshot.Snapshot) (phases, steps []interval) {
+	a.once.Do(func() { a.phases, a.steps = annotationIntervals(s) })
+	return a.phases, a.steps
 }
 
 func annotationIntervals(s *snapshot.Snapshot) (phases, steps []interval) {
@@ -191,7 +206,11 @@ func ComputePhases(h *History) *Phases {
 	n := len(d.Events)
 	p := &Phases{code: make([]uint8, n), step: make([]int32, n), span: make([]int32, n)}
 	h.Phases = p
-	phaseIvs, stepIvs := annotationIntervals(s)
+	ann := h.ann
+	if ann == nil {
+		ann = &annIntervals{}
+	}
+	phaseIvs, stepIvs := ann.of(s)
 	annIdx := innermost(d.Events, phaseIvs)
 
 	// Frees carry the block's allocation stack unless recorded with

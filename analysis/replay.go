@@ -105,8 +105,11 @@ type History struct {
 	// extraClose lists blocks closed by an event that also opens one
 	// (an alloc at an address still live: a lost free).
 	extraClose map[int]int32
-	markers    *stackMemo[stackMarkers]
-	diags      []Diagnostic
+	// ann, when set, holds the snapshot's annotation intervals, computed
+	// once for all its devices (Analyze shares it).
+	ann     *annIntervals
+	markers *stackMemo[stackMarkers]
+	diags   []Diagnostic
 	// firstOOM is the index of the first oom event (−1).
 	firstOOM int
 	// replay facts for diagnostics

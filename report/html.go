@@ -93,26 +93,25 @@ func HTML(w io.Writer, r *analysis.Result, o HTMLOptions) error {
 		o.MaxPoints = DefaultHTMLMaxPoints
 	}
 	var buf bytes.Buffer
-	// Each try halves what grows with the input: timeline points, phase
-	// bands and phase rows.
-	for level := 0; ; level++ {
-		b := budget{points: o.MaxPoints >> level, bands: maxPhaseBands >> level, rows: maxPhaseRows >> level, allocs: maxAllocRows >> level}
-		buf.Reset()
-		if err := renderHTML(&buf, r, o, b); err != nil {
-			return err
-		}
-		if buf.Len() <= o.MaxBytes || b.points < 200 {
-			break
-		}
+	// Each try cuts what grows with the input: timeline points, phase bands,
+	// phase rows and allocation rows, then list entries and devices shown in
+	// full (fitPage); when none fits, a plain page.
+	ok, err := fitPage(&buf, r, o)
+	if err != nil {
+		return err
 	}
-	_, err := w.Write(buf.Bytes())
+	if !ok {
+		return fallbackHTML(w, r, o.MaxBytes)
+	}
+	_, err = w.Write(buf.Bytes())
 	return err
 }
 
 // budget bounds the parts of a page that grow with the input, all devices
 // together: timeline points, phase bands on the timelines, phase table
-// rows; and per moment the single allocations listed with their stacks.
-type budget struct{ points, bands, rows, allocs int }
+// rows; per moment the single allocations listed with their stacks;
+// entries of each list and devices shown (0: no bound; see fitPage).
+type budget struct{ points, bands, rows, allocs, items, devices int }
 
 // maxAllocRows is how many of the largest allocations a moment lists (and
 // half as many of the latest), before the page's size budget halves it.
@@ -124,7 +123,7 @@ func renderHTML(w io.Writer, r *analysis.Result, o HTMLOptions, b budget) error 
 	if err != nil {
 		return err
 	}
-	js, err := json.Marshal(data)
+	js, err := marshalWithin(data, o.MaxBytes)
 	if err != nil {
 		return err
 	}
