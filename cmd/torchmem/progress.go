@@ -38,6 +38,8 @@ type progress struct {
 	total int64 // −1 when unknown (stdin)
 	n     atomic.Int64
 	now   func() time.Time
+	// delay and tick are progressDelay and progressTick (tests shorten them).
+	delay, tick time.Duration
 
 	mu         sync.Mutex
 	stage      string
@@ -53,7 +55,7 @@ type progress struct {
 // must not have asked for --quiet.
 func progressEnabled(stderr io.Writer, quiet bool, getenv func(string) string) (*os.File, int, bool) {
 	f, ok := stderr.(*os.File)
-	if quiet || !ok || getenv("TERM") == "dumb" || !term.IsTerminal(int(f.Fd())) {
+	if !ok || !wantProgress(term.IsTerminal(int(f.Fd())), quiet, getenv("TERM")) {
 		return nil, 0, false
 	}
 	width, _, err := term.GetSize(int(f.Fd()))
@@ -63,9 +65,19 @@ func progressEnabled(stderr io.Writer, quiet bool, getenv func(string) string) (
 	return f, width, true
 }
 
+// wantProgress is the rule: a terminal, not TERM=dumb, not --quiet.
+func wantProgress(terminal, quiet bool, termName string) bool {
+	return terminal && !quiet && termName != "dumb"
+}
+
 // startProgress starts the line for reading path (total bytes, −1 when
 // unknown) on w, width columns wide; its ticker runs until end.
 func startProgress(w io.Writer, width int, path string, total int64, now func() time.Time) *progress {
+	return startProgressTimed(w, width, path, total, now, progressDelay, progressTick)
+}
+
+// startProgressTimed is startProgress drawing after delay, every tick.
+func startProgressTimed(w io.Writer, width int, path string, total int64, now func() time.Time, delay, tick time.Duration) *progress {
 	name := path
 	if path == "-" {
 		name = "stdin"
@@ -74,6 +86,7 @@ func startProgress(w io.Writer, width int, path string, total int64, now func() 
 	}
 	t := now()
 	p := &progress{w: w, width: min(width, 100) - 1, name: name, total: total, now: now, stage: "reading",
+		delay: delay, tick: tick,
 		start: t, stageStart: t, stop: make(chan struct{}), stopped: make(chan struct{})}
 	go p.run()
 	return p
@@ -91,7 +104,7 @@ func (p *progress) setStage(stage string) {
 
 func (p *progress) run() {
 	defer close(p.stopped)
-	tick := time.NewTicker(progressTick)
+	tick := time.NewTicker(p.tick)
 	defer tick.Stop()
 	for {
 		select {
@@ -99,7 +112,7 @@ func (p *progress) run() {
 			return
 		case <-tick.C:
 			p.mu.Lock()
-			if p.now().Sub(p.start) >= progressDelay {
+			if p.now().Sub(p.start) >= p.delay {
 				p.draw(p.line())
 			}
 			p.mu.Unlock()

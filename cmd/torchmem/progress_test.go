@@ -70,6 +70,44 @@ func TestProgressDrawAndEnd(t *testing.T) {
 	}
 }
 
+func TestWantProgress(t *testing.T) {
+	cases := []struct {
+		terminal, quiet bool
+		term            string
+		want            bool
+	}{
+		{true, false, "xterm-256color", true},
+		{true, false, "", true},
+		{true, false, "dumb", false},
+		{true, true, "xterm", false},
+		{false, false, "xterm", false},
+	}
+	for _, c := range cases {
+		if got := wantProgress(c.terminal, c.quiet, c.term); got != c.want {
+			t.Errorf("wantProgress(%v, %v, %q) = %v", c.terminal, c.quiet, c.term, got)
+		}
+	}
+}
+
+// TestProgressNoColor: whatever NO_COLOR says, the line carries no escape
+// sequence at all (no colour, no cursor movement): there is nothing to
+// turn off.
+func TestProgressNoColor(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	var buf bytes.Buffer
+	p := &progress{w: &buf, width: 99, name: "x.pickle", total: 10 << 20, now: clk.now, stage: "reading", start: clk.t, stageStart: clk.t}
+	for i := 0; i < 5; i++ {
+		clk.t = clk.t.Add(700 * time.Millisecond)
+		p.set(int64(i) << 20)
+		p.draw(p.line())
+	}
+	p.setStage("analysing")
+	p.draw(p.line())
+	if strings.ContainsRune(buf.String(), 0x1b) {
+		t.Errorf("escape sequences: %q", buf.String())
+	}
+}
+
 // TestProgressEnabled: only a terminal gets a progress line, never with
 // TERM=dumb or --quiet (NO_COLOR needs nothing: the line has no colour).
 func TestProgressEnabled(t *testing.T) {
@@ -122,5 +160,43 @@ func TestQuiet(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(nil, "-q", "info", "/no/such/file"); code != exitInput || !strings.Contains(stderr, "no such file") {
 		t.Errorf("--quiet error: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestProgressStages: the line follows the read and then the analysis, of
+// a file and of stdin, and is wiped before the output is written.
+func TestProgressStages(t *testing.T) {
+	demo := repoRoot() + "/testdata/demo/oom_snapshot.pickle"
+	data, err := os.ReadFile(demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		name string
+	}{
+		{[]string{"analyze", demo}, "oom_snapshot.pickle"},
+		{[]string{"analyze", "-"}, "stdin"},
+		{[]string{"report", "-o", t.TempDir() + "/r.html", demo}, "oom_snapshot.pickle"},
+	} {
+		var line, out, errb bytes.Buffer
+		g := &globals{stdin: bytes.NewReader(data), stderr: &errb, progressTo: &line}
+		root := newRootCmd(g)
+		root.SetArgs(c.args)
+		root.SetOut(&out)
+		root.SetErr(&errb)
+		if err := root.Execute(); err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		drawn := line.String()
+		if !strings.Contains(drawn, "\rtorchmem: analysing "+c.name+"  0 s") {
+			t.Errorf("%v: no analysis stage drawn: %q", c.args, drawn)
+		}
+		if i := strings.LastIndex(drawn, "\r"); i < 0 || strings.TrimSpace(drawn[strings.LastIndex(drawn[:i], "\r")+1:i]) != "" {
+			t.Errorf("%v: the line is not wiped at the end: %q", c.args, drawn[max(0, len(drawn)-120):])
+		}
+		if g.prog != nil {
+			t.Errorf("%v: progress still running after the command", c.args)
+		}
 	}
 }

@@ -48,6 +48,8 @@ type globals struct {
 	stdin    io.Reader
 	stderr   io.Writer
 	prog     *progress
+	// progressTo, set by tests, gets the progress line whatever stderr is.
+	progressTo io.Writer
 }
 
 func (g *globals) options() (snapshot.Options, error) {
@@ -98,6 +100,10 @@ func (g *globals) open(path string) (*snapshot.Snapshot, error) {
 // no progress (not a terminal, TERM=dumb, --quiet).
 func (g *globals) beginProgress(path string, total int64) func(int64) {
 	g.endProgress()
+	if g.progressTo != nil { // tests: a line drawn at once, often
+		g.prog = startProgressTimed(g.progressTo, 100, path, total, time.Now, 0, time.Millisecond)
+		return g.prog.set
+	}
 	f, width, ok := progressEnabled(g.stderr, g.quiet, os.Getenv)
 	if !ok {
 		return nil
