@@ -1,7 +1,10 @@
 package analysis
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/torchmem/torchmem/snapshot"
@@ -139,5 +142,70 @@ func TestRoundSize(t *testing.T) {
 	}
 	if with.expandable || with.maxSplit != 0 {
 		t.Errorf("rules %+v: no expandable segments, no max_split_size", with)
+	}
+}
+
+// TestSnapshotAndTraceCompare: a snapshot and a chrome trace of one run
+// (the simulator writes both: the trace's Bytes are blocks, as the caching
+// allocator reports them to the profiler) give the same allocated curve,
+// peak and end, in PyTorch's unit — also where large-pool blocks keep an
+// unsplit rest.
+func TestSnapshotAndTraceCompare(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			s := st.NewSim()
+			churn(s, seed, 500)
+			snap := read(t, s, 0)
+			js := st.ChromeTrace(s, 0)
+			tr, err := snapshot.Read(bytes.NewReader(js), "sim.json", int64(len(js)), snapshot.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs := BuildHistory(snap, snap.Devices[0])
+			ht := BuildHistory(tr, tr.Device(0))
+			var fromSnap []int64
+			for i, e := range hs.Device.Events {
+				if e.Action == snapshot.ActionAlloc || e.Action == snapshot.ActionFreeRequested {
+					fromSnap = append(fromSnap, hs.Allocated[i])
+				}
+			}
+			if !slices.Equal(fromSnap, ht.Allocated) {
+				t.Errorf("the curves differ: %d points from the snapshot, %d from the trace", len(fromSnap), len(ht.Allocated))
+			}
+			rs, rt := Analyze(snap, DefaultOptions()), Analyze(tr, DefaultOptions())
+			ds, dt := rs.Devices[0], rt.Devices[len(rt.Devices)-1]
+			if ds.Peak.AllocatedBytes != dt.Peak.AllocatedBytes || ds.AtEnd.AllocatedBytes != dt.AtEnd.AllocatedBytes {
+				t.Errorf("snapshot peak %d end %d; trace peak %d end %d", ds.Peak.AllocatedBytes, ds.AtEnd.AllocatedBytes, dt.Peak.AllocatedBytes, dt.AtEnd.AllocatedBytes)
+			}
+			if rq := ds.AtEnd.RequestedBytes; rq == nil || *rq > ds.AtEnd.AllocatedBytes || dt.AtEnd.RequestedBytes != nil {
+				t.Errorf("requested at the end: snapshot %v (allocated %d), trace %v (it has no requests)", rq, ds.AtEnd.AllocatedBytes, dt.AtEnd.RequestedBytes)
+			}
+		})
+	}
+}
+
+// TestBaselineInRequestedBytes: a baseline written before torchmem counted
+// allocator blocks (no allocated_unit) is still compared, with a note that
+// its figures are requested bytes; a current one gets no such note.
+func TestBaselineInRequestedBytes(t *testing.T) {
+	for _, unit := range []string{"", AllocatedUnit} {
+		base := checkRun()
+		base.AllocatedUnit = unit
+		cr, err := Check(checkRun(), CheckOptions{Device: 0, Baseline: base, Tolerance: Tolerance{Percent: 5}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		notes := 0
+		for _, it := range cr.Checks {
+			if strings.Contains(it.Message, "the baseline counts requested bytes") {
+				notes++
+				if it.Status != CheckSkip {
+					t.Errorf("the units note is a %s check", it.Status)
+				}
+			}
+		}
+		if want := map[string]int{"": 1, AllocatedUnit: 0}[unit]; notes != want || !cr.OK() {
+			t.Errorf("baseline unit %q: %d notes (want %d), ok %v", unit, notes, want, cr.OK())
+		}
 	}
 }

@@ -113,7 +113,7 @@ func checkRun() *Result {
 		[]Site{{Site: "<allocated before recording: parameter>", Bytes: 300, Count: 3, Category: Parameter},
 			{Site: "model.py:3 forward", File: "/src/model.py", Line: 3, Bytes: 700, Count: 7, Category: Activation}})
 	d1 := diffDev(1, 50, 50, Categories{Parameter: 50}, []PhaseSpan{diffSpan(PhaseForward, 1, 50)}, nil)
-	return &Result{Input: Input{Path: "run.pickle"}, Devices: []DeviceResult{d0, d1}, Leaks: []Leak{
+	return &Result{AllocatedUnit: AllocatedUnit, Input: Input{Path: "run.pickle"}, Devices: []DeviceResult{d0, d1}, Leaks: []Leak{
 		{Kind: "growing_list", Device: 0, Site: "train.py:9 <module>", BytesPerStep: 64, Confidence: Medium},
 		{Kind: "step_growth", Device: 0, Site: "a.py:1 f", BytesPerStep: 128, Confidence: Low},
 		{Kind: "step_growth", Device: 1, Site: "b.py:1 f", BytesPerStep: 8, Confidence: Low},

@@ -26,6 +26,13 @@ func checkBaseline(d *DeviceResult, base *Result, tol Tolerance) []CheckItem {
 		peak.Sites = siteGrowth(sitesAtPeak(bd), sitesAtPeak(d), -1)
 	}
 	items := []CheckItem{peak}
+	if base.AllocatedUnit != AllocatedUnit {
+		items = append(items, CheckItem{Name: fmt.Sprintf("device %d: units vs baseline", d.Device), Kind: CheckKindRegression,
+			Key: BudgetPeak, Device: d.Device, Status: CheckSkip,
+			Message: fmt.Sprintf("device %d: the baseline counts requested bytes (written before torchmem counted allocator blocks, "+
+				"PyTorch's memory_allocated() unit): this run's figures count blocks, typically 0.5–3%% more for the same memory; "+
+				"rewrite the baseline with torchmem check --update-baseline", d.Device)})
+	}
 
 	bp, _ := PhasePeaks(bd.Phases)
 	np, _ := PhasePeaks(d.Phases)
