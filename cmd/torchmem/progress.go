@@ -95,11 +95,16 @@ func startProgressTimed(w io.Writer, width int, path string, total int64, now fu
 // set records the input bytes read so far (called by the reader).
 func (p *progress) set(n int64) { p.n.Store(n) }
 
-// setStage switches to the next stage ("analysing").
+// setStage switches to the next stage ("analysing"); once the delay has
+// passed, the new stage is drawn at once rather than at the next tick, so
+// a short stage is never left showing the previous one.
 func (p *progress) setStage(stage string) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.stage, p.stageStart = stage, p.now()
-	p.mu.Unlock()
+	if p.now().Sub(p.start) >= p.delay {
+		p.draw(p.line())
+	}
 }
 
 func (p *progress) run() {
