@@ -43,6 +43,9 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 	}
 	p.wrap("  format      ", "              ", fmt.Sprintf("%s, generation %s, %s on disk", format, s.Generation, analysis.FormatBytes(s.FileBytes)))
 	p.wrap("  recorded    ", "              ", fmt.Sprintf("%s (%s unique frames, %s unique stacks)", describeRecording(s.Recording), Count(s.Frames), Count(s.Stacks)))
+	if d := s.Distributed; d != nil {
+		p.wrap("  distributed ", "              ", describeDistributed(*d))
+	}
 	for _, d := range s.Devices {
 		name := fmt.Sprintf("%s:%d", d.Kind, d.Device)
 		if d.Kind == snapshot.DeviceCPU {
@@ -174,4 +177,17 @@ func (p *printer) f(format string, args ...any) {
 	if p.err == nil {
 		_, p.err = fmt.Fprintf(p.w, format, args...)
 	}
+}
+
+// describeDistributed says a process's place in its job: "rank 1 of 2
+// (nccl)", leaving out what the file does not state.
+func describeDistributed(d snapshot.Distributed) string {
+	s := fmt.Sprintf("rank %d", d.Rank)
+	if d.WorldSize > 0 {
+		s += fmt.Sprintf(" of %d", d.WorldSize)
+	}
+	if d.Backend != "" {
+		s += " (" + snapshot.OneLine(d.Backend) + ")"
+	}
+	return s
 }

@@ -73,9 +73,9 @@ type Source struct {
 // Distributed is what a chrome trace's distributedInfo says of the process
 // that wrote it (torch.profiler's _get_distributed_info).
 type Distributed struct {
-	Rank      int    // the process's global rank, 0 … WorldSize−1
-	WorldSize int    // processes in the job; 0 when not stated
-	Backend   string // "nccl", "gloo" … as written (untrusted text, at most 64 bytes)
+	Rank      int    `json:"rank"`                 // the process's global rank, 0 … WorldSize−1
+	WorldSize int    `json:"world_size,omitempty"` // processes in the job; 0 when not stated
+	Backend   string `json:"backend,omitempty"`    // "nccl", "gloo" … as written (untrusted text, at most 64 bytes)
 }
 
 // Device is one accelerator (or the CPU, for chrome traces).

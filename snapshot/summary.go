@@ -8,13 +8,16 @@ import (
 // Summary is what `torchmem info` shows: what a file holds, computed from the
 // model without any analysis.
 type Summary struct {
-	Path        string             `json:"path"`
-	Format      Format             `json:"format"`
-	Generation  string             `json:"generation"`
-	Protocol    int                `json:"pickle_protocol,omitempty"`
-	Gzipped     bool               `json:"gzipped"`
-	FileBytes   int64              `json:"file_bytes"`
-	Recording   Recording          `json:"recording"`
+	Path       string    `json:"path"`
+	Format     Format    `json:"format"`
+	Generation string    `json:"generation"`
+	Protocol   int       `json:"pickle_protocol,omitempty"`
+	Gzipped    bool      `json:"gzipped"`
+	FileBytes  int64     `json:"file_bytes"`
+	Recording  Recording `json:"recording"`
+	// Distributed is the process's place in a distributed job, when the
+	// file states it; absent otherwise.
+	Distributed *Distributed       `json:"distributed,omitempty"`
 	Devices     []DeviceSummary    `json:"devices"`
 	Frames      int                `json:"unique_frames"`
 	Stacks      int                `json:"unique_stacks"`
@@ -76,7 +79,7 @@ func Summarize(s *Snapshot) Summary {
 		Path: s.Source.Path, Format: s.Source.Format, Generation: s.Source.Generation,
 		Protocol: s.Source.Protocol, Gzipped: s.Source.Gzipped, FileBytes: s.Source.FileBytes,
 		Recording: s.Recording, Frames: len(s.Frames), Stacks: len(s.Stacks) - 1,
-		Settings: s.Settings, Diagnostics: s.Diagnostics,
+		Settings: s.Settings, Diagnostics: s.Diagnostics, Distributed: s.Source.Distributed,
 	}
 	for _, d := range s.Devices {
 		ds := DeviceSummary{Device: d.ID, Kind: d.Kind, Name: d.Name, CapacityBytes: d.CapacityBytes,

@@ -216,3 +216,35 @@ func TestInfoJSONSchema(t *testing.T) {
 		t.Errorf("info JSON as a baseline: exit %d %q", code, stderr)
 	}
 }
+
+// TestInfoDistributed: info says which rank wrote a trace, as its
+// distributedInfo states (the HTA DDP trace: rank 1 of 2, nccl), in text
+// and in JSON, and says nothing of ranks for a file that does not state one.
+func TestInfoDistributed(t *testing.T) {
+	path := shared(t, "traces", "hta_ddp_training_gpu_memory.json.gz")
+	code, out, stderr := runCLI(nil, "info", path)
+	if code != exitOK || !strings.Contains(out, "\n  distributed rank 1 of 2 (nccl)\n") {
+		t.Errorf("text: exit %d %s: %.400s", code, stderr, out)
+	}
+	_, out, _ = runCLI(nil, "info", "--format", "json", path)
+	var sum struct {
+		Distributed *struct {
+			Rank      int    `json:"rank"`
+			WorldSize int    `json:"world_size"`
+			Backend   string `json:"backend"`
+		} `json:"distributed"`
+	}
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || sum.Distributed == nil ||
+		sum.Distributed.Rank != 1 || sum.Distributed.WorldSize != 2 || sum.Distributed.Backend != "nccl" {
+		t.Errorf("JSON: %v %+v", err, sum.Distributed)
+	}
+	demo := filepath.Join(repoRoot(), "testdata", "demo", "oom_snapshot.pickle")
+	_, out, _ = runCLI(nil, "info", "--format", "json", demo)
+	if strings.Contains(out, "distributed") {
+		t.Errorf("a snapshot states no rank, yet: %.300s", out)
+	}
+	_, out, _ = runCLI(nil, "info", demo)
+	if strings.Contains(out, "distributed") {
+		t.Errorf("a snapshot states no rank, yet: %.300s", out)
+	}
+}
