@@ -2,6 +2,9 @@ package analysis
 
 import (
 	"fmt"
+	"slices"
+	"sort"
+	"strings"
 
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -91,6 +94,13 @@ func analyze(s *snapshot.Snapshot, opts Options) (*Result, *History) {
 		}
 		hs = append(hs, buildHistory(s, d, ann))
 	}
+	// Accelerators first: a chrome trace's host memory (the CPU, device −1)
+	// comes after them, and is the evidence for suggestions only when it is
+	// all there is.
+	sort.SliceStable(hs, func(a, b int) bool {
+		return hs[a].Device.Kind != snapshot.DeviceCPU && hs[b].Device.Kind == snapshot.DeviceCPU
+	})
+	accelerators := slices.ContainsFunc(hs, func(h *History) bool { return h.Device.Kind != snapshot.DeviceCPU })
 	// Leak detection only reads the histories: it runs beside the rest.
 	leaks := make(chan []Leak, 1)
 	go func() { leaks <- DetectLeaks(s, hs) }()
@@ -99,6 +109,9 @@ func analyze(s *snapshot.Snapshot, opts Options) (*Result, *History) {
 		dr := deviceResult(h, opts)
 		r.Devices = append(r.Devices, dr)
 		r.Diagnostics = append(r.Diagnostics, deviceDiagnostics(h, &dr)...)
+		if accelerators && h.Device.Kind == snapshot.DeviceCPU {
+			continue
+		}
 		ev := gatherEvidence(h, &dr)
 		switch {
 		case best == nil,
@@ -119,7 +132,42 @@ func analyze(s *snapshot.Snapshot, opts Options) (*Result, *History) {
 		}
 		r.WhatIf = whatIf(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
 	}
+	nameHostDiagnostics(r)
 	return r, bestH
+}
+
+// nameHostDiagnostics words the notes about host memory (device −1 of a
+// chrome trace, "device -1: …" where they are written) as "cpu: …".
+func nameHostDiagnostics(r *Result) {
+	for i := range r.Diagnostics {
+		d := &r.Diagnostics[i]
+		if rest, ok := strings.CutPrefix(d.Message, "device -1:"); ok && d.Device == -1 {
+			d.Message = DeviceName(string(snapshot.DeviceCPU), -1) + ":" + rest
+		}
+	}
+}
+
+// DeviceName names a device in reports: its kind and ordinal ("cuda:0",
+// "rocm:1"), or "cpu" for host memory, which has no ordinal.
+func DeviceName(kind string, id int) string {
+	if kind == string(snapshot.DeviceCPU) || id < 0 {
+		if kind == "" {
+			kind = string(snapshot.DeviceCPU)
+		}
+		return kind
+	}
+	if kind == "" {
+		kind = "device"
+	}
+	return fmt.Sprintf("%s:%d", kind, id)
+}
+
+// reservedKnown reports whether the file states the device's reserved
+// memory: dump-time segments, or a chrome trace's Total Reserved on an
+// accelerator (a CPU's is always 0: the host allocator caches nothing).
+func (h *History) reservedKnown() bool {
+	d := h.Device
+	return len(d.Segments) > 0 || len(d.Reserved) > 0 && d.Kind != snapshot.DeviceCPU
 }
 
 // deviceResult assembles the result of one device from its history.
@@ -154,6 +202,13 @@ func deviceResult(h *History, opts Options) DeviceResult {
 		EventIndex: peak, Phase: h.Phases.At(peak), Step: h.Phases.StepAt(peak), Categories: h.CategoriesAt(peak)}
 	if len(d.Events) == 0 {
 		dr.Peak.ReservedBytes = dr.AtEnd.ReservedBytes
+	}
+	if peak < 0 { // the state before the first event: no event, no time
+		dr.Peak.TimeUS = 0
+	}
+	if !h.reservedKnown() {
+		dr.AtEnd.ReservedBytes, dr.AtEnd.ReservedUnknown = 0, true
+		dr.Peak.ReservedBytes, dr.Peak.ReservedUnknown = 0, true
 	}
 
 	oom, nOOM := -1, 0

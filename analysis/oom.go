@@ -158,6 +158,9 @@ func (h *History) oomAt(sites *siteCache, i, topN int) *OOM {
 	if o.Site == "" {
 		o.Site = SiteNoFrames
 	}
+	if !h.reservedKnown() {
+		o.ReservedBytes, o.ReservedUnknown = 0, true
+	}
 	if site.file != "" && site.line > 0 {
 		o.SiteLine = site.line
 	}

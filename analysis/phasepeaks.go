@@ -10,8 +10,8 @@ type PhasePeak struct {
 	Step  int   `json:"step"`
 	// EventIndex is the first event reaching the peak (for a phase without
 	// events on this device, the last event before it; −1: none).
-	EventIndex     int        `json:"event_index"`
-	TimeUS         int64      `json:"time_us"`
+	EventIndex     int        `json:"event_index" null:"-1"`
+	TimeUS         int64      `json:"time_us" null:"0"`
 	AllocatedBytes int64      `json:"allocated_bytes"`
 	Categories     Categories `json:"categories"`
 	// TopSites are the sites live at the peak, largest first.
@@ -65,4 +65,17 @@ func (d *DeviceResult) PhasePeakOf(ph Phase) *PhasePeak {
 		}
 	}
 	return nil
+}
+
+// MarshalJSON writes the phase peak, event_index and time_us null when it
+// has none.
+func (p PhasePeak) MarshalJSON() ([]byte, error) {
+	type plain PhasePeak
+	return marshalNulls(plain(p))
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (p *PhasePeak) UnmarshalJSON(b []byte) error {
+	type plain PhasePeak
+	return unmarshalNulls(b, (*plain)(p))
 }

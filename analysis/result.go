@@ -67,7 +67,9 @@ type Distributed struct {
 
 // DeviceResult is the analysis of one device.
 type DeviceResult struct {
-	Device   int         `json:"device"`
+	// Device is the device's ordinal; −1 (null in the JSON) for host memory
+	// (the CPU of a chrome trace), which has none.
+	Device   int         `json:"device" null:"-1"`
 	Kind     string      `json:"kind"`
 	Capacity int64       `json:"capacity_bytes,omitempty"`
 	AtEnd    State       `json:"at_end"`
@@ -99,8 +101,12 @@ type State struct {
 	// RequestedBytes is what the program asked for of the same blocks; nil
 	// when the file has no requested sizes (chrome traces).
 	RequestedBytes *int64     `json:"requested_bytes,omitempty"`
-	ReservedBytes  int64      `json:"reserved_bytes"`
+	ReservedBytes  int64      `json:"reserved_bytes" null:"if:ReservedUnknown"`
 	Categories     Categories `json:"categories"`
+	// ReservedUnknown: the file states no reserved figure (a chrome trace
+	// without Total Reserved, host memory, a memory timeline): ReservedBytes
+	// is 0 and reserved_bytes null.
+	ReservedUnknown bool `json:"-"`
 }
 
 // Peak is the moment allocated memory was highest.
@@ -110,13 +116,18 @@ type Peak struct {
 	AllocatedBytes int64 `json:"allocated_bytes"`
 	// RequestedBytes is what the program asked for of the blocks allocated
 	// at the peak; nil when the file has no requested sizes.
-	RequestedBytes *int64     `json:"requested_bytes,omitempty"`
-	ReservedBytes  int64      `json:"reserved_bytes"`
-	TimeUS         int64      `json:"time_us"`
-	EventIndex     int        `json:"event_index"`
-	Phase          Phase      `json:"phase"`
-	Step           int        `json:"step"`
-	Categories     Categories `json:"categories"`
+	RequestedBytes *int64 `json:"requested_bytes,omitempty"`
+	ReservedBytes  int64  `json:"reserved_bytes" null:"if:ReservedUnknown"`
+	// TimeUS is 0 (null) when the file has no times; EventIndex −1 (null)
+	// when the peak is the state before the first event (a dump without
+	// history).
+	TimeUS     int64      `json:"time_us" null:"0"`
+	EventIndex int        `json:"event_index" null:"-1"`
+	Phase      Phase      `json:"phase"`
+	Step       int        `json:"step"`
+	Categories Categories `json:"categories"`
+	// ReservedUnknown: the file states no reserved figure (State).
+	ReservedUnknown bool `json:"-"`
 }
 
 // OOM is the post-mortem of an out-of-memory entry.
@@ -125,7 +136,7 @@ type OOM struct {
 	DeviceFreeBytes int64  `json:"device_free_bytes"`
 	Phase           Phase  `json:"phase"`
 	Step            int    `json:"step"`
-	TimeUS          int64  `json:"time_us"`
+	TimeUS          int64  `json:"time_us" null:"0"`
 	EventIndex      int    `json:"event_index"`
 	Site            string `json:"site"`
 	// SiteFile and SiteLine are the frame naming Site, as recorded.
@@ -138,7 +149,7 @@ type OOM struct {
 	// allocated at the OOM (RequestedBytes is the failed request); nil when
 	// the file has no requested sizes.
 	AllocatedRequestedBytes *int64        `json:"allocated_requested_bytes,omitempty"`
-	ReservedBytes           int64         `json:"reserved_bytes"`
+	ReservedBytes           int64         `json:"reserved_bytes" null:"if:ReservedUnknown"`
 	Categories              Categories    `json:"categories"`
 	Fragmentation           Fragmentation `json:"fragmentation"`
 	TopSites                []Site        `json:"top_sites"`
@@ -153,6 +164,8 @@ type OOM struct {
 	// Allocations are single allocations around the OOM, with their
 	// stacks, for the HTML report; not part of the JSON.
 	Allocations *AllocationsAt `json:"-"`
+	// ReservedUnknown: the file states no reserved figure (State).
+	ReservedUnknown bool `json:"-"`
 }
 
 // Fragmentation measures allocator slack at a moment.
@@ -173,12 +186,14 @@ type Fragmentation struct {
 
 // PhaseSpan is one phase of one step with its peak.
 type PhaseSpan struct {
-	Phase      Phase `json:"phase"`
-	Step       int   `json:"step"`
-	StartUS    int64 `json:"start_us"`
-	EndUS      int64 `json:"end_us"`
-	StartEvent int   `json:"start_event"`
-	EndEvent   int   `json:"end_event"`
+	Phase Phase `json:"phase"`
+	// Step is −1 (null) before the first step; times are 0 (null) when the
+	// file has none; events −1 (null) for a span before the first event.
+	Step       int   `json:"step" null:"-1"`
+	StartUS    int64 `json:"start_us" null:"0"`
+	EndUS      int64 `json:"end_us" null:"0"`
+	StartEvent int   `json:"start_event" null:"-1"`
+	EndEvent   int   `json:"end_event" null:"-1"`
 	// PeakAllocatedBytes is the highest allocated value after any event of
 	// the span (for a span without events, the value during it).
 	PeakAllocatedBytes int64 `json:"peak_allocated_bytes"`
@@ -221,7 +236,7 @@ type RuleUse struct {
 // Leak is a finding of memory that grows step after step.
 type Leak struct {
 	Kind         string     `json:"kind"` // retained_graph | growing_list | step_growth | reference_cycle
-	Device       int        `json:"device"`
+	Device       int        `json:"device" null:"-1"`
 	Site         string     `json:"site"`
 	BytesPerStep int64      `json:"bytes_per_step"`
 	Steps        int        `json:"steps"`
@@ -256,8 +271,10 @@ type Suggestion struct {
 
 // Diagnostic says what limits trust in the numbers.
 type Diagnostic struct {
-	Kind    string `json:"kind"`
-	Device  int    `json:"device"`
+	Kind string `json:"kind"`
+	// Device is −1 (null) for what concerns the whole file — and for host
+	// memory, whose messages say "cpu".
+	Device  int    `json:"device" null:"-1"`
 	Message string `json:"message"`
 }
 
@@ -395,9 +412,95 @@ type Timeline struct {
 	EventIndex []int
 	TimeUS     []int64
 	Allocated  []int64
-	Reserved   []int64
+	Reserved   []int64 // nil when the file states no reserved memory
 	// ByCategory[c][i] is the allocated bytes of category c at point i.
 	ByCategory [NumCategories][]int64
 	// PeakPoint and OOMPoint index the points of the peak and the OOM (−1 if none).
 	PeakPoint, OOMPoint int
+}
+
+// JSON of the types with fields that may be "none" (result_nulls.go).
+
+// MarshalJSON writes the device, its null fields null.
+func (d DeviceResult) MarshalJSON() ([]byte, error) {
+	type plain DeviceResult
+	return marshalNulls(plain(d))
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (d *DeviceResult) UnmarshalJSON(b []byte) error {
+	type plain DeviceResult
+	return unmarshalNulls(b, (*plain)(d))
+}
+
+// MarshalJSON writes the state, reserved_bytes null when unknown.
+func (s State) MarshalJSON() ([]byte, error) {
+	type plain State
+	return marshalNulls(plain(s))
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (s *State) UnmarshalJSON(b []byte) error {
+	type plain State
+	return unmarshalNulls(b, (*plain)(s))
+}
+
+// MarshalJSON writes the peak, its null fields null.
+func (p Peak) MarshalJSON() ([]byte, error) {
+	type plain Peak
+	return marshalNulls(plain(p))
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (p *Peak) UnmarshalJSON(b []byte) error {
+	type plain Peak
+	return unmarshalNulls(b, (*plain)(p))
+}
+
+// MarshalJSON writes the OOM, its null fields null.
+func (o OOM) MarshalJSON() ([]byte, error) {
+	type plain OOM
+	return marshalNulls(plain(o))
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (o *OOM) UnmarshalJSON(b []byte) error {
+	type plain OOM
+	return unmarshalNulls(b, (*plain)(o))
+}
+
+// MarshalJSON writes the span, its null fields null.
+func (p PhaseSpan) MarshalJSON() ([]byte, error) {
+	type plain PhaseSpan
+	return marshalNulls(plain(p))
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (p *PhaseSpan) UnmarshalJSON(b []byte) error {
+	type plain PhaseSpan
+	return unmarshalNulls(b, (*plain)(p))
+}
+
+// MarshalJSON writes the leak, device null for host memory.
+func (l Leak) MarshalJSON() ([]byte, error) {
+	type plain Leak
+	return marshalNulls(plain(l))
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (l *Leak) UnmarshalJSON(b []byte) error {
+	type plain Leak
+	return unmarshalNulls(b, (*plain)(l))
+}
+
+// MarshalJSON writes the diagnostic, device null when it has none.
+func (d Diagnostic) MarshalJSON() ([]byte, error) {
+	type plain Diagnostic
+	return marshalNulls(plain(d))
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (d *Diagnostic) UnmarshalJSON(b []byte) error {
+	type plain Diagnostic
+	return unmarshalNulls(b, (*plain)(d))
 }

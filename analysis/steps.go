@@ -53,8 +53,8 @@ type StepSpan struct {
 	Step       int   `json:"step"`
 	StartEvent int   `json:"start_event"`
 	EndEvent   int   `json:"end_event"`
-	StartUS    int64 `json:"start_us"`
-	EndUS      int64 `json:"end_us"`
+	StartUS    int64 `json:"start_us" null:"0"` // 0 (null): the file has no times
+	EndUS      int64 `json:"end_us" null:"0"`
 	// StartAllocatedBytes is the allocated memory just before the step's
 	// first event; EndAllocatedBytes after its last.
 	StartAllocatedBytes int64 `json:"start_allocated_bytes"`
@@ -256,4 +256,16 @@ func StepNumbers(nums []int) string {
 		return "step " + parts[0]
 	}
 	return "steps " + strings.Join(parts, ", ")
+}
+
+// MarshalJSON writes the step, its times null when the file has none.
+func (s StepSpan) MarshalJSON() ([]byte, error) {
+	type plain StepSpan
+	return marshalNulls(plain(s))
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (s *StepSpan) UnmarshalJSON(b []byte) error {
+	type plain StepSpan
+	return unmarshalNulls(b, (*plain)(s))
 }

@@ -37,7 +37,7 @@ func fromEvidence(ev *evidence) []Suggestion {
 	var out []Suggestion
 	c := ev.cats
 	act, par, grad, opt := c[Activation]+c[Temporary]+c[AutogradDetail], c[Parameter], c[Gradient], c[OptimizerState]
-	where := fmt.Sprintf("on device %d %s", ev.device, ev.moment)
+	where := fmt.Sprintf("on %s %s", ev.name, ev.moment)
 	oomPhase := ev.oom != nil && (ev.phase == PhaseForward || ev.phase == PhaseBackward)
 	inOpt := ev.oom != nil && ev.phase == PhaseOptimizer
 
@@ -151,9 +151,9 @@ func fromEvidence(ev *evidence) []Suggestion {
 			How: "torch.cuda.empty_cache()  # e.g. after evaluation, before the next phase or another process needs the memory"})
 	}
 	if ev.gradsInFwd > 0 {
-		because := fmt.Sprintf("%s of gradients stay allocated during forward on device %d: they are kept across steps", FormatBytes(ev.gradsInFwd), ev.device)
+		because := fmt.Sprintf("%s of gradients stay allocated during forward on %s: they are kept across steps", FormatBytes(ev.gradsInFwd), ev.name)
 		if ev.lateZero >= 0 {
-			because = fmt.Sprintf("%s of the previous step's gradients are still allocated at the forward peak on device %d: zero_grad frees them only after the forward (event %d)", FormatBytes(ev.gradsInFwd), ev.device, ev.lateZero)
+			because = fmt.Sprintf("%s of the previous step's gradients are still allocated at the forward peak on %s: zero_grad frees them only after the forward (event %d)", FormatBytes(ev.gradsInFwd), ev.name, ev.lateZero)
 		}
 		out = append(out, Suggestion{ID: "set_to_none", Title: "Free gradients before the next forward",
 			Because:               because,

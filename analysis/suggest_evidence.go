@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"fmt"
 	"path"
 	"strings"
 	"unicode"
@@ -12,6 +13,7 @@ import (
 // moment (the OOM when there is one, else the peak).
 type evidence struct {
 	device     int
+	name       string // "device 0", or "the cpu (host memory)"
 	moment     string // "at the OOM" or "at the peak"
 	index      int
 	phase      Phase
@@ -58,6 +60,10 @@ func gatherEvidence(h *History, dr *DeviceResult) *evidence {
 	ev := &evidence{device: dr.Device, capacity: dr.Capacity, expandable: h.expandable(),
 		endAlloc: dr.AtEnd.AllocatedBytes, endRes: dr.AtEnd.ReservedBytes,
 		peakAlloc: dr.Peak.AllocatedBytes, peakRes: dr.Peak.ReservedBytes}
+	ev.name = fmt.Sprintf("device %d", dr.Device)
+	if h.Device.Kind == snapshot.DeviceCPU {
+		ev.name = "the cpu (host memory)"
+	}
 	if dr.OOM != nil {
 		ev.moment, ev.index, ev.phase, ev.cats, ev.oom = "at the OOM", dr.OOM.EventIndex, dr.OOM.Phase, dr.OOM.Categories, dr.OOM
 		m := h.markers.get(h.Device.Events[dr.OOM.EventIndex].Stack)

@@ -92,5 +92,8 @@ func (h *History) buildTimeline(peak, oom, maxPoints int) *Timeline {
 		}
 		pi++
 	}
+	if !h.reservedKnown() { // no reserved curve rather than one at 0
+		t.Reserved = nil
+	}
 	return t
 }

@@ -34,16 +34,16 @@ func TextTop(w io.Writer, r *analysis.Result, top int) error {
 			if d.Device != headlineOOMDevice(r) { // another device's OOM: its own verdict
 				p.wrap("  OOM      ", tab, snapshot.OneLine(o.Verdict))
 			}
-			p.wrap("  OOM      ", tab, fmt.Sprintf("requested %s, device free %s, allocated %s, reserved %s, in %s (step %d) at %s",
+			p.wrap("  OOM      ", tab, fmt.Sprintf("requested %s, device free %s, allocated %s%s, in %s%s at %s",
 				analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFreeBytes), analysis.FormatBytes(o.AllocatedBytes),
-				analysis.FormatBytes(o.ReservedBytes), o.Phase, o.Step, snapshot.OneLine(o.Site)))
+				reservedAfter(", reserved ", o.ReservedBytes, o.ReservedUnknown), o.Phase, stepNote(" (step %d)", o.Step), snapshot.OneLine(o.Site)))
 			fr := o.Fragmentation
 			p.wrap(tab, tab, fmt.Sprintf("cached free %s, largest free block %s, expandable segments %v",
 				analysis.FormatBytes(fr.CachedFreeBytes), analysis.FormatBytes(fr.LargestFreeBlockBytes), fr.ExpandableSegments))
 		}
-		p.wrap("  peak     ", tab, fmt.Sprintf("%s allocated (reserved %s) in %s, step %d, event %d", analysis.FormatBytes(d.Peak.AllocatedBytes),
-			analysis.FormatBytes(d.Peak.ReservedBytes), d.Peak.Phase, d.Peak.Step, d.Peak.EventIndex))
-		p.f("  end      %s allocated, %s reserved\n", analysis.FormatBytes(d.AtEnd.AllocatedBytes), analysis.FormatBytes(d.AtEnd.ReservedBytes))
+		p.wrap("  peak     ", tab, fmt.Sprintf("%s allocated%s in %s%s%s", analysis.FormatBytes(d.Peak.AllocatedBytes),
+			reservedAfter(" (reserved ", d.Peak.ReservedBytes, d.Peak.ReservedUnknown, ")"), d.Peak.Phase, stepNote(", step %d", d.Peak.Step), eventNote(d.Peak.EventIndex)))
+		p.f("  end      %s allocated%s\n", analysis.FormatBytes(d.AtEnd.AllocatedBytes), reservedAfter(", ", d.AtEnd.ReservedBytes, d.AtEnd.ReservedUnknown, " reserved"))
 		p.f("%s\n", strings.TrimRight(fmt.Sprintf("  %-20s %12s %12s %12s", "category", "at peak", "at end", oomHeader(d)), " "))
 		for c := analysis.Category(0); c < analysis.NumCategories; c++ {
 			if d.Peak.Categories[c] == 0 && d.AtEnd.Categories[c] == 0 && (d.OOM == nil || d.OOM.Categories[c] == 0) {
@@ -113,21 +113,29 @@ func Headline(r *analysis.Result) string {
 			}
 		}
 	}
+	// The device with the highest peak; host memory (a chrome trace's CPU)
+	// only when it is all there is.
 	var best *analysis.DeviceResult
 	for i := range r.Devices {
-		if best == nil || r.Devices[i].Peak.AllocatedBytes > best.Peak.AllocatedBytes {
-			best = &r.Devices[i]
+		d := &r.Devices[i]
+		switch host, bestHost := d.Kind == string(snapshot.DeviceCPU), best != nil && best.Kind == string(snapshot.DeviceCPU); {
+		case best == nil, bestHost && !host, host == bestHost && d.Peak.AllocatedBytes > best.Peak.AllocatedBytes:
+			best = d
 		}
 	}
 	if best == nil {
 		return "No device memory in this file."
 	}
+	name := fmt.Sprintf("Device %d", best.Device)
+	if best.Kind == string(snapshot.DeviceCPU) {
+		name = "Host memory (cpu)"
+	}
 	top, share := dominant(best.Peak.Categories)
 	if best.Peak.AllocatedBytes == 0 {
-		return fmt.Sprintf("Device %d: no allocations recorded.", best.Device)
+		return name + ": no allocations recorded."
 	}
-	return fmt.Sprintf("Device %d peaked at %s allocated in %s; %s was the largest part (%.0f%%).",
-		best.Device, analysis.FormatBytes(best.Peak.AllocatedBytes), best.Peak.Phase, top, share*100)
+	return fmt.Sprintf("%s peaked at %s allocated in %s; %s was the largest part (%.0f%%).",
+		name, analysis.FormatBytes(best.Peak.AllocatedBytes), best.Peak.Phase, top, share*100)
 }
 
 func dominant(c analysis.Categories) (analysis.Category, float64) {
@@ -145,8 +153,45 @@ func dominant(c analysis.Categories) (analysis.Category, float64) {
 	return best, float64(bv) / float64(t)
 }
 
+// reservedAfter renders a reserved figure between before and after
+// (before+size+after), or "" when the file states none: a reserved figure
+// of 0 that the file never gave would be a guess.
+func reservedAfter(before string, v int64, unknown bool, after ...string) string {
+	if unknown {
+		return ""
+	}
+	return before + analysis.FormatBytes(v) + strings.Join(after, "")
+}
+
+// stepNote renders a step with format ("(step %d)"), or "" outside steps
+// (step 0 or below: before the first step, or no steps told apart).
+func stepNote(format string, step int) string {
+	if step <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(format, step)
+}
+
+// eventNote names the event of a peak (", event 433"), or "" for the state
+// before the first event (a dump without history).
+func eventNote(i int) string {
+	if i < 0 {
+		return ""
+	}
+	return fmt.Sprintf(", event %d", i)
+}
+
+// deviceRef names a device in a sentence: "device 1", or "the cpu (host
+// memory)" for a chrome trace's host allocations (device −1, no ordinal).
+func deviceRef(id int) string {
+	if id < 0 {
+		return "the cpu (host memory)"
+	}
+	return fmt.Sprintf("device %d", id)
+}
+
 func deviceTitle(d analysis.DeviceResult) string {
-	t := fmt.Sprintf("device %s:%d", d.Kind, d.Device)
+	t := "device " + analysis.DeviceName(d.Kind, d.Device)
 	if d.Capacity > 0 {
 		t += " (" + analysis.FormatBytes(d.Capacity) + ")"
 	}
@@ -206,8 +251,8 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 			if d.Device != headlineOOMDevice(r) { // the headline says the first OOM's verdict
 				p.f("> **Out of memory**: %s\n>\n", mdText(o.Verdict))
 			}
-			p.f("> OOM facts: requested %s with %s free on the device; allocated %s, reserved %s; cached free %s, largest free block %s%s.\n\n",
-				analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFreeBytes), analysis.FormatBytes(o.AllocatedBytes), analysis.FormatBytes(o.ReservedBytes),
+			p.f("> OOM facts: requested %s with %s free on the device; allocated %s%s; cached free %s, largest free block %s%s.\n\n",
+				analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFreeBytes), analysis.FormatBytes(o.AllocatedBytes), reservedAfter(", reserved ", o.ReservedBytes, o.ReservedUnknown),
 				analysis.FormatBytes(o.Fragmentation.CachedFreeBytes), analysis.FormatBytes(o.Fragmentation.LargestFreeBlockBytes), fragNote(o.Fragmentation))
 			if len(o.Stack) > 0 {
 				p.f("<details><summary>Stack of the failed %s request (%s, innermost first)</summary>\n\n```\n", analysis.FormatBytes(o.RequestedBytes), plural(len(o.Stack), "frame"))
@@ -217,8 +262,9 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 				p.f("```\n\n</details>\n\n")
 			}
 		}
-		p.f("Peak **%s** allocated (reserved %s) in `%s`, step %d. At the end: %s allocated, %s reserved.\n\n",
-			analysis.FormatBytes(d.Peak.AllocatedBytes), analysis.FormatBytes(d.Peak.ReservedBytes), d.Peak.Phase, d.Peak.Step, analysis.FormatBytes(d.AtEnd.AllocatedBytes), analysis.FormatBytes(d.AtEnd.ReservedBytes))
+		p.f("Peak **%s** allocated%s in `%s`%s. At the end: %s allocated%s.\n\n",
+			analysis.FormatBytes(d.Peak.AllocatedBytes), reservedAfter(" (reserved ", d.Peak.ReservedBytes, d.Peak.ReservedUnknown, ")"), d.Peak.Phase, stepNote(", step %d", d.Peak.Step),
+			analysis.FormatBytes(d.AtEnd.AllocatedBytes), reservedAfter(", ", d.AtEnd.ReservedBytes, d.AtEnd.ReservedUnknown, " reserved"))
 		head := "| category | at peak | at end |"
 		sep := "|---|---:|---:|"
 		if d.OOM != nil {

@@ -190,7 +190,7 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 		row(name, analysis.FormatBytes(v.Base), analysis.FormatBytes(v.New), Change(v))
 	}
 	for _, dd := range d.Devices {
-		p.f("\ndevice %s:%d%s\n", snapshot.OneLine(dd.Kind), dd.Device, diffPresenceNote(dd.Presence))
+		p.f("\ndevice %s%s\n", snapshot.OneLine(analysis.DeviceName(dd.Kind, dd.Device)), diffPresenceNote(dd.Presence))
 		row("", "base", "new", "change")
 		drow("peak allocated", dd.PeakAllocated)
 		drow("reserved at the peak", dd.PeakReserved)
@@ -264,7 +264,7 @@ func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
 		p.f("| %s | %s | %s | %s |\n", name, analysis.FormatBytes(v.Base), analysis.FormatBytes(v.New), Change(v))
 	}
 	for _, dd := range d.Devices {
-		p.f("\n### device %s:%d%s\n\n", mdText(dd.Kind), dd.Device, diffPresenceNote(dd.Presence))
+		p.f("\n### device %s%s\n\n", mdText(analysis.DeviceName(dd.Kind, dd.Device)), diffPresenceNote(dd.Presence))
 		p.f("| | base | new | change |\n|---|---:|---:|---:|\n")
 		drow("peak allocated", dd.PeakAllocated)
 		drow("reserved at the peak", dd.PeakReserved)

@@ -19,11 +19,7 @@ const (
 // most rows phase spans and allocs single allocations per moment; many says
 // the file has more than one device.
 func newDeviceView(i int, d *analysis.DeviceResult, many bool, rows, allocs int) *deviceView {
-	kind := d.Kind
-	if kind == "" {
-		kind = "device"
-	}
-	v := &deviceView{Index: i, Name: fmt.Sprintf("%s:%d", kind, d.Device), D: d, Phases: d.Phases, PhasesTotal: len(d.Phases)}
+	v := &deviceView{Index: i, Name: analysis.DeviceName(d.Kind, d.Device), D: d, Phases: d.Phases, PhasesTotal: len(d.Phases)}
 	if len(v.Phases) > rows {
 		v.Phases = v.Phases[:rows]
 	}
@@ -159,6 +155,10 @@ func deviceFacts(d *analysis.DeviceResult) []fact {
 		{"peak allocated", fmt.Sprintf("%s %s", analysis.FormatBytes(d.Peak.AllocatedBytes), phaseAt(d.Peak.Phase, d.Peak.Step))},
 		{"reserved at peak", analysis.FormatBytes(d.Peak.ReservedBytes)},
 		{"at end", fmt.Sprintf("%s allocated, %s reserved", analysis.FormatBytes(d.AtEnd.AllocatedBytes), analysis.FormatBytes(d.AtEnd.ReservedBytes))},
+	}
+	if d.Peak.ReservedUnknown { // the file states no reserved figure: say so, not 0 B
+		f[1].Value = "not recorded in this file"
+		f[2].Value = analysis.FormatBytes(d.AtEnd.AllocatedBytes) + " allocated"
 	}
 	if d.Capacity > 0 {
 		f = append(f, fact{"device capacity", analysis.FormatBytes(d.Capacity)})

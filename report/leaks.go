@@ -89,7 +89,7 @@ func (g *leakGroup) title() string {
 	if len(g.leaks) > 1 {
 		what = fmt.Sprintf("at %d sites", len(g.leaks))
 	}
-	return fmt.Sprintf("[%s] %s on device %d %s, %s: %s per step, %s held", l.Confidence, l.Kind, l.Device, what,
+	return fmt.Sprintf("[%s] %s on %s %s, %s: %s per step, %s held", l.Confidence, l.Kind, deviceRef(l.Device), what,
 		snapshot.OneLine(g.steps), analysis.FormatBytes(per), analysis.FormatBytes(held))
 }
 
@@ -134,7 +134,7 @@ func markdownLeaks(p *printer, r *analysis.Result) {
 	p.f("\n### Leaks\n")
 	for _, g := range leakGroups(r) {
 		l := g.leaks[0]
-		p.f("\n**%s** on device %d (%s confidence), %s.\n\n", mdText(l.Kind), l.Device, l.Confidence, mdText(g.steps))
+		p.f("\n**%s** on %s (%s confidence), %s.\n\n", mdText(l.Kind), deviceRef(l.Device), l.Confidence, mdText(g.steps))
 		p.f("| site | per step | held at the end |\n|---|---:|---:|\n")
 		for _, x := range g.leaks {
 			p.f("| `%s` | %s | %s |\n", mdCode(x.Site), analysis.FormatBytes(x.BytesPerStep), analysis.FormatBytes(x.TotalBytes))
