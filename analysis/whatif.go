@@ -14,7 +14,7 @@ import (
 // activations ∝ batch·seq and attention ∝ batch·seq²) at every event, so
 // the projected peak may move to another phase.
 type WhatIf struct {
-	Device            int   `json:"device"`
+	Device            int   `json:"device" null:"-1"` // −1 (null): host memory
 	MeasuredPeakBytes int64 `json:"measured_peak_bytes"`
 	// FixedBytes, LinearBytes and AttentionBytes split the measured peak:
 	// what the batch and sequence do not change, what grows with
@@ -409,4 +409,16 @@ func inferModel(h *History, c *curves) InferredModel {
 		m.EstimatedGradientBytes, m.EstimatedOptimizerStateBytes = e.GradientsBytes, e.OptimizerStateBytes+e.MasterWeightsBytes
 	}
 	return m
+}
+
+// MarshalJSON writes the projection, device null for host memory.
+func (w WhatIf) MarshalJSON() ([]byte, error) {
+	type plain WhatIf
+	return marshalNulls(plain(w))
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (w *WhatIf) UnmarshalJSON(b []byte) error {
+	type plain WhatIf
+	return unmarshalNulls(b, (*plain)(w))
 }

@@ -190,6 +190,15 @@ func deviceRef(id int) string {
 	return fmt.Sprintf("device %d", id)
 }
 
+// deviceSubject is deviceRef starting a sentence: "Device 1", "Host memory
+// (cpu)".
+func deviceSubject(id int) string {
+	if id < 0 {
+		return "Host memory (cpu)"
+	}
+	return fmt.Sprintf("Device %d", id)
+}
+
 func deviceTitle(d analysis.DeviceResult) string {
 	t := "device " + analysis.DeviceName(d.Kind, d.Device)
 	if d.Capacity > 0 {

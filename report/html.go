@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -43,7 +44,16 @@ var (
 			"pct":   pct,
 			"hex":   func(v uint64) string { return fmt.Sprintf("%#x", v) },
 			"clip":  clip,
-			"join":  strings.Join,
+			// deviceSubject names a device starting a sentence ("Device 1",
+			// "Host memory (cpu)"); deviceLabel in a table cell ("1", "cpu").
+			"deviceSubject": deviceSubject,
+			"deviceLabel": func(id int) string {
+				if id < 0 {
+					return "cpu"
+				}
+				return strconv.Itoa(id)
+			},
+			"join": strings.Join,
 			"projectionWord": func(method string, fits *bool) string {
 				switch {
 				case method == "reserved_only":

@@ -79,7 +79,7 @@ func whatIfText(p *printer, r *analysis.Result) {
 	if w == nil {
 		return
 	}
-	p.f("\nwhat if (device %d: peak %s = %s fixed + %s ∝ batch·seq + %s ∝ batch·seq²)\n", w.Device,
+	p.f("\nwhat if (%s: peak %s = %s fixed + %s ∝ batch·seq + %s ∝ batch·seq²)\n", deviceRef(w.Device),
 		analysis.FormatBytes(w.MeasuredPeakBytes), analysis.FormatBytes(w.FixedBytes), analysis.FormatBytes(w.LinearBytes), analysis.FormatBytes(w.AttentionBytes))
 	for _, s := range w.Suggestions {
 		p.f("  %-26s → %s (peak in %s)%s\n", s.ID, analysis.FormatBytes(s.PeakBytes), s.Phase, projectionNote(s, w))
@@ -135,7 +135,7 @@ func whatIfMarkdown(p *printer, r *analysis.Result) {
 		return
 	}
 	p.f("\n### What if\n\n")
-	p.f("Device %d peaked at **%s**: %s fixed, %s ∝ batch·seq, %s ∝ batch·seq².\n\n", w.Device,
+	p.f("%s peaked at **%s**: %s fixed, %s ∝ batch·seq, %s ∝ batch·seq².\n\n", deviceSubject(w.Device),
 		analysis.FormatBytes(w.MeasuredPeakBytes), analysis.FormatBytes(w.FixedBytes), analysis.FormatBytes(w.LinearBytes), analysis.FormatBytes(w.AttentionBytes))
 	if len(w.Suggestions) > 0 {
 		p.f("| with | projected peak | in | |\n|---|---:|---|---|\n")
