@@ -104,16 +104,16 @@ func resultJSON(t *testing.T, r *Result) []byte {
 // devices, its array items and its strings within bounds; whitespace is not
 // kept.
 func TestReadResultBounds(t *testing.T) {
-	read := func(r io.Reader) (*Result, error, uint64) {
+	read := func(r io.Reader) (*Result, uint64, error) {
 		var res *Result
 		var err error
 		n := allocated(func() { res, err = ReadResult(r, "base.json", SchemaID, 8<<30) })
-		return res, err, n
+		return res, n, err
 	}
 	ok := resultJSON(t, checkRun())
 	// 64 MiB of spaces between every token of a real analysis.
 	spaced := bytes.ReplaceAll(ok, []byte(`,"`), []byte(", \n\t"+strings.Repeat(" ", 1<<20)+`"`))
-	res, err, n := read(bytes.NewReader(spaced))
+	res, n, err := read(bytes.NewReader(spaced))
 	if err != nil || res.Devices[0].Peak.AllocatedBytes != 1000 {
 		t.Fatalf("spaced analysis: %v", err)
 	}
@@ -135,7 +135,7 @@ func TestReadResultBounds(t *testing.T) {
 		{"truncated", string(ok[:len(ok)/2]), "ends early", 1 << 20},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err, n := read(strings.NewReader(c.in))
+			_, n, err := read(strings.NewReader(c.in))
 			if err == nil || !strings.Contains(err.Error(), c.want) || strings.ContainsAny(err.Error(), "\r\n") {
 				t.Fatalf("got %v, want %q", err, c.want)
 			}
@@ -149,7 +149,7 @@ func TestReadResultBounds(t *testing.T) {
 	for i := range 256 {
 		many.Devices = append(many.Devices, DeviceResult{Device: i})
 	}
-	if _, err, _ := read(bytes.NewReader(resultJSON(t, many))); err != nil {
+	if _, _, err := read(bytes.NewReader(resultJSON(t, many))); err != nil {
 		t.Errorf("256 devices: %v", err)
 	}
 }

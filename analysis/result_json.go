@@ -71,10 +71,9 @@ type jsonCompactor struct {
 	items int
 	// The key read last in the analysis's own object, and whether the
 	// string being read is such a key.
-	key       []byte
-	readKey   bool
-	devices   int
-	inDevices bool
+	key     []byte
+	readKey bool
+	devices int
 }
 
 type frame struct {

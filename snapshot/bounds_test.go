@@ -58,16 +58,16 @@ func sharedNest(leaf []byte, width, depth, memoBase int) []byte {
 	return append(b, 'h', byte(memoBase+depth))
 }
 
-// readBounded reads data with default options and returns the error and the
-// bytes allocated meanwhile.
-func readBounded(t *testing.T, name string, data []byte) (error, uint64) {
+// readBounded reads data with default options and returns the bytes
+// allocated meanwhile and the error.
+func readBounded(t *testing.T, name string, data []byte) (uint64, error) {
 	t.Helper()
 	var err error
 	n := allocated(func() { _, err = Read(bytes.NewReader(data), name, int64(len(data)), Options{}) })
 	if err != nil && (strings.ContainsAny(err.Error(), "\n\r") || !strings.HasPrefix(err.Error(), name+": ")) {
 		t.Fatalf("%s: error is not one line naming the file: %q", name, err)
 	}
-	return err, n
+	return n, err
 }
 
 // TestMemoBombsOutsideTrace: pickles of under 1 KB whose allocator_settings
@@ -95,7 +95,7 @@ func TestMemoBombsOutsideTrace(t *testing.T) {
 			if len(c.data) > 1200 {
 				t.Fatalf("the bomb is %d bytes, want a small file", len(c.data))
 			}
-			err, n := readBounded(t, "bomb.pickle", c.data)
+			n, err := readBounded(t, "bomb.pickle", c.data)
 			if err == nil || !strings.Contains(err.Error(), "expands to more than 1048576 bytes of text") {
 				t.Fatalf("got %v, want the text limit", err)
 			}
@@ -132,7 +132,7 @@ func TestSharedRecordsInABatch(t *testing.T) {
 	})
 	t.Run("entry fetched twice", func(t *testing.T) {
 		data := "\x80\x04}(" + string(pickleStr("segments")) + "]" + string(pickleStr("device_traces")) + "](](" + entry + "h\x00eeu."
-		err, _ := readBounded(t, "entries.pickle", []byte(data))
+		_, err := readBounded(t, "entries.pickle", []byte(data))
 		if err == nil || !strings.Contains(err.Error(), "referenced twice") {
 			t.Fatalf("got %v, want a refusal", err)
 		}
@@ -166,7 +166,7 @@ func TestLongStringsFetchedByManyRecords(t *testing.T) {
 		b.WriteString("u")
 	}
 	b.WriteString("eueeu.")
-	err, n := readBounded(t, "names.pickle", b.Bytes())
+	n, err := readBounded(t, "names.pickle", b.Bytes())
 	if err == nil || !strings.Contains(err.Error(), "strings of records expand to") {
 		t.Fatalf("got %v, want the expansion budget", err)
 	}
@@ -193,7 +193,7 @@ func TestValueBytesBound(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err, n := readBounded(t, "values.pickle.gz", c.data)
+			n, err := readBounded(t, "values.pickle.gz", c.data)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want %q", err, c.want)
 			}
@@ -209,9 +209,12 @@ func TestValueBytesBound(t *testing.T) {
 func TestDeviceCap(t *testing.T) {
 	nones := make([]any, 100_000)
 	traces := snapshottest.Marshal(snapshottest.D("segments", snapshottest.L(), "device_traces", snapshottest.L(nones...)), 4)
-	err, _ := readBounded(t, "devices.pickle.gz", gz(traces))
+	n, err := readBounded(t, "devices.pickle.gz", gz(traces))
 	if err == nil || !strings.Contains(err.Error(), "device_traces lists 100000 devices, more than the limit of 256") {
 		t.Fatalf("got %v", err)
+	}
+	if n > 16<<20 {
+		t.Errorf("allocated %d bytes refusing 100,000 devices", n)
 	}
 	segs := func(n int) []byte {
 		l := snapshottest.L()
@@ -221,7 +224,7 @@ func TestDeviceCap(t *testing.T) {
 		}
 		return snapshottest.Marshal(snapshottest.D("segments", l, "device_traces", snapshottest.L()), 4)
 	}
-	err, _ = readBounded(t, "segments.pickle", segs(300))
+	_, err = readBounded(t, "segments.pickle", segs(300))
 	if err == nil || !strings.Contains(err.Error(), "segments on 257 devices, more than the limit of 256") {
 		t.Fatalf("got %v", err)
 	}
@@ -247,8 +250,11 @@ func TestTraceDeviceCap(t *testing.T) {
 		fmt.Fprintf(&b, `{"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": %d, "args": {"Device Type": 1, "Device Id": %d, "Addr": 4096, "Bytes": 512}}`, i, i)
 	}
 	b.WriteString("]}")
-	err, _ := readBounded(t, "devices.json.gz", gz([]byte(b.String())))
+	n, err := readBounded(t, "devices.json.gz", gz([]byte(b.String())))
 	if err == nil || !strings.Contains(err.Error(), "[memory] events on more than 256 devices") {
 		t.Fatalf("got %v", err)
+	}
+	if n > 64<<20 {
+		t.Errorf("allocated %d bytes refusing 100,000 devices", n)
 	}
 }
