@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"compress/gzip"
 	"io"
 	"strings"
 	"testing"
@@ -11,8 +12,9 @@ import (
 const memEvent = `{"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 5, "args": {"Device Type": 1, "Device Id": 0, "Addr": 4096, "Bytes": 512, "Total Allocated": 512}}`
 
 // TestJSONWhitespaceNotKept: 64 MiB of spaces (or newlines and tabs) between
-// tokens or before the first one are read holding a few MiB (the decoder
-// kept them: 2.6× their size), and the event after them is read.
+// tokens or before the first one, plain or gzipped, are read allocating at
+// most 16 MiB (the decoder kept them: 2.6× their size), and the event after
+// them is read.
 func TestJSONWhitespaceNotKept(t *testing.T) {
 	const n = 64 << 20
 	cases := []struct {
@@ -28,6 +30,13 @@ func TestJSONWhitespaceNotKept(t *testing.T) {
 		}},
 		{"leading", func() io.Reader {
 			return io.MultiReader(&spaceReader{n: n, c: '\t'}, strings.NewReader(`{"traceEvents": [`+memEvent+`]}`))
+		}},
+		{"gzip", func() io.Reader { // the issue's file: a 204 KB gzip of 200 MB of spaces took 600 MB
+			var b bytes.Buffer
+			zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+			io.Copy(zw, io.MultiReader(strings.NewReader(`{"traceEvents": [`), &spaceReader{n: n, c: ' '}, strings.NewReader(memEvent+`]}`)))
+			zw.Close()
+			return &b
 		}},
 	}
 	for _, c := range cases {

@@ -1,0 +1,109 @@
+package analysis
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// The memory a file can make torchmem take, per byte of input after gzip or
+// base64 (SECURITY.md states both figures; TestSecurityBounds checks them).
+const (
+	// modelBytesPerInputByte bounds what the model of a file holds once
+	// read: a 40-byte event from the densest record, a trace entry of 7
+	// bytes of pickle (5.7 bytes a byte).
+	modelBytesPerInputByte = 8
+	// allocatedBytesPerInputByte bounds what reading and analysing the file
+	// allocate in all, an upper bound on their peak (97 a byte for those
+	// trace entries; real snapshots and traces peak at 0.74–0.80× their
+	// size in RSS, README "Performance").
+	allocatedBytesPerInputByte = 128
+)
+
+// denseInputs are the files that pack the most events into the fewest
+// bytes, one per format: pickle trace entries of 7 bytes (a dict of an
+// action fetched from the memo), alloc_data actions of a few bytes (an
+// index, and an element of a size and an info), chrome-trace [memory]
+// events of the fewest fields.
+func denseInputs(n int) []struct {
+	name string
+	data []byte
+} {
+	short := func(s string) string { return "\x8c" + string([]byte{byte(len(s))}) + s }
+	var p bytes.Buffer
+	p.WriteString("\x80\x04" + short("action") + "\x940" + short("alloc") + "\x940")
+	p.WriteString("}(" + short("segments") + "]" + short("device_traces") + "](]")
+	for i := 0; i < n; i += 1000 {
+		p.WriteString("(" + strings.Repeat("}(h\x00h\x01u", 1000) + "e")
+	}
+	p.WriteString("eu.")
+
+	var a bytes.Buffer
+	a.WriteString(`<html><script>let alloc_data = {"actions": [`)
+	for i := range n {
+		if i > 0 {
+			a.WriteString(",")
+		}
+		fmt.Fprint(&a, i/2)
+	}
+	a.WriteString(`], "elements_size": [` + strings.Repeat("1,", n/2-1) + "1")
+	a.WriteString(`], "elements_info": [` + strings.Repeat("0,", n/2-1) + "0")
+	a.WriteString(`], "suffix_table": [[0,null]], "string_table": ["a.py:1:f"]}</script>`)
+
+	var j bytes.Buffer
+	j.WriteString(`{"traceEvents":[`)
+	for i := range n {
+		if i > 0 {
+			j.WriteString(",")
+		}
+		fmt.Fprintf(&j, `{"ph":"i","cat":"cpu_instant_event","name":"[memory]","pid":1,"tid":1,"ts":%d,"args":{"Device Type":1,"Device Id":0,"Addr":%d,"Bytes":%d}}`,
+			i, i%7, 1-2*(i%2))
+	}
+	j.WriteString(`]}`)
+	return []struct {
+		name string
+		data []byte
+	}{{"pickle", p.Bytes()}, {"alloc_data", a.Bytes()}, {"chrome trace", j.Bytes()}}
+}
+
+// TestMemoryPerInputByte: for the files that pack the most events into the
+// fewest bytes, the model holds at most modelBytesPerInputByte bytes per
+// byte of input, and reading and analysing allocate at most
+// allocatedBytesPerInputByte in all (the runtime's counts, not a clock).
+func TestMemoryPerInputByte(t *testing.T) {
+	for _, c := range denseInputs(300_000) {
+		t.Run(c.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			var s *snapshot.Snapshot
+			var err error
+			read := allocated(func() {
+				s, err = snapshot.Read(bytes.NewReader(c.data), c.name, int64(len(c.data)), snapshot.Options{})
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Devices) != 1 || len(s.Devices[0].Events) != 300_000 {
+				t.Fatalf("read %d devices, want one of 300,000 events", len(s.Devices))
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			model := after.HeapAlloc - before.HeapAlloc
+			analysed := allocated(func() { Analyze(s, DefaultOptions()) })
+			runtime.KeepAlive(s)
+			in := float64(len(c.data))
+			t.Logf("%d bytes: model %.1f bytes a byte, read and analysis allocate %.1f", len(c.data), float64(model)/in, float64(read+analysed)/in)
+			if float64(model) > modelBytesPerInputByte*in {
+				t.Errorf("the model holds %d bytes for %d bytes of input, more than %d a byte", model, len(c.data), modelBytesPerInputByte)
+			}
+			if float64(read+analysed) > allocatedBytesPerInputByte*in {
+				t.Errorf("read and analysis allocate %d bytes for %d bytes of input, more than %d a byte", read+analysed, len(c.data), allocatedBytesPerInputByte)
+			}
+		})
+	}
+}
