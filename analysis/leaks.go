@@ -523,7 +523,9 @@ func (sc *leakScan) graphFinding(ks []int) Leak {
 // stacks of the blocks from the outermost frame in, as long as one frame
 // holds most of the bytes, it returns the user frame just outside the first
 // model frame (an nn.Module call or a model's forward: the line of the loop
-// that runs the model), else the innermost user frame shared. "" when the
+// that runs the model), else the shared frame of the loop whose iterations
+// are the steps (a model written as functions: its layer loop lies deeper),
+// else the innermost user frame shared. "" when the
 // stacks share no user frame.
 func (sc *leakScan) callSite(blocks []int) string {
 	s := sc.h.Snap
@@ -575,7 +577,7 @@ func (sc *leakScan) callSite(blocks []int) string {
 		}
 		paths = keep
 	}
-	lastUser := ""
+	lastUser, loopCall := "", ""
 	for _, id := range chain {
 		f := &s.Frames[id]
 		if isModelFrame(f) && lastUser != "" {
@@ -583,7 +585,13 @@ func (sc *leakScan) callSite(blocks []int) string {
 		}
 		if isPython(f) && !isLibrary(f.Filename) && !isModelFrame(f) {
 			lastUser = frameString(f)
+			if sc.plan.loop == (funcKey{f.Filename, f.Name}) {
+				loopCall = lastUser
+			}
 		}
+	}
+	if loopCall != "" {
+		return loopCall // no model frame: the call in the loop that cut the steps
 	}
 	return lastUser
 }

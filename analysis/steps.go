@@ -46,6 +46,8 @@ type StepPlan struct {
 	FirstEvents []int `json:"first_events"`
 	// Spans are the steps with their events and memory.
 	Spans []StepSpan `json:"spans"`
+	// loop is the function of the loop frame when Source is "loop".
+	loop funcKey
 }
 
 // StepSpan is one step of a device: its events and memory.
@@ -86,13 +88,15 @@ type planFound struct {
 	source   StepSource
 	evidence string
 	site     string
+	loop     funcKey // the loop frame's function (source loop)
 	steps    []stepRange
 }
 
 // computeSteps divides the events of h into steps, from the best source
 // that has any: ProfilerStep#N ranges; optimizer steps (the phases must be
 // set); a trace's Optimizer.step ranges or forward spans; the loop frame of
-// the Python stacks; the period of allocation sites. It fills the step of
+// the Python stacks; the period of allocation sites (not when the stacks
+// show loops that may be the model's layers: see loopSteps). It fills the step of
 // every event (NoStep outside ProfilerStep ranges, 0 outside the steps of
 // the other sources) and returns the plan; the spans' memory is measured
 // by buildSpans.
@@ -142,12 +146,15 @@ func computeSteps(h *History, stepIvs []interval) *StepPlan {
 		}
 	} else if f := spanSteps(h); len(f.steps) >= minLeakSteps {
 		found = f
-	} else if f := loopSteps(h); len(f.steps) > 0 {
+	} else if f, ambiguous := loopSteps(h); len(f.steps) > 0 || ambiguous {
 		found = f
 	} else {
 		found = periodSteps(h)
 	}
 	if len(found.steps) == 0 {
+		if found.evidence != "" {
+			plan.Evidence = found.evidence
+		}
 		return plan
 	}
 	for _, st := range found.steps {
@@ -161,7 +168,7 @@ func computeSteps(h *History, stepIvs []interval) *StepPlan {
 
 // fill copies what a source found into the plan (memory comes later).
 func (plan *StepPlan) fill(f planFound) {
-	plan.Source, plan.Evidence, plan.Site = f.source, f.evidence, f.site
+	plan.Source, plan.Evidence, plan.Site, plan.loop = f.source, f.evidence, f.site, f.loop
 	for _, st := range f.steps {
 		plan.FirstEvents = append(plan.FirstEvents, st.start)
 		plan.Spans = append(plan.Spans, StepSpan{Step: st.n, StartEvent: st.start, EndEvent: st.end, Complete: !st.partial})

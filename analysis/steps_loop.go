@@ -107,167 +107,6 @@ func (lp *loopPositions) chain(st snapshot.StackID) *loopChain {
 	return c
 }
 
-// loopTrack follows the lines of one position through the allocations.
-type loopTrack struct {
-	started  bool
-	prevLine int64
-	head     int64 // the loop body's first line
-	segStart int   // event index where the current iteration began
-	segModel bool  // the current iteration called the model
-	segMax   int64 // the highest line of the current iteration
-	bounds   []int
-	models   int   // iterations (closed ones) that called the model
-	maxLine  int64 // the loop body's last line (of the closed iterations)
-}
-
-// loopSeen is a line of a position (the last event that allocated there,
-// or how often the position's line returned to it).
-type loopSeen struct {
-	pos  int32
-	line int64
-}
-
-// step advances the track of a position by an allocation at event i, line
-// l: a return to the loop's head (or an earlier line) that the current
-// iteration already allocated at starts an iteration.
-func (t *loopTrack) step(i int, l int64, model bool, seen []int32, pl int32) {
-	if t.started && l < t.prevLine && l <= t.head {
-		if last := seen[pl]; last >= 0 && int(last) >= t.segStart {
-			t.bounds = append(t.bounds, i)
-			if t.segModel {
-				t.models++
-			}
-			t.maxLine = max(t.maxLine, t.segMax)
-			t.segStart, t.segModel, t.segMax = i, false, l
-		}
-	}
-	if !t.started {
-		t.started, t.segStart, t.segMax = true, i, l
-	}
-	t.segMax = max(t.segMax, l)
-	t.prevLine = l
-	t.segModel = t.segModel || model
-	seen[pl] = int32(i)
-}
-
-// iterations is the number of iterations the track saw, and how many
-// called the model.
-func (t *loopTrack) iterations() (n, model int) {
-	n = len(t.bounds) + 1
-	model = t.models
-	if t.segModel {
-		model++
-	}
-	return n, model
-}
-
-// walkLoopChains calls fn for every frame of the loop chain of every
-// allocation (an allocation with the stack of the one before changes no
-// line and is skipped).
-func walkLoopChains(h *History, lp *loopPositions, fn func(i int, pos, pl int32, line int64, model bool)) {
-	ev := h.Device.Events
-	prev := snapshot.StackID(0)
-	for i := range ev {
-		e := &ev[i]
-		if e.Action != snapshot.ActionAlloc || e.Stack == 0 || e.Stack == prev {
-			continue
-		}
-		prev = e.Stack
-		c := lp.chain(e.Stack)
-		if c == nil {
-			continue
-		}
-		for d, pos := range c.pos {
-			// the model is called below this frame when the chain goes on
-			// into it from a deeper frame
-			fn(i, pos, c.pl[d], c.lines[d], c.model)
-		}
-	}
-}
-
-// loopSteps finds the loop that runs the model and cuts the events at the
-// start of each of its iterations. A first walk finds, for every position,
-// the lines its line returns to: the loop body's first line is the lowest
-// one it returns to more than once (a multi-line call or an inner loop
-// returns to later lines). A second walk cuts the iterations there. Among
-// the positions whose iterations call the model, the one with the most
-// iterations wins (the outermost among equals).
-func loopSteps(h *History) planFound {
-	lp := newLoopPositions(h.Snap)
-	type back struct {
-		started bool
-		prev    int64
-	}
-	var backs []back
-	var returns []int32
-	var seen []int32
-	walkLoopChains(h, lp, func(i int, pos, pl int32, l int64, _ bool) {
-		for int(pos) >= len(backs) {
-			backs = append(backs, back{})
-		}
-		for int(pl) >= len(seen) {
-			seen = append(seen, -1)
-			returns = append(returns, 0)
-		}
-		b := &backs[pos]
-		if seen[pl] >= 0 && b.started && l < b.prev {
-			returns[pl]++
-		}
-		b.started, b.prev = true, l
-		seen[pl] = int32(i)
-	})
-	heads := map[int32]int64{}
-	total := map[int32]int{}
-	for pl, n := range returns {
-		if n == 0 {
-			continue
-		}
-		k := lp.plKey[pl]
-		total[k.pos] += int(n)
-		if h, ok := heads[k.pos]; n >= 2 && (!ok || k.line < h) {
-			heads[k.pos] = k.line
-		}
-	}
-	for pl, n := range returns {
-		if k := lp.plKey[pl]; n > 0 && total[k.pos] == 1 {
-			heads[k.pos] = k.line // one return: two iterations
-		}
-	}
-	if len(heads) == 0 {
-		return planFound{}
-	}
-	tracks := make([]*loopTrack, len(backs))
-	for pos, hd := range heads {
-		tracks[pos] = &loopTrack{head: hd}
-	}
-	for k := range seen {
-		seen[k] = -1
-	}
-	walkLoopChains(h, lp, func(i int, pos, pl int32, l int64, model bool) {
-		if t := tracks[pos]; t != nil {
-			t.step(i, l, model, seen, pl)
-		}
-	})
-	best, bestN := int32(-1), 1
-	for p, t := range tracks {
-		pos := int32(p)
-		if t == nil || len(t.bounds) == 0 {
-			continue
-		}
-		n, model := t.iterations()
-		if float64(model) < loopModelShareMin*float64(n) {
-			continue
-		}
-		if n > bestN || n == bestN && best >= 0 && (lp.depth[pos] < lp.depth[best] || lp.depth[pos] == lp.depth[best] && pos < best) {
-			best, bestN = pos, n
-		}
-	}
-	if best < 0 {
-		return planFound{}
-	}
-	return loopPlan(h, lp, best, tracks[best])
-}
-
 // loopPlan turns the boundaries of the loop at position pos into steps:
 // the first iteration starts at the first allocation of the loop body
 // before the first boundary (allocations at lines before the loop's head
@@ -318,7 +157,7 @@ func loopPlan(h *History, lp *loopPositions, pos int32, t *loopTrack) planFound 
 	if start < first {
 		bounds = append([]int{start}, t.bounds...)
 	}
-	f := planFound{source: StepsFromLoop, site: loopSite(lp.fnOf[pos], head)}
+	f := planFound{source: StepsFromLoop, site: loopSite(lp.fnOf[pos], head), loop: lp.fnOf[pos]}
 	f.evidence = fmt.Sprintf("the loop at %s", f.site)
 	for k, b := range bounds {
 		e := end
@@ -341,4 +180,10 @@ func (c *loopChain) lineAt(pos int32) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// loopSeen is a line of a position.
+type loopSeen struct {
+	pos  int32
+	line int64
 }

@@ -39,6 +39,11 @@ type LeakConfig struct {
 	// point running a Lightning-style prediction loop): deep library stacks,
 	// the loop in the library, the user's code in predict_step.
 	Framework bool
+	// Functional writes the model as plain functions (fmodel.py: def
+	// model(x, ws) whose loop `for w in ws.layers: h = block(h, w)` sits at
+	// fmodel.py:140, def block(x, w) at fmodel.py:60–72) called with its
+	// weights: no nn.Module frames and no forward frames in any stack.
+	Functional bool
 }
 
 // DefaultLeakConfig is a 4-layer model, 512 tokens per step, 8 steps:
@@ -392,20 +397,23 @@ func (m *leakModel) firstExtra(n int) {
 // the iterations; under Framework the loop is a Lightning-style
 // prediction loop calling predict_step (lit_module.py:41–43 instead of
 // eval.py:41–43; the batch moved by the loop), called from a hydra main.
-func EvalLoop(c LeakConfig, leak bool) *Sim { return evalLoop(c, leak, false) }
+func EvalLoop(c LeakConfig, leak bool) *Sim { return evalLoop(c, leak, false, loopShape{}) }
 
 // EvalLoopKeepingOutputs is EvalLoop under torch.no_grad() that keeps every
 // step's logits on the GPU (outputs.append(logits) at eval.py:43, or
 // lit_module.py:43 under Framework): the growing_list leak at
 // "model.py:150 forward", LogitsBytes per step.
-func EvalLoopKeepingOutputs(c LeakConfig) *Sim { return evalLoop(c, false, true) }
+func EvalLoopKeepingOutputs(c LeakConfig) *Sim { return evalLoop(c, false, true, loopShape{}) }
 
-func evalLoop(c LeakConfig, leak, keepOutputs bool) *Sim {
+func evalLoop(c LeakConfig, leak, keepOutputs bool, shape loopShape) *Sim {
 	m := newLeakModel(NewSim(), c, "eval.py", "evaluate")
 	s := m.s
 	var x, total uint64
 	var prevLogits uint64
+	shape.warmUp(m)
+	var epoch uint64
 	for step := 1; step <= c.Steps; step++ {
+		epoch = shape.epochStart(m, step, epoch)
 		m.step(step, func() {
 			nx := s.Alloc(0, m.tokens*8, m.dataStack(38)) // x.to(device)
 			if x != 0 && !leak {

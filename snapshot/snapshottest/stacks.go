@@ -49,6 +49,9 @@ func (k StackKind) String() string {
 // C++ frames of op instead, or none.
 func (m *leakModel) stack(op string, frames ...*Dict) *List {
 	s := m.s
+	if m.c.Functional {
+		frames = m.functional(frames)
+	}
 	switch m.c.Stacks {
 	case StacksUser, StacksUserCpp:
 		var keep []*Dict
