@@ -50,6 +50,10 @@ func TestRealOOMs(t *testing.T) {
 		atLeastActivationPct     int64
 		wantSuggest, dontSuggest []string
 		verdictHas               []string
+		// cached free and largest free block at the oom
+		// (testdata/facts/allocator_state_facts.py): a rest of at most
+		// 1 MiB in a large segment belongs to its block.
+		cachedFree, largestFree int64
 	}{
 		{
 			file: "genC_torch2.2_nesta_OOM_pickle_named_json.pickle", device: 0, index: 1117,
@@ -64,6 +68,8 @@ func TestRealOOMs(t *testing.T) {
 			dontSuggest: []string{"optimizer_8bit", "paged_optimizer", "cpu_offload", "expandable_segments", "empty_cache", "qlora"},
 			// event 1116, just before the oom, is a segment_free of 100,663,296 B
 			verdictHas: []string{"forward", "dit.py:125 forward", "384 MiB requested", "252 MiB free", "math backend", "released 96.0 MiB of cached segments"},
+			// 18,300,928 when the 0.875 MiB rest of a block was counted free
+			cachedFree: 17_383_424, largestFree: 10_092_544,
 		},
 		{
 			file: "genF_torch2.8_constructorsun_OOM_expandable_3dev.pickle", device: 1, index: 421,
@@ -74,6 +80,7 @@ func TestRealOOMs(t *testing.T) {
 			wantSuggest: []string{"activation_checkpointing", "gradient_accumulation"},
 			dontSuggest: []string{"expandable_segments", "optimizer_8bit", "flash_attention", "empty_cache", "qlora"},
 			verdictHas:  []string{"forward", "models.py:181 update_nodes", "4.94 GiB requested", "91.2 MiB free"},
+			cachedFree:  139_390_976, largestFree: 17_313_792,
 		},
 	}
 	for _, tc := range tests {
@@ -111,6 +118,9 @@ func TestRealOOMs(t *testing.T) {
 			}
 			if act := o.Categories[Activation] + o.Categories[Temporary]; act*100 < tc.atLeastActivationPct*o.AllocatedBytes {
 				t.Errorf("activations %d of %d allocated, want at least %d%%", act, o.AllocatedBytes, tc.atLeastActivationPct)
+			}
+			if fr := o.Fragmentation; fr.CachedFreeBytes != tc.cachedFree || fr.LargestFreeBlockBytes != tc.largestFree {
+				t.Errorf("cached free %d, largest free block %d; want %d, %d", fr.CachedFreeBytes, fr.LargestFreeBlockBytes, tc.cachedFree, tc.largestFree)
 			}
 			if fr := o.Fragmentation; fr.Fragmented || fr.CachedFreeBytes >= tc.requested || fr.CachedFreeBytes > o.ReservedBytes-o.AllocatedBytes+int64(len(s.Device(tc.device).Events))*512 {
 				t.Errorf("fragmentation %+v: the cache cannot hold %d bytes here", fr, tc.requested)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestRealFilesInvariants runs Analyze on every real snapshot and trace in
@@ -188,7 +189,56 @@ func TestRealFilesAllocated(t *testing.T) {
 			if h.sizing.mismatch != 0 {
 				t.Errorf("%d blocks live at the dump sized otherwise by the allocator's rules", h.sizing.mismatch)
 			}
+			// The table's end is the dump's own figure, to the byte: Σ
+			// allocated_size (and Σ requested_size where every segment
+			// states one) of the device's segments, as the file says them.
+			if len(d.Segments) > 0 {
+				var alloc, req int64
+				allReq := true
+				for _, g := range d.Segments {
+					alloc += g.AllocatedSize
+					req += g.RequestedSize
+					allReq = allReq && (g.RequestedSize > 0 || g.AllocatedSize == 0)
+				}
+				if want.EndAllocated != alloc {
+					t.Errorf("the table ends at %d allocated, the dump's allocated_size says %d", want.EndAllocated, alloc)
+				}
+				if allReq && want.EndRequested != req {
+					t.Errorf("the table ends at %d requested, the dump's requested_size says %d", want.EndRequested, req)
+				}
+			}
 		})
+	}
+}
+
+// TestRealFilesAllocatedCoverage: realAllocatedFacts has a row for every
+// device of every real snapshot that has segments or a trace, so that every
+// device's allocated figure is checked against its dump.
+func TestRealFilesAllocatedCoverage(t *testing.T) {
+	rows := map[string]bool{}
+	for _, f := range realAllocatedFacts {
+		rows[fmt.Sprintf("%s/%d", f.File, f.Device)] = true
+	}
+	dir := snapshottest.SharedDir(t, "snapshots")
+	var files []string
+	for _, pat := range []string{"*.pickle", "*.pkl"} {
+		m, _ := filepath.Glob(filepath.Join(dir, pat))
+		files = append(files, m...)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no snapshots in %s", dir)
+	}
+	for _, path := range files {
+		name := filepath.Base(path)
+		s := openShared(t, "snapshots", name)
+		for _, d := range s.Devices {
+			if len(d.Segments) == 0 && len(d.Events) == 0 {
+				continue
+			}
+			if key := fmt.Sprintf("%s/%d", name, d.ID); !rows[key] {
+				t.Errorf("no realAllocatedFacts row for %s (rerun snapshot_facts.py --analysis)", key)
+			}
+		}
 	}
 }
 
