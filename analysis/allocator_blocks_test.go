@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -186,26 +187,73 @@ func TestSnapshotAndTraceCompare(t *testing.T) {
 
 // TestBaselineInRequestedBytes: a baseline written before torchmem counted
 // allocator blocks (no allocated_unit) is still compared, with a note that
-// its figures are requested bytes; a current one gets no such note.
+// its figures are requested bytes; a baseline in the run's unit gets no
+// note; one in another unit (a memory timeline's tensor sizes against a
+// snapshot's blocks) gets a note naming both.
 func TestBaselineInRequestedBytes(t *testing.T) {
-	for _, unit := range []string{"", AllocatedUnit} {
-		base := checkRun()
-		base.AllocatedUnit = unit
-		cr, err := Check(checkRun(), CheckOptions{Device: 0, Baseline: base, Tolerance: Tolerance{Percent: 5}})
+	for _, tc := range []struct {
+		base, run string
+		note      string // "" for none
+	}{
+		{"", AllocatedUnit, "the baseline counts requested bytes"},
+		{AllocatedUnit, AllocatedUnit, ""},
+		{AllocatedUnitTensor, AllocatedUnitTensor, ""},
+		{AllocatedUnit, AllocatedUnitTensor, "the baseline counts allocator blocks (a snapshot's or chrome trace's figures), this run tensor sizes"},
+		{AllocatedUnitTensor, AllocatedUnit, "the baseline counts tensor sizes (a memory timeline's figures), this run allocator blocks"},
+		{"", AllocatedUnitTensor, "the baseline counts requested bytes (written before torchmem counted allocator blocks), this run tensor sizes"},
+	} {
+		base, run := checkRun(), checkRun()
+		base.AllocatedUnit, run.AllocatedUnit = tc.base, tc.run
+		cr, err := Check(run, CheckOptions{Device: 0, Baseline: base, Tolerance: Tolerance{Percent: 5}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		notes := 0
+		var notes []string
 		for _, it := range cr.Checks {
-			if strings.Contains(it.Message, "the baseline counts requested bytes") {
-				notes++
+			if strings.Contains(it.Name, "units vs baseline") {
+				notes = append(notes, it.Message)
 				if it.Status != CheckSkip {
 					t.Errorf("the units note is a %s check", it.Status)
 				}
 			}
 		}
-		if want := map[string]int{"": 1, AllocatedUnit: 0}[unit]; notes != want || !cr.OK() {
-			t.Errorf("baseline unit %q: %d notes (want %d), ok %v", unit, notes, want, cr.OK())
+		if ok := tc.note == "" && len(notes) == 0 || len(notes) == 1 && strings.Contains(notes[0], tc.note); !ok || !cr.OK() {
+			t.Errorf("baseline unit %q, run %q: notes %q (want %q), ok %v", tc.base, tc.run, notes, tc.note, cr.OK())
 		}
+	}
+}
+
+// TestAllocatedUnitPerFormat: the JSON names the unit of its allocated
+// figures: allocator blocks for snapshots and chrome traces (requested
+// bytes beside them where the file has requests), the tensors' own sizes
+// for a memory timeline, which has no allocator blocks.
+func TestAllocatedUnitPerFormat(t *testing.T) {
+	for _, tc := range []struct {
+		sub, name, unit string
+		requested       bool
+	}{
+		{"snapshots", "genC_torch2.2_nesta_OOM_pickle_named_json.pickle", AllocatedUnit, true},
+		{"snapshots", "segments_list_memory_snapshot_muduard.pkl", AllocatedUnit, true},
+		{"traces", "hta_ddp_training_gpu_memory.json.gz", AllocatedUnit, false},
+		{"traces", "hta_memory_timeline_categories.raw.json.gz", AllocatedUnitTensor, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Analyze(openShared(t, tc.sub, tc.name), Options{TopSites: 1, NoTimeline: true})
+			b, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := `"allocated_unit":"` + tc.unit + `"`; !strings.Contains(string(b), want) {
+				t.Errorf("JSON lacks %s: %.200s", want, b)
+			}
+			for _, d := range r.Devices {
+				if d.Kind == "cpu" {
+					continue
+				}
+				if got := d.AtEnd.RequestedBytes != nil && d.Peak.RequestedBytes != nil; got != tc.requested {
+					t.Errorf("device %d: requested bytes beside allocated %v, want %v", d.Device, got, tc.requested)
+				}
+			}
+		})
 	}
 }

@@ -74,6 +74,9 @@ func analyze(s *snapshot.Snapshot, opts Options) (*Result, *History) {
 		Suggestions: []Suggestion{},
 		Diagnostics: readerDiagnostics(s),
 	}
+	if s.Source.Format == snapshot.FormatMemoryTimeline {
+		r.AllocatedUnit = AllocatedUnitTensor
+	}
 	if d := s.Source.Distributed; d != nil {
 		r.Input.Distributed = &Distributed{Rank: d.Rank, WorldSize: d.WorldSize, Backend: d.Backend}
 	}

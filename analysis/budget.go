@@ -308,7 +308,7 @@ func Check(r *Result, opts CheckOptions) (*CheckResult, error) {
 			cr.add(checkBudget(r, d, b))
 		}
 		if opts.Baseline != nil {
-			for _, it := range checkBaseline(d, opts.Baseline, opts.Tolerance) {
+			for _, it := range checkBaseline(d, r.AllocatedUnit, opts.Baseline, opts.Tolerance) {
 				cr.add(it)
 			}
 		}

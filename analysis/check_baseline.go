@@ -2,7 +2,10 @@ package analysis
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // checkBaseline compares a device with the same device of the baseline,
@@ -10,8 +13,9 @@ import (
 // that phase's peak and each category at it (those non-zero in either run).
 // A peak that moved from the optimizer step to forward thus compares
 // forward's activations with forward's, not with the optimizer step's.
-// A failed comparison names the allocation sites that grew most.
-func checkBaseline(d *DeviceResult, base *Result, tol Tolerance) []CheckItem {
+// A failed comparison names the allocation sites that grew most; a
+// baseline in another unit than the run's (unit) is compared with a note.
+func checkBaseline(d *DeviceResult, unit string, base *Result, tol Tolerance) []CheckItem {
 	bd := baselineDevice(base, d.Device)
 	if bd == nil {
 		msg := fmt.Sprintf("device %d is not in the baseline: no regression check", d.Device)
@@ -26,12 +30,18 @@ func checkBaseline(d *DeviceResult, base *Result, tol Tolerance) []CheckItem {
 		peak.Sites = siteGrowth(sitesAtPeak(bd), sitesAtPeak(d), -1)
 	}
 	items := []CheckItem{peak}
-	if base.AllocatedUnit != AllocatedUnit {
+	switch {
+	case base.AllocatedUnit == "" && unit == AllocatedUnit:
 		items = append(items, CheckItem{Name: fmt.Sprintf("device %d: units vs baseline", d.Device), Kind: CheckKindRegression,
 			Key: BudgetPeak, Device: d.Device, Status: CheckSkip,
 			Message: fmt.Sprintf("device %d: the baseline counts requested bytes (written before torchmem counted allocator blocks, "+
 				"PyTorch's memory_allocated() unit): this run's figures count blocks, typically 0.5–3%% more for the same memory; "+
 				"rewrite the baseline with torchmem check --update-baseline", d.Device)})
+	case base.AllocatedUnit != unit:
+		items = append(items, CheckItem{Name: fmt.Sprintf("device %d: units vs baseline", d.Device), Kind: CheckKindRegression,
+			Key: BudgetPeak, Device: d.Device, Status: CheckSkip,
+			Message: fmt.Sprintf("device %d: the baseline counts %s, this run %s: the same memory gives other figures; "+
+				"compare files of one kind", d.Device, unitWords(base.AllocatedUnit), unitWords(unit))})
 	}
 
 	bp, _ := PhasePeaks(bd.Phases)
@@ -242,4 +252,17 @@ func withArticle(word string) string {
 		return "an " + word
 	}
 	return "a " + word
+}
+
+// unitWords names a Result's AllocatedUnit in a sentence.
+func unitWords(unit string) string {
+	switch unit {
+	case AllocatedUnit:
+		return "allocator blocks (a snapshot's or chrome trace's figures)"
+	case AllocatedUnitTensor:
+		return "tensor sizes (a memory timeline's figures)"
+	case "":
+		return "requested bytes (written before torchmem counted allocator blocks)"
+	}
+	return "an unknown unit " + strconv.Quote(snapshot.OneLine(unit))
 }

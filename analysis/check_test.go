@@ -103,7 +103,7 @@ func TestCheckBaselineByPhase(t *testing.T) {
 	newFwd := PhasePeak{Phase: PhaseForward, Step: 1, EventIndex: 10, AllocatedBytes: 2260,
 		Categories: Categories{Parameter: 1000, Activation: 1260}, TopSites: []Site{params, silu(800), emb(460)}}
 	base := &Result{AllocatedUnit: AllocatedUnit, Devices: []DeviceResult{movedPeak(PhaseOptimizer, baseFwd, opt)}}
-	run := &Result{Devices: []DeviceResult{movedPeak(PhaseForward, newFwd, opt)}}
+	run := &Result{AllocatedUnit: AllocatedUnit, Devices: []DeviceResult{movedPeak(PhaseForward, newFwd, opt)}}
 
 	cr, err := Check(run, CheckOptions{Device: -1, Baseline: base, Tolerance: Tolerance{Percent: 5}})
 	if err != nil {

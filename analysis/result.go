@@ -17,6 +17,11 @@ const SchemaID = "torchmem.analysis/v1"
 // AllocatedUnit names the unit of every allocated figure of a Result.
 const AllocatedUnit = "allocator_block"
 
+// AllocatedUnitTensor is the unit of a memory timeline's figures
+// (torch.profiler's export_memory_timeline): the tensors' own sizes, with no
+// allocator blocks behind them.
+const AllocatedUnitTensor = "tensor"
+
 // Result is everything torchmem concluded about one input.
 //
 // Units: allocated_bytes, the categories, phase peaks, sites, leaks and
@@ -32,8 +37,9 @@ const AllocatedUnit = "allocator_block"
 // tensors' own sizes, as PyTorch's memory timeline plot shows them.
 type Result struct {
 	Schema string `json:"schema"`
-	// AllocatedUnit is AllocatedUnit; absent from results written before
-	// torchmem counted blocks (those counted requested bytes).
+	// AllocatedUnit is AllocatedUnit, or AllocatedUnitTensor for a memory
+	// timeline; absent from results written before torchmem counted blocks
+	// (those counted requested bytes).
 	AllocatedUnit string         `json:"allocated_unit,omitempty"`
 	Input         Input          `json:"input"`
 	Devices       []DeviceResult `json:"devices"`
