@@ -507,9 +507,11 @@ func (p *Phases) addEmptySpans(h *History, ivs []interval, annIdx []int32, stepI
 // nestAutogradInForward recodes as forward each run of backward events that
 // an autograd call made inside a model's forward: the allocation before the
 // run is in forward with torch.autograd.grad, jvp or torch.func in its
-// stack, and the allocation after it (if any) is in forward in the same
-// call of the model. That is not the backward of a training step: nesta's
-// diffusion model takes a jvp inside forward.
+// stack, the allocation after it (if any) is in forward in the same call of
+// the model (at any line of it), and no allocation of the run has Python
+// frames (the engine's own thread: C++ frames or none; a loss.backward()
+// shows its Python frames). That is not the backward of a training step:
+// nesta's diffusion model takes a jvp inside forward.
 func (p *Phases) nestAutogradInForward(h *History) {
 	ev := h.Device.Events
 	n := len(p.code)
@@ -534,8 +536,12 @@ func (p *Phases) nestAutogradInForward(h *History) {
 				break
 			}
 		}
-		if prevAlloc >= 0 && p.code[prevAlloc] == codeForward && h.markers.get(ev[prevAlloc].Stack).gradInForward &&
-			(next < 0 || p.code[next] == codeForward && sigs.get(ev[next].Stack).sig == sigs.get(ev[prevAlloc].Stack).sig) {
+		engineOnly := true
+		for k := i; k <= j && engineOnly; k++ {
+			engineOnly = ev[k].Action != snapshot.ActionAlloc || !sigs.get(ev[k].Stack).python
+		}
+		if engineOnly && prevAlloc >= 0 && p.code[prevAlloc] == codeForward && h.markers.get(ev[prevAlloc].Stack).gradInForward &&
+			(next < 0 || p.code[next] == codeForward && sigs.get(ev[next].Stack).call == sigs.get(ev[prevAlloc].Stack).call) {
 			for k := i; k <= j; k++ {
 				p.code[k] = codeForward
 			}

@@ -238,10 +238,12 @@ type outerSigs struct {
 }
 
 // outerSig is the outer call of a stack; python says whether it has Python
-// frames (or model spans) at all.
+// frames (or model spans) at all. call is sig with the model's own frame
+// named by its file and function, not its line: the same call of the model,
+// wherever in it the allocation is made.
 type outerSig struct {
-	sig    string
-	python bool
+	sig, call string
+	python    bool
 }
 
 func newOuterSigs(s *snapshot.Snapshot) *outerSigs {
@@ -258,6 +260,8 @@ func (o *outerSigs) get(st snapshot.StackID) outerSig {
 	}
 	frames := o.s.StackOf(st)
 	var b []byte
+	call := -1 // length of b before the model's own frame
+	var modelFrame *snapshot.Frame
 	inCall, hasPy := false, false
 	for i := len(frames) - 1; i >= 0; i-- {
 		f := &o.s.Frames[frames[i]]
@@ -266,6 +270,7 @@ func (o *outerSigs) get(st snapshot.StackID) outerSig {
 			continue
 		}
 		hasPy = true
+		n := len(b)
 		b = strconv.AppendUint(b, uint64(frames[i]), 36)
 		b = append(b, ' ')
 		if model && f.Name != "forward" {
@@ -273,14 +278,19 @@ func (o *outerSigs) get(st snapshot.StackID) outerSig {
 			continue
 		}
 		if inCall || model {
+			call, modelFrame = n, f
 			break
 		}
 	}
 	v := outerSig{python: hasPy}
 	if hasPy {
-		v.sig = string(b)
+		v.sig, v.call = string(b), string(b)
+		if modelFrame != nil {
+			v.call = string(b[:call]) + modelFrame.Filename + "\x00" + modelFrame.Name
+		}
 	} else if st != 0 {
 		v.sig = "stack " + strconv.FormatUint(uint64(st), 10)
+		v.call = v.sig
 	}
 	o.memo[st] = v
 	return v
