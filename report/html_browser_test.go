@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/log"
@@ -19,6 +18,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // chromiumPath is Debian's chromium, the browser the tests open reports in.
@@ -40,7 +40,10 @@ func newBrowser(t *testing.T) context.Context {
 			t.Skipf("no chromium at %s: apt-get install chromium (set TORCHMEM_REQUIRE_BROWSER=1 to fail instead)", chromiumPath)
 		}
 	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+	// The browser lives until shortly before go test's own deadline, never
+	// a fixed time less: a page that draws slowly on a loaded machine is
+	// waited for, a hung one fails the test with its message.
+	alloc, cancelAlloc := chromedp.NewExecAllocator(st.Context(t),
 		chromedp.ExecPath(path),
 		chromedp.Headless,
 		chromedp.NoSandbox,
@@ -55,14 +58,18 @@ func newBrowser(t *testing.T) context.Context {
 		chromedp.WindowSize(1400, 1000),
 		chromedp.UserDataDir(t.TempDir()),
 	)
-	ctx, cancel := context.WithTimeout(alloc, 5*time.Minute)
-	bctx, cancelBrowser := chromedp.NewContext(ctx)
-	t.Cleanup(func() { cancelBrowser(); cancel(); cancelAlloc() })
+	bctx, cancelBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
 	if err := chromedp.Do(bctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
 	return bctx
 }
+
+// pollUntilDeadline makes a poll wait as long as the browser's context
+// lasts (until shortly before go test's deadline, newBrowser) rather than a
+// fixed time that a loaded machine could exceed.
+var pollUntilDeadline = chromedp.WithPollingTimeout(0)
 
 // offlineParams are the parameters of Network.emulateNetworkConditionsByRule
 // as both its shapes take them: Chromium up to at least 148 (Debian's) wants
@@ -145,11 +152,16 @@ const hoverScript = `(() => {
 })()`
 
 // foreignScript counts elements that could run script or load something,
-// besides the page's own three scripts.
+// besides the page's own three scripts: every element carrying an event
+// handler attribute of any name (onerror, ontoggle, onfocus, …) or a
+// javascript: URL, whether or not its event has fired yet — so that the
+// count does not depend on when the browser gets round to firing it.
 const foreignScript = `(() => {
   const own = new Set(Array.from(document.scripts).slice(0, 3));
-  return Array.from(document.querySelectorAll('img, iframe, object, embed, script, link, [onerror], [onload], [onclick]'))
-    .filter(e => !own.has(e)).length;
+  const active = e => Array.from(e.attributes).some(a => /^on/i.test(a.name) ||
+    /^(href|src|action|formaction|data|xlink:href)$/i.test(a.name) && /^\s*javascript:/i.test(a.value));
+  return Array.from(document.querySelectorAll('*'))
+    .filter(e => !own.has(e) && (e.matches('img, iframe, object, embed, script, link, frame, base, meta[http-equiv="refresh" i]') || active(e))).length;
 })()`
 
 // openReport opens an HTML file in a new tab of the browser with the network
@@ -215,7 +227,7 @@ func openReport(t *testing.T, bctx context.Context, file, shotDir string, hover 
 	}
 	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`window.torchmemTiming && window.torchmemTiming.finished !== null &&
 	  performance.getEntriesByType('paint').some(e => e.name === 'first-contentful-paint')`,
-		chromedp.WithPollingTimeout(60*time.Second))); err != nil {
+		pollUntilDeadline)); err != nil {
 		mu.Lock()
 		errs := f.Errors
 		mu.Unlock()
@@ -262,7 +274,6 @@ func openReport(t *testing.T, bctx context.Context, file, shotDir string, hover 
 		}
 	}
 	if hover {
-		time.Sleep(300 * time.Millisecond) // let an injected onerror fire, if any
 		text, err := chromedp.Run(tab, chromedp.Evaluate[string](
 			`document.querySelectorAll('details').forEach(d => { d.open = true; }), document.body.innerText`))
 		if err != nil {
@@ -292,4 +303,35 @@ func openReport(t *testing.T, bctx context.Context, file, shotDir string, hover 
 	mu.Lock()
 	defer mu.Unlock()
 	return f
+}
+
+// TestForeignScript keeps the XSS checks honest: foreignScript counts every
+// element that carries a handler or a javascript: URL, fired or not, and
+// nothing of the page's own.
+func TestForeignScript(t *testing.T) {
+	page := filepath.Join(t.TempDir(), "foreign.html")
+	doc := `<!doctype html><html><head><script>var a</script><script>var b</script><script>var c</script></head><body>
+<p>plain <a href="https://example.com/">link</a> <span data-x="javascript:1">text</span></p>
+<details ontoggle="x()"><summary>s</summary></details>
+<a href=" JavaScript:alert(1)">a</a>
+<div onmouseover="x()">d</div>
+<img alt="">
+<svg><a xlink:href="javascript:alert(1)"><text>t</text></a></svg>
+</body></html>`
+	if err := os.WriteFile(page, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bctx := newBrowser(t)
+	tab, cancel := chromedp.NewContext(bctx)
+	defer cancel()
+	if err := chromedp.Do(tab, chromedp.Navigate((&url.URL{Scheme: "file", Path: page}).String())); err != nil {
+		t.Fatal(err)
+	}
+	n, err := chromedp.Run(tab, chromedp.Evaluate[int](foreignScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 5 { // details, a, div, img, svg a
+		t.Errorf("foreignScript counted %d elements, want 5", n)
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/torchmem/torchmem/analysis"
@@ -36,7 +35,7 @@ func openTab(t *testing.T, bctx context.Context, file string) context.Context {
 		t.Fatal(err)
 	}
 	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`window.torchmemTiming && window.torchmemTiming.finished !== null`,
-		chromedp.WithPollingTimeout(60*time.Second))); err != nil {
+		pollUntilDeadline)); err != nil {
 		t.Fatalf("%s: charts never drawn: %v", file, err)
 	}
 	return tab

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
@@ -193,7 +192,7 @@ func openRollup(t *testing.T, bctx context.Context, file string) rollupPageFacts
 		t.Fatal(err)
 	}
 	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`window.torchmemTiming && window.torchmemTiming.finished !== null`,
-		chromedp.WithPollingTimeout(60*time.Second))); err != nil {
+		pollUntilDeadline)); err != nil {
 		t.Fatalf("charts never finished drawing: %v (errors %q)", err, f.Errors)
 	}
 	charts, err := chromedp.Run(tab, chromedp.Evaluate[[]chartFact](`Array.from(document.querySelectorAll('[data-chart]')).map(el => {
@@ -227,7 +226,6 @@ func openRollup(t *testing.T, bctx context.Context, file string) rollupPageFacts
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // let an injected onerror fire, if any
 	text, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelectorAll('details').forEach(d => { d.open = true; }), document.body.innerText`))
 	if err != nil {
 		t.Fatal(err)

@@ -62,9 +62,24 @@ func TestProgressDrawAndEnd(t *testing.T) {
 	if strings.ContainsRune(buf.String(), 0x1b) {
 		t.Errorf("escape sequences in %q", buf.String())
 	}
-	// A run that ends before the first tick draws nothing.
+	// A run that ends before the delay draws nothing, though its ticker
+	// has ticked: the clock stands still (so a loaded machine cannot pass
+	// the delay), and each tick reads it, so the test waits for three ticks
+	// rather than for a time.
 	buf.Reset()
-	startProgress(&buf, 80, "x", 10, time.Now).end()
+	reads := make(chan struct{}, 16)
+	still := func() time.Time {
+		select {
+		case reads <- struct{}{}:
+		default:
+		}
+		return clk.t
+	}
+	q := startProgressTimed(&buf, 80, "x", 10, still, progressDelay, time.Millisecond)
+	for range 4 { // the start, then three ticks
+		<-reads
+	}
+	q.end()
 	if buf.Len() != 0 {
 		t.Errorf("a fast run drew %q", buf.String())
 	}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // The tests of torchmem record run real CPython on real scripts, through
@@ -53,15 +55,17 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// waitFor waits until the buffer holds s.
+// waitFor waits until the buffer holds s, for as long as the test may run
+// (snapshottest.Context: no fixed time that a loaded machine could exceed).
 func (b *lockedBuffer) waitFor(t *testing.T, s string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	ctx := st.Context(t)
 	for !strings.Contains(b.String(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q after 60 s; output so far %q", s, b.String())
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no %q before the test's deadline; output so far %q", s, b.String())
+		case <-time.After(10 * time.Millisecond):
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -111,9 +115,9 @@ func (p *torchmemProc) waitOpen(t *testing.T) int {
 	go func() { _ = p.cmd.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(120 * time.Second):
-		_ = p.cmd.Process.Kill()
-		t.Fatalf("torchmem did not end; stdout %q stderr %q", p.stdout, p.stderr)
+	case <-st.Context(t).Done():
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) // torchmem's session: it and the command
+		t.Fatalf("torchmem did not end before the test's deadline; stdout %q stderr %q", p.stdout, p.stderr)
 	}
 	return p.cmd.ProcessState.ExitCode()
 }

@@ -13,7 +13,9 @@ import (
 )
 
 // TestTextWidthEveryRealFile: the text output of every command fits
-// report.TextWidth (100) columns on every real file.
+// report.TextWidth (100) columns on every real file, and each command exits
+// with its code: 0 for analyze, info and diff; for check 1 exactly when a
+// check failed, else 0.
 func TestTextWidthEveryRealFile(t *testing.T) {
 	base := shared(t, "snapshots", "nothanmin_fullstep.pickle")
 	for _, f := range st.SharedInputs(t) {
@@ -27,8 +29,17 @@ func TestTextWidthEveryRealFile(t *testing.T) {
 				{"check", "-b", "peak=1GiB", "-b", "leaks=0", "-b", "phase:forward=1MiB", "--baseline", base, f},
 			} {
 				code, out, stderr := runCLI(nil, args...)
-				if code == exitInput {
-					t.Fatalf("%v: exit %d %s", args, code, stderr)
+				// analyze, info and diff succeed; check fails (exit 1, saying
+				// so on stderr) exactly when it lists a failed check.
+				want := exitOK
+				if failed := strings.Contains(out, "\n  fail  "); args[0] == "check" && failed {
+					want = exitFailed
+					if !strings.HasPrefix(stderr, "torchmem: check failed: ") {
+						t.Errorf("%v: failed without saying so: %q", args, stderr)
+					}
+				}
+				if code != want || strings.Contains(stderr, "internal error") {
+					t.Fatalf("%v: exit %d, want %d: %s", args, code, want, stderr)
 				}
 				for i, l := range strings.Split(out, "\n") {
 					if n := utf8.RuneCountInString(l); n > report.TextWidth {
