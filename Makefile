@@ -30,10 +30,13 @@ release:
 	@echo "$(DIST)/SHA256SUMS"
 
 # Unit, golden and real-file tests. Real files are read from ../shared.
+# -timeout 20m: the report package's browser tests took 303 s on a 2-core
+# machine at load 20, half of go test's default of 10 minutes; the tests'
+# own waits end shortly before this deadline (snapshottest.Context).
 test:
 	@test -z "$$(gofmt -l cmd snapshot analysis report)" || { echo "gofmt needed:"; gofmt -l cmd snapshot analysis report; exit 1; }
 	$(GO) vet ./...
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 20m ./...
 
 # Benchmarks (speed and allocations): the largest real snapshot and trace,
 # then generated inputs of about 10 MB, 100 MB and 1 GB (written once into

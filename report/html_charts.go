@@ -185,12 +185,6 @@ type timelineBand struct {
 	Label string `json:"label"` // "forward, step 2"
 }
 
-// minLabelShare is the least share of the x axis a phase band needs to
-// carry its name: "zero_grad" at 10 px needs about 55 px, 5% of a chart
-// 1,100 px wide. Narrower bands are named by the tooltip only, so two
-// names never run into each other ("datzero_grad").
-const minLabelShare = 0.06
-
 // timelineBands shades each phase span of the device, the first limit of
 // them, and lists them for the tooltip.
 func timelineBands(d *analysis.DeviceResult, t *analysis.Timeline, x []int64, isTime bool, limit int) (*opts.MarkAreas, []timelineBand) {
@@ -211,12 +205,12 @@ func timelineBands(d *analysis.DeviceResult, t *analysis.Timeline, x []int64, is
 			label += fmt.Sprintf(", step %d", p.Step)
 		}
 		bands = append(bands, timelineBand{From: a, To: b, Label: label})
-		name := ""
-		if hi > lo && float64(min(b, hi)-max(a, lo)) >= minLabelShare*float64(hi-lo) {
-			name = string(p.Phase)
-		}
+		// Every band carries its phase's name; the page draws it only where
+		// it fits the band at the width and zoom of the moment
+		// (fitPhaseNames in report.js), so that two names never run into
+		// each other ("datzero_grad").
 		data = append(data, []opts.MarkAreaData{
-			{Name: name, XAxis: a, MarkAreaStyle: opts.MarkAreaStyle{ItemStyle: &opts.ItemStyle{Color: color}}},
+			{Name: string(p.Phase), XAxis: a, MarkAreaStyle: opts.MarkAreaStyle{ItemStyle: &opts.ItemStyle{Color: color}}},
 			{XAxis: b},
 		})
 	}

@@ -180,19 +180,71 @@ func TestHTMLPhaseLabels(t *testing.T) {
 				showDevice(t, tab, i)
 				boxes := eval[[]labelBox](t, tab, phaseLabels)
 				drawn += len(boxes)
-				for a := range boxes {
-					for b := a + 1; b < len(boxes); b++ {
-						p, q := boxes[a], boxes[b]
-						if p.X < q.X+q.W && q.X < p.X+p.W && p.Y < q.Y+q.H && q.Y < p.Y+p.H {
-							t.Errorf("device %d: labels %q at %.0f+%.0f and %q at %.0f+%.0f overlap", r.Devices[i].Device, p.Text, p.X, p.W, q.Text, q.X, q.W)
-						}
-					}
+				for _, o := range overlaps(boxes) {
+					t.Errorf("device %d: labels %s overlap", r.Devices[i].Device, o)
 				}
 			}
 		})
 	}
 	if drawn == 0 {
 		t.Error("no phase label drawn on any page: the test sees nothing")
+	}
+}
+
+// overlaps lists the pairs of label boxes that run into each other.
+func overlaps(boxes []labelBox) []string {
+	var out []string
+	for a := range boxes {
+		for b := a + 1; b < len(boxes); b++ {
+			p, q := boxes[a], boxes[b]
+			if p.X < q.X+q.W && q.X < p.X+p.W && p.Y < q.Y+q.H && q.Y < p.Y+p.H {
+				out = append(out, fmt.Sprintf("%q at %.0f+%.0f and %q at %.0f+%.0f", p.Text, p.X, p.W, q.Text, q.X, q.W))
+			}
+		}
+	}
+	return out
+}
+
+// TestHTMLPhaseLabelsNarrow: phase names never run into each other at any
+// width of the window, on a timeline of many narrow phases side by side
+// (data, zero_grad and optimizer spans of 7% of the axis each, as a run
+// with a slow data loader and short steps draws them), and the widest
+// window still names some of them.
+func TestHTMLPhaseLabelsNarrow(t *testing.T) {
+	r := handResult(1, 3000)
+	d := &r.Devices[0]
+	tl := d.Timeline
+	d.Phases = nil
+	n := len(tl.TimeUS)
+	names := []analysis.Phase{analysis.PhaseData, analysis.PhaseZeroGrad, analysis.PhaseOptimizer}
+	for k, a := 0, 0; a+n*7/100 < n; k, a = k+1, a+n*7/100 {
+		e := a + n*7/100 - 1
+		d.Phases = append(d.Phases, analysis.PhaseSpan{Phase: names[k%3], Step: k/3 + 1, StartUS: tl.TimeUS[a], EndUS: tl.TimeUS[e],
+			StartEvent: a, EndEvent: e, PeakAllocatedBytes: tl.Allocated[a]})
+	}
+	page := filepath.Join(t.TempDir(), "narrow.html")
+	f, err := os.Create(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := HTML(f, r, HTMLOptions{Version: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	bctx := newBrowser(t)
+	tab := openTab(t, bctx, page)
+	for _, w := range []int64{1400, 1000, 800, 600, 400} {
+		if err := chromedp.Do(tab, chromedp.EmulateViewport(w, 1000)); err != nil {
+			t.Fatal(err)
+		}
+		eval[bool](t, tab, `(window.dispatchEvent(new Event('resize')), true)`)
+		boxes := eval[[]labelBox](t, tab, phaseLabels)
+		if w == 1400 && len(boxes) < 3 {
+			t.Errorf("%d px: only %d phase names drawn", w, len(boxes))
+		}
+		for _, o := range overlaps(boxes) {
+			t.Errorf("%d px: labels %s overlap", w, o)
+		}
 	}
 }
 

@@ -183,6 +183,49 @@
     }
   };
 
+  // fitPhaseNames draws a phase's name on its band of the timeline only
+  // where the name fits inside the band as drawn now — at this width of
+  // the window and this zoom — and clear of the name drawn before it, so
+  // that two names never run into each other ("datzero_grad"); a band too
+  // narrow for its name is named by the tooltip. It runs after every
+  // drawing, resize and zoom, and sets the option again only on a change.
+  var measure = document.createElement('canvas').getContext('2d');
+  function phaseNameFitter(chart, opt) {
+    var k = -1;
+    opt.series.forEach(function (s, j) { if (s.name === 'phases' && s.markArea) k = j; });
+    if (k < 0) return function () {};
+    var data = opt.series[k].markArea.data, label = opt.series[k].markArea.label || {};
+    var names = data.map(function (pair) { return pair[0].name || ''; });
+    var shown = names.slice();
+    return function () {
+      var grid = chart.getModel().getComponent('grid', 0);
+      if (!grid || !grid.coordinateSystem) return;
+      var rect = grid.coordinateSystem.getRect(), lastEnd = -Infinity, changed = false;
+      measure.font = (label.fontSize || 12) + 'px sans-serif';
+      var next = names.map(function (name, i) {
+        if (!name) return '';
+        var a = chart.convertToPixel({ xAxisIndex: 0 }, data[i][0].xAxis),
+          b = chart.convertToPixel({ xAxisIndex: 0 }, data[i][1].xAxis);
+        a = Math.max(Math.min(a, b), rect.x);
+        b = Math.min(Math.max(a, b), rect.x + rect.width);
+        var w = measure.measureText(name).width + 6, mid = (a + b) / 2;
+        if (!(b - a >= w) || mid - w / 2 < lastEnd) return '';
+        lastEnd = mid + w / 2;
+        return name;
+      });
+      next.forEach(function (name, i) { if (name !== shown[i]) changed = true; });
+      if (!changed) return;
+      shown = next;
+      var upd = opt.series.map(function () { return {}; });
+      upd[k] = { markArea: { data: data.map(function (pair, i) {
+        return [Object.assign({}, pair[0], { name: next[i] }), pair[1]];
+      }) } };
+      chart.setOption({ series: upd });
+    };
+  }
+
+  var refits = [];
+
   function initDevice(i) {
     var d = DATA.devices[i];
     if (!d || d.inited) return;
@@ -200,6 +243,12 @@
       });
       chart.setOption(opt);
       instances.push(chart);
+      if (kind === 'timeline') {
+        var fit = phaseNameFitter(chart, opt);
+        fit();
+        chart.on('datazoom', fit);
+        refits.push(fit);
+      }
     });
   }
 
@@ -209,12 +258,17 @@
       s.hidden = s.getAttribute('data-device') !== String(i);
     });
     initDevice(i);
+    resizeAll();
+  }
+
+  function resizeAll() {
     instances.forEach(function (c) { c.resize(); });
+    refits.forEach(function (fit) { fit(); });
   }
 
   var sel = document.getElementById('tm-device');
   if (sel) sel.addEventListener('change', function () { show(Number(sel.value)); });
-  window.addEventListener('resize', function () { instances.forEach(function (c) { c.resize(); }); });
+  window.addEventListener('resize', resizeAll);
   var first = document.querySelector('section.device:not([hidden])');
   if (first) show(Number(first.getAttribute('data-device')));
   // A page without charts is drawn once it is parsed.
