@@ -55,7 +55,9 @@ func runFamily(t *testing.T, sim *snapshottest.Sim) ([]Leak, *StepPlan) {
 //     six steps from the loop at eval.py:38; with one layer only one loop
 //     shows and nothing tells it from a layer loop: no steps, nothing
 //     above low, and the plan says why;
-//   - the same loop keeping its logits: growing_list at fmodel.py:150;
+//   - the same loop keeping its logits: growing_list at fmodel.py:150; and
+//     keeping the final hidden state too (eval.py:41 allocating again after
+//     eval.py:42): still the six iterations;
 //   - the healthy loop (no_grad, .item()): nothing above low.
 func TestFunctionModelFamilies(t *testing.T) {
 	for _, layers := range []int{1, 2, 12, 48} {
@@ -80,6 +82,11 @@ func checkFunctionModel(t *testing.T, c snapshottest.LeakConfig) {
 		if len(p.Spans) > 1 {
 			t.Errorf("one pass (grad %v) cut into %d steps by %s", grad, len(p.Spans), p.Evidence)
 		}
+		// with the layer loop in the stacks, the plan says why it is no step loop
+		if hasPython(c.Stacks) && c.Layers >= 2 && p.Evidence != "the loop at fmodel.py:60 block may be the model's own layer loop: "+
+			"no nn.Module or forward frames, and no loop around it" {
+			t.Errorf("one pass (grad %v): evidence %q", grad, p.Evidence)
+		}
 	}
 	visible := hasPython(c.Stacks) && c.Layers >= 2
 	ls, p := runFamily(t, snapshottest.EvalLoop(c, true))
@@ -100,6 +107,15 @@ func checkFunctionModel(t *testing.T, c snapshottest.LeakConfig) {
 	} else {
 		checkLeakFindings(t, nil, ls, nil)
 	}
+	// keeping the final norm's output too: the model's call line (eval.py:41)
+	// allocates again after the loss's line, a return inside the iteration
+	// that is no loop of its own — still six steps
+	hid := c
+	hid.KeepHidden = true
+	_, p = runFamily(t, snapshottest.EvalLoopKeepingOutputs(hid))
+	if visible && (p.Source != StepsFromLoop || p.Site != "eval.py:38 evaluate" || len(p.Spans) != c.Steps) {
+		t.Errorf("outputs and hidden states kept: steps %s %q, %d steps", p.Evidence, p.Site, len(p.Spans))
+	}
 	ls, _ = runFamily(t, snapshottest.EvalLoop(c, false))
 	checkLeakFindings(t, nil, ls, nil)
 }
@@ -108,7 +124,8 @@ func checkFunctionModel(t *testing.T, c snapshottest.LeakConfig) {
 // modules and as functions, 1, 2, 12 and 48 layers, every kind of stack:
 // the evaluation loop nested in an epoch loop (three epochs of two
 // batches, a counter made at each epoch's start) and a warm-up loop of
-// three forwards before the evaluation loop. The steps are the six
+// three forwards before the evaluation loop; and one loop whose call line
+// allocates again after the loss's line (KeepHidden). The steps are the six
 // iterations of the evaluation loop (eval.py:38) — never the epochs, never
 // one loop made of both — and the leak is found there; the healthy
 // variants give nothing above low.
@@ -134,6 +151,15 @@ func checkNestedLoops(t *testing.T, c snapshottest.LeakConfig) {
 	}{
 		{"epochs", func(leak bool) *snapshottest.Sim { return snapshottest.EvalEpochs(c, 3, leak) }},
 		{"warm-up then eval", func(leak bool) *snapshottest.Sim { return snapshottest.WarmupThenEval(c, 3, leak) }},
+	}
+	// one loop whose call line allocates again after the next line (the
+	// model keeping its final hidden state for the caller): a return inside
+	// the iteration overlapping its body, no loop of its own
+	hid := c
+	hid.KeepHidden = true
+	if _, p := runFamily(t, snapshottest.EvalLoopKeepingOutputs(hid)); visible &&
+		(p.Source != StepsFromLoop || p.Site != "eval.py:38 evaluate" || len(p.Spans) != c.Steps) {
+		t.Errorf("outputs and hidden states kept: steps %s %q, %d steps", p.Evidence, p.Site, len(p.Spans))
 	}
 	for _, sh := range shapes {
 		ls, p := runFamily(t, sh.sim(true))
