@@ -86,7 +86,7 @@ const fragmentationState = `(() => {
   if (!c) return null;
   const y = c.getModel().getComponent('yAxis').axis.scale.getExtent();
   const o = c.getOption();
-  const texts = c.getZr().storage.getDisplayList().filter(e => e.style && typeof e.style.text === 'string').map(e => e.style.text);
+  const texts = c.getZr().storage.getDisplayList(true).filter(e => e.style && typeof e.style.text === 'string').map(e => e.style.text);
   return {axisMax: y[1], names: o.xAxis[0].data, values: o.series[0].data.map(d => typeof d === 'object' ? d.value : d), texts: texts};
 })()`
 
@@ -144,14 +144,16 @@ func contains(list []string, s string) bool {
 }
 
 // phaseLabels lists the phase names drawn on the visible timeline, with
-// their boxes on the canvas.
+// their boxes on the canvas. The display list is rebuilt from the chart's
+// elements (getDisplayList(true)), not read as the last painted frame left
+// it, so what the test sees does not depend on when the browser paints.
 const phaseLabels = `(() => {
   const el = document.querySelector('section.device:not([hidden]) [data-chart="timeline"]');
   const c = el && echarts.getInstanceByDom(el);
   if (!c) return [];
   const names = new Set(['forward', 'backward', 'optimizer', 'zero_grad', 'data', 'unknown']);
   const out = [];
-  c.getZr().storage.getDisplayList().forEach(e => {
+  c.getZr().storage.getDisplayList(true).forEach(e => {
     if (!e.style || !names.has(e.style.text) || e.invisible || e.ignore) return;
     const r = e.getBoundingRect().clone();
     r.applyTransform(e.getComputedTransform());
