@@ -28,8 +28,13 @@ const echartsSHA256 = "bf4a223524e40b77c304bec67e1222cf551f14880cf42c69dc046558e
 var (
 	//go:embed assets/echarts.min.js
 	echartsJS string
+	//go:embed assets/common.js
+	commonJS string
 	//go:embed assets/report.js
-	reportJS string
+	reportOwnJS string
+	// reportJS is the report page's script: the helpers both pages share,
+	// then its own code.
+	reportJS = commonJS + reportOwnJS
 	//go:embed assets/report.css
 	reportCSS string
 	//go:embed templates/report.html.tmpl

@@ -16,7 +16,10 @@ import (
 
 var (
 	//go:embed assets/rollup.js
-	rollupJS string
+	rollupOwnJS string
+	// rollupJS is the roll-up page's script: the helpers both pages share,
+	// then its own code.
+	rollupJS = commonJS + rollupOwnJS
 	//go:embed assets/rollup.css
 	rollupCSS string
 	//go:embed templates/rollup.html.tmpl

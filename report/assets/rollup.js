@@ -8,33 +8,7 @@
   var timing = window.torchmemTiming = { start: performance.now(), finished: null, charts: {} };
   var instances = [];
 
-  function esc(s) {
-    return String(s).replace(/[&<>"']/g, function (c) {
-      return { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c];
-    });
-  }
-
-  // fmtBytes writes sizes as the Go side's analysis.FormatBytes does: whole
-  // bytes below 1 KiB, else three significant digits in binary units.
-  function fmtBytes(n) {
-    n = Number(n);
-    if (!isFinite(n)) return '';
-    var neg = n < 0, v = Math.abs(n), units = ['KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB'];
-    if (v < 1024) return (neg ? '-' : '') + Math.round(v) + ' B';
-    for (var i = 0; i < units.length; i++) {
-      v /= 1024;
-      var s = v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2);
-      if (Number(s) >= 1024 && i + 1 < units.length) continue;
-      return (neg ? '-' : '') + s + ' ' + units[i];
-    }
-    return '';
-  }
-
-  function fmtTime(us) {
-    if (us < 1000) return Math.round(us) + ' µs';
-    if (us < 1e6) return (us / 1e3).toFixed(1) + ' ms';
-    return (us / 1e6).toFixed(2) + ' s';
-  }
+  var esc = torchmemCommon.esc, fmtBytes = torchmemCommon.fmtBytes, fmtTime = torchmemCommon.fmtTime;
 
   // binaryAxis makes a byte axis tick at a power of two (1, 2, 4… GiB) so
   // that its labels read round, for values up to maxValue.
