@@ -18,11 +18,14 @@ type Deadliner interface {
 // sooner: a slow or loaded machine never fails a test for being slow.
 // Without a deadline (-timeout 0) it ends only with the test.
 func Context(t Deadliner) context.Context {
-	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	var (
+		ctx    context.Context
+		cancel context.CancelFunc
+	)
 	if d, ok := t.Deadline(); ok {
-		ctx, cancel = context.WithDeadline(ctx, d.Add(-contextMargin(time.Until(d))))
+		ctx, cancel = context.WithDeadline(context.Background(), d.Add(-contextMargin(time.Until(d))))
 	} else {
-		ctx, cancel = context.WithCancel(ctx)
+		ctx, cancel = context.WithCancel(context.Background())
 	}
 	t.Cleanup(cancel)
 	return ctx
