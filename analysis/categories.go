@@ -107,7 +107,7 @@ func Classify(h *History) {
 	}
 	for i := range h.Blocks {
 		b, f := &h.Blocks[i], &facts[i]
-		if f.m.cublas || f.m.kvCache || b.Untracked {
+		if f.m.cublas || f.m.kvCache || f.m.kvCacheCopy || b.Untracked {
 			continue
 		}
 		switch {

@@ -8,7 +8,8 @@ import "fmt"
 // kind that is a variant of a category keeps it under a rule of its own.
 const (
 	RuleModuleInit          = "module_init"                                      // torch/nn/modules/*.py __init__: a module's weights, wherever allocated
-	RuleKVCache             = "kv_cache"                                         // vLLM's cache engine, transformers' cache_utils, past_key_values
+	RuleKVCache             = "kv_cache"                                         // vLLM's cache engine, transformers' cache_utils, SGLang's KV pools, past_key_values
+	RuleKVCacheCopy         = "kv_cache_module_copy"                             // a copy of transformers' cache module under another name (cache_utils*.py)
 	RuleCublasWorkspaceSize = "cublas_workspace_size"                            // before recording, no frames, PyTorch's default cuBLAS workspace size
 	RuleFrozenWeights       = "frozen_base_weights"                              // adapters (peft) train; the base weights get no gradient
 	RuleQuantizedWeights    = "frozen_base_weights_quantized"                    // same, with bitsandbytes' quantized layers at work
@@ -73,6 +74,10 @@ func decideKind(f *blockFacts) (Category, string, Confidence, bool) {
 		return Workspace, RuleCublasWorkspace, High, true
 	case f.m.kvCache:
 		return KVCache, RuleKVCache, High, true
+	case f.m.kvCacheCopy:
+		// The name says transformers' cache module, the path says a copy
+		// of it that the project may have changed.
+		return KVCache, RuleKVCacheCopy, Medium, true
 	case f.m.moduleInit:
 		return Parameter, RuleModuleInit, High, true
 	}

@@ -149,3 +149,45 @@ func TestNoHistoryNoFrames(t *testing.T) {
 		})
 	}
 }
+
+// TestLfielikeKVCache: lfielike is generation with a quantized key/value
+// cache (KIVI) in the project's copy of transformers' cache module
+// (models/cache_utils_V2.py update_new, and the quantizers it calls),
+// dumped with enabled="state". The cache is kv_cache at the peak and at the
+// end, to the byte: 512 blocks, 2,911,981,568 B (2,894,524,416 requested),
+// the blocks live at the dump with a frame in a cache_utils*.py file
+// (testdata/facts/category_facts.py). Nothing in it is activation, and an
+// inference run gets no suggestion that needs a backward or assumes weights.
+func TestLfielikeKVCache(t *testing.T) {
+	const blocks, bytes = 512, 2_911_981_568
+	s := openShared(t, "snapshots", "genD_torch2.4_lfielike_state_only.pickle")
+	r := Analyze(s, DefaultOptions())
+	d := &r.Devices[0]
+	if got := d.Peak.Categories[KVCache]; got != bytes {
+		t.Errorf("kv_cache at the peak %d, want %d", got, bytes)
+	}
+	if got := d.AtEnd.Categories[KVCache]; got != bytes {
+		t.Errorf("kv_cache at the end %d, want %d", got, bytes)
+	}
+	if a := d.AtEnd.Categories[Activation]; a > bytes/100 {
+		t.Errorf("activation at the end %d: the cache is counted as activations", a)
+	}
+	var n int
+	for _, u := range d.Rules {
+		if u.Category == KVCache {
+			if u.Rule != RuleKVCacheCopy || u.Confidence != Medium {
+				t.Errorf("kv_cache by %s (%s), want %s (medium)", u.Rule, u.Confidence, RuleKVCacheCopy)
+			}
+			n += u.Blocks
+		}
+	}
+	if n != blocks {
+		t.Errorf("kv_cache %d blocks, want %d", n, blocks)
+	}
+	for _, sg := range r.Suggestions {
+		switch sg.ID {
+		case "activation_checkpointing", "gradient_accumulation", "optimizer_8bit", "paged_optimizer", "cpu_offload", "quantize_weights", "qlora", "set_to_none":
+			t.Errorf("suggestion %s for an inference run without weights in the file: %s", sg.ID, sg.Because)
+		}
+	}
+}

@@ -294,10 +294,11 @@ type stackMarkers struct {
 	// (torch/nn/modules/*.py __init__, or a lazy module materialising):
 	// a parameter wherever it was allocated.
 	moduleInit bool
-	// kvCache: a key/value cache of generation (vLLM's cache engine,
-	// transformers' cache_utils, a function named for the KV cache or
-	// past_key_values).
-	kvCache bool
+	// kvCache: a key/value cache of generation, in the libraries' own
+	// code (isKVCacheCode). kvCacheCopy: in a copy of transformers' cache
+	// module under another name (a file whose base name starts with
+	// cache_utils, outside transformers).
+	kvCache, kvCacheCopy bool
 	// quantizedWeights: bitsandbytes' quantized layers at work (4-bit or
 	// 8-bit matmuls, Linear4bit/Linear8bitLt): the run's base weights are
 	// quantized. peft: a parameter-efficient fine-tuning wrapper (peft).
@@ -439,15 +440,32 @@ func markKinds(m *stackMarkers, file, name, low string) {
 	switch {
 	case strings.Contains(file, "torch/nn/modules/") && (name == "__init__" || name == "initialize_parameters"):
 		m.moduleInit = true
-	case strings.HasSuffix(file, "cache_engine.py") || strings.HasSuffix(file, "transformers/cache_utils.py") ||
-		strings.Contains(low, "kv_cache") || strings.Contains(low, "past_key_value"):
+	case isKVCacheCode(file, low):
 		m.kvCache = true
+	case strings.HasPrefix(path.Base(file), "cache_utils") && strings.HasSuffix(file, ".py"):
+		m.kvCacheCopy = true
 	case strings.Contains(file, "bitsandbytes/") && (strings.Contains(low, "4bit") || strings.Contains(low, "8bit") ||
 		strings.HasSuffix(file, "bitsandbytes/nn/modules.py") || strings.HasSuffix(file, "bitsandbytes/autograd/_functions.py")):
 		m.quantizedWeights = true
 	case strings.Contains(file, "/peft/") || strings.HasPrefix(file, "peft/"):
 		m.peft = true
 	}
+}
+
+// isKVCacheCode reports whether a Python frame (its file, its function
+// name in lower case) is KV-cache code of an inference library:
+// transformers' cache module (cache_utils.py: DynamicCache/StaticCache/
+// SlidingWindowCache/HybridCache/QuantizedCache and their layers' update,
+// lazy_initialization, __init__), vLLM's cache engine (worker/
+// cache_engine.py _allocate_kv_cache) and model runners
+// (_allocate_kv_cache_tensors, initialize_kv_cache), SGLang's KV pools
+// (mem_cache/memory_pool.py: MHATokenToKVPool._create_buffers,
+// MLATokenToKVPool), or any function named for the KV cache or
+// past_key_values.
+func isKVCacheCode(file, low string) bool {
+	return strings.HasSuffix(file, "cache_engine.py") || strings.HasSuffix(file, "transformers/cache_utils.py") ||
+		strings.Contains(file, "/mem_cache/memory_pool") ||
+		strings.Contains(low, "kv_cache") || strings.Contains(low, "past_key_value")
 }
 
 // isAutogradCall reports whether a Python file is one of PyTorch's entry

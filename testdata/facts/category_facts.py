@@ -28,6 +28,11 @@ with Python's pickle, gzip and json only — not with torchmem.
     matmul in the trace say the base is quantized.
   albi2, zijiandu: dumps without history: per device, the blocks without
     frames, and among them those of the cuBLAS workspace size.
+  lfielike (genD_torch2.4_lfielike_state_only.pickle): generation with a
+    quantized key/value cache in a copy of transformers' cache_utils.py
+    (cache_utils_V2.py update_new): the blocks live at the dump with a frame
+    in a file named cache_utils*.py are the cache, and those with frames in
+    no such file are not (figures asserted by TestLfielikeKVCache).
 
 Sizes are given as requested bytes and as blocks (the dump's `size`).
 Run from the repository root: python3 testdata/facts/category_facts.py [SHARED_DIR]
@@ -162,11 +167,20 @@ def no_history(shared, name):
     return out
 
 
+def kv_cache(shared, name):
+    d = load(shared, name)
+    live = [b for s in d["segments"] for b in s["blocks"] if b["state"] == "active_allocated"]
+    cache = [b for b in live if any(os.path.basename(f["filename"]).startswith("cache_utils") for f in b["frames"] or [])]
+    framed = [b for b in live if b["frames"] and b not in cache]
+    return {"kv_cache": sums(cache), "other_with_frames": sums(framed), "all": sums(live)}
+
+
 def main():
     shared = sys.argv[1] if len(sys.argv) > 1 else os.path.join("..", "shared")
     out = {"bcrafton": bcrafton(shared), "hta_memory_timeline": hta(shared), "cranberrii": cranberrii(shared),
            "albi2": no_history(shared, "edge_2dev_expandable_no_trace_albi2.pickle"),
-           "zijiandu": no_history(shared, "genB_torch2.1_zijiandu_state_only_diffusion.pickle")}
+           "zijiandu": no_history(shared, "genB_torch2.1_zijiandu_state_only_diffusion.pickle"),
+           "lfielike": kv_cache(shared, "genD_torch2.4_lfielike_state_only.pickle")}
     json.dump(out, sys.stdout, indent=1)
     print()
 
