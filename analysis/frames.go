@@ -299,6 +299,10 @@ type stackMarkers struct {
 	// module under another name (a file whose base name starts with
 	// cache_utils, outside transformers).
 	kvCache, kvCacheCopy bool
+	// kvPool: the KV cache is a serving engine's preallocated pool (vLLM's
+	// cache engine and model runners, SGLang's memory pools), sized by a
+	// memory fraction rather than by the batch.
+	kvPool bool
 	// quantizedWeights: bitsandbytes' quantized layers at work (4-bit or
 	// 8-bit matmuls, Linear4bit/Linear8bitLt): the run's base weights are
 	// quantized. peft: a parameter-efficient fine-tuning wrapper (peft).
@@ -442,6 +446,7 @@ func markKinds(m *stackMarkers, file, name, low string) {
 		m.moduleInit = true
 	case isKVCacheCode(file, low):
 		m.kvCache = true
+		m.kvPool = m.kvPool || isKVPoolCode(file)
 	case strings.HasPrefix(path.Base(file), "cache_utils") && strings.HasSuffix(file, ".py"):
 		m.kvCacheCopy = true
 	case strings.Contains(file, "bitsandbytes/") && (strings.Contains(low, "4bit") || strings.Contains(low, "8bit") ||
@@ -466,6 +471,15 @@ func isKVCacheCode(file, low string) bool {
 	return strings.HasSuffix(file, "cache_engine.py") || strings.HasSuffix(file, "transformers/cache_utils.py") ||
 		strings.Contains(file, "/mem_cache/memory_pool") ||
 		strings.Contains(low, "kv_cache") || strings.Contains(low, "past_key_value")
+}
+
+// isKVPoolCode reports whether KV-cache code is a serving engine's, whose
+// cache is one pool allocated at start-up to fill a fraction of the
+// device: vLLM (worker/cache_engine.py, the model runners) and SGLang
+// (mem_cache/memory_pool.py).
+func isKVPoolCode(file string) bool {
+	return strings.HasSuffix(file, "cache_engine.py") || strings.Contains(file, "/mem_cache/memory_pool") ||
+		strings.Contains(file, "vllm/") || strings.Contains(file, "sglang/")
 }
 
 // isAutogradCall reports whether a Python file is one of PyTorch's entry

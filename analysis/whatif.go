@@ -18,7 +18,8 @@ type WhatIf struct {
 	MeasuredPeakBytes int64 `json:"measured_peak_bytes"`
 	// FixedBytes, LinearBytes and AttentionBytes split the measured peak:
 	// what the batch and sequence do not change, what grows with
-	// batch·seq, what grows with batch·seq².
+	// batch·seq (activations, and a KV cache kept by a cache class), what
+	// grows with batch·seq².
 	FixedBytes     int64 `json:"fixed_bytes"`
 	LinearBytes    int64 `json:"linear_bytes"`
 	AttentionBytes int64 `json:"attention_bytes"`
@@ -136,7 +137,7 @@ func whatIf(h *History, dr *DeviceResult, sugg []Suggestion, capacity int64) *Wh
 	c := buildCurves(h)
 	peak, pj := c.peak(unit())
 	w := &WhatIf{Device: dr.Device, MeasuredPeakBytes: peak, Suggestions: []Projection{}, Scaling: []ScalePoint{}, Notes: []string{}}
-	w.LinearBytes, w.AttentionBytes = c.v[partLinear][pj], c.v[partQuad][pj]
+	w.LinearBytes, w.AttentionBytes = c.v[partLinear][pj]+c.v[partKV][pj], c.v[partQuad][pj]
 	w.FixedBytes = peak - w.LinearBytes - w.AttentionBytes
 	if capacity > 0 {
 		w.CapacityBytes = capacity
@@ -309,6 +310,10 @@ type InferredModel struct {
 	// and ∝ batch·seq²) were; AttentionBytes its attention part then.
 	ActivationBytes int64 `json:"activation_bytes"`
 	AttentionBytes  int64 `json:"attention_bytes"`
+	// KVCacheBytes is the largest a KV cache kept by a cache class was
+	// (scaled with batch·seq, untouched by the activation techniques);
+	// absent when there is none. A serving engine's pool is fixed memory.
+	KVCacheBytes int64 `json:"kv_cache_bytes,omitempty"`
 }
 
 // requested is the bytes the blocks of a category requested (tensor bytes,
@@ -345,6 +350,7 @@ func inferModel(h *History, c *curves) InferredModel {
 		m.OptimizerStateBytes = c.maxOf(partOpt)
 	}
 	m.ActivationBytes = c.maxOf(partLinear, partQuad)
+	m.KVCacheBytes = c.maxOf(partKV)
 	for j := range c.v[0] {
 		if c.v[partLinear][j]+c.v[partQuad][j] == m.ActivationBytes {
 			m.AttentionBytes = c.v[partQuad][j]

@@ -15,6 +15,7 @@ const (
 	partFixed                 // unknown, workspaces, optimizer and zero_grad scratch: independent of the batch
 	partLinear                // activations, temporaries, autograd detail and inputs of a step: ∝ batch·seq
 	partQuad                  // the same allocated in attention code: ∝ batch·seq² (scores, softmax)
+	partKV                    // a generation's KV cache in a cache class: ∝ batch·seq, untouched by the activation techniques
 	numParts
 )
 
@@ -41,7 +42,7 @@ func unit() factors {
 // the sequence length.
 func scaled(kb, ks float64) factors {
 	f := unit()
-	f[partLinear], f[partQuad] = kb*ks, kb*ks*ks
+	f[partLinear], f[partQuad], f[partKV] = kb*ks, kb*ks*ks, kb*ks
 	return f
 }
 
@@ -61,6 +62,14 @@ func (h *History) partOf(b *Block, stale bool) part {
 		return partGrad
 	case OptimizerState:
 		return partOpt
+	case KVCache:
+		// A serving engine's pool (vLLM, SGLang) is sized by its memory
+		// fraction, not by the batch; a cache class (transformers') holds
+		// batch × tokens × layers of keys and values.
+		if h.markers.get(b.Stack).kvPool {
+			return partFixed
+		}
+		return partKV
 	case Activation, Temporary, AutogradDetail, InputData:
 		if b.Alloc >= 0 {
 			if ph := h.Phases.At(b.Alloc); ph == PhaseOptimizer || ph == PhaseZeroGrad {
@@ -181,19 +190,19 @@ func (c *curves) maxOf(parts ...part) int64 {
 }
 
 // maxFactor is the largest k such that the curve with the step's parts
-// scaled by k (batch: linear and attention parts ×k; sequence: linear ×k,
-// attention ×k²) stays within limit; +Inf when the step's parts are empty,
+// scaled by k (batch: linear, KV cache and attention parts ×k; sequence:
+// linear and KV cache ×k, attention ×k²) stays within limit; +Inf when the step's parts are empty,
 // 0 when even k→0 does not fit.
 func (c *curves) maxFactor(limit int64, seq bool) float64 {
 	k := math.Inf(1)
 	for j := range c.v[0] {
 		fixed := float64(0)
 		for p := range c.v {
-			if part(p) != partLinear && part(p) != partQuad {
+			if part(p) != partLinear && part(p) != partQuad && part(p) != partKV {
 				fixed += float64(c.v[p][j])
 			}
 		}
-		lin, quad := float64(c.v[partLinear][j]), float64(c.v[partQuad][j])
+		lin, quad := float64(c.v[partLinear][j]+c.v[partKV][j]), float64(c.v[partQuad][j])
 		room := float64(limit) - fixed
 		if room < 0 {
 			return 0

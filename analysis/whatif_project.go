@@ -79,7 +79,9 @@ func Project(s *snapshot.Snapshot, opts Options, at, to Size, gpu *estimate.GPU)
 	e.ParametersBytes = c.v[partParam][j]
 	e.GradientsBytes = c.v[partGrad][j] + c.v[partStaleGrad][j]
 	e.OptimizerStateBytes = c.v[partOpt][j]
-	e.OtherBytes = c.v[partFixed][j]
+	// A KV cache grows with batch × tokens: it is part of "other" (neither
+	// weights nor activations), scaled as the projection scales it.
+	e.OtherBytes = c.v[partFixed][j] + saturate(kb*ks*float64(c.v[partKV][j]))
 	lin, quad := kb*ks*float64(c.v[partLinear][j]), kb*ks*ks*float64(c.v[partQuad][j])
 	act, attn := saturate(lin+quad), saturate(quad)
 	e.ActivationsBytes, e.AttentionBytes = &act, &attn

@@ -63,6 +63,10 @@ func modelLines(w *analysis.WhatIf) []string {
 		out = append(out, fmt.Sprintf("step activations up to %s, of which attention (∝ seq²) %s",
 			analysis.FormatBytes(m.ActivationBytes), analysis.FormatBytes(m.AttentionBytes)))
 	}
+	if m.KVCacheBytes > 0 {
+		out = append(out, fmt.Sprintf("KV cache up to %s, ∝ batch·seq (a cache class's; no activation technique lowers it)",
+			analysis.FormatBytes(m.KVCacheBytes)))
+	}
 	return out
 }
 
