@@ -524,9 +524,9 @@ func (sc *leakScan) graphFinding(ks []int) Leak {
 // holds most of the bytes, it returns the user frame just outside the first
 // model frame (an nn.Module call or a model's forward: the line of the loop
 // that runs the model), else the shared frame of the loop whose iterations
-// are the steps (a model written as functions: its layer loop lies deeper),
-// else the innermost user frame shared. "" when the
-// stacks share no user frame.
+// are the steps or of the function whose call was the forward (a model
+// written as functions: its layer loop lies deeper), else the innermost
+// user frame shared. "" when the stacks share no user frame.
 func (sc *leakScan) callSite(blocks []int) string {
 	s := sc.h.Snap
 	type path struct {
@@ -585,7 +585,7 @@ func (sc *leakScan) callSite(blocks []int) string {
 		}
 		if isPython(f) && !isLibrary(f.Filename) && !isModelFrame(f) {
 			lastUser = frameString(f)
-			if sc.plan.loop == (funcKey{f.Filename, f.Name}) {
+			if fk := (funcKey{f.Filename, f.Name}); sc.plan.loop == fk || sc.h.Phases.callers[fk] {
 				loopCall = lastUser
 			}
 		}

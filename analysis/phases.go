@@ -54,6 +54,9 @@ type Phases struct {
 	// Sources says what the phases were derived from ("annotations",
 	// "frames", "autograd threads", "lifetimes").
 	Sources []string
+	// callers are the functions that called a model found by its calls
+	// (forwardByCalls): the step's code, whose line names the forward.
+	callers map[funcKey]bool
 }
 
 // At returns the phase of event i.
@@ -254,6 +257,7 @@ func ComputePhases(h *History) *Phases {
 	filled := resolveHints(hints, d.Events, phaseIvs)
 	copy(p.code, filled)
 	p.nestAutogradInForward(h)
+	p.forwardByCalls(h, hints)
 	for _, src := range []struct {
 		used bool
 		name string
