@@ -92,7 +92,7 @@ type leakScan struct {
 	kept    [][]int
 	held    [][]int
 	delayed []delayedBlock
-	// backward says whether the device has any backward event.
+	// backward says whether the steps have any backward event.
 	backward bool
 	// guessed lifetimes (allocations without an address, paired by size).
 	guessed bool
@@ -107,7 +107,15 @@ func detectDeviceLeaks(h *History) []Leak {
 	if h.Steps == nil {
 		return nil
 	}
-	steps := h.Steps.completeSteps()
+	var out []Leak
+	for _, steps := range h.Steps.stepGroups() {
+		out = append(out, groupLeaks(h, steps)...)
+	}
+	return out
+}
+
+// groupLeaks looks for leaks among one group of complete steps.
+func groupLeaks(h *History, steps []stepRange) []Leak {
 	if len(steps) < minLeakSteps {
 		return nil
 	}
@@ -170,10 +178,9 @@ func scanSurvivors(h *History, plan *StepPlan, steps []stepRange) *leakScan {
 			sc.stepOf[i] = int32(k)
 		}
 	}
-	for _, c := range h.Phases.code {
-		if c == codeBackward {
-			sc.backward = true
-			break
+	for _, st := range steps {
+		for i := st.start; i <= st.end && i < n && !sc.backward; i++ {
+			sc.backward = h.Phases.code[i] == codeBackward
 		}
 	}
 	S := steps
@@ -258,8 +265,8 @@ func (sc *leakScan) stepNumbers(ks []int) []int {
 // site names a block's allocation site (its first user frame).
 func (sc *leakScan) site(bi int) string { return sc.h.blockSite(sc.sites, &sc.h.Blocks[bi]) }
 
-// forwardish reports whether block bi was allocated in forward (or, on a
-// device without any backward, in an unknown phase: an inference or
+// forwardish reports whether block bi was allocated in forward (or, in
+// steps without any backward, in an unknown phase: an inference or
 // evaluation loop whose phases were not recorded).
 func (sc *leakScan) forwardish(bi int) bool {
 	switch sc.h.Phases.At(sc.h.Blocks[bi].Alloc) {

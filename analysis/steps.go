@@ -40,7 +40,8 @@ type StepPlan struct {
 	// annotations", "the loop at eval.py:38 evaluate", …).
 	Evidence string `json:"evidence"`
 	// Site is the loop frame (file:line of the loop body's first line and
-	// the function) when Source is "loop".
+	// the function) when Source is "loop", or when a loop's iterations
+	// follow the optimizer steps (Source "optimizer").
 	Site string `json:"site,omitempty"`
 	// FirstEvents is the first event index of each step, in order.
 	FirstEvents []int `json:"first_events"`
@@ -48,6 +49,10 @@ type StepPlan struct {
 	Spans []StepSpan `json:"spans"`
 	// loop is the function of the loop frame when Source is "loop".
 	loop funcKey
+	// tail is the number of the first step of a loop that follows the
+	// optimizer steps (tailLoop), 0 when none: leak detection compares the
+	// steps before it and those from it on apart.
+	tail int
 }
 
 // StepSpan is one step of a device: its events and memory.
@@ -89,6 +94,7 @@ type planFound struct {
 	evidence string
 	site     string
 	loop     funcKey // the loop frame's function (source loop)
+	tail     int     // the first step of a loop after the optimizer steps
 	steps    []stepRange
 }
 
@@ -142,11 +148,11 @@ func computeSteps(h *History, stepIvs []interval) *StepPlan {
 			start = e + 1
 		}
 		if start < n {
-			found.steps = append(found.steps, stepRange{n: len(ends) + 1, start: start, end: n - 1, partial: true})
+			found = tailLoop(h, found, start)
 		}
 	} else if f := spanSteps(h); len(f.steps) >= minLeakSteps {
 		found = f
-	} else if f, ambiguous := loopSteps(h); len(f.steps) > 0 || ambiguous {
+	} else if f, ambiguous := loopSteps(h, 0); len(f.steps) > 0 || ambiguous {
 		found = f
 	} else {
 		found = periodSteps(h)
@@ -168,7 +174,7 @@ func computeSteps(h *History, stepIvs []interval) *StepPlan {
 
 // fill copies what a source found into the plan (memory comes later).
 func (plan *StepPlan) fill(f planFound) {
-	plan.Source, plan.Evidence, plan.Site, plan.loop = f.source, f.evidence, f.site, f.loop
+	plan.Source, plan.Evidence, plan.Site, plan.loop, plan.tail = f.source, f.evidence, f.site, f.loop, f.tail
 	for _, st := range f.steps {
 		plan.FirstEvents = append(plan.FirstEvents, st.start)
 		plan.Spans = append(plan.Spans, StepSpan{Step: st.n, StartEvent: st.start, EndEvent: st.end, Complete: !st.partial})
@@ -201,6 +207,19 @@ func (plan *StepPlan) completeSteps() []stepRange {
 		}
 	}
 	return out
+}
+
+// stepGroups returns the complete steps in the groups leak detection
+// compares apart: the optimizer steps and the iterations of a loop after
+// them (an evaluation after the training), or all of them.
+func (plan *StepPlan) stepGroups() [][]stepRange {
+	all := plan.completeSteps()
+	for k, st := range all {
+		if plan.tail > 0 && st.n >= plan.tail {
+			return [][]stepRange{all[:k], all[k:]}
+		}
+	}
+	return [][]stepRange{all}
 }
 
 // optimizerEnds returns the event index ending each optimizer step: the last

@@ -24,13 +24,13 @@ type loopVisit struct {
 }
 
 // walkLoopChains calls fn for every frame of the loop chain of every
-// allocation (an allocation with the stack of the one before changes no
-// line and is skipped).
-func walkLoopChains(h *History, lp *loopPositions, fn func(v loopVisit)) {
+// allocation from event from on (an allocation with the stack of the one
+// before changes no line and is skipped).
+func walkLoopChains(h *History, lp *loopPositions, from int, fn func(v loopVisit)) {
 	ev := h.Device.Events
 	prev := snapshot.StackID(0)
 	var last *loopChain
-	for i := range ev {
+	for i := from; i < len(ev); i++ {
 		e := &ev[i]
 		if e.Action != snapshot.ActionAlloc || e.Stack == 0 || e.Stack == prev {
 			continue
@@ -112,7 +112,8 @@ func (t *loopTrack) iterations() (n, model int) {
 	return n, model
 }
 
-// loopSteps finds the loop that runs the model and cuts the events at the
+// loopSteps finds the loop that runs the model among the events from event
+// first on (0: all of them) and cuts the events at the
 // start of each of its iterations. A first walk finds the loops: for every
 // position, the lines its own line returns to (a frame called anew by a
 // loop further out returns too, but that is the outer frame's loop); a line
@@ -132,7 +133,7 @@ func (t *loopTrack) iterations() (n, model int) {
 // outside the model, as in one pass of a function model over its layers —
 // nothing tells steps from layers: the result has no steps, its evidence
 // says why, and no other source may cut steps (ambiguous).
-func loopSteps(h *History) (found planFound, ambiguous bool) {
+func loopSteps(h *History, first int) (found planFound, ambiguous bool) {
 	lp := newLoopPositions(h.Snap)
 	var prevLine []int64
 	var started []bool
@@ -140,7 +141,7 @@ func loopSteps(h *History) (found planFound, ambiguous bool) {
 	var from []int64 // (position, line) → the highest line a return to it came from
 	var seen []int32
 	modelFrames := false
-	walkLoopChains(h, lp, func(v loopVisit) {
+	walkLoopChains(h, lp, first, func(v loopVisit) {
 		for int(v.pos) >= len(prevLine) {
 			prevLine, started = append(prevLine, 0), append(started, false)
 		}
@@ -180,7 +181,7 @@ func loopSteps(h *History) (found planFound, ambiguous bool) {
 	for k := range seen {
 		seen[k] = -1
 	}
-	walkLoopChains(h, lp, func(v loopVisit) {
+	walkLoopChains(h, lp, first, func(v loopVisit) {
 		ts := byPos[v.pos]
 		if len(ts) == 0 {
 			return

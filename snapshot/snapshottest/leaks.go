@@ -407,28 +407,36 @@ func EvalLoopKeepingOutputs(c LeakConfig) *Sim { return evalLoop(c, false, true,
 
 func evalLoop(c LeakConfig, leak, keepOutputs bool, shape loopShape) *Sim {
 	m := newLeakModel(NewSim(), c, "eval.py", "evaluate")
-	s := m.s
+	m.evalSteps(leak, keepOutputs, shape, 38, 1)
+	return m.s
+}
+
+// evalSteps runs the iterations of EvalLoop, the loop body's first line at
+// head (eval.py:38: the model called at head+3, the loss at head+4, the
+// total at head+5), numbered from first.
+func (m *leakModel) evalSteps(leak, keepOutputs bool, shape loopShape, head, first int) {
+	s, c := m.s, m.c
 	var x, total uint64
 	var prevLogits uint64
 	shape.warmUp(m)
 	var epoch uint64
-	for step := 1; step <= c.Steps; step++ {
+	for step := first; step < first+c.Steps; step++ {
 		epoch = shape.epochStart(m, step, epoch)
 		m.step(step, func() {
-			nx := s.Alloc(0, m.tokens*8, m.dataStack(38)) // x.to(device)
+			nx := s.Alloc(0, m.tokens*8, m.dataStack(head)) // x.to(device)
 			if x != 0 && !leak {
 				s.Free(0, x) // the previous batch, released when x is rebound
 			}
 			x = nx
 			m.firstExtra(step)
-			saved, logits := m.forward(x, leak, m.outer(41))
+			saved, logits := m.forward(x, leak, m.outer(head+3))
 			if prevLogits != 0 {
 				s.Free(0, prevLogits)
 				prevLogits = 0
 			}
 			ce := s.F("torch/nn/functional.py", 3494, "cross_entropy")
-			ls := s.Alloc(0, m.tokens*4, m.user(42, "log_softmax", ce)) // log-softmax denominators
-			loss := s.Alloc(0, 4, m.user(42, "nll_loss", ce))
+			ls := s.Alloc(0, m.tokens*4, m.user(head+4, "log_softmax", ce)) // log-softmax denominators
+			loss := s.Alloc(0, 4, m.user(head+4, "nll_loss", ce))
 			// the autocast region ends: under grad mode the graph keeps the
 			// weight copies it saved, with the rest of saved
 			saved = append(saved, m.exitAutocast(leak)...)
@@ -438,7 +446,7 @@ func evalLoop(c LeakConfig, leak, keepOutputs bool, shape loopShape) *Sim {
 				// graph hangs on the new one, with everything it saved (the
 				// ids and activations in saved, the logits, ls) and the
 				// loss: none of them is ever freed.
-				nt := s.Alloc(0, 4, m.user(43, "add"))
+				nt := s.Alloc(0, 4, m.user(head+5, "add"))
 				if total != 0 {
 					s.Free(0, total)
 				}
@@ -450,7 +458,7 @@ func evalLoop(c LeakConfig, leak, keepOutputs bool, shape loopShape) *Sim {
 			s.Free(0, loss) // loss.item() copies to the host; the tensor dies
 			if keepOutputs && c.KeepHidden {
 				// the final norm's output, kept by the model for the caller
-				s.Alloc(0, m.tokens*c.Hidden*4, m.top(146, "layer_norm", m.outer(41), s.F("torch/nn/functional.py", 2910, "layer_norm"), s.F("torch/nn/modules/normalization.py", 217, "forward"), m.call, m.wrap))
+				s.Alloc(0, m.tokens*c.Hidden*4, m.top(146, "layer_norm", m.outer(head+3), s.F("torch/nn/functional.py", 2910, "layer_norm"), s.F("torch/nn/modules/normalization.py", 217, "forward"), m.call, m.wrap))
 			}
 			if keepOutputs {
 				return // outputs.append(logits): never freed
@@ -458,7 +466,6 @@ func evalLoop(c LeakConfig, leak, keepOutputs bool, shape loopShape) *Sim {
 			prevLogits = logits
 		})
 	}
-	return s
 }
 
 // trainFault selects what goes wrong in trainLoop.
@@ -479,6 +486,13 @@ func trainLoop(c LeakConfig, f trainFault) *Sim {
 // runTrainLoop runs trainLoop on the simulator s.
 func runTrainLoop(s *Sim, c LeakConfig, f trainFault) *Sim {
 	m := newLeakModel(s, c, "train.py", "<module>")
+	m.trainSteps(f)
+	return s
+}
+
+// trainSteps runs the iterations of trainLoop (train.py:90–101).
+func (m *leakModel) trainSteps(f trainFault) {
+	s, c := m.s, m.c
 	var prevLogits, prevX, history uint64
 	var cycle []uint64
 	for step := 1; step <= c.Steps; step++ {
@@ -544,7 +558,6 @@ func runTrainLoop(s *Sim, c LeakConfig, f trainFault) *Sim {
 			prevLogits = logits
 		})
 	}
-	return s
 }
 
 // TrainLoopHealthy is a correct training loop in train.py: every step's

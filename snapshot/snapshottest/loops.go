@@ -67,3 +67,25 @@ func EvalEpochs(c LeakConfig, epochs int, leak bool) *Sim {
 func WarmupThenEval(c LeakConfig, warmup int, leak bool) *Sim {
 	return evalLoop(c, leak, false, loopShape{warmup: warmup})
 }
+
+// TrainThenEval is a training loop followed by an evaluation loop in one
+// function (def fit(): …, train.py):
+//
+//	for x, y in train_loader:                # train.py:90–101, as trainLoop
+//	    …
+//	for x, y in val_loader:                  # train.py:110
+//	    logits = model(x)                    # train.py:113
+//	    loss = F.cross_entropy(logits, y)    # train.py:114
+//	    total_loss += loss                   # train.py:115
+//
+// Config.Steps training steps (numbered 1…Steps), then Config.Steps
+// evaluation iterations (Steps+1…2·Steps), as EvalLoop: with leak under
+// grad mode, every iteration's graph kept through total_loss (the
+// retained_graph of the model's call at train.py:113 fit); without, under
+// no_grad with .item().
+func TrainThenEval(c LeakConfig, leak bool) *Sim {
+	m := newLeakModel(NewSim(), c, "train.py", "fit")
+	m.trainSteps(trainFault{})
+	m.evalSteps(leak, false, loopShape{}, 110, c.Steps+1)
+	return m.s
+}

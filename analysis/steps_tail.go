@@ -1,0 +1,54 @@
+package analysis
+
+import "github.com/torchmem/torchmem/snapshot"
+
+// tailLoop completes the optimizer steps found with the events after the
+// last one (from start on). A loop that runs the model there (an
+// evaluation loop after the training loop, in the same function or not)
+// gives steps of its own, numbered after the optimizer steps: its
+// iterations are complete steps, compared by leak detection like the
+// others. Frees alone before its first iteration belong to the last
+// optimizer step; any other event before it or after its last iteration
+// is a trailing part, not complete. Without such a loop, the events from
+// start on are one trailing part, as the recording cut the last step short.
+func tailLoop(h *History, found planFound, start int) planFound {
+	n := len(h.Device.Events)
+	next := len(found.steps) + 1
+	f, _ := loopSteps(h, start)
+	if len(f.steps) < minLeakSteps {
+		found.steps = append(found.steps, stepRange{n: next, start: start, end: n - 1, partial: true})
+		return found
+	}
+	first := max(f.steps[0].start, start)
+	f.steps[0].start = first
+	if start < first {
+		if allocates(h, start, first-1) {
+			found.steps = append(found.steps, stepRange{n: next, start: start, end: first - 1, partial: true})
+			next++
+		} else {
+			found.steps[len(found.steps)-1].end = first - 1
+		}
+	}
+	found.tail = next
+	for _, st := range f.steps {
+		st.n = next
+		found.steps = append(found.steps, st)
+		next++
+	}
+	if last := f.steps[len(f.steps)-1].end; last < n-1 {
+		found.steps = append(found.steps, stepRange{n: next, start: last + 1, end: n - 1, partial: true})
+	}
+	found.evidence += ", then " + f.evidence
+	found.site, found.loop = f.site, f.loop
+	return found
+}
+
+// allocates reports whether events i…j hold an allocation.
+func allocates(h *History, i, j int) bool {
+	for k := i; k <= j; k++ {
+		if h.Device.Events[k].Action == snapshot.ActionAlloc {
+			return true
+		}
+	}
+	return false
+}
