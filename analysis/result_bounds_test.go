@@ -5,21 +5,14 @@ import (
 	"encoding/json"
 	"io"
 	"math"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
-// allocated is how many bytes f allocates on the heap (the runtime's count,
-// not a clock).
-func allocated(f func()) uint64 {
-	var a, b runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&a)
-	f()
-	runtime.ReadMemStats(&b)
-	return b.TotalAlloc - a.TotalAlloc
-}
+// allocated is snapshottest.HeapAllocated: the heap bytes f allocates.
+var allocated = snapshottest.HeapAllocated
 
 // TestGateArithmeticSaturates: tolerances and site sums never wrap around,
 // whatever the figures (a baseline peak of −9·10^18 with 5% passed any run).

@@ -5,23 +5,14 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
-// allocated is how many bytes f allocates on the heap (the runtime's count,
-// not a clock: the same input allocates the same).
-func allocated(f func()) uint64 {
-	var a, b runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&a)
-	f()
-	runtime.ReadMemStats(&b)
-	return b.TotalAlloc - a.TotalAlloc
-}
+// allocated is snapshottest.HeapAllocated: the heap bytes f allocates.
+var allocated = snapshottest.HeapAllocated
 
 // gz compresses b as a gzip bomb would.
 func gz(b []byte) []byte {
