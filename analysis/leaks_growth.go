@@ -1,10 +1,6 @@
 package analysis
 
-import (
-	"fmt"
-
-	"github.com/torchmem/torchmem/snapshot"
-)
+import "fmt"
 
 // This file makes the step_growth finding: a steady rise of allocated memory
 // at step starts that the other findings do not explain.
@@ -62,9 +58,8 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 	from, to := S[1].start-1, S[len(S)-1].end
 	grow := map[string]int64{}
 	cacheGrow := map[string]int64{}
-	cacheStack := map[snapshot.StackID]bool{}
 	modelGrow := map[string]int64{} // grown inside a model call
-	modelStack := map[snapshot.StackID]bool{}
+	cacheStacks, modelStacks := newStackMemo(h.Snap, stackInCache), newStackMemo(h.Snap, stackInModel)
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
 		if b.Untracked {
@@ -77,20 +72,10 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 		s := sc.site(bi)
 		if z {
 			grow[s] += b.Size
-			c, ok := cacheStack[b.Stack]
-			if !ok {
-				c = stackInCache(h.Snap, b.Stack)
-				cacheStack[b.Stack] = c
-			}
-			if c {
+			if cacheStacks.get(b.Stack) {
 				cacheGrow[s] += b.Size
 			}
-			in, ok := modelStack[b.Stack]
-			if !ok {
-				in = stackInModel(h.Snap, b.Stack)
-				modelStack[b.Stack] = in
-			}
-			if in {
+			if modelStacks.get(b.Stack) {
 				modelGrow[s] += b.Size
 			}
 		} else {
