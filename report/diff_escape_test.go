@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // hostile are strings a baseline JSON can carry: terminal escapes (ESC, BEL,
@@ -22,38 +22,6 @@ var hostile = []string{
 	"\x9b31m\x9d0;t\x9c",
 	"\xff\xfe bad utf-8",
 	"word " + strings.Repeat("x", 95) + "::error::cut",
-}
-
-// inert reports why out is not inert for a terminal, a CI log or Markdown
-// ("" when it is).
-func inert(out string, markdown bool) string {
-	if !utf8.ValidString(out) {
-		return "invalid UTF-8"
-	}
-	for _, r := range out {
-		if (r < 0x20 && r != '\n') || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return "control character " + string(r)
-		}
-	}
-	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(strings.TrimLeft(line, " \t"), "::") {
-			return "workflow command line " + line
-		}
-		if strings.Contains(line, "##[") {
-			return "legacy workflow command " + line
-		}
-	}
-	if markdown {
-		// Outside code spans (whose text Markdown never reads as HTML; a
-		// backtick from the input cannot close them: mdCode replaces it).
-		parts := strings.Split(out, "`")
-		for i := 0; i < len(parts); i += 2 {
-			if strings.Contains(parts[i], "<") {
-				return "raw HTML: " + parts[i]
-			}
-		}
-	}
-	return ""
 }
 
 // hostileResult is an analysis whose every string from the file is s.
@@ -91,7 +59,7 @@ func TestDiffOutputsInert(t *testing.T) {
 			if err := f.write(&b); err != nil {
 				t.Fatal(err)
 			}
-			if why := inert(b.String(), f.markdown); why != "" {
+			if why := snapshottest.NotInert(b.String(), f.markdown); why != "" {
 				t.Errorf("%s of %q: %s\n%s", f.name, s, why, b.String())
 			}
 		}

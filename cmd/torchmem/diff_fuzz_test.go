@@ -5,39 +5,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
-
-// inertText reports why out is not inert for a terminal, a CI log or
-// Markdown ("" when it is): control characters, text that is not UTF-8, a
-// GitHub workflow command, HTML outside a code span.
-func inertText(out string, markdown bool) string {
-	if !utf8.ValidString(out) {
-		return "invalid UTF-8"
-	}
-	for _, r := range out {
-		if (r < 0x20 && r != '\n') || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return "control character"
-		}
-	}
-	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(strings.TrimLeft(line, " \t"), "::") || strings.Contains(line, "##[") {
-			return "workflow command: " + line
-		}
-	}
-	if markdown {
-		parts := strings.Split(out, "`")
-		for i := 0; i < len(parts); i += 2 {
-			if strings.Contains(parts[i], "<") {
-				return "raw HTML: " + parts[i]
-			}
-		}
-	}
-	return ""
-}
 
 // fuzzResult is an analysis whose strings from the file are s.
 func fuzzResult(s string, peak int64) []byte {
@@ -85,10 +57,10 @@ func FuzzDiffJSON(f *testing.F) {
 		if err := report.DiffJSON(&js, d); err != nil {
 			t.Fatal(err)
 		}
-		if why := inertText(text.String(), false); why != "" {
+		if why := snapshottest.NotInert(text.String(), false); why != "" {
 			t.Fatalf("text: %s", why)
 		}
-		if why := inertText(md.String(), true); why != "" {
+		if why := snapshottest.NotInert(md.String(), true); why != "" {
 			t.Fatalf("markdown: %s", why)
 		}
 		if !json.Valid(js.Bytes()) {

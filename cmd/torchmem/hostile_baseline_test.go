@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestHostileBaselines: baselines a stranger can hand to diff and check.
@@ -31,7 +33,7 @@ func TestHostileBaselines(t *testing.T) {
 			if !strings.Contains(js, rawJSONString(s)) {
 				t.Fatalf("the hostile string is not in the baseline")
 			}
-			if why := inertText(out, format == "markdown"); why != "" {
+			if why := snapshottest.NotInert(out, format == "markdown"); why != "" {
 				t.Errorf("diff --format %s of %q: %s", format, s, why)
 			}
 		}
