@@ -164,6 +164,32 @@ const foreignScript = `(() => {
     .filter(e => !own.has(e) && (e.matches('img, iframe, object, embed, script, link, frame, base, meta[http-equiv="refresh" i]') || active(e))).length;
 })()`
 
+// chartsDrawn holds once a page's script has drawn every chart.
+const chartsDrawn = `window.torchmemTiming && window.torchmemTiming.finished !== null`
+
+// loadOffline starts tab, cuts it off every network, opens the local file
+// and waits, as long as the test may, until the script ready holds.
+func loadOffline(tab context.Context, file, ready string) error {
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return err
+	}
+	if err := chromedp.Do(tab); err != nil {
+		return err
+	}
+	if err := networkOff(tab); err != nil {
+		return fmt.Errorf("network off: %w", err)
+	}
+	u := (&url.URL{Scheme: "file", Path: abs}).String()
+	if err := chromedp.Do(tab, chromedp.Navigate(u)); err != nil {
+		return fmt.Errorf("open %s: %w", u, err)
+	}
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](ready, pollUntilDeadline)); err != nil {
+		return fmt.Errorf("charts never finished drawing: %w", err)
+	}
+	return nil
+}
+
 // openReport opens an HTML file in a new tab of the browser with the network
 // off, waits for its charts, visits every device of the selector (hovering
 // every chart item when hover is set), and takes a full-page screenshot into
@@ -215,23 +241,12 @@ func openReport(t *testing.T, bctx context.Context, file, shotDir string, hover 
 	}))
 	defer cancel()
 	tabRef.Store(tab)
-	if err := chromedp.Do(tab); err != nil {
-		t.Fatal(err)
-	}
-	if err := networkOff(tab); err != nil {
-		t.Fatalf("network off: %v", err)
-	}
-	u := (&url.URL{Scheme: "file", Path: abs}).String()
-	if err := chromedp.Do(tab, chromedp.Navigate(u)); err != nil {
-		t.Fatalf("open %s: %v", u, err)
-	}
-	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`window.torchmemTiming && window.torchmemTiming.finished !== null &&
-	  performance.getEntriesByType('paint').some(e => e.name === 'first-contentful-paint')`,
-		pollUntilDeadline)); err != nil {
+	if err := loadOffline(tab, abs, chartsDrawn+` &&
+	  performance.getEntriesByType('paint').some(e => e.name === 'first-contentful-paint')`); err != nil {
 		mu.Lock()
 		errs := f.Errors
 		mu.Unlock()
-		t.Fatalf("%s: charts never finished drawing: %v (errors: %q)", file, err, errs)
+		t.Fatalf("%s: %v (errors: %q)", file, err, errs)
 	}
 	times, err := chromedp.Run(tab, chromedp.Evaluate[[]float64](`[
 	  (performance.getEntriesByType('paint').find(e => e.name === 'first-contentful-paint') || {startTime: -1}).startTime,

@@ -3,7 +3,6 @@ package report
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,24 +18,10 @@ import (
 // until its charts are drawn; the tab closes with the test.
 func openTab(t *testing.T, bctx context.Context, file string) context.Context {
 	t.Helper()
-	abs, err := filepath.Abs(file)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tab, cancel := chromedp.NewContext(bctx)
 	t.Cleanup(cancel)
-	if err := chromedp.Do(tab); err != nil {
-		t.Fatal(err)
-	}
-	if err := networkOff(tab); err != nil {
-		t.Fatalf("network off: %v", err)
-	}
-	if err := chromedp.Do(tab, chromedp.Navigate((&url.URL{Scheme: "file", Path: abs}).String())); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`window.torchmemTiming && window.torchmemTiming.finished !== null`,
-		pollUntilDeadline)); err != nil {
-		t.Fatalf("%s: charts never drawn: %v", file, err)
+	if err := loadOffline(tab, file, chartsDrawn); err != nil {
+		t.Fatalf("%s: %v", file, err)
 	}
 	return tab
 }

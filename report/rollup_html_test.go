@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -181,19 +180,11 @@ func openRollup(t *testing.T, bctx context.Context, file string) rollupPageFacts
 		}
 	}))
 	defer cancel()
-	abs, _ := filepath.Abs(file)
-	if err := chromedp.Do(tab); err != nil {
-		t.Fatal(err)
-	}
-	if err := networkOff(tab); err != nil {
-		t.Fatalf("network off: %v", err)
-	}
-	if err := chromedp.Do(tab, chromedp.Navigate((&url.URL{Scheme: "file", Path: abs}).String())); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`window.torchmemTiming && window.torchmemTiming.finished !== null`,
-		pollUntilDeadline)); err != nil {
-		t.Fatalf("charts never finished drawing: %v (errors %q)", err, f.Errors)
+	if err := loadOffline(tab, file, chartsDrawn); err != nil {
+		mu.Lock()
+		errs := f.Errors
+		mu.Unlock()
+		t.Fatalf("%v (errors %q)", err, errs)
 	}
 	charts, err := chromedp.Run(tab, chromedp.Evaluate[[]chartFact](`Array.from(document.querySelectorAll('[data-chart]')).map(el => {
 	  const inst = echarts.getInstanceByDom(el), o = inst ? inst.getOption() : null, s0 = o && o.series && o.series[0];
