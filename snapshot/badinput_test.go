@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // checkBadInput requires a one-line *Error naming the file, and no panic.
@@ -101,13 +103,6 @@ func TestTruncatedRealSnapshots(t *testing.T) {
 // TestHostileCheap: small or compressed inputs that would make a naive
 // decoder allocate without bound end quickly with an error.
 func TestHostileCheap(t *testing.T) {
-	gz := func(b []byte) []byte {
-		var out bytes.Buffer
-		zw, _ := gzip.NewWriterLevel(&out, gzip.BestCompression)
-		zw.Write(b)
-		zw.Close()
-		return out.Bytes()
-	}
 	cases := []struct {
 		name string
 		data []byte
@@ -117,13 +112,13 @@ func TestHostileCheap(t *testing.T) {
 		{"claims 4GB string", append([]byte("\x80\x04X\xff\xff\xff\xff"), make([]byte, 1000)...), "over the limit"},
 		{"claims 2^63 string", []byte("\x80\x04\x8d\xff\xff\xff\xff\xff\xff\xff\x7f"), "over the limit"},
 		// gzip bombs: millions of values pushed, or memoized.
-		{"bomb of values", gz(append([]byte("\x80\x04]("), bytes.Repeat([]byte("N"), 8<<20)...)), "pickle values"},
-		{"bomb of memo", gz(append([]byte("\x80\x04"), bytes.Repeat([]byte("N\x940"), 12<<20)...)), "memo entries"},
+		{"bomb of values", snapshottest.Gzip(append([]byte("\x80\x04]("), bytes.Repeat([]byte("N"), 8<<20)...)), "pickle values"},
+		{"bomb of memo", snapshottest.Gzip(append([]byte("\x80\x04"), bytes.Repeat([]byte("N\x940"), 12<<20)...)), "memo entries"},
 		{"memo cycle", []byte("\x80\x04]\x94h\x00a."), "not of memory segments"},
 		// A frame, then a list of 8M fetches of it in one batch: the frames
 		// fast path never holds more than a read buffer's worth (or
 		// MaxValues), and the slow path refuses the batch.
-		{"bomb of frame fetches", gz(append([]byte("\x80\x04]\x94}\x94(\x8c\x08filename\x8c\x01a\x8c\x04lineK\x01\x8c\x04name\x8c\x01fua]("),
+		{"bomb of frame fetches", snapshottest.Gzip(append([]byte("\x80\x04]\x94}\x94(\x8c\x08filename\x8c\x01a\x8c\x04lineK\x01\x8c\x04name\x8c\x01fua]("),
 			append(bytes.Repeat([]byte("h\x01"), 8<<20), "ea."...)...)), "pickle values"},
 	}
 	for _, c := range cases {

@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -13,15 +12,6 @@ import (
 
 // allocated is snapshottest.HeapAllocated: the heap bytes f allocates.
 var allocated = snapshottest.HeapAllocated
-
-// gz compresses b as a gzip bomb would.
-func gz(b []byte) []byte {
-	var out bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&out, gzip.BestCompression)
-	zw.Write(b)
-	zw.Close()
-	return out.Bytes()
-}
 
 // pickleStr is the opcode of a string (SHORT_BINUNICODE or BINUNICODE).
 func pickleStr(s string) []byte {
@@ -177,10 +167,10 @@ func TestValueBytesBound(t *testing.T) {
 		name, want string
 		data       []byte
 	}{
-		{"EMPTY_LIST", "hold more than 33554432 bytes", gz(append(append([]byte("\x80\x04"), bytes.Repeat([]byte("]"), 1_000_000)...), '.'))},
-		{"TUPLE1", "hold more than 33554432 bytes", gz(append(append([]byte("\x80\x04"), bytes.Repeat([]byte("N\x85"), 1_000_000)...), '.'))},
-		{"EMPTY_DICT", "hold more than 33554432 bytes", gz(append(append([]byte("\x80\x04"), bytes.Repeat([]byte("}"), 1_000_000)...), '.'))},
-		{"BINGET", "pickle values on the stack", gz(append(append([]byte("\x80\x04N\x94"), bytes.Repeat([]byte("h\x00"), 4_000_000)...), '.'))},
+		{"EMPTY_LIST", "hold more than 33554432 bytes", snapshottest.Gzip(append(append([]byte("\x80\x04"), bytes.Repeat([]byte("]"), 1_000_000)...), '.'))},
+		{"TUPLE1", "hold more than 33554432 bytes", snapshottest.Gzip(append(append([]byte("\x80\x04"), bytes.Repeat([]byte("N\x85"), 1_000_000)...), '.'))},
+		{"EMPTY_DICT", "hold more than 33554432 bytes", snapshottest.Gzip(append(append([]byte("\x80\x04"), bytes.Repeat([]byte("}"), 1_000_000)...), '.'))},
+		{"BINGET", "pickle values on the stack", snapshottest.Gzip(append(append([]byte("\x80\x04N\x94"), bytes.Repeat([]byte("h\x00"), 4_000_000)...), '.'))},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -200,7 +190,7 @@ func TestValueBytesBound(t *testing.T) {
 func TestDeviceCap(t *testing.T) {
 	nones := make([]any, 100_000)
 	traces := snapshottest.Marshal(snapshottest.D("segments", snapshottest.L(), "device_traces", snapshottest.L(nones...)), 4)
-	n, err := readBounded(t, "devices.pickle.gz", gz(traces))
+	n, err := readBounded(t, "devices.pickle.gz", snapshottest.Gzip(traces))
 	if err == nil || !strings.Contains(err.Error(), "device_traces lists 100000 devices, more than the limit of 256") {
 		t.Fatalf("got %v", err)
 	}
@@ -241,7 +231,7 @@ func TestTraceDeviceCap(t *testing.T) {
 		fmt.Fprintf(&b, `{"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": %d, "args": {"Device Type": 1, "Device Id": %d, "Addr": 4096, "Bytes": 512}}`, i, i)
 	}
 	b.WriteString("]}")
-	n, err := readBounded(t, "devices.json.gz", gz([]byte(b.String())))
+	n, err := readBounded(t, "devices.json.gz", snapshottest.Gzip([]byte(b.String())))
 	if err == nil || !strings.Contains(err.Error(), "[memory] events on more than 256 devices") {
 		t.Fatalf("got %v", err)
 	}

@@ -1,8 +1,6 @@
 package snapshot
 
 import (
-	"bytes"
-	"compress/gzip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -48,19 +46,11 @@ func TestLooksLikeInput(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 		p := filepath.Join(dir, "f")
-		if err := os.WriteFile(p, gzipBytes([]byte(tc.data)), 0o644); err != nil {
+		if err := os.WriteFile(p, st.Gzip([]byte(tc.data)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if head, err := Head(p); err != nil || LooksLikeInput(head) != tc.want {
 			t.Errorf("%s, gzip: %v (%v), want %v", tc.name, !tc.want, err, tc.want)
 		}
 	}
-}
-
-func gzipBytes(b []byte) []byte {
-	var out bytes.Buffer
-	zw := gzip.NewWriter(&out)
-	zw.Write(b)
-	zw.Close()
-	return out.Bytes()
 }

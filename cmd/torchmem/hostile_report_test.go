@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"fmt"
 	"os"
 	"strings"
@@ -13,15 +12,6 @@ import (
 	"github.com/torchmem/torchmem/snapshot"
 	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
-
-// gzipped is b compressed as a hostile file would be.
-func gzipped(b []byte) []byte {
-	var out bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&out, gzip.BestCompression)
-	zw.Write(b)
-	zw.Close()
-	return out.Bytes()
-}
 
 // manyDeviceSnapshot is a snapshot of the most devices a file may hold,
 // each running steps that keep memory (leaks) at many sites of deep stacks
@@ -84,7 +74,7 @@ func TestReportUnderTwoMBForHostileFiles(t *testing.T) {
 		name string
 		data []byte
 	}{
-		{"snapshot.pickle.gz", gzipped(manyDeviceSnapshot())},
+		{"snapshot.pickle.gz", st.Gzip(manyDeviceSnapshot())},
 		{"trace.json", manyDeviceTrace()},
 	} {
 		t.Run(c.name, func(t *testing.T) {

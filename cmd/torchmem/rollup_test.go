@@ -250,16 +250,9 @@ func TestRollupInputs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	gz := func(b []byte) []byte {
-		var out bytes.Buffer
-		zw := gzip.NewWriter(&out)
-		zw.Write(b)
-		zw.Close()
-		return out.Bytes()
-	}
 	rank7, _ := os.ReadFile(filepath.Join(job, "oom_snapshot_rank7.pickle"))
 	os.Remove(filepath.Join(job, "oom_snapshot_rank7.pickle"))
-	write("job/deeper/rank7.dat", gz(rank7)) // gzip, an odd name, one folder down
+	write("job/deeper/rank7.dat", st.Gzip(rank7)) // gzip, an odd name, one folder down
 	write("job/train.log", []byte("step 1 loss 2.3\n"))
 	write("job/config.json", []byte(`{"lr": 0.001}`))
 	summary := mustRun(t, nil, "analyze", "--format", "json", filepath.Join(job, "oom_snapshot_rank0.pickle"))
