@@ -87,7 +87,7 @@ func (d *pdict) has(key string) bool { _, ok := d.get(key); return ok }
 type plist struct {
 	items   []value
 	memo    int
-	gets    int     // times fetched from the memo: shared when > 0, never recycled
+	gets    int     // times fetched from the memo or DUP: shared when > 0
 	stack   StackID // the stack its frames became + 1, 0 before (see schema.stack)
 	frames  []FrameID
 	events  []Event   // the current chunk of trace entries
@@ -96,6 +96,9 @@ type plist struct {
 	blocks  []Block
 	segs    []Segment
 	annots  []rawAnnotation
+	// entryRefs counts the references to it trace entries consumed (see
+	// schema.stackOf).
+	entryRefs int
 }
 
 // decodeLong decodes a little-endian two's-complement integer.

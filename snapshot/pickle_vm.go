@@ -135,6 +135,8 @@ func (m *vm) memoPut(idx int, v value) {
 	case kList:
 		if l := v.list(); l.memo == 0 {
 			l.memo = idx + 1
+		} else if l.memo != idx+1 {
+			l.gets++ // a second slot keeps it after its first is replaced: never reused
 		}
 	}
 }
