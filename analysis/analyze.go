@@ -193,7 +193,7 @@ func deviceResult(h *History, opts Options) DeviceResult {
 	}
 
 	peak, peakVal := -1, h.InitialAllocated
-	for i, v := range h.Allocated {
+	for i, v := range h.allocatedRange(0, end) {
 		if v > peakVal {
 			peak, peakVal = i, v
 		}

@@ -70,7 +70,7 @@ func markAutocastCache(h *History) {
 	isCand := map[int]bool{}
 	strong := map[int]bool{}
 	for _, i := range allocs {
-		bi := h.openAt[i]
+		bi := h.openAt(i)
 		if bi < 0 {
 			continue
 		}
@@ -94,7 +94,7 @@ func markAutocastCache(h *History) {
 		if next < 0 || ev[next].Stack != ev[i].Stack {
 			continue
 		}
-		if prev >= 0 && ev[prev].Stack == ev[i].Stack && !isCand[int(h.openAt[prev])] {
+		if prev >= 0 && ev[prev].Stack == ev[i].Stack && !isCand[int(h.openAt(prev))] {
 			continue // the op's second allocation (its output came first)
 		}
 		isCand[int(bi)] = true

@@ -434,8 +434,9 @@ func (p *Phases) buildSpans(h *History) {
 		}
 		sp := PhaseSpan{Phase: codePhase[p.code[i]], Step: int(p.step[i]), StartEvent: i, EndEvent: j,
 			StartUS: h.TimeUS(i), EndUS: h.TimeUS(j), Events: j - i + 1}
+		peak, _ := h.peakIn(i, j)
+		sp.PeakAllocatedBytes = max(sp.PeakAllocatedBytes, peak)
 		for k := i; k <= j; k++ {
-			sp.PeakAllocatedBytes = max(sp.PeakAllocatedBytes, h.Allocated[k])
 			p.span[k] = int32(len(p.Spans))
 		}
 		p.Spans = append(p.Spans, sp)
