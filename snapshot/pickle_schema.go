@@ -47,10 +47,13 @@ type schema struct {
 	expanded   int64 // bytes of strings handled for records (see charge)
 	rendered   int64 // bytes of text rendered from values (see render)
 	err        error // the first bound the file broke; the machine stops on it
+	// inputBytes is the size of the pickle when known (a file not
+	// gzipped), else −1: the trace's slice is reserved from it.
+	inputBytes int64
 }
 
 func newSchema(b *Builder) *schema {
-	return &schema{b: b, unknownKey: map[string]int{}, unknownAct: map[string]int{}}
+	return &schema{b: b, unknownKey: map[string]int{}, unknownAct: map[string]int{}, inputBytes: -1}
 }
 
 // appendItem appends v to list l, reducing it into the model when it is a
@@ -89,7 +92,11 @@ func (s *schema) appendItem(l *plist, v value) {
 			l.frames = append(l.frames, id)
 			return
 		case shapeEntry:
-			l.addEvent(s.event(d))
+			at := int64(-1)
+			if m != nil {
+				at = m.off
+			}
+			l.addEvent(s.event(d), at, s.inputBytes)
 			s.consumed(d)
 			return
 		case shapeBlock:
