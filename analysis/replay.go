@@ -34,6 +34,8 @@ type Block struct {
 	// Stack is the allocation stack (the trace entry's, or the dump-time
 	// block's for blocks allocated before recording); FreeStack the free's.
 	Stack, FreeStack snapshot.StackID
+	meta             uint32 // Event.Meta of the allocation (memory timelines: "category:…")
+
 	// Untracked marks the part of a chrome trace's pre-window baseline that
 	// no event accounts for (a pseudo-block at address 0).
 	Untracked bool
@@ -41,12 +43,12 @@ type Block struct {
 	// other streams (active_pending_free) that the trace never touches: it
 	// holds memory but is not allocated at any event.
 	PendingAtStart bool
-	// Category, Rule and Confidence are set by classification.
+	// Category, Rule and Confidence are set by classification. (The
+	// fields are ordered so that the small ones share a word: a long trace
+	// has millions of blocks.)
 	Category   Category
 	Rule       string
 	Confidence Confidence
-
-	meta uint32 // Event.Meta of the allocation (memory timelines: "category:…")
 }
 
 // allocEnd is the event at which the block stops being allocated:
