@@ -100,3 +100,42 @@ func checkReserved(t *testing.T, name string, h *History) {
 		}
 	}
 }
+
+// TestStepAndSpanFromRuns: once the phases are computed, the step and the
+// span of an event are looked up from runs, not kept per event. Every event
+// of a span with events must answer that span and its step, on every real
+// file and simulated runs with steps of each source.
+func TestStepAndSpanFromRuns(t *testing.T) {
+	inputs := map[string]*snapshot.Snapshot{}
+	for _, c := range []st.LeakConfig{st.DefaultLeakConfig, {Layers: 2, Hidden: 64, Tokens: 128, Vocab: 100, Steps: 6, Profiler: true}} {
+		inputs["train "+c.Stacks.String()] = read(t, st.TrainLoopHealthy(c), 0)
+		inputs["eval "+c.Stacks.String()] = read(t, st.EvalLoop(c, true), 0)
+	}
+	for _, path := range st.SharedInputs(t) {
+		s, err := snapshot.Open(path, snapshot.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs[path] = s
+	}
+	for name, s := range inputs {
+		for _, d := range s.Devices {
+			h := BuildHistory(s, d)
+			covered := 0
+			for si, sp := range h.Phases.Spans {
+				for k := sp.StartEvent; sp.Events > 0 && k <= sp.EndEvent; k++ {
+					if h.Phases.SpanAt(k) != si || h.Phases.StepAt(k) != sp.Step {
+						t.Fatalf("%s device %d event %d: span %d step %d, want span %d step %d", name, d.ID, k, h.Phases.SpanAt(k), h.Phases.StepAt(k), si, sp.Step)
+					}
+					covered++
+				}
+			}
+			if n := h.NumEvents(); covered != n || h.Phases.SpanAt(n) != -1 || h.Phases.SpanAt(-1) != -1 {
+				t.Errorf("%s device %d: spans cover %d of %d events", name, d.ID, covered, n)
+			}
+			if n := h.NumEvents(); n > 0 && h.Phases.StepAt(-1) != h.Phases.StepAt(0) {
+				t.Errorf("%s device %d: before the first event step %d, the first event's %d", name, d.ID, h.Phases.StepAt(-1), h.Phases.StepAt(0))
+			}
+		}
+	}
+}

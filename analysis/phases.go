@@ -47,10 +47,14 @@ const NoStep = -1
 // other sources are numbered from 1 in the file (events outside them 0);
 // without steps every event is step 0.
 type Phases struct {
-	code  []uint8
-	step  []int32
-	span  []int32
-	Spans []PhaseSpan
+	code []uint8
+	// step and span are the step and the index in Spans of every event
+	// while the phases are computed; then steps and spanOrder replace them
+	// (a few entries for a run of millions of events).
+	step, span []int32
+	steps      []stepRun // the runs of events of one step, in event order
+	spanOrder  []int32   // the spans with events, by their first event
+	Spans      []PhaseSpan
 	// Sources says what the phases were derived from ("annotations",
 	// "frames", "autograd threads", "lifetimes").
 	Sources []string
@@ -67,23 +71,63 @@ func (p *Phases) At(i int) Phase {
 	return codePhase[p.code[i]]
 }
 
+// stepRun is a run of consecutive events of one step, from event start.
+type stepRun struct{ start, step int32 }
+
 // StepAt returns the step of event i.
 func (p *Phases) StepAt(i int) int {
-	if i < 0 || i >= len(p.step) {
-		if i < 0 && len(p.step) > 0 {
-			return int(p.step[0])
+	if p.step != nil || len(p.steps) == 0 {
+		if i < 0 || i >= len(p.step) {
+			if i < 0 && len(p.step) > 0 {
+				return int(p.step[0])
+			}
+			return 0
 		}
+		return int(p.step[i])
+	}
+	if i >= len(p.code) {
 		return 0
 	}
-	return int(p.step[i])
+	k := sort.Search(len(p.steps), func(k int) bool { return int(p.steps[k].start) > i }) - 1
+	return int(p.steps[max(k, 0)].step)
 }
 
 // SpanAt returns the index in Spans of the span holding event i (−1).
 func (p *Phases) SpanAt(i int) int {
-	if i < 0 || i >= len(p.span) {
+	if p.span != nil {
+		if i < 0 || i >= len(p.span) {
+			return -1
+		}
+		return int(p.span[i])
+	}
+	if i < 0 || i >= len(p.code) {
 		return -1
 	}
-	return int(p.span[i])
+	o := p.spanOrder
+	k := sort.Search(len(o), func(k int) bool { return p.Spans[o[k]].StartEvent > i }) - 1
+	if k < 0 || p.Spans[o[k]].EndEvent < i {
+		return -1
+	}
+	return int(o[k])
+}
+
+// compact replaces the step and the span of every event by their runs,
+// once they are final (StepAt and SpanAt answer the same from them).
+func (p *Phases) compact() {
+	for i, st := range p.step {
+		if i == 0 || st != p.step[i-1] {
+			p.steps = append(p.steps, stepRun{int32(i), st})
+		}
+	}
+	for si, sp := range p.Spans {
+		if sp.Events > 0 {
+			p.spanOrder = append(p.spanOrder, int32(si))
+		}
+	}
+	sort.Slice(p.spanOrder, func(a, b int) bool {
+		return p.Spans[p.spanOrder[a]].StartEvent < p.Spans[p.spanOrder[b]].StartEvent
+	})
+	p.step, p.span = nil, nil
 }
 
 var stepRE = regexp.MustCompile(`ProfilerStep\s*#\s*(\d+)`)
@@ -275,6 +319,7 @@ func ComputePhases(h *History) *Phases {
 	p.buildSpans(h)
 	h.measureSteps()
 	p.addEmptySpans(h, phaseIvs, annIdx, stepIvs)
+	p.compact()
 	return p
 }
 
