@@ -50,7 +50,7 @@ wheels: release
 # machine at load 20, half of go test's default of 10 minutes; the tests'
 # own waits end shortly before this deadline (snapshottest.Context).
 test:
-	@test -z "$$(gofmt -l cmd snapshot analysis report)" || { echo "gofmt needed:"; gofmt -l cmd snapshot analysis report; exit 1; }
+	@test -z "$$(gofmt -l cmd snapshot analysis report tools)" || { echo "gofmt needed:"; gofmt -l cmd snapshot analysis report tools; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
 
@@ -76,7 +76,7 @@ fuzz:
 			echo "== $$pkg $$t"; $(GO) test -run '^$$' -timeout 0 -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done; done
 
 lint:
-	@test -z "$$(gofmt -l cmd snapshot analysis report)" || { gofmt -l cmd snapshot analysis report; exit 1; }
+	@test -z "$$(gofmt -l cmd snapshot analysis report tools)" || { gofmt -l cmd snapshot analysis report tools; exit 1; }
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
