@@ -66,7 +66,7 @@ func run(args []string, stdout io.Writer) error {
 		return err
 	}
 	if *version == "" || fl.NArg() == 0 {
-		return fmt.Errorf("usage: wheel -version VERSION [-o DIR] [-readme F] [-license F]... [-url URL] BINARY...")
+		return fmt.Errorf("usage: wheel -version VERSION [-o DIR] [-readme F] [-license F] [-license-expression E] [-url URL] BINARY [BINARY]")
 	}
 	pyVersion, err := pep440(*version)
 	if err != nil {
