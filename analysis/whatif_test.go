@@ -19,11 +19,10 @@ func TestWhatIfPartsSumToAllocated(t *testing.T) {
 				continue
 			}
 			h := BuildHistory(s, d)
-			c := buildCurves(h)
-			for j := range c.v[0] {
+			for j, v := range statesOf(buildCurves(h)) {
 				var sum int64
-				for p := range c.v {
-					sum += c.v[p][j]
+				for p := range v {
+					sum += v[p]
 				}
 				if want := h.AllocatedAt(j - 1); sum != want {
 					t.Errorf("%s device %d: parts sum to %d after event %d, allocated %d", path, d.ID, sum, j-1, want)
@@ -32,6 +31,18 @@ func TestWhatIfPartsSumToAllocated(t *testing.T) {
 			}
 		}
 	}
+}
+
+// statesOf is the parts of every state of c (0: before the first event …
+// n: after the last), from one replay.
+func statesOf(c *curves) [][numParts]int64 {
+	out := make([][numParts]int64, c.end()+1)
+	c.resolve(func() {
+		for j := range out {
+			out[j] = c.at(j)
+		}
+	})
+	return out
 }
 
 // simRun simulates a training run and returns its snapshot's history and
@@ -123,10 +134,8 @@ func TestWhatIfSuggestions(t *testing.T) {
 	}
 	h := BuildHistory(s, s.Devices[0])
 	c := buildCurves(h)
-	var stale, staleRequested int64
-	for _, v := range c.v[partStaleGrad] {
-		stale = max(stale, v)
-	}
+	var staleRequested int64
+	stale := c.maxOf(partStaleGrad)
 	for bi := range h.staleGradients() {
 		staleRequested += h.Blocks[bi].Requested
 	}
