@@ -48,13 +48,13 @@ const NoStep = -1
 // without steps every event is step 0.
 type Phases struct {
 	code []uint8
-	// step and span are the step and the index in Spans of every event
-	// while the phases are computed; then steps and spanOrder replace them
-	// (a few entries for a run of millions of events).
-	step, span []int32
-	steps      []stepRun // the runs of events of one step, in event order
-	spanOrder  []int32   // the spans with events, by their first event
-	Spans      []PhaseSpan
+	// step is the step of every event while the phases are computed; then
+	// steps replace it, and spanOrder indexes the spans (a few entries for
+	// a run of millions of events).
+	step      []int32
+	steps     []stepRun // the runs of events of one step, in event order
+	spanOrder []int32   // the spans with events, by their first event
+	Spans     []PhaseSpan
 	// Sources says what the phases were derived from ("annotations",
 	// "frames", "autograd threads", "lifetimes").
 	Sources []string
@@ -94,12 +94,6 @@ func (p *Phases) StepAt(i int) int {
 
 // SpanAt returns the index in Spans of the span holding event i (−1).
 func (p *Phases) SpanAt(i int) int {
-	if p.span != nil {
-		if i < 0 || i >= len(p.span) {
-			return -1
-		}
-		return int(p.span[i])
-	}
 	if i < 0 || i >= len(p.code) {
 		return -1
 	}
@@ -111,8 +105,8 @@ func (p *Phases) SpanAt(i int) int {
 	return int(o[k])
 }
 
-// compact replaces the step and the span of every event by their runs,
-// once they are final (StepAt and SpanAt answer the same from them).
+// compact replaces the step of every event by its runs and indexes the
+// spans by their first event, once both are final (StepAt and SpanAt).
 func (p *Phases) compact() {
 	for i, st := range p.step {
 		if i == 0 || st != p.step[i-1] {
@@ -127,7 +121,7 @@ func (p *Phases) compact() {
 	sort.Slice(p.spanOrder, func(a, b int) bool {
 		return p.Spans[p.spanOrder[a]].StartEvent < p.Spans[p.spanOrder[b]].StartEvent
 	})
-	p.step, p.span = nil, nil
+	p.step = nil
 }
 
 var stepRE = regexp.MustCompile(`ProfilerStep\s*#\s*(\d+)`)
@@ -199,13 +193,27 @@ func innermost(events []snapshot.Event, ivs []interval) []int32 {
 	if len(ivs) == 0 {
 		return out
 	}
-	order := make([]int32, 0, len(events))
+	// A device's events are in time order: sort them only when they are
+	// not (the sort costs more than the sweep, and a copy of the indexes).
+	var order []int32
+	last := int64(math.MinInt64)
 	for i := range events {
-		if events[i].HasTime() {
-			order = append(order, int32(i))
+		if t := events[i].TimeNS; events[i].HasTime() {
+			if t < last {
+				order = make([]int32, 0, len(events))
+				break
+			}
+			last = t
 		}
 	}
-	sort.SliceStable(order, func(a, b int) bool { return events[order[a]].TimeNS < events[order[b]].TimeNS })
+	if order != nil {
+		for i := range events {
+			if events[i].HasTime() {
+				order = append(order, int32(i))
+			}
+		}
+		sort.SliceStable(order, func(a, b int) bool { return events[order[a]].TimeNS < events[order[b]].TimeNS })
+	}
 	byStart := make([]int, len(ivs))
 	for i := range byStart {
 		byStart[i] = i
@@ -213,7 +221,16 @@ func innermost(events []snapshot.Event, ivs []interval) []int32 {
 	sort.SliceStable(byStart, func(a, b int) bool { return ivs[byStart[a]].start < ivs[byStart[b]].start })
 	var active []int
 	next := 0
-	for _, ei := range order {
+	for k := 0; k < len(events); k++ {
+		ei := int32(k)
+		if order != nil {
+			if k >= len(order) {
+				break
+			}
+			ei = order[k]
+		} else if !events[k].HasTime() {
+			continue
+		}
 		t := events[ei].TimeNS
 		for next < len(byStart) && ivs[byStart[next]].start <= t {
 			active = append(active, byStart[next])
@@ -251,7 +268,7 @@ func innermost(events []snapshot.Event, ivs []interval) []int32 {
 func ComputePhases(h *History) *Phases {
 	s, d := h.Snap, h.Device
 	n := len(d.Events)
-	p := &Phases{code: make([]uint8, n), step: make([]int32, n), span: make([]int32, n)}
+	p := &Phases{code: make([]uint8, n), step: make([]int32, n)}
 	h.Phases = p
 	ann := h.ann
 	if ann == nil {
@@ -298,8 +315,7 @@ func ComputePhases(h *History) *Phases {
 			}
 		}
 	}
-	filled := resolveHints(hints, d.Events, phaseIvs)
-	copy(p.code, filled)
+	resolveHints(hints, d.Events, phaseIvs, p.code)
 	p.nestAutogradInForward(h)
 	p.forwardByCalls(h, hints)
 	for _, src := range []struct {
@@ -367,10 +383,10 @@ func freesCarryAllocStacks(h *History) bool {
 // sides agree; after forward (or before the first backward or optimizer
 // hint) it is backward. An annotated phase that ended (or began) between an
 // event and its nearest strong hint counts as that hint, even when it holds
-// no event of this device.
-func resolveHints(hints []hint, events []snapshot.Event, ivs []interval) []uint8 {
+// no event of this device. The phases are written into out (zeroed:
+// unknown).
+func resolveHints(hints []hint, events []snapshot.Event, ivs []interval, out []uint8) {
 	n := len(hints)
-	out := make([]uint8, n)
 	strong := func(h hint) bool { return h >= hintInit }
 	byEnd := make([]interval, 0, len(ivs))
 	byStart := make([]interval, 0, len(ivs))
@@ -397,11 +413,11 @@ func resolveHints(hints []hint, events []snapshot.Event, ivs []interval) []uint8
 		}
 	}
 	// next strong hint index after each position
-	nextIdx := make([]int, n+1)
+	nextIdx := make([]int32, n+1)
 	nextIdx[n] = -1
 	for i := n - 1; i >= 0; i-- {
 		if strong(hints[i]) {
-			nextIdx[i] = i
+			nextIdx[i] = int32(i)
 		} else {
 			nextIdx[i] = nextIdx[i+1]
 		}
@@ -417,7 +433,7 @@ func resolveHints(hints []hint, events []snapshot.Event, ivs []interval) []uint8
 		if prevIdx >= 0 {
 			prev = hints[prevIdx]
 		}
-		ni := nextIdx[i+1]
+		ni := int(nextIdx[i+1])
 		if ni >= 0 {
 			next = hints[ni]
 		}
@@ -465,7 +481,6 @@ func resolveHints(hints []hint, events []snapshot.Event, ivs []interval) []uint8
 			out[i] = codeBackward
 		}
 	}
-	return out
 }
 
 // buildSpans groups consecutive events of one phase and step into spans and
@@ -481,9 +496,6 @@ func (p *Phases) buildSpans(h *History) {
 			StartUS: h.TimeUS(i), EndUS: h.TimeUS(j), Events: j - i + 1}
 		peak, _ := h.peakIn(i, j)
 		sp.PeakAllocatedBytes = max(sp.PeakAllocatedBytes, peak)
-		for k := i; k <= j; k++ {
-			p.span[k] = int32(len(p.Spans))
-		}
 		p.Spans = append(p.Spans, sp)
 		i = j + 1
 	}
@@ -547,11 +559,6 @@ func (p *Phases) addEmptySpans(h *History, ivs []interval, annIdx []int32, stepI
 		return all[a].Events > all[b].Events
 	})
 	p.Spans = all
-	for si, sp := range p.Spans {
-		for k := sp.StartEvent; sp.Events > 0 && k <= sp.EndEvent; k++ {
-			p.span[k] = int32(si)
-		}
-	}
 }
 
 // nestAutogradInForward recodes as forward each run of backward events that
