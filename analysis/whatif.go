@@ -350,7 +350,7 @@ func inferModel(h *History, c *curves) InferredModel {
 	}
 	m.ActivationBytes = c.maxOf(partLinear, partQuad)
 	m.KVCacheBytes = c.maxOf(partKV)
-	if act := c.at(c.argmax(partLinear, partQuad)); act[partLinear]+act[partQuad] == m.ActivationBytes {
+	if act, sum := c.partsAtMax(partLinear, partQuad); sum == m.ActivationBytes {
 		m.AttentionBytes = act[partQuad]
 	}
 	if len(h.Snap.GradAccumulations) > 0 {

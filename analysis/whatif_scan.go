@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -20,9 +21,12 @@ import (
 // weighs, so projected peaks keep the index of the first event that
 // reaches them.
 //
-// Queries (peak, maxOf, argmax, maxFactor, at) answer at once with a replay
-// of their own; inside resolve they are gathered, answered together by one
-// replay, and the function asked again until every answer is known.
+// Queries (peak, maxOf, argmax, partsAtMax, maxFactor, at) answer at once
+// with a replay of their own; inside resolve they are gathered, answered
+// together by one replay, and the function asked again until every answer
+// is known. A replay also keeps the state after the last event and the
+// state at each peak of factors that weigh every part, so that the
+// what-if needs one replay.
 type curves struct {
 	h    *History
 	part []part // the part of each block
@@ -33,6 +37,7 @@ type curves struct {
 	limits    map[factorQuery]float64
 	states    map[int][numParts]int64
 	gathering bool // inside resolve: gather queries instead of replaying
+	replays   int  // replays done (a test counts them)
 	pending   struct {
 		peaks  []factors
 		sums   []partSet
@@ -50,11 +55,12 @@ type peakAt struct {
 // partSet is a set of parts, one bit each.
 type partSet uint32
 
-// peakSum is the largest sum of a set of parts and the first state that
-// holds it.
+// peakSum is the largest sum of a set of parts, the first state that
+// holds it and the bytes of those parts there (the others are 0).
 type peakSum struct {
 	bytes int64
 	at    int
+	parts [numParts]int64
 }
 
 // factorQuery is a maxFactor question.
@@ -139,6 +145,13 @@ func (c *curves) sum(parts []part) peakSum {
 	return r
 }
 
+// partsAtMax is the bytes of some parts (the others 0) at the first state
+// where they are largest together, and that sum (see sum).
+func (c *curves) partsAtMax(parts ...part) ([numParts]int64, int64) {
+	r := c.sum(parts)
+	return r.parts, r.bytes
+}
+
 // maxOf is the largest value of some parts together over the run (0 when
 // they never hold any).
 func (c *curves) maxOf(parts ...part) int64 { return max(c.sum(parts).bytes, 0) }
@@ -219,10 +232,14 @@ func factorAt(v *[numParts]int64, limit int64, seq bool) float64 {
 
 // replay answers the pending queries in one pass over the events.
 func (c *curves) replay() {
+	c.replays++
 	q := c.pending
 	c.pending.peaks, c.pending.sums, c.pending.limits, c.pending.states = nil, nil, nil, nil
 	h := c.h
 	peaks := make([]peakAt, len(q.peaks))
+	// The state at a peak is the run's end, kept, when every part weighs:
+	// no part grew in the run after the first state at its value.
+	atPeak := make([][numParts]int64, len(q.peaks))
 	for k := range peaks {
 		peaks[k].bytes = math.Inf(-1)
 	}
@@ -263,19 +280,22 @@ func (c *curves) replay() {
 					}
 				}
 				peaks[k] = peakAt{t, first}
+				atPeak[k] = v
 			}
 		}
 		for k, s := range q.sums {
 			var t int64
+			var parts [numParts]int64
 			first := 0
 			for p := range v {
 				if s&(1<<p) != 0 {
 					t += v[p]
+					parts[p] = v[p]
 					first = max(first, grew[p])
 				}
 			}
 			if t > sums[k].bytes {
-				sums[k] = peakSum{t, first}
+				sums[k] = peakSum{t, first, parts}
 			}
 		}
 		for k, lq := range q.limits {
@@ -336,8 +356,12 @@ func (c *curves) replay() {
 	if inRun {
 		visit(c.n)
 	}
+	c.states[c.n] = v
 	for k, f := range q.peaks {
 		c.peaks[f] = peaks[k]
+		if !slices.Contains(f[:], 0) {
+			c.states[peaks[k].at] = atPeak[k]
+		}
 	}
 	for k, s := range q.sums {
 		c.sums[s] = sums[k]

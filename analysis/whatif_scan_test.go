@@ -3,8 +3,10 @@ package analysis
 import (
 	"math"
 	"math/rand"
+	"slices"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/estimate"
 	"github.com/torchmem/torchmem/snapshot"
 	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
@@ -110,13 +112,19 @@ func TestCurvesAnswerAsEveryState(t *testing.T) {
 					got[k] = peakAt{float64(b), j}
 				}
 				for k, ps := range sets {
-					gotSums[k] = peakSum{c.maxOf(ps...), c.argmax(ps...)}
+					parts, _ := c.partsAtMax(ps...)
+					gotSums[k] = peakSum{c.maxOf(ps...), c.argmax(ps...), parts}
 				}
 				for k, l := range limits {
 					gotLimits[k] = c.maxFactor(l.limit, l.seq)
 				}
 			})
 			for k, f := range fs {
+				if !slices.Contains(f[:], 0) {
+					if v := c.at(got[k].at); v != all[got[k].at] {
+						t.Errorf("%s device %d factors %v: state at the peak %v, every state %v", name, d.ID, f, v, all[got[k].at])
+					}
+				}
 				best, bj := math.Inf(-1), 0
 				for j := range all {
 					if v := dot(f, &all[j]); v > best {
@@ -140,7 +148,11 @@ func TestCurvesAnswerAsEveryState(t *testing.T) {
 						first, firstVal = j, sum
 					}
 				}
-				if want := (peakSum{best, first}); gotSums[k] != want {
+				var parts [numParts]int64
+				for _, p := range ps {
+					parts[p] = all[first][p]
+				}
+				if want := (peakSum{best, first, parts}); gotSums[k] != want {
 					t.Errorf("%s device %d parts %v: largest %v, every state %v", name, d.ID, ps, gotSums[k], want)
 				}
 			}
@@ -161,4 +173,25 @@ func TestCurvesAnswerAsEveryState(t *testing.T) {
 		}
 	}
 	t.Logf("%d inputs, %d states, %d factors, %d sets of parts", len(inputs), states, len(fs), len(sets))
+}
+
+// TestWhatIfOneReplay: the what-if of a run replays its events once (its
+// queries gathered; the states it reads kept by that replay), and the
+// projection to another size twice (its plan's peaks without each member
+// depend on the plan).
+func TestWhatIfOneReplay(t *testing.T) {
+	s := openShared(t, "snapshots", "nothanmin_fullstep.pickle")
+	r, h := analyze(s, DefaultOptions())
+	c := buildCurves(h)
+	var w *WhatIf
+	c.resolve(func() { w = c.whatIf(&r.Devices[0], r.Suggestions, 0) })
+	if c.replays != 1 || w.MeasuredPeakBytes != r.WhatIf.MeasuredPeakBytes {
+		t.Errorf("%d replays for the what-if (peak %d, the analysis' %d)", c.replays, w.MeasuredPeakBytes, r.WhatIf.MeasuredPeakBytes)
+	}
+	c = buildCurves(h)
+	gpu := estimate.NewGPU("", 24<<30)
+	c.resolve(func() { c.project(r, 2, 1, Size{Batch: 4}, Size{Batch: 8}, gpu) })
+	if c.replays > 2 {
+		t.Errorf("%d replays for a projection", c.replays)
+	}
 }
