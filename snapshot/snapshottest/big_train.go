@@ -30,7 +30,7 @@ type TrainingConfig struct {
 
 // trainingVersion names the files WriteTraining writes in the benchmarks'
 // cache (GeneratedFile): change it with what the generator writes.
-const trainingVersion = "1"
+const trainingVersion = "2"
 
 // BenchTraining is the model of the benchmarks' generated training runs:
 // a 24-layer transformer of hidden size 1,024 on 4,096 tokens a step with a
@@ -275,6 +275,13 @@ func (p *trainPickler) entry(e *Dict, dt int64) {
 			p.entryFrames(e, e.Vals[i].(*List))
 		case "time_us":
 			p.int(e.Vals[i].(int64) + dt)
+		case "compile_context":
+			// PyTorch makes a string object per entry, which the pickler
+			// (memoizing by identity) writes afresh each time.
+			v := e.Vals[i].(string)
+			p.raw(0x8c, byte(len(v)))
+			p.raw([]byte(v)...)
+			p.memoize()
 		default:
 			p.value(e.Vals[i])
 		}
