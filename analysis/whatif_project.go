@@ -86,6 +86,10 @@ func Project(s *snapshot.Snapshot, opts Options, at, to Size, gpu *estimate.GPU)
 	act, attn := saturate(lin+quad), saturate(quad)
 	e.ActivationsBytes, e.AttentionBytes = &act, &attn
 	e.TotalBytes = peak
+	e.PeakPhase = string(c.phaseAt(j))
+	e.Phases = []estimate.PhasePeak{{Phase: e.PeakPhase, Bytes: peak, Parts: []estimate.Part{
+		{Name: "parameters", Bytes: e.ParametersBytes}, {Name: "gradients", Bytes: e.GradientsBytes},
+		{Name: "optimizer state", Bytes: e.OptimizerStateBytes}, {Name: "activations", Bytes: act}, {Name: "other", Bytes: e.OtherBytes}}}}
 	e.Measured = &estimate.Measured{Path: r.Input.Path, FromBatch: at.Batch, FromSeq: at.Seq, ToBatch: to.Batch, ToSeq: to.Seq,
 		PeakBytes: measured, PeakPhase: string(c.phaseAt(mj)), ProjectedPhase: string(c.phaseAt(j))}
 	if gpu == nil && w.CapacityBytes > 0 {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/estimate"
 	"github.com/torchmem/torchmem/snapshot"
 	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
@@ -146,7 +147,8 @@ func TestWhatIfCapacity(t *testing.T) {
 	opts := DefaultOptions()
 	opts.CapacityBytes = 8 << 30
 	w := Analyze(s, opts).WhatIf
-	if capacity := int64(8 << 30); w.UsableBytes != int64(float64(capacity)*0.95) {
+	// Usable: the capacity less the CUDA context and 5% of the rest.
+	if capacity := int64(8 << 30); w.UsableBytes != int64(float64(capacity-estimate.ContextBytes)*0.95) {
 		t.Fatalf("usable %d", w.UsableBytes)
 	}
 	for _, p := range w.Suggestions {

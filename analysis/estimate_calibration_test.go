@@ -1,0 +1,133 @@
+package analysis
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/torchmem/torchmem/analysis/estimate"
+)
+
+// measuredSetup is one line of recorded/estimate/measured.jsonl: a
+// training (or inference) setup of a transformers model and the peak
+// torch.cuda.max_memory_allocated of each of its steps (reset before each),
+// measured by gpu/measure_matrix.py.
+type measuredSetup struct {
+	Name          string  `json:"name"`
+	Mode          string  `json:"mode"` // fp32, amp (fp32 weights, bf16 autocast), bf16, infer (bf16, no_grad)
+	Checkpointing bool    `json:"checkpointing"`
+	Attention     string  `json:"attention"`
+	Batch         int64   `json:"batch"`
+	Seq           int64   `json:"seq"`
+	LoRARank      int64   `json:"lora_rank"`
+	Optimizer     string  `json:"optimizer"`
+	Parameters    int64   `json:"parameter_count"`
+	Trainable     int64   `json:"trainable_count"`
+	ParamBytes    int64   `json:"parameters_bytes"`
+	StateBytes    int64   `json:"optimizer_state_bytes"`
+	Peaks         []int64 `json:"peak_bytes_per_step"`
+	GPU           string  `json:"gpu"`
+	Torch         string  `json:"torch"`
+	Snapshot      *struct {
+		File  string  `json:"file"`
+		Batch int64   `json:"batch"`
+		Seq   int64   `json:"seq"`
+		Peaks []int64 `json:"peak_bytes_per_step"`
+	} `json:"snapshot"`
+}
+
+// peak is the setup's peak over its steps.
+func (m measuredSetup) peak() int64 {
+	var p int64
+	for _, v := range m.Peaks {
+		p = max(p, v)
+	}
+	return p
+}
+
+// readMeasured reads recorded/estimate/measured.jsonl.
+func readMeasured(t *testing.T) (dir string, rows []measuredSetup) {
+	t.Helper()
+	path := sharedFile(t, "recorded/estimate", "measured.jsonl")
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m measuredSetup
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		rows = append(rows, m)
+	}
+	if len(rows) == 0 {
+		t.Fatalf("%s: no setups", path)
+	}
+	return filepath.Dir(path), rows
+}
+
+// inputsOf is the estimate's description of a measured setup: its
+// config.json and the program's choices (measure_matrix.py: AdamW or SGD
+// with PyTorch's defaults, LoRA on every linear layer of the blocks,
+// transformers' gradient checkpointing, an H200).
+func inputsOf(t *testing.T, dir string, m measuredSetup) estimate.Inputs {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, m.Name+".config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := estimate.ParseHFConfig(data)
+	if err != nil {
+		t.Fatalf("%s: %v", m.Name, err)
+	}
+	gpu, _ := estimate.ParseGPU("H200")
+	s := estimate.Setup{Precision: "fp32", Optimizer: m.Optimizer, Batch: m.Batch, Seq: m.Seq, Attention: m.Attention, LoRARank: m.LoRARank}
+	switch m.Mode {
+	case "amp":
+		s.AMP = true
+	case "bf16", "infer":
+		s.Precision = "bf16"
+	}
+	if m.Checkpointing {
+		s.Checkpointing = "full"
+	}
+	return estimate.Inputs{Model: estimate.Model{Arch: a}, Setup: s, GPU: gpu}
+}
+
+// TestEstimateCalibrated: the estimate from each measured setup's
+// config.json is within ±10% of its measured peak and never under it by
+// more than 5%; its parameter and optimizer-state bytes are exact.
+func TestEstimateCalibrated(t *testing.T) {
+	dir, rows := readMeasured(t)
+	for _, m := range rows {
+		t.Run(m.Name, func(t *testing.T) {
+			r, err := estimate.Compute(inputsOf(t, dir, m))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.ParameterCount+r.TrainableParameterCount*boolInt(m.LoRARank > 0) != m.Parameters || r.ParametersBytes != m.ParamBytes {
+				t.Errorf("parameters %d (%d B), measured %d (%d B)", r.ParameterCount, r.ParametersBytes, m.Parameters, m.ParamBytes)
+			}
+			if r.OptimizerStateBytes != m.StateBytes {
+				t.Errorf("optimizer state %d B, measured %d B", r.OptimizerStateBytes, m.StateBytes)
+			}
+			peak := m.peak()
+			e := float64(r.TotalBytes-peak) / float64(peak)
+			t.Logf("%s: measured %d, estimate %d (%+.1f%%) in %s", m.Name, peak, r.TotalBytes, 100*e, r.PeakPhase)
+			if e > 0.10 || e < -0.05 {
+				t.Errorf("estimate %d, measured %d: %+.1f%% (want within -5%% and +10%%)", r.TotalBytes, peak, 100*e)
+			}
+		})
+	}
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
