@@ -27,7 +27,10 @@ const SchemaID = "torchmem.estimate/v1"
 var Precisions = []string{"fp32", "bf16", "fp16", "int8", "int4"}
 
 // Optimizers, by their --optimizer names.
-var Optimizers = []string{"adamw", "adamw8bit", "paged-adamw8bit", "sgd", "sgd-momentum", "adafactor", "none"}
+// "adamw" is torch.optim.AdamW as PyTorch runs it by default on CUDA
+// (foreach); "adamw-fused" its fused=True kernel; "adamw-loop" a loop over
+// the parameters (foreach=False, or a hand-written AdamW).
+var Optimizers = []string{"adamw", "adamw-fused", "adamw-loop", "adamw8bit", "paged-adamw8bit", "sgd", "sgd-momentum", "adafactor", "none"}
 
 // Checkpointing modes (activation recomputation).
 var Checkpointing = []string{"none", "selective", "full"}

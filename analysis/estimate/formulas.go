@@ -38,7 +38,7 @@ func Formulas(in Inputs) []string {
 	if s.training() {
 		out = append(out, "gradients: trainable × "+map[bool]string{true: "2", false: "4"}[s.sixteenBit() && s.LoRARank == 0]+" bytes")
 		switch s.Optimizer {
-		case "adamw", "adamw8bit", "paged-adamw8bit":
+		case "adamw", "adamw-fused", "adamw-loop", "adamw8bit", "paged-adamw8bit":
 			out = append(out, fmt.Sprintf("optimizer: AdamW 2 states × %s per trainable parameter", plural(s.stateBytes(), "byte")))
 		case "sgd-momentum":
 			out = append(out, fmt.Sprintf("optimizer: 1 momentum state × %s", plural(s.stateBytes(), "byte")))
@@ -48,8 +48,12 @@ func Formulas(in Inputs) []string {
 		if s.Mixed {
 			out = append(out, "master weights: trainable × 4 bytes (fp32)")
 		}
-		if optimizerScratch(in, 1) > 0 {
+		switch {
+		case optimizerScratch(in, 1) == 0:
+		case s.Optimizer == "adamw":
 			out = append(out, fmt.Sprintf("optimizer step scratch: trainable × %s (foreach AdamW)", plural(s.stateBytes(), "byte")))
+		default:
+			out = append(out, fmt.Sprintf("optimizer step scratch: 2 × the largest tensor × %s (AdamW, one parameter at a time)", plural(s.stateBytes(), "byte")))
 		}
 	}
 	a := in.Arch

@@ -67,7 +67,7 @@ func groups(in Inputs) []group {
 		group{
 			{id: "optimizer_8bit", title: "8-bit AdamW (bitsandbytes)", cost: "minimal (slightly different numerics)", weight: 1,
 				apply: func(in *Inputs) bool {
-					ok := in.Optimizer == "adamw"
+					ok := in.Optimizer == "adamw" || in.Optimizer == "adamw-fused" || in.Optimizer == "adamw-loop"
 					in.Optimizer = "adamw8bit"
 					return ok
 				}},

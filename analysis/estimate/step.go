@@ -102,15 +102,42 @@ func isBias(name string) bool {
 // optimizerScratch is the optimizer step's temporary memory: PyTorch's
 // AdamW (foreach, its default on CUDA) makes one tensor per parameter in
 // the state's dtype (the square root of exp_avg_sq), all at once —
-// measured, 100% of the trainable bytes. Fused and 8-bit optimizers,
-// SGD, DeepSpeed's and Megatron's optimizers (--mixed, ZeRO) and
-// offloaded steps update in place.
+// measured, 100% of the trainable bytes; a loop over the parameters
+// (foreach=False) makes two for one parameter at a time (the square root
+// and its quotient), so twice the largest tensor. Fused and 8-bit
+// optimizers, SGD, DeepSpeed's and Megatron's optimizers (--mixed, ZeRO)
+// and offloaded steps update in place.
 func optimizerScratch(in Inputs, trainable int64) int64 {
 	s := in.Setup
-	if s.Optimizer != "adamw" || s.Mixed || s.ZeRO > 0 || s.Offload {
+	if s.Mixed || s.ZeRO > 0 || s.Offload {
 		return 0
 	}
-	return trainable * s.stateBytes()
+	switch s.Optimizer {
+	case "adamw":
+		return trainable * s.stateBytes()
+	case "adamw-loop":
+		return 2 * largestTrainable(in) * s.stateBytes()
+	}
+	return 0
+}
+
+// largestTrainable is the element count of the largest trainable tensor
+// (a LoRA adapter's A or B; the whole count without the shapes).
+func largestTrainable(in Inputs) int64 {
+	a := in.Arch
+	if a == nil || in.Params > 0 {
+		return in.Params
+	}
+	var n int64
+	for _, t := range a.Tensors() {
+		switch {
+		case in.LoRARank > 0 && t.Linear:
+			n = max(n, in.LoRARank*max(t.Rows, t.Cols))
+		case in.LoRARank == 0:
+			n = max(n, t.Rows*t.Cols)
+		}
+	}
+	return n
 }
 
 // stepParts are the activation terms of a step, in bytes.

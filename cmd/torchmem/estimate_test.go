@@ -99,6 +99,15 @@ func TestEstimateBadInput(t *testing.T) {
 		{[]string{"--params", "7B", "--at", "batch=4"}, "--at needs --from"},
 		{[]string{"--params", "7B", "--zero", "5"}, "ZeRO stage 5"},
 		{[]string{"--params", "7B", "--format", "yaml"}, "--format"},
+		{[]string{"--params", "7B", "--batch", "0"}, "--batch 0: want a positive number"},
+		{[]string{"--params", "7B", "--seq", "0"}, "--seq 0: want a positive number"},
+		{[]string{"--params", "7B", "--world", "0"}, "--world 0: want a positive number"},
+		{[]string{"--params", "7B", "--amp", "--precision", "bf16"}, "AMP keeps fp32 weights"},
+		{[]string{"--params", "7B", "--amp", "--precision", "fp32", "--mixed"}, "different setups"},
+		{[]string{"--params", "7B", "--attention", "xformers"}, "attention \"xformers\""},
+		{[]string{"--params", "7B", "--flash", "--attention", "eager"}, "disagree"},
+		{[]string{"--params", "7B", "--new-tokens", "64"}, "--optimizer none"},
+		{[]string{"--config", writeTemp(t, t.TempDir(), "neox.json", []byte(`{"model_type":"gpt_neox","hidden_size":512}`))}, `model_type "gpt_neox": not supported`},
 	} {
 		code, out, stderr := runCLI(nil, append([]string{"estimate"}, tc.args...)...)
 		first := strings.SplitN(stderr, "\n", 2)[0]
