@@ -35,32 +35,38 @@ func (h *History) weightCopies() []bool {
 		return marked
 	}
 	ev := h.Device.Events
-	var allocs []int
-	for i := range ev {
-		if ev[i].Action == snapshot.ActionAlloc && h.openAt[i] >= 0 {
-			allocs = append(allocs, i)
-		}
-	}
 	var cands []int32
-	for k, i := range allocs {
+	// consider decides on the allocation at event i, first of its run at
+	// one stack or not, once the next allocation shows whether the run
+	// goes on (followed).
+	consider := func(i int, first, followed bool) {
 		bi := h.openAt[i]
 		b := &h.Blocks[bi]
 		if b.Category == Parameter || b.Untracked || params[2*b.Requested] == 0 {
-			continue
+			return
 		}
 		m := h.markers.get(b.Stack)
-		if m.autocastCast {
+		switch {
+		case m.autocastCast:
 			cands = append(cands, bi)
-			continue
-		}
-		if m.init || m.hint < hintUser || h.Phases.code[i] != codeForward {
-			continue
-		}
-		first := k == 0 || ev[allocs[k-1]].Stack != ev[i].Stack
-		followed := k+1 < len(allocs) && ev[allocs[k+1]].Stack == ev[i].Stack
-		if first && followed {
+		case m.init || m.hint < hintUser || h.Phases.code[i] != codeForward:
+		case first && followed:
 			cands = append(cands, bi)
 		}
+	}
+	prev, prevFirst := -1, false
+	for i := range ev {
+		if ev[i].Action != snapshot.ActionAlloc || h.openAt[i] < 0 {
+			continue
+		}
+		first := prev < 0 || ev[prev].Stack != ev[i].Stack
+		if prev >= 0 {
+			consider(prev, prevFirst, !first)
+		}
+		prev, prevFirst = i, first
+	}
+	if prev >= 0 {
+		consider(prev, prevFirst, false)
 	}
 	// Per size: never more live at once than weights of twice the size.
 	type delta struct{ at, d int }
