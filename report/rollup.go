@@ -88,13 +88,26 @@ func rollupHeadline(ru *rollup.Rollup) string {
 	s := fmt.Sprintf("%s: rank %d peaked highest, %s on %s", plural(len(ru.Ranks), "device")+" of "+plural(ru.Inputs, "input"),
 		ru.Worst.Rank, analysis.FormatBytes(ru.Worst.PeakBytes), deviceName(ru.Worst.Device, worstKind(ru)))
 	if ru.Imbalance > 0 && len(ru.Ranks) > 1 {
-		s += fmt.Sprintf(", %.2f× the median peak of %s", ru.Imbalance, analysis.FormatBytes(ru.MedianPeakBytes))
+		s += fmt.Sprintf(", %.2f× %s", ru.Imbalance, othersPeak(ru))
 	}
 	s += "."
 	if f := ru.FirstOOM; f != nil {
 		s += fmt.Sprintf(" %s ran out of memory; the first was rank %d on %s %s.", plural(ru.OOMs, "device"), f.Rank, deviceName(f.Device, firstOOMKind(ru)), firstBy(f))
 	}
 	return s
+}
+
+// othersPeak names what the worst peak is compared with: the other row's
+// peak, or the median peak of the others.
+func othersPeak(ru *rollup.Rollup) string {
+	if len(ru.Ranks) == 2 {
+		o := ru.Ranks[0]
+		if o.Input == ru.Worst.Input && o.Device == ru.Worst.Device {
+			o = ru.Ranks[1]
+		}
+		return fmt.Sprintf("the peak of %s (%s)", rowName(o.Rank, o.Device, o.Kind), analysis.FormatBytes(o.PeakBytes))
+	}
+	return fmt.Sprintf("the median peak of the others (%s)", analysis.FormatBytes(ru.OthersMedianPeakBytes))
 }
 
 // firstBy says how the first OOM was found.
@@ -134,6 +147,11 @@ func outlierText(o rollup.Outlier) string {
 	}
 	return fmt.Sprintf("memory of other kinds: %s is %.0f%% of its peak against %.0f%% on the median rank (%.0f%% of the peak differs)",
 		cat, 100*o.Share, 100*o.MedianShare, 100*o.Distance)
+}
+
+// moreOutliers says how many outliers a roll-up leaves unlisted.
+func moreOutliers(n int) string {
+	return fmt.Sprintf("%s more stand out less (the farthest are listed)", plural(n, "device"))
 }
 
 // rowsOfInterest picks at most limit rows to list when there are more: the

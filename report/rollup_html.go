@@ -131,9 +131,9 @@ func renderRollupHTML(w io.Writer, ru *rollup.Rollup, o HTMLOptions, b rollupBud
 	p.Facts = []fact{{"inputs", Count(ru.Inputs)}, {"devices", Count(len(ru.Ranks))}}
 	if ru.Worst != nil {
 		p.Facts = append(p.Facts, fact{"highest peak", fmt.Sprintf("%s (rank %d)", analysis.FormatBytes(ru.Worst.PeakBytes), ru.Worst.Rank)},
-			fact{"median peak", analysis.FormatBytes(ru.MedianPeakBytes)}, fact{"imbalance", fmt.Sprintf("%.2f×", ru.Imbalance)})
+			fact{"median peak", analysis.FormatBytes(ru.MedianPeakBytes)}, fact{"imbalance", fmt.Sprintf("%.2f× %s", ru.Imbalance, othersPeak(ru))})
 	}
-	p.Facts = append(p.Facts, fact{"OOMs", Count(ru.OOMs)}, fact{"outliers", Count(len(ru.Outliers))})
+	p.Facts = append(p.Facts, fact{"OOMs", Count(ru.OOMs)}, fact{"outliers", Count(len(ru.Outliers) + ru.OutliersMore)})
 	outlier := map[[2]int]string{}
 	for _, x := range ru.Outliers {
 		name := rowName(x.Rank, x.Device, rowKind(ru, x.Input, x.Device))
@@ -141,6 +141,9 @@ func renderRollupHTML(w io.Writer, ru *rollup.Rollup, o HTMLOptions, b rollupBud
 		if _, ok := outlier[[2]int{x.Input, x.Device}]; !ok {
 			outlier[[2]int{x.Input, x.Device}] = outlierText(x)
 		}
+	}
+	if ru.OutliersMore > 0 {
+		p.Outliers = append(p.Outliers, fact{"…", moreOutliers(ru.OutliersMore)})
 	}
 	rows, more := rowsOfInterest(ru, b.rows)
 	p.MoreRows = more

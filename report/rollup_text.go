@@ -50,6 +50,9 @@ func RollupText(w io.Writer, ru *rollup.Rollup, details []rollup.Detail, top int
 		for _, o := range ru.Outliers {
 			p.wrap("  ", "    ", fmt.Sprintf("%s: %s", rowName(o.Rank, o.Device, rowKind(ru, o.Input, o.Device)), outlierText(o)))
 		}
+		if ru.OutliersMore > 0 {
+			p.f("  … %s\n", moreOutliers(ru.OutliersMore))
+		}
 	}
 	if len(ru.CommonSites) > 0 {
 		p.f("\nsites among the three largest on most ranks\n")
@@ -106,6 +109,9 @@ func RollupMarkdown(w io.Writer, ru *rollup.Rollup, details []rollup.Detail) err
 		p.f("\n### Outliers\n\n")
 		for _, o := range ru.Outliers {
 			p.f("- **%s**: %s\n", mdText(rowName(o.Rank, o.Device, rowKind(ru, o.Input, o.Device))), mdText(outlierText(o)))
+		}
+		if ru.OutliersMore > 0 {
+			p.f("- … %s\n", moreOutliers(ru.OutliersMore))
 		}
 	}
 	if len(ru.CommonSites) > 0 {

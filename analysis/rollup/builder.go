@@ -169,12 +169,16 @@ func (b *Builder) Rollup() *Rollup {
 			}
 		}
 		ru.Worst = &Worst{Input: rows[w].Input, Path: rows[w].Path, Rank: rows[w].Rank, Device: rows[w].Device, PeakBytes: rows[w].PeakBytes}
-		med := median(peaks)
-		ru.MedianPeakBytes = int64(med)
-		if med > 0 {
-			ru.Imbalance = round4(float64(rows[w].PeakBytes) / med)
+		ru.MedianPeakBytes = int64(median(peaks))
+		others := median(slices.Delete(peaks, w, w+1))
+		ru.OthersMedianPeakBytes = int64(others)
+		switch {
+		case len(rows) == 1 && rows[0].PeakBytes > 0:
+			ru.Imbalance = 1
+		case others > 0:
+			ru.Imbalance = round4(float64(rows[w].PeakBytes) / others)
 		}
-		ru.Outliers = outliers(rows)
+		ru.Outliers, ru.OutliersMore = outliers(rows)
 	}
 	ru.OOMs, ru.FirstOOM = firstOOM(rows)
 	ru.CommonSites = b.commonSites(len(rows))

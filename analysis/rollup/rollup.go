@@ -27,12 +27,19 @@ type Rollup struct {
 	Worst *Worst `json:"worst"`
 	// MedianPeakBytes is the median of the rows' peaks.
 	MedianPeakBytes int64 `json:"median_peak_bytes"`
-	// Imbalance is the largest peak over the median peak (1 when all are
-	// alike; 0 without rows or with a median of 0).
+	// OthersMedianPeakBytes is the median peak of the rows other than the
+	// worst: what the worst rank is compared with (0 with one row).
+	OthersMedianPeakBytes int64 `json:"others_median_peak_bytes"`
+	// Imbalance is the largest peak over the median peak of the other rows
+	// (1 when all are alike, and with one row; 0 without rows or when the
+	// others' median is 0). The worst row is left out of the median it is
+	// compared with: with two ranks, it is the one's peak over the other's.
 	Imbalance float64 `json:"imbalance"`
 	// Outliers are the rows whose peak or category mix stands apart from
-	// the others', largest deviation first.
-	Outliers []Outlier `json:"outliers"`
+	// the others', largest deviation first: the maxOutliers farthest, and
+	// OutliersMore says how many more stand out less.
+	Outliers     []Outlier `json:"outliers"`
+	OutliersMore int       `json:"outliers_more"`
 	// OOMs is how many rows ran out of memory.
 	OOMs int `json:"ooms"`
 	// FirstOOM is the OOM that came first (null when none).

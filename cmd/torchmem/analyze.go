@@ -37,7 +37,7 @@ parallel, one per core, and rolled up — a table of ranks (rank from a
 trace's distributedInfo, else rank3, rank-3, rank_3 or _3.pickle in the file
 name, else the order) with each one's peak, phase and step, largest
 category, OOM and leaks; the worst rank; the imbalance (largest peak over
-the median); the ranks that stand out and by how much; the first OOM (by
+the median peak of the others); the ranks that stand out and by how much; the first OOM (by
 time when the files share a clock, else the lowest rank); the sites most
 ranks share. Then the worst rank and the first OOM in full (--rank for
 others). --format json writes schema torchmem.rollup/v1:

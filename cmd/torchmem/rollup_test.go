@@ -229,8 +229,10 @@ func TestRollupRealFiles(t *testing.T) {
 		t.Errorf("ranks %+v; want 3 devices of rank 0 and the trace's rank 1 from distributedInfo", ru.Ranks)
 	}
 	if ru.Worst.Input != 0 || ru.Worst.Device != 1 || ru.FirstOOM.Device != 1 || ru.FirstOOM.By != "time" ||
-		ru.FirstOOM.TimeUS != 1757253257949855 || ru.Imbalance != 5.6003 {
-		t.Errorf("worst %+v, first OOM %+v, imbalance %v; want device 1 of the snapshot, OOM at 1757253257949855 by time, 5.6003", ru.Worst, ru.FirstOOM, ru.Imbalance)
+		ru.FirstOOM.TimeUS != 1757253257949855 || ru.Imbalance != 9.9407 {
+		// 9.9407: device 1's 84,063,358,976 B over the median of the three
+		// other rows (6,629,508,096, 8,456,489,984 and 21,564,660,224 B).
+		t.Errorf("worst %+v, first OOM %+v, imbalance %v; want device 1 of the snapshot, OOM at 1757253257949855 by time, 9.9407", ru.Worst, ru.FirstOOM, ru.Imbalance)
 	}
 }
 
