@@ -85,7 +85,11 @@ func rollupHeadline(ru *rollup.Rollup) string {
 	if ru.Worst == nil {
 		return fmt.Sprintf("%s, none with device memory.", plural(ru.Inputs, "input"))
 	}
-	s := fmt.Sprintf("%s: rank %d peaked highest, %s on %s", plural(len(ru.Ranks), "device")+" of "+plural(ru.Inputs, "input"),
+	of := plural(len(ru.Ranks), "device") + " of " + plural(ru.Inputs, "input")
+	if n := sameProcessFiles(ru); n > 0 {
+		of += fmt.Sprintf(" (%s of a process already counted)", plural(n, "file"))
+	}
+	s := fmt.Sprintf("%s: rank %d peaked highest, %s on %s", of,
 		ru.Worst.Rank, analysis.FormatBytes(ru.Worst.PeakBytes), deviceName(ru.Worst.Device, worstKind(ru)))
 	if ru.Imbalance > 0 && len(ru.Ranks) > 1 {
 		s += fmt.Sprintf(", %.2f× %s", ru.Imbalance, othersPeak(ru))
@@ -147,6 +151,56 @@ func outlierText(o rollup.Outlier) string {
 	}
 	return fmt.Sprintf("memory of other kinds: %s is %.0f%% of its peak against %.0f%% on the median rank (%.0f%% of the peak differs)",
 		cat, 100*o.Share, 100*o.MedianShare, 100*o.Distance)
+}
+
+// maxSameProcessLines is how many files of the same processes text,
+// Markdown and the page list (the JSON has them all).
+const maxSameProcessLines = 16
+
+// sameProcessLines say, for each row's input with other files of its
+// process, what those files are: at most maxSameProcessLines, and how many
+// more there are.
+func sameProcessLines(ru *rollup.Rollup) (lines []string, more int) {
+	seen := map[int]bool{}
+	for _, r := range ru.Ranks {
+		if seen[r.Input] {
+			continue
+		}
+		seen[r.Input] = true
+		for _, f := range r.SameProcess {
+			if len(lines) == maxSameProcessLines {
+				more++
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("rank %d (pid %d): %s, %s", r.Rank, r.Pid, snapshot.OneLine(f.Path), sameProcessWhat(f)))
+		}
+	}
+	return lines, more
+}
+
+// sameProcessFiles counts the inputs that are other files of a row's
+// process.
+func sameProcessFiles(ru *rollup.Rollup) int {
+	n := 0
+	seen := map[int]bool{}
+	for _, r := range ru.Ranks {
+		if !seen[r.Input] {
+			seen[r.Input] = true
+			n += len(r.SameProcess)
+		}
+	}
+	return n
+}
+
+// sameProcessWhat says what another file of a rank's process is.
+func sameProcessWhat(f rollup.SameProcess) string {
+	switch f.What {
+	case rollup.WhatAfterOOM:
+		return fmt.Sprintf("after the OOM (its history holds the OOM; %s allocated when it was written)", analysis.FormatBytes(f.AllocatedBytes))
+	case rollup.WhatTrace:
+		return "a profiler trace of the same process"
+	}
+	return fmt.Sprintf("another snapshot of the same process (%s allocated when it was written)", analysis.FormatBytes(f.AllocatedBytes))
 }
 
 // moreOutliers says how many outliers a roll-up leaves unlisted.

@@ -108,6 +108,8 @@ type rowView struct {
 	Worst              bool
 	Outlier            string
 	Cats               []catRow
+	// Also says what the other files of the row's process are.
+	Also []string
 }
 
 func renderRollupHTML(w io.Writer, ru *rollup.Rollup, o HTMLOptions, b rollupBudget) error {
@@ -156,6 +158,9 @@ func renderRollupHTML(w io.Writer, ru *rollup.Rollup, o HTMLOptions, b rollupBud
 			if r.PeakCategories[c] != 0 {
 				v.Cats = append(v.Cats, catRow{Name: categoryLabels[c], Color: categoryColors[c], Peak: r.PeakCategories[c], PeakShare: pct(r.PeakCategories[c], r.PeakBytes)})
 			}
+		}
+		for _, f := range r.SameProcess {
+			v.Also = append(v.Also, snapshot.OneLine(f.Path)+": "+sameProcessWhat(f))
 		}
 		anchor[[2]int{r.Input, r.Device}] = v.ID
 		p.Rows = append(p.Rows, v)

@@ -45,6 +45,15 @@ func RollupText(w io.Writer, ru *rollup.Rollup, details []rollup.Detail, top int
 			p.f("%6s %s more (every row: --format json)\n", "…", plural(more, "device"))
 		}
 	}
+	if lines, more := sameProcessLines(ru); len(lines) > 0 {
+		p.f("\nother files of the same processes (no ranks of their own)\n")
+		for _, l := range lines {
+			p.wrap("  ", "    ", l)
+		}
+		if more > 0 {
+			p.f("  … %d more (every one: --format json)\n", more)
+		}
+	}
 	if len(ru.Outliers) > 0 {
 		p.f("\noutliers\n")
 		for _, o := range ru.Outliers {
@@ -103,6 +112,15 @@ func RollupMarkdown(w io.Writer, ru *rollup.Rollup, details []rollup.Detail) err
 		}
 		if more > 0 {
 			p.f("\n%s more (every row: `--format json`).\n", plural(more, "device"))
+		}
+	}
+	if lines, more := sameProcessLines(ru); len(lines) > 0 {
+		p.f("\n### Other files of the same processes\n\n")
+		for _, l := range lines {
+			p.f("- %s\n", mdText(l))
+		}
+		if more > 0 {
+			p.f("- … %d more (every one: `--format json`)\n", more)
 		}
 	}
 	if len(ru.Outliers) > 0 {

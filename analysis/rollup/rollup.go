@@ -83,6 +83,11 @@ type Row struct {
 	// TopSites are the device's largest allocation sites (at most three),
 	// at the OOM when there is one, else at the peak.
 	TopSites []analysis.Site `json:"top_sites"`
+	// Pid is the process that wrote the input, when its name says it (the
+	// files of torchmem record), and SameProcess the other files of that
+	// process, which are no rows of their own.
+	Pid         int           `json:"pid,omitempty"`
+	SameProcess []SameProcess `json:"same_process,omitempty"`
 }
 
 // CategoryBytes is a category and its bytes.
