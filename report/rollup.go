@@ -14,18 +14,24 @@ import (
 // RollupJSON writes a roll-up as schema torchmem.rollup/v1 while its inputs
 // stream by: {"schema", "inputs": [each a torchmem.analysis/v1 result, as
 // analyze --format json writes it for that file alone], "rollup": {…}}.
-// Only the result being written is held.
+// Only the result being written is held. Nothing is written before the
+// first input or Finish: a run that reads no input writes nothing.
 type RollupJSON struct {
-	w   io.Writer
-	n   int
-	err error
+	w       io.Writer
+	n       int
+	started bool
+	err     error
 }
 
 // NewRollupJSON starts a roll-up document on w.
-func NewRollupJSON(w io.Writer) *RollupJSON {
-	j := &RollupJSON{w: w}
-	j.write([]byte("{\n  \"schema\": \"" + rollup.SchemaID + "\",\n  \"inputs\": ["))
-	return j
+func NewRollupJSON(w io.Writer) *RollupJSON { return &RollupJSON{w: w} }
+
+// start writes the document's head, once.
+func (j *RollupJSON) start() {
+	if !j.started {
+		j.started = true
+		j.write([]byte("{\n  \"schema\": \"" + rollup.SchemaID + "\",\n  \"inputs\": ["))
+	}
 }
 
 // Input writes the next input's result.
@@ -34,6 +40,7 @@ func (j *RollupJSON) Input(r *analysis.Result) error {
 	if err != nil {
 		return err
 	}
+	j.start()
 	if j.n > 0 {
 		j.write([]byte(","))
 	}
@@ -49,6 +56,7 @@ func (j *RollupJSON) Finish(ru *rollup.Rollup) error {
 	if err != nil {
 		return err
 	}
+	j.start()
 	if j.n > 0 {
 		j.write([]byte("\n  "))
 	}
@@ -174,6 +182,32 @@ func sameProcessLines(ru *rollup.Rollup) (lines []string, more int) {
 			}
 			lines = append(lines, fmt.Sprintf("rank %d (pid %d): %s, %s", r.Rank, r.Pid, snapshot.OneLine(f.Path), sameProcessWhat(f)))
 		}
+	}
+	return lines, more
+}
+
+// maxUnreadableLines is how many unreadable inputs text, Markdown and the
+// page list (the JSON has them all).
+const maxUnreadableLines = 16
+
+// unreadableHead introduces the inputs that could not be read.
+func unreadableHead(ru *rollup.Rollup) string {
+	return fmt.Sprintf("%s could not be read; the roll-up is of the other %s:", plural(len(ru.Unreadable), "input"), plural(ru.Inputs, "input"))
+}
+
+// unreadableLines say which inputs could not be read and why: at most
+// maxUnreadableLines, and how many more there are.
+func unreadableLines(ru *rollup.Rollup) (lines []string, more int) {
+	for _, u := range ru.Unreadable {
+		if len(lines) == maxUnreadableLines {
+			more++
+			continue
+		}
+		rank := ""
+		if u.Rank != nil {
+			rank = fmt.Sprintf("rank %d: ", *u.Rank)
+		}
+		lines = append(lines, rank+snapshot.OneLine(u.Path)+": "+snapshot.OneLine(u.Error))
 	}
 	return lines, more
 }

@@ -94,6 +94,9 @@ type rollupPage struct {
 	Sites                        []rollup.CommonSite
 	Notes                        []string
 	HeatNote                     string
+	// Unreadable lists the inputs that could not be read, under its head.
+	UnreadableHead string
+	Unreadable     []string
 
 	Data      template.JS
 	EChartsJS template.JS
@@ -126,6 +129,12 @@ func renderRollupHTML(w io.Writer, ru *rollup.Rollup, o HTMLOptions, b rollupBud
 		EChartsJS: template.JS(echartsJS),
 		RollupJS:  template.JS(rollupJS),
 		CSS:       template.CSS(reportCSS + rollupCSS),
+	}
+	if lines, more := unreadableLines(ru); len(lines) > 0 {
+		p.UnreadableHead, p.Unreadable = unreadableHead(ru), lines
+		if more > 0 {
+			p.Unreadable = append(p.Unreadable, fmt.Sprintf("… %d more (every one: --format json)", more))
+		}
 	}
 	if f := ru.FirstOOM; f != nil {
 		p.FirstOOMName = rowName(f.Rank, f.Device, firstOOMKind(ru)) + " " + firstBy(f)

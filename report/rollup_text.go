@@ -26,6 +26,15 @@ func RollupText(w io.Writer, ru *rollup.Rollup, details []rollup.Detail, top int
 			f.Rank, deviceName(f.Device, firstOOMKind(ru)), analysis.FormatBytes(f.RequestedBytes), analysis.FormatBytes(f.DeviceFreeBytes),
 			phaseAt(f.Phase, f.Step), snapshot.OneLine(f.Site)))
 	}
+	if lines, more := unreadableLines(ru); len(lines) > 0 {
+		p.wrap("", "", unreadableHead(ru))
+		for _, l := range lines {
+			p.wrap("  ", "    ", l)
+		}
+		if more > 0 {
+			p.f("  … %d more (every one: --format json)\n", more)
+		}
+	}
 	if len(ru.Ranks) > 0 {
 		rows, more := rowsOfInterest(ru, MaxListedRanks)
 		p.f("\n%6s %-8s %9s  %-16s %-24s %-18s %s\n", "rank", "device", "peak", "peak in", "largest at peak", "OOM request", "leak/step")
@@ -95,6 +104,16 @@ func RollupMarkdown(w io.Writer, ru *rollup.Rollup, details []rollup.Detail) err
 	if f := ru.FirstOOM; f != nil {
 		p.f("> **First OOM**: rank %d `%s`: requested **%s** with **%s** free, %s at `%s`.\n\n", f.Rank, deviceName(f.Device, firstOOMKind(ru)),
 			analysis.FormatBytes(f.RequestedBytes), analysis.FormatBytes(f.DeviceFreeBytes), mdText(phaseAt(f.Phase, f.Step)), mdCode(f.Site))
+	}
+	if lines, more := unreadableLines(ru); len(lines) > 0 {
+		p.f("> **%s**\n>\n", mdText(unreadableHead(ru)))
+		for _, l := range lines {
+			p.f("> - %s\n", mdText(l))
+		}
+		if more > 0 {
+			p.f("> - … %d more (every one: `--format json`)\n", more)
+		}
+		p.f("\n")
 	}
 	if len(ru.Ranks) > 0 {
 		rows, more := rowsOfInterest(ru, MaxListedRanks)

@@ -40,6 +40,8 @@ type Builder struct {
 	procs   map[procKey]procFile
 	also    map[int][]SameProcess
 	dropped map[int]bool
+	// unreadable are the inputs that could not be read.
+	unreadable []Unreadable
 }
 
 // procKey tells recording processes apart: by rank and process id.
@@ -115,6 +117,23 @@ func (b *Builder) Add(r *analysis.Result) {
 		b.curves = append(b.curves, newCurve(devPhases(devs, row.Device)))
 	}
 }
+
+// Fail lists an input that could not be read, with why (one line; its
+// path need not be in it). It takes no input number: the roll-up's inputs
+// are the results added.
+func (b *Builder) Fail(path, why string) {
+	u := Unreadable{Path: path, Error: why}
+	if r, ok := rankFromPath(path); ok {
+		u.Rank = &r
+	}
+	b.unreadable = append(b.unreadable, u)
+}
+
+// AddUnreadable lists an input that an earlier roll-up could not read.
+func (b *Builder) AddUnreadable(u Unreadable) { b.unreadable = append(b.unreadable, u) }
+
+// Results is how many results were added.
+func (b *Builder) Results() int { return b.inputs }
 
 // keepProcess files f under its process p and says whether its rows are
 // the process's: the first file of a process is, and a later one replaces
@@ -249,7 +268,11 @@ func (b *Builder) tallySites() map[string]*siteTally {
 
 // Rollup finishes the roll-up of the results added so far.
 func (b *Builder) Rollup() *Rollup {
-	ru := &Rollup{Inputs: b.inputs, Ranks: b.rows, Outliers: []Outlier{}, CommonSites: []CommonSite{}, Notes: []string{}}
+	ru := &Rollup{Inputs: b.inputs, Ranks: b.rows, Outliers: []Outlier{}, CommonSites: []CommonSite{}, Notes: []string{},
+		Unreadable: slices.Clip(b.unreadable)}
+	if ru.Unreadable == nil {
+		ru.Unreadable = []Unreadable{}
+	}
 	order := make([]int, 0, len(b.rows))
 	for i, row := range b.rows {
 		if !b.dropped[row.Input] {

@@ -50,6 +50,9 @@ type Rollup struct {
 	// Notes say what limits trust in the roll-up (ranks guessed from the
 	// order, ranks seen twice, inputs without device memory).
 	Notes []string `json:"notes"`
+	// Unreadable are the inputs that could not be read, with the reason,
+	// in input order: the roll-up is of the others.
+	Unreadable []Unreadable `json:"unreadable"`
 	// Heat is memory over time for every row, coarse, for the HTML report;
 	// not part of the JSON.
 	Heat *Heat `json:"-"`
@@ -168,6 +171,16 @@ type FirstOOM struct {
 	// (microseconds since the epoch), else "rank": the lowest rank's.
 	By string `json:"by"`
 	RowOOM
+}
+
+// Unreadable is an input that could not be read.
+type Unreadable struct {
+	Path string `json:"path"`
+	// Rank is the rank its file name states (null when it states none).
+	Rank *int `json:"rank"`
+	// Error says what is wrong with it: one line, with the byte offset
+	// where known.
+	Error string `json:"error"`
 }
 
 // CommonSite is an allocation site among the largest on many rows.

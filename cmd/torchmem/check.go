@@ -212,7 +212,7 @@ working directory.`,
 				if err := check(r); err != nil {
 					return err
 				}
-			} else if err := g.loadAll(paths, g.checkLoader(aopts), check); err != nil {
+			} else if err := g.loadAll(paths, g.checkLoader(aopts), check, nil); err != nil {
 				return err
 			}
 			if imbalanceLimit > 0 {

@@ -239,7 +239,9 @@ func TestRollupRealFiles(t *testing.T) {
 // TestRollupInputs: a folder is every snapshot and trace below it, gzip or
 // not, found by content (not by name) and in name order; torchmem's own
 // JSON, logs and configs beside them are left out by analyze and are what
-// merge takes. Bad inputs are one-line errors with exit status 2.
+// merge takes. Bad inputs are one-line errors with exit status 2 (a bad
+// rank among good ones too with --strict; TestRollupSurvivesBadInputs has
+// the roll-up without it).
 func TestRollupInputs(t *testing.T) {
 	t.Chdir(t.TempDir())
 	job := writeFaultyJob(t, ".")
@@ -294,7 +296,7 @@ func TestRollupInputs(t *testing.T) {
 		{"folder without summaries", []string{"merge", "job/deeper"}, "job/deeper: no torchmem JSON"},
 		{"a snapshot given to merge", []string{"merge", "job/oom_snapshot_rank1.pickle"}, "job/oom_snapshot_rank1.pickle: bad JSON"},
 		{"stdin twice", []string{"analyze", "-", "-"}, "standard input given twice"},
-		{"one bad rank among many", []string{"analyze", "job", "job/train.log"}, "job/train.log: not a PyTorch memory snapshot"},
+		{"one bad rank among many, --strict", []string{"analyze", "--strict", "job", "job/train.log"}, "job/train.log: not a PyTorch memory snapshot"},
 		{"bad --rank", []string{"analyze", "--rank", "x", "job"}, `--rank "x"`},
 		{"missing summary", []string{"merge", "nothere.json"}, "nothere.json: no such file or directory"},
 	}
