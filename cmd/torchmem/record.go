@@ -2,7 +2,6 @@ package main
 
 import (
 	_ "embed"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -87,23 +86,14 @@ the program directly). A process killed by a signal it does not handle
 // runRecord runs the command with the hook, then reports what was recorded.
 // Its error carries the command's exit status.
 func runRecord(g *globals, o recordOptions, args []string, stdin io.Reader, stdout io.Writer) error {
-	created := false
 	if o.dir == "" {
 		o.dir = "torchmem-" + time.Now().Format("20060102-150405")
 	}
-	dir, err := filepath.Abs(o.dir)
-	if err == nil {
-		if _, serr := os.Stat(dir); errors.Is(serr, os.ErrNotExist) {
-			created = true
-		}
-		err = os.MkdirAll(dir, 0o755)
-	}
+	dir, err := openRecordDir(o.dir)
 	if err != nil {
-		return &exitError{exitInput, fmt.Errorf("record: %w", err)}
+		return err
 	}
-	if created {
-		defer os.Remove(dir) // only when nothing was written into it
-	}
+	defer dir.close()
 	state, err := os.MkdirTemp("", "torchmem-hook-")
 	if err != nil {
 		return &exitError{exitInput, fmt.Errorf("record: %w", err)}
@@ -113,7 +103,7 @@ func runRecord(g *globals, o recordOptions, args []string, stdin io.Reader, stdo
 		return &exitError{exitInput, fmt.Errorf("record: %w", err)}
 	}
 
-	env := recordEnv(os.Environ(), state, dir, o)
+	env := recordEnv(os.Environ(), state, dir.path, o)
 	exit, err := runChild(args, env, stdin, stdout, g.stderr, state)
 	if err != nil {
 		return err

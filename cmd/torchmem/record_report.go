@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/torchmem/torchmem/analysis"
@@ -24,7 +22,7 @@ var recordKinds = map[string]string{
 // reportRecording tells, on stderr, what a recorded run wrote: the analysis
 // of its most telling file (an OOM snapshot first) with DIR/report.html, and
 // the list of files; or, in one line, why nothing was recorded.
-func reportRecording(g *globals, o recordOptions, dir string, st hookStatus, exit childExit) {
+func reportRecording(g *globals, o recordOptions, dir *recordDir, st hookStatus, exit childExit) {
 	w := g.stderr
 	files := st.files()
 	if len(files) == 0 {
@@ -51,8 +49,8 @@ func reportRecording(g *globals, o recordOptions, dir string, st hookStatus, exi
 		fmt.Fprintf(w, "  %-36s %s\n", filepath.Base(f.path), what)
 	}
 	if page.Len() > 0 {
-		if err := writeFileAtomic(filepath.Join(dir, "report.html"), page.Bytes()); err != nil {
-			fmt.Fprintf(w, "torchmem: report.html: %v\n", withoutTempName(err))
+		if err := dir.write("report.html", page.Bytes()); err != nil {
+			fmt.Fprintf(w, "torchmem: report.html: %v\n", err)
 		} else {
 			fmt.Fprintf(w, "  %-36s the HTML report of the file analysed above (%s)\n", "report.html",
 				analysis.FormatBytes(int64(page.Len())))
@@ -78,15 +76,6 @@ func analyseRecorded(g *globals, w io.Writer, path string) bytes.Buffer {
 		page.Reset()
 	}
 	return page
-}
-
-// withoutTempName drops the temporary file's name from a write error.
-func withoutTempName(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // clip shortens s to at most n characters, marking the cut.
