@@ -13,10 +13,11 @@ import (
 
 // recordKinds says what each kind of recorded file is.
 var recordKinds = map[string]string{
-	"oom":    "out of memory, dumped before the error was raised",
-	"exit":   "at exit",
-	"signal": "on SIGUSR1",
-	"trace":  "profiler trace",
+	"oom":     "out of memory, dumped before the error was raised",
+	"exit":    "at exit",
+	"signal":  "on SIGUSR1",
+	"sigterm": "on SIGTERM, before the signal ended the process",
+	"trace":   "profiler trace",
 }
 
 // reportRecording tells, on stderr, what a recorded run wrote: the analysis

@@ -322,7 +322,7 @@ func TestRecordWithStandin(t *testing.T) {
 			callArgs: `[["all"],{"context":"all","max_entries":100000,"stacks":"python"}]`,
 			stderr: func(string, int) string {
 				return "torchmem: the command was killed by SIGKILL (exit status 137, 128+9 as shells report it)\n" +
-					"torchmem: nothing was recorded: killed before its exit dump (SIGUSR1 dumps while it runs)\n"
+					"torchmem: nothing was recorded: killed before its exit dump, by a signal the hook cannot catch such as SIGKILL (SIGUSR1 dumps while it runs)\n"
 			},
 		},
 		{

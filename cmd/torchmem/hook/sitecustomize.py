@@ -14,7 +14,9 @@
 #   torch >= 2.1, the boolean one of 2.0; 1.13 keeps live blocks' stacks
 #   only), an out-of-memory observer that
 #   dumps DIR/oom_snapshot_rank{R}_{pid}.pickle before the error propagates,
-#   a dump to DIR/snapshot_rank{R}_{pid}.pickle at exit and on SIGUSR1, and,
+#   a dump to DIR/snapshot_rank{R}_{pid}.pickle at exit, on SIGUSR1, and on
+#   a SIGTERM that the program leaves unhandled (then the signal is raised
+#   again with its default action, which ends the process), and,
 #   with --trace, a profiler trace of a few optimizer steps. Every file is
 #   written under a new temporary name and renamed over its own, so a link
 #   planted in DIR is replaced, never written through.
@@ -248,6 +250,20 @@ def _torchmem_hook():
 
         return handler
 
+    def on_term(signum, frame):
+        # SIGTERM with no handler of the program's (torchrun and batch
+        # schedulers stop jobs with it): dump, then let the signal do what it
+        # would have done — end the process, as killed by SIGTERM.
+        import signal
+
+        if rec["recording"] and os.getpid() == pid:
+            dump("sigterm")
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        except Exception:
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
     def at_exit():
         if os.getpid() != pid:
             return  # a forked child: the snapshot is its parent's
@@ -289,8 +305,14 @@ def _torchmem_hook():
                 prev = signal.getsignal(signal.SIGUSR1)
                 signal.signal(signal.SIGUSR1, on_usr1(prev))
                 status("sigusr1")
+                # Only where SIGTERM would end the process unhandled: a
+                # program's own handler (set before or after) or an ignored
+                # SIGTERM is left as it is.
+                if hasattr(signal, "SIGTERM") and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                    signal.signal(signal.SIGTERM, on_term)
+                    status("sigterm")
         except Exception as err:
-            status("error", what="SIGUSR1 handler", error=describe(err))
+            status("error", what="signal handlers", error=describe(err))
         try:
             if torch.cuda.is_initialized():
                 on_cuda_init()
