@@ -113,6 +113,8 @@ type rowView struct {
 	Cats               []catRow
 	// Also says what the other files of the row's process are.
 	Also []string
+	// Page is the row's input's own page (a relative URL), if any.
+	Page string
 }
 
 func renderRollupHTML(w io.Writer, ru *rollup.Rollup, o HTMLOptions, b rollupBudget) error {
@@ -171,6 +173,7 @@ func renderRollupHTML(w io.Writer, ru *rollup.Rollup, o HTMLOptions, b rollupBud
 		for _, f := range r.SameProcess {
 			v.Also = append(v.Also, snapshot.OneLine(f.Path)+": "+sameProcessWhat(f))
 		}
+		v.Page = o.RankPages[r.Path]
 		anchor[[2]int{r.Input, r.Device}] = v.ID
 		p.Rows = append(p.Rows, v)
 	}

@@ -36,6 +36,10 @@ func (k FileKind) preference() int {
 	return 2
 }
 
+// Prefer says whether a process's file of kind a is preferred to one of
+// kind b as the rank's row (an OOM snapshot to a snapshot to a trace).
+func Prefer(a, b FileKind) bool { return a.preference() < b.preference() }
+
 // Process is the process that wrote a file, as torchmem record names its
 // files: the rank (RANK or LOCAL_RANK) and the process id.
 type Process struct {

@@ -36,27 +36,46 @@ func reportRecording(g *globals, o recordOptions, dir *recordDir, st hookStatus,
 	for _, e := range st.errors() {
 		fmt.Fprintf(w, "torchmem: the recording hook reported %s\n", clip(snapshot.OneLine(e), 60))
 	}
+	processes := recordProcesses(files)
 	var page bytes.Buffer
-	if !o.noAnalyze {
+	var rr *recordRollup
+	switch {
+	case o.noAnalyze:
+	case processes > 1:
+		// Every process's files, rolled up as analyze DIR does.
+		rr = rollupRecorded(g, w, dir, o.dir, files)
+		page = rr.page
+	default:
 		// Named as the user named DIR (the command ran in this folder too).
 		page = analyseRecorded(g, w, filepath.Join(o.dir, filepath.Base(files[0].path)))
 	}
 	fmt.Fprintf(w, "torchmem: the command %s; files in %s:\n", exit, snapshot.OneLine(o.dir))
 	for i, f := range files {
 		what := recordKinds[f.kind]
-		if i == 0 && page.Len() > 0 {
+		switch {
+		case rr != nil && rr.pages[filepath.Join(o.dir, filepath.Base(f.path))] != "":
+			what += fmt.Sprintf(" (rank %d in the roll-up above)", f.rank)
+		case rr == nil && i == 0 && page.Len() > 0:
 			what += " (analysed above)"
 		}
 		fmt.Fprintf(w, "  %-36s %s\n", filepath.Base(f.path), what)
 	}
-	if page.Len() > 0 {
-		if err := dir.write("report.html", page.Bytes()); err != nil {
-			fmt.Fprintf(w, "torchmem: report.html: %v\n", err)
-		} else {
-			fmt.Fprintf(w, "  %-36s the HTML report of the file analysed above (%s)\n", "report.html",
-				analysis.FormatBytes(int64(page.Len())))
-		}
+	if page.Len() == 0 {
+		return
 	}
+	if err := dir.write("report.html", page.Bytes()); err != nil {
+		fmt.Fprintf(w, "torchmem: report.html: %v\n", err)
+		return
+	}
+	if rr == nil {
+		fmt.Fprintf(w, "  %-36s the HTML report of the file analysed above (%s)\n", "report.html",
+			analysis.FormatBytes(int64(page.Len())))
+		return
+	}
+	fmt.Fprintf(w, "  %-36s the roll-up of the %d processes (%s), linking each one's own page:\n", "report.html",
+		processes, analysis.FormatBytes(int64(page.Len())))
+	fmt.Fprintf(w, "  %-36s the HTML report of each process's file analysed above (%d of %d)\n", "report_rank{R}_{pid}.html",
+		len(rr.files), processes)
 }
 
 // analyseRecorded prints the analysis of a recorded file and returns its

@@ -92,6 +92,7 @@ type recordedFile struct {
 	path string
 	kind string // oom, exit, signal, sigterm, trace
 	rank int
+	pid  int
 	time float64
 }
 
@@ -102,7 +103,7 @@ func (st hookStatus) files() []recordedFile {
 	last := map[string]recordedFile{}
 	for _, e := range st.events {
 		if e.Event == "dump" && e.Path != "" {
-			last[e.Path] = recordedFile{path: e.Path, kind: e.Kind, rank: e.Rank, time: e.Time}
+			last[e.Path] = recordedFile{path: e.Path, kind: e.Kind, rank: e.Rank, pid: e.Pid, time: e.Time}
 		}
 	}
 	var out []recordedFile

@@ -290,15 +290,22 @@ func (o *rollupOutput) finish(stderr io.Writer) error {
 		return &exitError{exitInput, fmt.Errorf("none of the %d inputs could be read", o.failed)}
 	}
 	ru := o.b.Rollup()
-	switch o.format {
-	case "json":
+	if o.format == "json" {
 		return o.js.Finish(ru)
-	case "markdown":
-		return report.RollupMarkdown(o.w, ru, o.keep.Details(ru))
-	case "html":
-		return report.RollupHTML(o.w, ru, report.HTMLOptions{Version: o.version})
 	}
-	return report.RollupText(o.w, ru, o.keep.Details(ru), o.textTop)
+	return o.render(o.w, o.format, ru, nil)
+}
+
+// render writes the roll-up ru in format (not json) on w; pages are the
+// inputs' own pages that an HTML roll-up links.
+func (o *rollupOutput) render(w io.Writer, format string, ru *rollup.Rollup, pages map[string]string) error {
+	switch format {
+	case "markdown":
+		return report.RollupMarkdown(w, ru, o.keep.Details(ru))
+	case "html":
+		return report.RollupHTML(w, ru, report.HTMLOptions{Version: o.version, RankPages: pages})
+	}
+	return report.RollupText(w, ru, o.keep.Details(ru), o.textTop)
 }
 
 // plural is "1 input", "3 inputs".
