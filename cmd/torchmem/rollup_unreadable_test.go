@@ -156,3 +156,46 @@ func TestMergeSurvivesBadSummaries(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordFolderIsOneRun: the folders torchmem record wrote on a GPU
+// (../shared/recorded) are one run for analyze, report and merge alike: the
+// OOM run is one rank, its OOM snapshot, with its exit snapshot listed
+// after the OOM (it was rank 0 twice); merging the files' own summaries
+// gives, byte for byte, what analysing the folder gives.
+func TestRecordFolderIsOneRun(t *testing.T) {
+	dir := shared(t, "recorded", "record_oom")
+	t.Chdir(filepath.Dir(filepath.Dir(dir)))
+	folder := filepath.Join("recorded", "record_oom")
+	text := mustRun(t, nil, "analyze", folder)
+	flat := strings.Join(strings.Fields(text), " ")
+	for _, want := range []string{
+		"1 device of 2 inputs (1 file of a process already counted): rank 0 peaked highest, 4.31 GiB on cuda:0.",
+		"1 device ran out of memory; the first was rank 0 on cuda:0 (by time).",
+		"rank 0 (pid 590): recorded/record_oom/snapshot_rank0_590.pickle, after the OOM (its history holds the OOM; 4.06 GiB allocated when it was written)",
+		"── rank 0 ── recorded/record_oom/oom_snapshot_rank0_590.pickle",
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("analyze %s lacks %q:\n%s", folder, want, text)
+		}
+	}
+	if strings.Contains(text, "appears in 2 inputs") || strings.Count(text, "── rank") != 1 {
+		t.Errorf("rank 0 counted twice:\n%s", text)
+	}
+	var summaries []string
+	for _, name := range []string{"oom_snapshot_rank0_590.pickle", "snapshot_rank0_590.pickle"} {
+		p := filepath.Join(t.TempDir(), name+".json")
+		if err := os.WriteFile(p, []byte(mustRun(t, nil, "analyze", "--format", "json", filepath.Join(folder, name))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		summaries = append(summaries, p)
+	}
+	for _, format := range []string{"text", "markdown", "json"} {
+		want := mustRun(t, nil, "analyze", "--format", format, folder)
+		if got := mustRun(t, nil, append([]string{"merge", "--format", format}, summaries...)...); got != want {
+			t.Errorf("%s: merge of the summaries differs from analyze of the folder: %s", format, firstDiff(got, want))
+		}
+	}
+	if code, _, stderr := runCLI(nil, "report", "-o", filepath.Join(t.TempDir(), "r.html"), folder); code != exitOK {
+		t.Errorf("report %s: exit %d: %s", folder, code, stderr)
+	}
+}
