@@ -206,3 +206,38 @@ if rank == 5:
 		t.Errorf("--strict: exit %d, stderr %q; want 2 and rank 5's file", code, errText)
 	}
 }
+
+// TestRecordRealOOM: record of a program whose OOM observer and exit dump
+// hand the hook the real snapshots of ../shared/recorded/record_oom: one
+// process, so one rank, its OOM snapshot analysed first (as a single file),
+// and the folder then reads as that one rank with the exit snapshot after
+// the OOM.
+func TestRecordRealOOM(t *testing.T) {
+	py := needPython(t)
+	src := st.SharedDir(t, filepath.Join("recorded", "record_oom"))
+	f := newStandin(t)
+	env := append(f.env, "TORCHMEM_STANDIN_SNAPSHOT="+filepath.Join(src, "snapshot_rank0_590.pickle"),
+		"TORCHMEM_STANDIN_OOM_SNAPSHOT="+filepath.Join(src, "oom_snapshot_rank0_590.pickle"))
+	out := filepath.Join(t.TempDir(), "rec")
+	script := writeScript(t, t.TempDir(), "rec_oom.py", "import os, torch\nprint('pid', os.getpid())\ntorch.cuda.init()\ntorch.cuda._standin_oom(2147483648)\n")
+	code, stdout, stderr := runTorchmem(t, env, "", "record", "-o", out, "--", py, script)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, stderr)
+	}
+	pid := pidOf(t, stdout)
+	oomName, exitName := fmt.Sprintf("oom_snapshot_rank0_%d.pickle", pid), fmt.Sprintf("snapshot_rank0_%d.pickle", pid)
+	if got, want := dirFiles(t, out), []string{oomName, "report.html", exitName}; !slices.Equal(got, want) {
+		t.Errorf("files %q, want %q", got, want)
+	}
+	if !strings.Contains(stderr, analyzeText(t, filepath.Join(out, oomName))) ||
+		!strings.Contains(stderr, fileLine(oomName, "out of memory, dumped before the error was raised (analysed above)")) {
+		t.Errorf("stderr lacks the analysis of the OOM snapshot first:\n%s", stderr)
+	}
+	text := strings.Join(strings.Fields(mustRun(t, nil, "analyze", out)), " ")
+	for _, want := range []string{"1 device of 2 inputs (1 file of a process already counted): rank 0 peaked highest, 4.31 GiB",
+		"first OOM: rank 0 cuda:0: 2.00 GiB requested", exitName + ", after the OOM"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("analyze %s lacks %q", out, want)
+		}
+	}
+}
