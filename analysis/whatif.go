@@ -174,7 +174,7 @@ func whatIf(h *History, dr *DeviceResult, sugg []Suggestion, capacity int64) *Wh
 	}
 	w.Model = inferModel(h, c)
 	if w.AttentionBytes > 0 {
-		w.Notes = append(w.Notes, "∝ seq²: attention tensors larger than their call's per-token output (scores, softmax); the rest grows linearly")
+		w.Notes = append(w.Notes, "∝ seq²: attention tensors larger than their call's per-token output (scores, softmax)")
 	}
 	if dr.OOM != nil {
 		w.Notes = append(w.Notes, "the run died at an OOM in "+string(dr.OOM.Phase)+": projections are lower bounds (the step did not finish)")
