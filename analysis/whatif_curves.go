@@ -40,8 +40,9 @@ func scaled(kb, ks float64) factors {
 }
 
 // partOf decides the part of a block: by category, then (for what a step
-// allocates) by the phase that allocated it and whether attention code did.
-func (h *History) partOf(b *Block, stale bool) part {
+// allocates) by the phase that allocated it and whether it has two
+// sequence dimensions (seqSquared).
+func (h *History) partOf(b *Block, stale, seqSquared bool) part {
 	if b.Untracked {
 		return partFixed
 	}
@@ -69,13 +70,16 @@ func (h *History) partOf(b *Block, stale bool) part {
 				return partFixed
 			}
 		}
-		if b.Category != InputData && h.markers.get(b.Stack).quadratic() {
+		if b.Category != InputData && seqSquared {
 			return partQuad
 		}
 		return partLinear
 	}
 	return partFixed
 }
+
+// scales reports whether the batch size or the sequence length scale a part.
+func scales(p part) bool { return p == partLinear || p == partQuad || p == partKV }
 
 // quadratic reports whether a stack's tensors grow with the square of the
 // sequence: attention code, unless a fused kernel (flash, memory-efficient,

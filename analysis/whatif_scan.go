@@ -69,15 +69,36 @@ type factorQuery struct {
 	seq   bool
 }
 
-// buildCurves decides the part of every block of h.
-func buildCurves(h *History) *curves {
+// buildCurves decides the part of every block of h; seq is the sequence
+// length of the run when known (0 otherwise), which sharpens which tensors
+// are seq² (seqSquared). A block of a part that scales counts the bytes
+// its tensor requested there; the allocator's rounding on top (under
+// 1 MiB a block) does not grow with the tensor and is fixed memory
+// (curves.shares).
+func buildCurves(h *History, seq int64) *curves {
 	c := &curves{h: h, part: make([]part, len(h.Blocks)), n: len(h.Device.Events),
 		peaks: map[factors]peakAt{}, sums: map[partSet]peakSum{}, limits: map[factorQuery]float64{}, states: map[int][numParts]int64{}}
 	stale := h.staleGradients()
+	sq := h.seqSquared(seq)
+	copies := h.weightCopies()
 	for bi := range h.Blocks {
-		c.part[bi] = h.partOf(&h.Blocks[bi], stale[bi])
+		p := h.partOf(&h.Blocks[bi], stale[bi], sq[bi])
+		if copies[bi] && scales(p) {
+			p = partFixed // a weight's copy: the weight's size, whatever the batch
+		}
+		c.part[bi] = p
 	}
 	return c
+}
+
+// shares is how block bi's bytes divide: n in its part p, the rest fixed.
+func (c *curves) shares(bi int32) (p part, n, rest int64) {
+	b := &c.h.Blocks[bi]
+	p = c.part[bi]
+	if scales(p) && b.Requested > 0 && b.Requested < b.Size {
+		return p, b.Requested, b.Size - b.Requested
+	}
+	return p, b.Size, 0
 }
 
 // resolve runs ask until every query it makes is answered: each time some
@@ -265,7 +286,9 @@ func (c *curves) replay() {
 	var v [numParts]int64
 	for bi := range h.Blocks {
 		if b := &h.Blocks[bi]; b.Alloc < 0 && b.LiveAt(-1) {
-			v[c.part[bi]] += b.Size
+			p, n, rest := c.shares(int32(bi))
+			v[p] += n
+			v[partFixed] += rest
 		}
 	}
 	// grew[p]: the state where part p took its value in the current run.
@@ -311,16 +334,23 @@ func (c *curves) replay() {
 	capture(0, &v)
 	inRun := true // the state before the first event starts the first run
 	for i := 0; i < c.n; i++ {
-		var dp [2]part
-		var dv [2]int64
+		var dp [4]part
+		var dv [4]int64
 		m := 0
-		if bi := h.openAt(i); bi >= 0 {
-			dp[m], dv[m] = c.part[bi], h.Blocks[bi].Size
+		add := func(bi int32, sign int64) {
+			p, n, rest := c.shares(bi)
+			dp[m], dv[m] = p, sign*n
 			m++
+			if rest != 0 {
+				dp[m], dv[m] = partFixed, sign*rest
+				m++
+			}
+		}
+		if bi := h.openAt(i); bi >= 0 {
+			add(bi, 1)
 		}
 		if bi := h.endAt(i); bi >= 0 {
-			dp[m], dv[m] = c.part[bi], -h.Blocks[bi].Size
-			m++
+			add(bi, -1)
 		}
 		if m == 0 {
 			capture(i+1, &v)

@@ -23,9 +23,19 @@ func everyState(c *curves) [][numParts]int64 {
 		if b.PendingAtStart {
 			continue
 		}
-		delta[b.Alloc+1][c.part[bi]] += b.Size
-		if end := b.allocEnd(); end >= 0 {
-			delta[end+1][c.part[bi]] -= b.Size
+		add := func(p part, n int64) {
+			delta[b.Alloc+1][p] += n
+			if end := b.allocEnd(); end >= 0 {
+				delta[end+1][p] -= n
+			}
+		}
+		// A part that scales counts the bytes requested; the allocator's
+		// rounding is fixed.
+		if p := c.part[bi]; scales(p) && b.Requested > 0 && b.Requested < b.Size {
+			add(p, b.Requested)
+			add(partFixed, b.Size-b.Requested)
+		} else {
+			add(p, b.Size)
 		}
 	}
 	out := make([][numParts]int64, n+1)
@@ -53,6 +63,7 @@ func TestCurvesAnswerAsEveryState(t *testing.T) {
 		"healthy": read(t, st.TrainLoopHealthy(st.DefaultLeakConfig), 0),
 		"autocast": read(t, st.TrainLoopGrowingList(st.LeakConfig{Layers: 3, Hidden: 128, Tokens: 256, Vocab: 300, Steps: 5,
 			Autocast: true, Stacks: st.StacksUserCpp}), 0),
+		"eager attention": read(t, st.EagerTrain(st.EagerConfig{Layers: 3, Hidden: 512, Heads: 8, KVHeads: 2, Seq: 128, Batch: 2, Vocab: 5000, Steps: 2, Frames: "module"}), 0),
 	}
 	for _, path := range st.SharedInputs(t) {
 		inputs[path] = openPath(t, path)
@@ -85,10 +96,10 @@ func TestCurvesAnswerAsEveryState(t *testing.T) {
 				continue
 			}
 			h := BuildHistory(s, d)
-			c := buildCurves(h)
+			c := buildCurves(h, 0)
 			all := everyState(c)
 			states += len(all)
-			for j, v := range statesOf(buildCurves(h)) {
+			for j, v := range statesOf(buildCurves(h, 0)) {
 				if v != all[j] {
 					t.Fatalf("%s device %d state %d: replayed %v, from the blocks %v", name, d.ID, j, v, all[j])
 				}
@@ -182,13 +193,13 @@ func TestCurvesAnswerAsEveryState(t *testing.T) {
 func TestWhatIfOneReplay(t *testing.T) {
 	s := openShared(t, "snapshots", "nothanmin_fullstep.pickle")
 	r, h := analyze(s, DefaultOptions())
-	c := buildCurves(h)
+	c := buildCurves(h, 0)
 	var w *WhatIf
 	c.resolve(func() { w = c.whatIf(&r.Devices[0], r.Suggestions, 0) })
 	if c.replays != 1 || w.MeasuredPeakBytes != r.WhatIf.MeasuredPeakBytes {
 		t.Errorf("%d replays for the what-if (peak %d, the analysis' %d)", c.replays, w.MeasuredPeakBytes, r.WhatIf.MeasuredPeakBytes)
 	}
-	c = buildCurves(h)
+	c = buildCurves(h, 0)
 	gpu := estimate.NewGPU("", 24<<30)
 	c.resolve(func() { c.project(r, 2, 1, Size{Batch: 4}, Size{Batch: 8}, gpu) })
 	if c.replays > 2 {

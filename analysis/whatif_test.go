@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/estimate"
 	"github.com/torchmem/torchmem/snapshot"
 	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
@@ -19,7 +20,7 @@ func TestWhatIfPartsSumToAllocated(t *testing.T) {
 				continue
 			}
 			h := BuildHistory(s, d)
-			for j, v := range statesOf(buildCurves(h)) {
+			for j, v := range statesOf(buildCurves(h, 0)) {
 				var sum int64
 				for p := range v {
 					sum += v[p]
@@ -63,7 +64,7 @@ func simRun(t *testing.T, c st.TrainConfig) (*History, int64) {
 func TestProjectionSimulator(t *testing.T) {
 	base := st.TrainConfig{Layers: 4, Hidden: 256, Seq: 256, Batch: 2, Heads: 4, Steps: 2, NoBwdStack: true}
 	h, measured := simRun(t, base)
-	c := buildCurves(h)
+	c := buildCurves(h, 0)
 	if p, _ := c.peak(unit()); p != measured {
 		t.Fatalf("unscaled projection %d, simulator peak %d", p, measured)
 	}
@@ -95,7 +96,7 @@ func TestProjectionWedsonlin(t *testing.T) {
 	for _, seq := range []int64{128, 256} {
 		s := openShared(t, "snapshots", fmt.Sprintf("wedsonlin_medium_%d_training.pickle", seq))
 		h := BuildHistory(s, s.Devices[0])
-		curvesAt[seq] = buildCurves(h)
+		curvesAt[seq] = buildCurves(h, 0)
 		peaks[seq], _ = curvesAt[seq].peak(unit())
 	}
 	for _, tc := range []struct{ from, to int64 }{{128, 256}, {256, 128}} {
@@ -133,7 +134,7 @@ func TestWhatIfSuggestions(t *testing.T) {
 		}
 	}
 	h := BuildHistory(s, s.Devices[0])
-	c := buildCurves(h)
+	c := buildCurves(h, 0)
 	var staleRequested int64
 	stale := c.maxOf(partStaleGrad)
 	for bi := range h.staleGradients() {
@@ -155,7 +156,8 @@ func TestWhatIfCapacity(t *testing.T) {
 	opts := DefaultOptions()
 	opts.CapacityBytes = 8 << 30
 	w := Analyze(s, opts).WhatIf
-	if capacity := int64(8 << 30); w.UsableBytes != int64(float64(capacity)*0.95) {
+	// Usable: the capacity less the CUDA context and 5% of the rest.
+	if capacity := int64(8 << 30); w.UsableBytes != int64(float64(capacity-estimate.ContextBytes)*0.95) {
 		t.Fatalf("usable %d", w.UsableBytes)
 	}
 	for _, p := range w.Suggestions {
@@ -167,7 +169,7 @@ func TestWhatIfCapacity(t *testing.T) {
 		t.Errorf("combination %+v: want the 8-bit optimizer alone (cost 1, fits)", c)
 	}
 	h := BuildHistory(s, s.Devices[0])
-	cv := buildCurves(h)
+	cv := buildCurves(h, 0)
 	for _, tc := range []struct {
 		k   float64
 		seq bool
