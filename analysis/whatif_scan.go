@@ -136,9 +136,10 @@ func (c *curves) ask(known bool, record func()) {
 // peak is the projected peak under f and the state (0: before the first
 // event, j: after event j−1) that first reaches it.
 func (c *curves) peak(f factors) (int64, int) {
-	r, ok := c.peaks[f]
+	_, ok := c.peaks[f]
 	c.ask(ok, func() { c.pending.peaks = append(c.pending.peaks, f) })
-	if r, ok = c.peaks[f]; !ok {
+	r, ok := c.peaks[f]
+	if !ok {
 		return 0, 0
 	}
 	return saturate(r.bytes), r.at
@@ -157,13 +158,9 @@ func setOf(parts []part) partSet {
 // first state that holds it.
 func (c *curves) sum(parts []part) peakSum {
 	s := setOf(parts)
-	r, ok := c.sums[s]
+	_, ok := c.sums[s]
 	c.ask(ok, func() { c.pending.sums = append(c.pending.sums, s) })
-	r, ok = c.sums[s]
-	if !ok {
-		return peakSum{at: 0}
-	}
-	return r
+	return c.sums[s] // zero while gathered
 }
 
 // partsAtMax is the bytes of some parts (the others 0) at the first state
@@ -190,10 +187,9 @@ func (c *curves) argmax(parts ...part) int {
 // after the last).
 func (c *curves) at(j int) [numParts]int64 {
 	j = min(max(j, 0), c.n)
-	v, ok := c.states[j]
+	_, ok := c.states[j]
 	c.ask(ok, func() { c.pending.states = append(c.pending.states, j) })
-	v = c.states[j]
-	return v
+	return c.states[j]
 }
 
 // end is the state after the last event.
@@ -220,10 +216,9 @@ func dot(f factors, v *[numParts]int64) float64 {
 // step's parts are empty, 0 when even k→0 does not fit.
 func (c *curves) maxFactor(limit int64, seq bool) float64 {
 	q := factorQuery{limit, seq}
-	k, ok := c.limits[q]
+	_, ok := c.limits[q]
 	c.ask(ok, func() { c.pending.limits = append(c.pending.limits, q) })
-	k = c.limits[q]
-	return k
+	return c.limits[q]
 }
 
 // factorAt is how far the step's parts of state v can be scaled within

@@ -15,15 +15,13 @@ import (
 )
 
 // decodeFast decodes data with the trace-entry fast path on or off and
-// returns the model, the error and how many entries the fast path took.
-func decodeFast(t *testing.T, data []byte, fast bool) (*Snapshot, error, int) {
+// returns the model, how many entries the fast path took and the error.
+func decodeFast(t *testing.T, data []byte, fast bool) (*Snapshot, int, error) {
 	t.Helper()
-	var took int
 	var m *vm
 	s, err := readPickleWith(bufio.NewReader(bytes.NewReader(data)), Source{Path: "x.pickle"}, Options{}.withDefaults(), int64(len(data)),
 		func(v *vm) { m, v.fast.off = v, !fast })
-	took = m.fast.entries
-	return s, err, took
+	return s, m.fast.entries, err
 }
 
 // entryCases are snapshots whose entries take each branch of the fast path
@@ -103,8 +101,8 @@ func TestEntryFastPath(t *testing.T) {
 		inputs[filepath.Base(path)] = data
 	}
 	for name, data := range inputs {
-		fast, ferr, took := decodeFast(t, data, true)
-		slow, serr, none := decodeFast(t, data, false)
+		fast, took, ferr := decodeFast(t, data, true)
+		slow, none, serr := decodeFast(t, data, false)
 		// A damaged file fails both ways, not always with the same words:
 		// the fast path reduces an entry at its SETITEMS, the opcodes at
 		// its batch's APPENDS, so garbage after it meets another stack.
