@@ -5,7 +5,7 @@
 // make test pipes go test through it; it exits 1 when a test or a package
 // failed, or when the stream holds no result at all.
 //
-//	go test -json ./... | go run ./internal/testlog
+//	go test -json ./... | go run ./tools/testlog
 package main
 
 import (
