@@ -78,22 +78,9 @@ func TestHTMLPlainPageWhenNothingFits(t *testing.T) {
 	}
 }
 
-// manyDevicesResult is the analysis of a snapshot of n devices, each
-// running three steps (a run on n ranks' local devices).
+// manyDevicesResult is the analysis of snapshottest.ManyDevices(n).
 func manyDevicesResult(t testing.TB, n int) *analysis.Result {
-	s := snapshottest.NewSim()
-	fwd := s.Stack(s.F("model.py", 9, "forward"), s.F("train.py", 3, "<module>"))
-	for d := range n {
-		for step := range 3 {
-			s.Annotate(d, fmt.Sprint("ProfilerStep#", step), func() {
-				a := s.Alloc(d, 4<<20, fwd)
-				b := s.Alloc(d, 1<<20, fwd)
-				s.Free(d, b)
-				s.Free(d, a)
-			})
-		}
-	}
-	data := snapshottest.Marshal(s.Snapshot(), 4)
+	data := snapshottest.Marshal(snapshottest.ManyDevices(n).Snapshot(), 4)
 	snap, err := snapshot.Read(bytes.NewReader(data), "devices.pickle", int64(len(data)), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
