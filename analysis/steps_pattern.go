@@ -25,13 +25,14 @@ import (
 //
 // Such an anchor must recur alike (its allocations within anchorSpread of
 // the median anchor's, the allocations between anchors within a factor of
-// two of each other) at least minLeakSteps times; a step ends where
-// allocated memory is lowest between two anchors (the gradients freed by
-// zero_grad, the next batch not yet loaded). One forward pass — or a
-// forward-only loop — has no backward and touches no parameter-sized
-// block per step: it gets no steps this way, since nothing tells one of
-// its iterations from one of the model's layers. Steps found so are a
-// guess (StepsFromPeriod): leak findings on them are medium at most.
+// two of each other) at least minLeakSteps times; a step ends with its
+// anchor (the backward and the optimizer's updates: the gradients are
+// freed by the next step's zero_grad, the optimizer's state made at the
+// first step stays in it). One forward pass — or a forward-only loop —
+// has no backward and touches no parameter-sized block per step: it gets
+// no steps this way, since nothing tells one of its iterations from one of
+// the model's layers. Steps found so are a guess (StepsFromPeriod): leak
+// findings on them are medium at most.
 
 // Bounds of the anchors.
 const (
