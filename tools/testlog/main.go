@@ -50,11 +50,12 @@ func summarize(r io.Reader, w io.Writer) bool {
 			fmt.Fprint(w, e.Output)
 		case e.Action == "build-fail":
 			ok = false
-		case e.Test == "" && e.Action == "output":
-			fmt.Fprint(w, e.Output)
+		case e.Test == "" && e.Action == "output" && e.Output != "PASS\n":
+			fmt.Fprint(w, e.Output) // the test binary's PASS is not shown by go test either
 		case e.Test == "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):
 			results++
 			ok = ok && e.Action != "fail"
+		case e.Test == "" && e.Action == "output":
 		case e.Action == "output":
 			out[key] = append(out[key], e.Output)
 		case e.Action == "fail":

@@ -31,7 +31,8 @@ func TestSummarize(t *testing.T) {
 {"Action":"output","Package":"q","Output":"FAIL\tq\t0.01s\n"}
 {"Action":"fail","Package":"q"}
 `
-		pkgOK = `{"Action":"output","Package":"p","Output":"ok  \tp\t0.01s\n"}
+		pkgOK = `{"Action":"output","Package":"p","Output":"PASS\n"}
+{"Action":"output","Package":"p","Output":"ok  \tp\t0.01s\n"}
 {"Action":"pass","Package":"p"}
 `
 		build = `{"ImportPath":"r [r.test]","Action":"build-output","Output":"r/x.go:3:1: syntax error\n"}
