@@ -207,7 +207,7 @@ func timelineBands(d *analysis.DeviceResult, t *analysis.Timeline, x []int64, is
 		bands = append(bands, timelineBand{From: a, To: b, Label: label})
 		// Every band carries its phase's name; the page draws it only where
 		// it fits the band at the width and zoom of the moment
-		// (fitPhaseNames in report.js), so that two names never run into
+		// (labelFitter in report.js), so that two names never run into
 		// each other ("datzero_grad").
 		data = append(data, []opts.MarkAreaData{
 			{Name: string(p.Phase), XAxis: a, MarkAreaStyle: opts.MarkAreaStyle{ItemStyle: &opts.ItemStyle{Color: color}}},
