@@ -296,7 +296,11 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 				if pp.AllocatedBytes > 0 {
 					part = fmt.Sprintf("%s %s (%.0f%%)", top, analysis.FormatBytes(pp.Categories[top]), share*100)
 				}
-				p.f("| %s | %s | %d | %s |\n", pp.Phase, analysis.FormatBytes(pp.AllocatedBytes), pp.Step, part)
+				step := "–" // before the first step, or no steps
+				if pp.Step > 0 {
+					step = fmt.Sprint(pp.Step)
+				}
+				p.f("| %s | %s | %s | %s |\n", pp.Phase, analysis.FormatBytes(pp.AllocatedBytes), step, part)
 			}
 		}
 		if len(d.TopSites) > 0 {
