@@ -134,6 +134,9 @@ func analyze(s *snapshot.Snapshot, opts Options) (*Result, *History) {
 			capacity = r.Devices[bestDR].Capacity
 		}
 		r.WhatIf = whatIf(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
+		if reconcileSavings(r, best.statesFirst) {
+			r.WhatIf = whatIf(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
+		}
 	}
 	nameHostDiagnostics(r)
 	return r, bestH

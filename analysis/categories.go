@@ -95,6 +95,7 @@ func Classify(h *History) {
 		facts[i] = h.facts(i)
 	}
 	run := h.runFactsOf(facts)
+	special := h.specialKinds(facts)
 
 	// Candidates for size pairing.
 	var gradCand, paramCand, optCand []int
@@ -107,7 +108,7 @@ func Classify(h *History) {
 	}
 	for i := range h.Blocks {
 		b, f := &h.Blocks[i], &facts[i]
-		if f.m.cublas || f.m.kvCache || f.m.kvCacheCopy || b.Untracked {
+		if _, ok := special[i]; ok || f.m.cublas || f.m.kvCache || f.m.kvCacheCopy || b.Untracked {
 			continue
 		}
 		switch {
@@ -131,6 +132,10 @@ func Classify(h *History) {
 		}
 		if cat, ok := h.profilerCategory(b); ok {
 			b.Category, b.Rule, b.Confidence = cat, RuleProfilerCategory, High
+			continue
+		}
+		if d, ok := special[i]; ok {
+			b.Category, b.Rule, b.Confidence = d.cat, d.rule, d.conf
 			continue
 		}
 		b.Category, b.Rule, b.Confidence = decide(f, b.Requested, paramPaired[i], gradPaired[i], pairing, run)

@@ -10,28 +10,45 @@ import (
 // RuleAutocastWeightCache classifies autocast's weight cache: under
 // torch.autocast, the first use of an fp32 weight in a region casts it to a
 // 16-bit copy that autocast caches until the region exits (or, under grad
-// mode, until the graph that saved it dies). The copies are parameters —
-// never activations, inputs or a leak.
+// mode, until the graph that saved it dies). The copies are a category of
+// their own (autocast_cache) — never activations, inputs, parameters or a
+// leak.
 const RuleAutocastWeightCache = "autocast_weight_cache"
 
 // markAutocastCache finds autocast's weight copies among the blocks
-// classified so far and gives them the parameter category. A copy has
-// half the size of an fp32 parameter (its element count at 2 bytes); it is
-// made in forward (not by model set-up) by the op that uses the weight: autocast's cast in its
-// C++ frames, or — Python frames only — the first allocation of the op
-// (the one before is another op's or another copy), followed by another of
-// the same stack (the op's output); it lives until the end, or until the
+// classified so far and gives them the autocast_cache category. A copy
+// requests half the bytes of an fp32 parameter (its element count at 2
+// bytes; the parameters are the blocks classified so, or the weights a
+// chrome trace's AccumulateGrad ops name); it is made in forward — or in
+// backward, recomputing a checkpointed forward — by the op that uses the
+// weight: autocast's cast in its C++ frames, an aten::_to_copy inside the
+// compute op in a chrome trace, or — Python frames only — the first
+// allocation of the op (the one before is another op's or another copy),
+// followed by another of the same stack; it lives until the end, until the
 // region exits (autocast_mode.py __exit__ in its free stack, or freed with
-// other copies in one burst, no allocation between). A size class where
-// more copies live at once than parameters of twice the size exist is not
-// a cache (a coincidence of sizes): none of it is marked. Without frames
-// nothing tells a copy apart.
+// other copies in one burst, no allocation between), or until backward
+// frees the graph that saved it. A size class where more copies live at
+// once than parameters of twice the size exist is not a cache (a
+// coincidence of sizes): none of it is marked. Without frames nothing tells
+// a copy apart.
 func markAutocastCache(h *History) {
-	params := map[int64]int{}
+	params := map[int64]int{} // requested bytes of the fp32 parameters
 	for i := range h.Blocks {
 		b := &h.Blocks[i]
-		if b.Category == Parameter && !b.Untracked && b.Size > 0 && b.Size%4 == 0 {
-			params[b.Size]++
+		if b.Category == Parameter && !b.Untracked && b.Requested > 0 && b.Requested%4 == 0 {
+			params[b.Requested]++
+		}
+	}
+	if len(params) == 0 {
+		// A chrome trace's weights predate its window: AccumulateGrad's
+		// shapes name them (one backward's worth).
+		for _, g := range h.Snap.GradAccumulations {
+			if g.DType == "float" && g.Elements > 0 {
+				params[4*g.Elements]++
+			}
+		}
+		for sz, n := range params {
+			params[sz] = max(1, n/h.backwardPasses())
 		}
 	}
 	if len(params) == 0 {
@@ -40,7 +57,7 @@ func markAutocastCache(h *History) {
 	found := false
 	for i := range h.Blocks {
 		b := &h.Blocks[i]
-		if b.Alloc >= 0 && b.Category != Parameter && params[2*b.Size] > 0 && h.Phases.code[b.Alloc] != codeBackward {
+		if b.Alloc >= 0 && b.Category != Parameter && params[2*b.Requested] > 0 {
 			found = true
 			break
 		}
@@ -75,12 +92,12 @@ func markAutocastCache(h *History) {
 			continue
 		}
 		b := &h.Blocks[bi]
-		if b.Untracked || b.Category == Parameter || params[2*b.Size] == 0 {
+		if b.Untracked || b.Category == Parameter || b.Category == Workspace || params[2*b.Requested] == 0 {
 			continue
 		}
 		m := h.markers.get(b.Stack)
 		c := h.Phases.code[i]
-		if m.init || c != codeForward && !(m.autocastCast && c == codeUnknown) {
+		if m.init || c != codeForward && !(m.autocastCast && c == codeUnknown) && !(m.recompute && c == codeBackward) {
 			continue // C++ frames alone may not show forward; autocast's cast does
 		}
 		if m.autocastCast {
@@ -131,9 +148,10 @@ func markAutocastCache(h *History) {
 		switch {
 		case b.Free < 0, h.firstOOM >= 0 && b.Alloc < h.firstOOM && b.Free > h.firstOOM:
 			ok[bi] = true
-		case h.Phases.code[b.Free] == codeBackward:
 		case h.markers.get(b.FreeStack).autocastExit, inBurst[b.Free]:
 			ok[bi] = true
+		case h.Phases.code[b.Free] == codeBackward && h.Phases.code[b.Alloc] != codeBackward:
+			ok[bi] = true // saved for backward by the graph, freed with it
 		}
 	}
 	// Per size: copies live at once never outnumber the weights.
@@ -141,9 +159,9 @@ func markAutocastCache(h *History) {
 	bySize := map[int64][]delta{}
 	for bi := range ok {
 		b := &h.Blocks[bi]
-		bySize[b.Size] = append(bySize[b.Size], delta{b.Alloc, 1})
+		bySize[b.Requested] = append(bySize[b.Requested], delta{b.Alloc, 1})
 		if b.Free >= 0 {
-			bySize[b.Size] = append(bySize[b.Size], delta{b.Free, -1})
+			bySize[b.Requested] = append(bySize[b.Requested], delta{b.Free, -1})
 		}
 	}
 	for size, ds := range bySize {
@@ -158,10 +176,10 @@ func markAutocastCache(h *History) {
 		}
 		for bi := range ok {
 			b := &h.Blocks[bi]
-			if b.Size != size {
+			if b.Requested != size {
 				continue
 			}
-			b.Category, b.Rule, b.Confidence = Parameter, RuleAutocastWeightCache, Medium
+			b.Category, b.Rule, b.Confidence = AutocastCache, RuleAutocastWeightCache, Medium
 			if strong[bi] || b.Free >= 0 && h.markers.get(b.FreeStack).autocastExit {
 				b.Confidence = High
 			}
@@ -215,6 +233,28 @@ func autocastDiagnostic(h *History, peak int) (Diagnostic, bool) {
 		held += fmt.Sprintf(" (%s at the peak, %d copies)", FormatBytes(atPeak), n)
 	}
 	return Diagnostic{Kind: "autocast_weight_cache", Device: id, Message: fmt.Sprintf(
-		"device %d: autocast's weight cache holds %s: 16-bit copies of fp32 weights, made at each weight's first use under torch.autocast and kept until the autocast region exits; they are parameters, not activations or a leak; torch.autocast(..., cache_enabled=False) or keeping the weights in bf16 (model.to(torch.bfloat16)) removes them",
+		"device %d: autocast's weight cache holds %s: 16-bit copies of fp32 weights, made at each weight's first use under torch.autocast and kept until the autocast region exits (or, saved for backward, until backward); they are autocast_cache, not parameters, activations or a leak; torch.autocast(..., cache_enabled=False) or keeping the weights in bf16 (model.to(torch.bfloat16)) removes them",
 		id, held)}, true
+}
+
+// backwardPasses is how many backward passes a chrome trace records (its
+// backward annotations, else its optimizer steps; at least 1): each makes
+// one AccumulateGrad per trained weight.
+func (h *History) backwardPasses() int {
+	var bw, opt int
+	for _, a := range h.Snap.Annotations {
+		switch a.Kind {
+		case snapshot.AnnotationBackward:
+			bw++
+		case snapshot.AnnotationOptStep:
+			opt++
+		}
+	}
+	switch {
+	case bw > 0:
+		return bw
+	case opt > 0:
+		return opt
+	}
+	return 1
 }

@@ -280,9 +280,25 @@ type stackMarkers struct {
 	sdpaMath       bool // the math (materialising) SDPA backend
 	fusedAttention bool // a fused attention kernel (flash, memory-efficient, cuDNN; flash-attn, xformers): no seq² tensors
 	hasFrames      bool
+	python         bool // the stack has Python frames
 	// autocastCast: a cast made by autocast (at::autocast::cached_cast,
 	// C++ frames), which caches the copies of weights.
 	autocastCast bool
+	// applyLine is the line of the innermost torch/nn/modules/module.py
+	// _apply frame (0: none): Module.to/cuda moves a parameter at one line
+	// of _apply and its .grad at another.
+	applyLine int64
+	// bufferLine is the line of the innermost frame of Megatron's
+	// param_and_grad_buffer.py (0: none): its buffers' __init__ allocates
+	// the parameter buffer (with the distributed optimizer) and then, at a
+	// later line, the gradient buffer. mainParams: a function named for
+	// the optimizer's fp32 main parameters (Megatron's distributed
+	// optimizer, _build_model_and_main_param_groups).
+	bufferLine int64
+	mainParams bool
+	// recompute: a checkpointed forward recomputed in backward
+	// (torch/utils/checkpoint.py unpack/recompute frames).
+	recompute bool
 	// autocastExit: autocast's region ends here (torch/amp/autocast_mode.py
 	// __exit__, torch.clear_autocast_cache): frees of the weight cache.
 	autocastExit bool
@@ -330,9 +346,30 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 			inner = h
 		}
 	}
+	castOp := 0           // a chrome trace's aten::to/_to_copy seen, before any Python frame (1), then inside a compute op (2)
+	var op, module string // a chrome trace's innermost op (helpers skipped) and innermost nn.Module span
 	for _, id := range frames {
 		f := &s.Frames[id]
 		name, file := f.Name, strings.ReplaceAll(f.Filename, "\\", "/")
+		if f.Filename == "" {
+			if op == "" && strings.HasPrefix(name, "aten::") && !tensorHelperOp(name) {
+				op = name
+			}
+			if rest, ok := strings.CutPrefix(name, "nn.Module: "); ok && module == "" {
+				module = rest
+			}
+		}
+		if castOp < 2 && f.Filename == "" && strings.HasPrefix(name, "aten::") {
+			switch {
+			case name == "aten::_to_copy" || name == "aten::to":
+				castOp = 1
+			case castOp == 1 && !strings.HasPrefix(name, "aten::empty") && name != "aten::copy_":
+				// a compute op casting its arguments: autocast's cast
+				castOp, m.autocastCast = 2, true
+			}
+		} else if isPython(f) {
+			castOp = 2 // called from Python: an explicit cast or copy
+		}
 		if strings.Contains(name, "scaled_dot_product_attention") || strings.Contains(name, "_scaled_dot_product") {
 			m.attention = true
 			if strings.Contains(name, "_math") {
@@ -378,8 +415,21 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 		user = true
 		low := strings.ToLower(name)
 		markKinds(&m, file, name, low)
+		if m.applyLine == 0 && name == "_apply" && strings.HasSuffix(file, "torch/nn/modules/module.py") {
+			m.applyLine = f.Line
+		}
+		if m.bufferLine == 0 && strings.HasSuffix(file, "/param_and_grad_buffer.py") {
+			m.bufferLine = f.Line
+		}
+		m.mainParams = m.mainParams || strings.Contains(low, "main_param")
 		if strings.Contains(low, "attention") || strings.Contains(low, "attn") || strings.Contains(strings.ToLower(path.Base(file)), "attention") {
 			m.attention = true
+		}
+		if fusedAttentionCode(file, low) {
+			// a fused kernel's integration (SDPA dispatches to flash or
+			// memory-efficient attention): per-token outputs, no seq²
+			// scores — unless C++ frames show SDPA's math backend
+			m.fusedAttention = true
 		}
 		if strings.Contains(low, "closure") {
 			closure = true
@@ -400,6 +450,7 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 			strings.HasSuffix(file, "torch/autograd/graph.py") && name == "_engine_run_backward" ||
 			strings.HasSuffix(file, "torch/utils/checkpoint.py") && (strings.Contains(name, "unpack") || strings.Contains(name, "recompute"))):
 			fb = hintBackward
+			m.recompute = m.recompute || strings.HasSuffix(file, "torch/utils/checkpoint.py")
 		case strings.HasSuffix(file, "torch/nn/modules/module.py") && (name == "_call_impl" || name == "_wrapped_call_impl"),
 			name == "forward" && !torchFile:
 			// a module call, or a model's own forward (stacks that hold
@@ -423,6 +474,18 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 			setInner(hintData)
 		}
 	}
+	m.python = user
+	if m.sdpaMath {
+		m.fusedAttention = false
+	}
+	if op != "" && !m.fusedAttention {
+		// A chrome trace names the op: in attention code (or under a
+		// module named for attention), only the ops that make the score
+		// matrix and its softmax, mask and dropout hold ∝ seq² tensors —
+		// not the projections, casts or copies of q, k and v.
+		low := strings.ToLower(module)
+		m.attention = scoreOps[op] && (m.attention || strings.Contains(low, "attention") || strings.Contains(low, "attn"))
+	}
 	if m.autocastCast {
 		m.toDevice = false // autocast's cast of a weight, not a copy to the device
 	}
@@ -435,6 +498,33 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 		m.hint = hintUser
 	}
 	return m
+}
+
+// fusedAttentionCode reports whether a Python frame is a library's call
+// into a fused attention kernel: transformers' sdpa/flash/flex attention
+// integrations, flash-attn, xformers.
+func fusedAttentionCode(file, low string) bool {
+	base := path.Base(file)
+	return base == "sdpa_attention.py" || base == "flash_attention.py" || base == "flex_attention.py" ||
+		strings.Contains(file, "flash_attn/") || strings.Contains(file, "xformers/") || strings.HasPrefix(low, "sdpa_attention")
+}
+
+// scoreOps are the operators that make attention's score matrix, its
+// scaling, mask, softmax and dropout (∝ batch·seq²) in eager attention.
+var scoreOps = map[string]bool{"aten::bmm": true, "aten::baddbmm": true, "aten::matmul": true, "aten::softmax": true,
+	"aten::_softmax": true, "aten::_masked_softmax": true, "aten::masked_fill": true, "aten::masked_fill_": true,
+	"aten::dropout": true, "aten::native_dropout": true, "aten::div": true, "aten::mul": true, "aten::add": true,
+	"aten::where": true, "aten::_safe_softmax": true}
+
+// tensorHelperOp reports whether an op only allocates for the op around it
+// (empty, clone, copy, contiguous): the op that allocated is further out.
+func tensorHelperOp(name string) bool {
+	switch name {
+	case "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::clone", "aten::copy_", "aten::contiguous",
+		"aten::zeros", "aten::zeros_like", "aten::ones", "aten::ones_like", "aten::resize_":
+		return true
+	}
+	return false
 }
 
 // markKinds sets the markers that tell what kind of memory a Python frame

@@ -314,12 +314,16 @@ const (
 type Category int
 
 // Categories: PyTorch's memory-profiler categories in its plot order, then
-// two kinds that profiler has no name for — an inference server's key/value
+// kinds that profiler has no name for — an inference server's key/value
 // cache (kv_cache: it is neither weights nor activations, and sized by the
-// server, not the batch) and a library's persistent workspace (workspace:
-// cuBLAS's per-handle buffer) — and unknown last. Kinds that are a variant
-// of a category keep it under a rule of their own: quantized or frozen
-// weights and autocast's weight copies are parameters.
+// server, not the batch), a library's persistent workspace (workspace:
+// cuBLAS's per-handle buffer), autocast's 16-bit copies of fp32 weights
+// (autocast_cache: neither weights nor activations, and gone with the
+// autocast region) and the memory a captured CUDA graph keeps in its
+// private pool (cuda_graph_pool: its output and intermediates, held while
+// the graph lives) — and unknown last. Kinds that are a variant of a
+// category keep it under a rule of their own: quantized or frozen weights
+// are parameters.
 const (
 	Parameter Category = iota
 	Gradient
@@ -330,11 +334,13 @@ const (
 	InputData
 	KVCache
 	Workspace
+	AutocastCache
+	CUDAGraphPool
 	Unknown
 	NumCategories
 )
 
-var categoryNames = [NumCategories]string{"parameter", "gradient", "optimizer_state", "activation", "temporary", "autograd_detail", "input", "kv_cache", "workspace", "unknown"}
+var categoryNames = [NumCategories]string{"parameter", "gradient", "optimizer_state", "activation", "temporary", "autograd_detail", "input", "kv_cache", "workspace", "autocast_cache", "cuda_graph_pool", "unknown"}
 
 // String returns the category's JSON name.
 func (c Category) String() string {
