@@ -30,6 +30,7 @@ const (
 	RuleDataLoading             = "data_loading"                            // allocated while loading a batch
 	RuleBeforeForwardPaired     = "allocated_before_forward_paired"         // model init in the recording, size of a gradient
 	RuleOutsidePhases           = "allocated_outside_phases"                // no phase known
+	RuleBatchThroughForward     = "made_before_forward_read_through_it"     // outside the phases, live across the next forward: its batch
 	RuleModelSetup              = "model_setup"                             // Module.to/_apply, parameter init, state loading
 	RulePreOptimizerFrames      = "preexisting_optimizer_frames"            // before recording, optimizer frames
 	RulePreBackwardFrames       = "preexisting_backward_frames"             // before recording, autograd frames
@@ -59,6 +60,9 @@ type blockFacts struct {
 	sameSpan       bool  // freed in the span it was allocated in
 	m              stackMarkers
 	pastOOM        bool // live at the OOM and never freed before it
+	// throughForward: allocated outside the phases and live across the
+	// whole of the next forward span (the batch the forward reads).
+	throughForward bool
 	intraOp        bool // chrome trace: allocated and freed inside the same op (same thread, same span stack)
 }
 
@@ -73,6 +77,9 @@ func (h *History) facts(bi int) blockFacts {
 	}
 	if !f.pre {
 		f.ac = p.code[b.Alloc]
+		if f.ac == codeUnknown || f.ac == codeData {
+			f.throughForward = h.liveThroughNextForward(b)
+		}
 		f.aliveAfterSpan = f.never || b.Free > p.phaseEnd(b.Alloc)
 		f.sameSpan = !f.never && p.SpanAt(b.Free) == p.SpanAt(b.Alloc)
 		f.pastOOM = h.firstOOM >= 0 && b.Alloc < h.firstOOM && (b.Free < 0 || b.Free > h.firstOOM)
@@ -298,6 +305,9 @@ func decide(f *blockFacts, size int64, paramPaired, gradPaired, pairing int, run
 		case codeUnknown:
 			if f.m.toDevice {
 				return InputData, RuleCopiedToDevice, Medium
+			}
+			if f.throughForward && !f.m.init && paramPaired == 0 {
+				return InputData, RuleBatchThroughForward, Medium
 			}
 		}
 		if paramPaired != 0 {
@@ -581,4 +591,19 @@ func (h *History) innermostIsOp(st snapshot.StackID) bool {
 	n := f.Name
 	return f.Filename == "" && strings.Contains(n, "::") && !strings.Contains(n, " ") &&
 		!strings.HasPrefix(n, "autograd::engine::") && !strings.Contains(n, "CompiledFunction")
+}
+
+// liveThroughNextForward reports whether a block allocated outside the
+// phases is live from the start to the end of the first forward span after
+// its allocation: a batch made on the device (torch.randint(..., device=),
+// a tokenizer's output moved earlier) that the forward reads.
+func (h *History) liveThroughNextForward(b *Block) bool {
+	spans := h.Phases.Spans
+	k := sort.Search(len(spans), func(i int) bool { return spans[i].StartEvent > b.Alloc })
+	for ; k < len(spans); k++ {
+		if sp := &spans[k]; sp.Phase == PhaseForward && sp.Events > 0 {
+			return b.LiveAt(sp.StartEvent) && b.LiveAt(sp.EndEvent)
+		}
+	}
+	return false
 }

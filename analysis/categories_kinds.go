@@ -7,14 +7,15 @@ import "fmt"
 // cache, workspace) is told by its frames, or by a size PyTorch fixes; a
 // kind that is a variant of a category keeps it under a rule of its own.
 const (
-	RuleModuleInit          = "module_init"                                      // torch/nn/modules/*.py __init__: a module's weights, wherever allocated
-	RuleKVCache             = "kv_cache"                                         // vLLM's cache engine, transformers' cache_utils, SGLang's KV pools, past_key_values
-	RuleKVCacheCopy         = "kv_cache_module_copy"                             // a copy of transformers' cache module under another name (cache_utils*.py)
-	RuleCublasWorkspaceSize = "cublas_workspace_size"                            // before recording, no frames, PyTorch's default cuBLAS workspace size
-	RuleFrozenWeights       = "frozen_base_weights"                              // adapters (peft) train; the base weights get no gradient
-	RuleQuantizedWeights    = "frozen_base_weights_quantized"                    // same, with bitsandbytes' quantized layers at work
-	RulePreGradPairedOpt    = "preexisting_gradient_paired_with_optimizer_state" // before recording, never freed, the second block of a parameter's size (no zero_grad)
-	RuleNoEvidence          = "no_frames_no_history"                             // the dump's state alone, no frames: nothing tells what it is
+	RuleModuleInit             = "module_init"                                      // torch/nn/modules/*.py __init__: a module's weights, wherever allocated
+	RuleKVCache                = "kv_cache"                                         // vLLM's cache engine, transformers' cache_utils, SGLang's KV pools, past_key_values
+	RuleKVCacheCopy            = "kv_cache_module_copy"                             // a copy of transformers' cache module under another name (cache_utils*.py)
+	RuleCublasWorkspaceSize    = "cublas_workspace_size"                            // before recording, no frames, PyTorch's default cuBLAS workspace size
+	RuleFrozenWeights          = "frozen_base_weights"                              // adapters (peft) train; the base weights get no gradient
+	RuleQuantizedWeights       = "frozen_base_weights_quantized"                    // same, with bitsandbytes' quantized layers at work
+	RulePreGradPairedOpt       = "preexisting_gradient_paired_with_optimizer_state" // before recording, never freed, the second block of a parameter's size (no zero_grad)
+	RuleNoEvidence             = "no_frames_no_history"                             // the dump's state alone, no frames: nothing tells what it is
+	RulePreWeightNoGradientYet = "preexisting_weight_before_its_gradient"           // before recording, never freed, backward died at an OOM before its gradient
 )
 
 // cublasWorkspaceSize is PyTorch's default cuBLAS workspace before Hopper
@@ -40,12 +41,16 @@ type runFacts struct {
 	// more than them (each handle's first cuBLASLt matmul takes one).
 	workspaceSized map[int64]bool
 	ltWorkspaces   bool
+	// oomBackward: the run died at an OOM in backward, before every
+	// gradient was made.
+	oomBackward bool
 }
 
 // runFactsOf gathers the device-wide facts from the phases and the blocks'
 // stack markers.
 func (h *History) runFactsOf(facts []blockFacts) runFacts {
 	r := runFacts{noHistory: true}
+	r.oomBackward = h.firstOOM >= 0 && h.Phases.code[h.firstOOM] == codeBackward
 	for _, c := range h.Phases.code {
 		if c == codeBackward || c == codeOptimizer {
 			r.training = true
@@ -103,6 +108,10 @@ func decideUnexplained(f *blockFacts, size int64, pairing int, run runFacts) (Ca
 		// Hopper's 32 MiB is a size tensors share: only where the run's
 		// weights are known (paired) and these are none of them.
 		return Workspace, RuleCublasWorkspaceSize, Low
+	case run.training && run.oomBackward && pairing == pairedWithGradient && f.m.hint <= hintInit:
+		// Backward died before it made these weights' gradients: nothing
+		// to pair them with yet, but weights all the same.
+		return Parameter, RulePreWeightNoGradientYet, Medium
 	case run.training && (pairing == pairedWithGradient || pairing == pairedWithOptimizerState):
 		// The run trains some weights and not these.
 		switch {

@@ -348,12 +348,17 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 	}
 	castOp := 0           // a chrome trace's aten::to/_to_copy seen, before any Python frame (1), then inside a compute op (2)
 	var op, module string // a chrome trace's innermost op (helpers skipped) and innermost nn.Module span
+	sawOp := false        // a chrome trace's op span in the stack
+	modelInside := false  // a model's call or a graph capture seen between a frame and the allocation
 	for _, id := range frames {
 		f := &s.Frames[id]
 		name, file := f.Name, strings.ReplaceAll(f.Filename, "\\", "/")
 		if f.Filename == "" {
-			if op == "" && strings.HasPrefix(name, "aten::") && !tensorHelperOp(name) {
-				op = name
+			if strings.HasPrefix(name, "aten::") {
+				sawOp = true
+				if op == "" && !tensorHelperOp(name) {
+					op = name
+				}
 			}
 			if rest, ok := strings.CutPrefix(name, "nn.Module: "); ok && module == "" {
 				module = rest
@@ -414,7 +419,7 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 		}
 		user = true
 		low := strings.ToLower(name)
-		markKinds(&m, file, name, low)
+		markKinds(&m, file, name, low, modelInside)
 		if m.applyLine == 0 && name == "_apply" && strings.HasSuffix(file, "torch/nn/modules/module.py") {
 			m.applyLine = f.Line
 		}
@@ -438,6 +443,7 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 			m.toDevice = true
 		}
 		torchFile := isTorch(file)
+		modelInside = modelInside || isModelFrame(f) || strings.HasSuffix(file, "torch/cuda/graphs.py")
 		if isAutogradCall(file) {
 			autogradCall = true
 		}
@@ -478,7 +484,7 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 	if m.sdpaMath {
 		m.fusedAttention = false
 	}
-	if op != "" && !m.fusedAttention {
+	if sawOp && !m.fusedAttention {
 		// A chrome trace names the op: in attention code (or under a
 		// module named for attention), only the ops that make the score
 		// matrix and its softmax, mask and dropout hold ∝ seq² tensors —
@@ -530,11 +536,15 @@ func tensorHelperOp(name string) bool {
 // markKinds sets the markers that tell what kind of memory a Python frame
 // makes, whatever the phase: a module's weights, a KV cache, quantized or
 // adapter layers.
-func markKinds(m *stackMarkers, file, name, low string) {
+// modelInside says a model's call (or a CUDA graph's capture) lies between
+// the frame and the allocation: a function named for the KV cache around
+// it (vLLM's _initialize_kv_caches profiles the model and captures its
+// graphs there) did not allocate a cache itself.
+func markKinds(m *stackMarkers, file, name, low string, modelInside bool) {
 	switch {
 	case strings.Contains(file, "torch/nn/modules/") && (name == "__init__" || name == "initialize_parameters"):
 		m.moduleInit = true
-	case isKVCacheCode(file, low):
+	case isKVCacheCode(file, low) && (!modelInside || isKVCacheFile(file)):
 		m.kvCache = true
 		m.kvPool = m.kvPool || isKVPoolCode(file)
 	case strings.HasPrefix(path.Base(file), "cache_utils") && strings.HasSuffix(file, ".py"):
@@ -558,9 +568,14 @@ func markKinds(m *stackMarkers, file, name, low string) {
 // MLATokenToKVPool), or any function named for the KV cache or
 // past_key_values.
 func isKVCacheCode(file, low string) bool {
+	return isKVCacheFile(file) || strings.Contains(low, "kv_cache") || strings.Contains(low, "past_key_value")
+}
+
+// isKVCacheFile reports whether a Python file is a library's KV-cache
+// module (isKVCacheCode's files).
+func isKVCacheFile(file string) bool {
 	return strings.HasSuffix(file, "cache_engine.py") || strings.HasSuffix(file, "transformers/cache_utils.py") ||
-		strings.Contains(file, "/mem_cache/memory_pool") ||
-		strings.Contains(low, "kv_cache") || strings.Contains(low, "past_key_value")
+		strings.Contains(file, "/mem_cache/memory_pool")
 }
 
 // isKVPoolCode reports whether KV-cache code is a serving engine's, whose

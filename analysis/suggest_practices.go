@@ -26,6 +26,7 @@ type practices struct {
 // device's blocks.
 func practicesOf(h *History) practices {
 	var p practices
+	flexgen, compressed := false, false
 	for i := range h.Snap.Frames {
 		f := &h.Snap.Frames[i]
 		file := strings.ToLower(strings.ReplaceAll(f.Filename, "\\", "/"))
@@ -44,6 +45,11 @@ func practicesOf(h *History) practices {
 		if p.quantizedBy == "" {
 			p.quantizedBy = quantizer(file)
 		}
+		flexgen = flexgen || strings.Contains(file, "flexgen") || path.Base(file) == "flex_opt.py"
+		compressed = compressed || path.Base(file) == "compression.py"
+	}
+	if p.quantizedBy == "" && flexgen && compressed {
+		p.quantizedBy = "FlexGen's compression"
 	}
 	for i := range h.Blocks {
 		p.autocast = p.autocast || h.Blocks[i].Category == AutocastCache
@@ -65,8 +71,6 @@ func quantizer(file string) string {
 		return "GPTQ (ExLlama/Marlin kernels)"
 	case strings.Contains(file, "torchao/quantization"):
 		return "torchao"
-	case strings.Contains(file, "flexgen") && path.Base(file) == "compression.py":
-		return "FlexGen's compression"
 	}
 	return ""
 }
