@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -54,10 +55,33 @@ func markAutocastCache(h *History) {
 	if len(params) == 0 {
 		return
 	}
+	// weightOf is the bytes of the fp32 weight a block would copy (0: none
+	// of that size). A chrome trace has the allocator's blocks only: a
+	// copy's block may hold up to 1 MiB more than the copy (a rest the
+	// large pool does not split off).
+	exact := h.Snap.Source.Format != snapshot.FormatChromeTrace
+	halves := make([]int64, 0, len(params))
+	for w := range params {
+		halves = append(halves, w/2)
+	}
+	sort.Slice(halves, func(a, b int) bool { return halves[a] < halves[b] })
+	weightOf := func(b *Block) int64 {
+		if exact {
+			if params[2*b.Requested] > 0 {
+				return 2 * b.Requested
+			}
+			return 0
+		}
+		k := sort.Search(len(halves), func(i int) bool { return halves[i] > b.Size }) - 1
+		if k >= 0 && b.Size-halves[k] <= 1<<20 && (&sizingRules{}).round(halves[k]) <= b.Size {
+			return 2 * halves[k]
+		}
+		return 0
+	}
 	found := false
 	for i := range h.Blocks {
 		b := &h.Blocks[i]
-		if b.Alloc >= 0 && b.Category != Parameter && params[2*b.Requested] > 0 {
+		if b.Alloc >= 0 && b.Category != Parameter && weightOf(b) > 0 {
 			found = true
 			break
 		}
@@ -92,23 +116,25 @@ func markAutocastCache(h *History) {
 			continue
 		}
 		b := &h.Blocks[bi]
-		if b.Untracked || b.Category == Parameter || b.Category == Workspace || params[2*b.Requested] == 0 {
+		if b.Untracked || b.Category == Parameter || b.Category == Workspace || weightOf(b) == 0 {
 			continue
 		}
 		m := h.markers.get(b.Stack)
 		c := h.Phases.code[i]
-		if m.init || c != codeForward && !(m.autocastCast && c == codeUnknown) && !(m.recompute && c == codeBackward) {
+		if m.init || c != codeForward && !(m.autocastCast && c != codeOptimizer) && !(m.recompute && c == codeBackward) {
 			continue // C++ frames alone may not show forward; autocast's cast does
 		}
 		if m.autocastCast {
 			isCand[int(bi)], strong[int(bi)] = true, true
 			continue
 		}
-		if m.hint < hintUser { // no Python frames: nothing tells a copy apart
+		if m.hint < hintUser || m.fusedAttention || m.sdpaMath { // no Python frames: nothing tells a copy apart; attention kernels cast no weight
 			continue
 		}
 		prev, next := around(i)
-		if next < 0 || ev[next].Stack != ev[i].Stack {
+		if (next < 0 || ev[next].Stack != ev[i].Stack) && !(m.recompute && c == codeBackward) {
+			// the op's output follows its casts (in a recomputed forward
+			// the autograd engine's own work may come between)
 			continue
 		}
 		if prev >= 0 && ev[prev].Stack == ev[i].Stack && !isCand[int(h.openAt[prev])] {
@@ -142,6 +168,13 @@ func markAutocastCache(h *History) {
 		}
 		k = j + 1
 	}
+	// Python frames alone say only "the first allocation of an op, half a
+	// weight's size": an fp32 run's activations saved for backward look the
+	// same. Freed in backward, they are copies only where the run shows
+	// autocast at work — its frames name it (torch/amp/autocast_mode.py,
+	// at::autocast), a cast is autocast's by its C++ frames or trace ops,
+	// or copies leave in one burst (the region's exit).
+	evidence := len(strong) > 0 || len(inBurst) > 0 || autocastInFrames(h.Snap)
 	ok := map[int]bool{}
 	for bi := range isCand {
 		b := &h.Blocks[bi]
@@ -150,18 +183,19 @@ func markAutocastCache(h *History) {
 			ok[bi] = true
 		case h.markers.get(b.FreeStack).autocastExit, inBurst[b.Free]:
 			ok[bi] = true
-		case h.Phases.code[b.Free] == codeBackward && h.Phases.code[b.Alloc] != codeBackward:
-			ok[bi] = true // saved for backward by the graph, freed with it
+		case h.Phases.code[b.Free] == codeBackward && (evidence || strong[bi]) && (h.Phases.code[b.Alloc] != codeBackward || strong[bi] || h.markers.get(b.Stack).recompute):
+			ok[bi] = true // saved for backward by the graph (a recomputed forward's too), freed with it
 		}
 	}
 	// Per size: copies live at once never outnumber the weights.
 	type delta struct{ at, d int }
-	bySize := map[int64][]delta{}
+	bySize := map[int64][]delta{} // by the weight copied
 	for bi := range ok {
 		b := &h.Blocks[bi]
-		bySize[b.Requested] = append(bySize[b.Requested], delta{b.Alloc, 1})
+		w := weightOf(b)
+		bySize[w] = append(bySize[w], delta{b.Alloc, 1})
 		if b.Free >= 0 {
-			bySize[b.Requested] = append(bySize[b.Requested], delta{b.Free, -1})
+			bySize[w] = append(bySize[w], delta{b.Free, -1})
 		}
 	}
 	for size, ds := range bySize {
@@ -171,12 +205,12 @@ func markAutocastCache(h *History) {
 			live += d.d
 			most = max(most, live)
 		}
-		if most > params[2*size] {
+		if most > params[size] {
 			continue
 		}
 		for bi := range ok {
 			b := &h.Blocks[bi]
-			if b.Requested != size {
+			if weightOf(b) != size {
 				continue
 			}
 			b.Category, b.Rule, b.Confidence = AutocastCache, RuleAutocastWeightCache, Medium
@@ -257,4 +291,16 @@ func (h *History) backwardPasses() int {
 		return opt
 	}
 	return 1
+}
+
+// autocastInFrames reports whether any frame of the snapshot is autocast's
+// (torch/amp/autocast_mode.py, torch.cuda.amp, at::autocast's C++ frames).
+func autocastInFrames(s *snapshot.Snapshot) bool {
+	for i := range s.Frames {
+		f := &s.Frames[i]
+		if strings.Contains(f.Filename, "autocast") || strings.Contains(f.Name, "autocast") {
+			return true
+		}
+	}
+	return false
 }

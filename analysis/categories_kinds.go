@@ -103,15 +103,15 @@ func decideUnexplained(f *blockFacts, size int64, pairing int, run runFacts) (Ca
 	switch {
 	case !f.m.hasFrames && size == cublasWorkspaceSize && run.workspaceSized[size]:
 		return Workspace, RuleCublasWorkspaceSize, Low
+	case run.training && run.oomBackward && pairing == pairedWithGradient && f.m.hint <= hintInit:
+		// Backward died before it made these weights' gradients: nothing
+		// to pair them with yet, but weights all the same.
+		return Parameter, RulePreWeightNoGradientYet, Medium
 	case !f.m.hasFrames && run.training && (pairing == pairedWithGradient || pairing == pairedWithOptimizerState) &&
 		(run.workspaceSized[size] || size == cublasLtWorkspaceSize && run.ltWorkspaces):
 		// Hopper's 32 MiB is a size tensors share: only where the run's
 		// weights are known (paired) and these are none of them.
 		return Workspace, RuleCublasWorkspaceSize, Low
-	case run.training && run.oomBackward && pairing == pairedWithGradient && f.m.hint <= hintInit:
-		// Backward died before it made these weights' gradients: nothing
-		// to pair them with yet, but weights all the same.
-		return Parameter, RulePreWeightNoGradientYet, Medium
 	case run.training && (pairing == pairedWithGradient || pairing == pairedWithOptimizerState):
 		// The run trains some weights and not these.
 		switch {

@@ -364,13 +364,14 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 				module = rest
 			}
 		}
-		if castOp < 2 && f.Filename == "" && strings.HasPrefix(name, "aten::") {
+		if op, ok := opOfFrame(f); castOp < 2 && ok {
 			switch {
-			case name == "aten::_to_copy" || name == "aten::to":
+			case op == "_to_copy" || op == "to":
 				castOp = 1
-			case castOp == 1 && !strings.HasPrefix(name, "aten::empty") && name != "aten::copy_":
-				// a compute op casting its arguments: autocast's cast
-				castOp, m.autocastCast = 2, true
+			case castOp == 1 && !strings.HasPrefix(op, "empty") && op != "copy_" && op != "_ops":
+				// a compute op casting its arguments: autocast's cast (an
+				// attention kernel's are of q, k and v, no weight's)
+				castOp, m.autocastCast = 2, !strings.Contains(op, "attention")
 			}
 		} else if isPython(f) {
 			castOp = 2 // called from Python: an explicit cast or copy
@@ -513,6 +514,30 @@ func fusedAttentionCode(file, low string) bool {
 	base := path.Base(file)
 	return base == "sdpa_attention.py" || base == "flash_attention.py" || base == "flex_attention.py" ||
 		strings.Contains(file, "flash_attn/") || strings.Contains(file, "xformers/") || strings.HasPrefix(low, "sdpa_attention")
+}
+
+// opOfFrame names the ATen operator of a frame: a chrome trace's op span
+// ("aten::linear" → linear) or a C++ frame of the op's implementation or
+// dispatcher entry ("at::native::_to_copy(…)", "at::_ops::linear::call(…)").
+func opOfFrame(f *snapshot.Frame) (string, bool) {
+	name := f.Name
+	if f.Filename == "" {
+		if op, ok := strings.CutPrefix(name, "aten::"); ok {
+			return op, true
+		}
+	}
+	for _, p := range []string{"at::native::", "at::_ops::"} {
+		if rest, ok := strings.CutPrefix(name, p); ok {
+			if j := strings.IndexAny(rest, ":("); j >= 0 {
+				rest = rest[:j]
+			}
+			if k := strings.LastIndexByte(rest, ' '); k >= 0 {
+				rest = rest[k+1:]
+			}
+			return strings.TrimPrefix(rest, "structured_"), rest != ""
+		}
+	}
+	return "", false
 }
 
 // scoreOps are the operators that make attention's score matrix, its
