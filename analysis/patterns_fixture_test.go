@@ -295,7 +295,7 @@ func TestGradientsMovedWithModel(t *testing.T) {
 					}
 					return
 				}
-				if got := requestedBy(BuildHistory(snap, snap.Device(0))); got[Gradient] != grads || got[Parameter] != params {
+				if got := requestedAtEndOf(BuildHistory(snap, snap.Device(0))); got[Gradient] != grads || got[Parameter] != params {
 					t.Errorf("gradient %d, parameter %d requested; want %d, %d", got[Gradient], got[Parameter], grads, params)
 				}
 				if sg == nil || sg.EstimatedSavingsBytes != end[Gradient] {
@@ -311,13 +311,9 @@ func TestGradientsMovedWithModel(t *testing.T) {
 	}
 }
 
-// requestedBy sums the requested bytes of the blocks live at the end by
-// category.
-func requestedBy(h *History) Categories {
-	var c Categories
-	for _, b := range h.LiveBlocks(h.EndIndex()) {
-		c[b.Category] += b.Requested
-	}
+// requestedAtEndOf is requestedAtEnd's requested bytes.
+func requestedAtEndOf(h *History) Categories {
+	c, _ := requestedAtEnd(h)
 	return c
 }
 
@@ -353,7 +349,7 @@ func TestKVCacheNamesAround(t *testing.T) {
 				}
 				snap := leakReadSim(t, s)
 				h := BuildHistory(snap, snap.Device(0))
-				got := requestedBy(h)[KVCache]
+				got := requestedAtEndOf(h)[KVCache]
 				want := cache
 				if kind != "module frames" {
 					want = 0 // the library's frames are gone
@@ -444,8 +440,7 @@ func TestDeviceCastsAreNotInput(t *testing.T) {
 				s := x.s
 				user := []*st.Dict{s.F("infer.py", 40, "<module>")}
 				cast := x.stack([]string{"at::native::empty_cuda(c10::ArrayRef<long>)", "at::native::_to_copy(at::Tensor const&, std::optional<c10::ScalarType>)",
-					"at::_ops::_to_copy::call(at::Tensor const&)", "at::autocast::cached_cast(c10::ScalarType, at::Tensor const&, c10::DeviceType)",
-					"at::native::linear(at::Tensor const&, at::Tensor const&)", "at::_ops::linear::call(at::Tensor const&, at::Tensor const&)"},
+					"at::_ops::_to_copy::call(at::Tensor const&)", "at::native::linear(at::Tensor const&, at::Tensor const&)", "at::_ops::linear::call(at::Tensor const&, at::Tensor const&)"},
 					[]*st.Dict{s.F("torch/nn/modules/linear.py", 125, "forward")}, []*st.Dict{s.F("model.py", 30, "forward"), user[0]})
 				out := x.stack(cppAddmm, []*st.Dict{s.F("torch/nn/modules/linear.py", 125, "forward")}, []*st.Dict{s.F("model.py", 30, "forward"), user[0]})
 				toDev := x.stack([]string{"at::native::_to_copy(at::Tensor const&, std::optional<c10::Device>)", "at::_ops::to::call(at::Tensor const&)", "torch::autograd::THPVariable_to(_object*, _object*, _object*)"},

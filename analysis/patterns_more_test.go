@@ -32,7 +32,7 @@ func TestFrameworkBuffers(t *testing.T) {
 				s.Alloc(0, numel*4, buf(629)) // grad_data, fp32
 				s.Alloc(0, numel*4/8, main)   // this rank's shard of fp32 main parameters (8 ranks)
 				snap := leakReadSim(t, s)
-				got := requestedBy(BuildHistory(snap, snap.Device(0)))
+				got := requestedAtEndOf(BuildHistory(snap, snap.Device(0)))
 				if kind != "module frames" {
 					if got[Gradient] != 0 || got[OptimizerState] != 0 {
 						t.Errorf("gradient %d, optimizer_state %d without Megatron's frames", got[Gradient], got[OptimizerState])

@@ -38,7 +38,7 @@ func TestRecordedTruths(t *testing.T) {
 		t.Run(want.File, func(t *testing.T) {
 			s := openShared(t, "recorded", want.File)
 			h := BuildHistory(s, s.Device(0))
-			end := requestedBy(h)
+			end := requestedAtEndOf(h)
 			if p := end[Parameter]; p < want.Params || p > want.Params+want.Buffers+want.Untold {
 				t.Errorf("parameter %d B, want %d (+ at most %d of buffers, %d made before the recording)", p, want.Params, want.Buffers, want.Untold)
 			}

@@ -45,6 +45,16 @@ For every snapshot it prints a Go row of recordedTruth:
     (facts.json graph_output_bytes), the block live in the graph's private
     pool (segment_pool_id (1, 0)) besides its workspaces.
 
+It also prints timelinePeak, PyTorch's own categories of the mixed run
+(hf_llama_mixed_ckpt_train.memory_timeline.raw.json.gz, export_memory_timeline's
+raw rows [t ns, action, bytes, category]): a category's bytes are its
+PREEXISTING rows (action 1) plus the later rows (CREATE +n, DESTROY −n, and
+INCREMENT_VERSION's −n/+n pair moving a tensor between categories), the
+rows sorted by time, stably; the peak is the first row after which the total
+is highest. PyTorch's categories there, and the tensors PyTorch calls
+parameter that the window created (CREATE rows live at the peak: time,
+bytes) — a parameter is never created inside a training step.
+
 Run from the repository root: python3 testdata/facts/recorded_facts.py [SHARED_DIR]
 """
 
@@ -153,6 +163,39 @@ def kv_at_peak(data):
     return total
 
 
+TIMELINE_NAMES = ["parameter", "optimizer_state", "input", "temporary", "activation", "gradient", "autograd_detail", "unknown"]
+
+
+def timeline_peak(shared):
+    with gzip.open(os.path.join(shared, "recorded", "hf_llama_mixed_ckpt_train.memory_timeline.raw.json.gz"), "rt") as f:
+        rows = json.load(f)
+    cur = collections.Counter()
+    for t, action, n, cat in rows:
+        if action == 1:
+            cur[TIMELINE_NAMES[cat]] += n
+    events = sorted((r for r in rows if r[1] != 1 and r[2] != 0), key=lambda r: r[0])
+    peak, at, at_i = sum(cur.values()), dict(cur), -1
+    for i, (t, action, n, cat) in enumerate(events):
+        cur[TIMELINE_NAMES[cat]] += n
+        if sum(cur.values()) > peak:
+            peak, at, at_i = sum(cur.values()), dict(cur), i
+    # parameter tensors the window created and that are live at the peak:
+    # CREATE rows not yet destroyed (a DESTROY of the same size and category
+    # after the CREATE, before the peak, ends the earliest such tensor)
+    live = []
+    for i, (t, action, n, cat) in enumerate(events[:at_i + 1]):
+        if TIMELINE_NAMES[cat] != "parameter":
+            continue
+        if action == 2:
+            live.append((t, n))
+        elif action == 4:
+            for k, (t0, n0) in enumerate(live):
+                if n0 == -n:
+                    del live[k]
+                    break
+    return events[at_i][0], at, live
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     shared = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "..", "..", "shared")
@@ -193,6 +236,12 @@ def main():
         fields = ", ".join(f"{k}: {json.dumps(v)}" for k, v in row.items())
         print(f"\t{{{fields}}},")
     print("}")
+    t, cats, created = timeline_peak(shared)
+    print()
+    print("// Produced by: python3 testdata/facts/recorded_facts.py")
+    print(f"var timelinePeak = timelineFacts{{TimeNS: {t}, Categories: map[string]int64{{" +
+          ", ".join(f'"{k}": {v}' for k, v in sorted(cats.items())) + "},")
+    print("\tCreatedParameters: [][2]int64{" + ", ".join(f"{{{a}, {b}}}" for a, b in created) + "}}")
     for p in sf.problems:
         print("recorded_facts.py:", p, file=sys.stderr)
     return 1 if sf.problems else 0
