@@ -349,6 +349,7 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 	castOp := 0           // a chrome trace's aten::to/_to_copy seen, before any Python frame (1), then inside a compute op (2)
 	var op, module string // a chrome trace's innermost op (helpers skipped) and innermost nn.Module span
 	sawOp := false        // a chrome trace's op span in the stack
+	castOnly := false     // Tensor.to with a dtype and no device
 	modelInside := false  // a model's call or a graph capture seen between a frame and the allocation
 	for _, id := range frames {
 		f := &s.Frames[id]
@@ -366,7 +367,7 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 		}
 		if op, ok := opOfFrame(f); castOp < 2 && ok {
 			switch {
-			case op == "_to_copy" || op == "to":
+			case op == "_to_copy" || op == "to" || strings.HasPrefix(op, "to_"):
 				castOp = 1
 			case castOp == 1 && !strings.HasPrefix(op, "empty") && op != "copy_" && op != "_ops":
 				// a compute op casting its arguments: autocast's cast (an
@@ -402,7 +403,12 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 				m.autocastCast = true
 			case strings.Contains(name, "at::autocast::clear_cache"):
 				m.autocastExit = true
-			case strings.Contains(name, "THPVariable_to(") || strings.Contains(name, "dispatch_to(") || strings.Contains(name, "_to_copy"):
+			case strings.Contains(name, "dispatch_to("):
+				// Tensor.to's overloads: a Device argument moves the
+				// tensor; a ScalarType alone casts it where it is
+				castOnly = castOnly || !strings.Contains(name, "c10::Device")
+				m.toDevice = true
+			case strings.Contains(name, "THPVariable_to(") || strings.Contains(name, "_to_copy"):
 				m.toDevice = true
 			case strings.HasPrefix(name, "Optimizer.step#"):
 				if !closure {
@@ -482,6 +488,9 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 		}
 	}
 	m.python = user
+	if castOnly {
+		m.toDevice = false // a dtype cast on the device, no copy from the host
+	}
 	if m.sdpaMath {
 		m.fusedAttention = false
 	}

@@ -221,7 +221,7 @@ func TestAutocastModelFacts(t *testing.T) {
 						b := &h.Blocks[bi]
 						if b.Category == AutocastCache {
 							copies += b.Size
-							if p := h.partOf(b, false); p == partQuad || p == partLinear {
+							if p := h.partOf(b, false, false); p == partQuad || p == partLinear {
 								t.Errorf("autocast copy %d B in the what-if's part %d", b.Size, p)
 							}
 						}
@@ -431,7 +431,9 @@ func TestUseCacheInTraining(t *testing.T) {
 // inside the op that uses its result (autocast's casts of an activation),
 // no copy from the host — is not input, whatever phase the stacks let the
 // analysis see; and the identical casts of every step get one category.
-// A copy to the device from the user's code (Tensor.to) is input.
+// A copy to the device from the user's code (Tensor.to with a device) is
+// input; Tensor.to with a dtype alone (C++ frames: dispatch_to's
+// ScalarType overload) is not.
 func TestDeviceCastsAreNotInput(t *testing.T) {
 	for _, kind := range frameKinds {
 		for _, steps := range []int{2, 6} {
@@ -443,12 +445,19 @@ func TestDeviceCastsAreNotInput(t *testing.T) {
 					"at::_ops::_to_copy::call(at::Tensor const&)", "at::native::linear(at::Tensor const&, at::Tensor const&)", "at::_ops::linear::call(at::Tensor const&, at::Tensor const&)"},
 					[]*st.Dict{s.F("torch/nn/modules/linear.py", 125, "forward")}, []*st.Dict{s.F("model.py", 30, "forward"), user[0]})
 				out := x.stack(cppAddmm, []*st.Dict{s.F("torch/nn/modules/linear.py", 125, "forward")}, []*st.Dict{s.F("model.py", 30, "forward"), user[0]})
-				toDev := x.stack([]string{"at::native::_to_copy(at::Tensor const&, std::optional<c10::Device>)", "at::_ops::to::call(at::Tensor const&)", "torch::autograd::THPVariable_to(_object*, _object*, _object*)"},
+				toDev := x.stack([]string{"at::native::_to_copy(at::Tensor const&, std::optional<c10::Device>)", "at::_ops::to::call(at::Tensor const&)",
+					"torch::autograd::dispatch_to(at::Tensor const&, c10::Device, bool, bool, std::optional<c10::MemoryFormat>)", "torch::autograd::THPVariable_to(_object*, _object*, _object*)"},
 					nil, []*st.Dict{s.F("infer.py", 38, "<module>")})
+				// batch.half(): a cast of what is on the device already
+				half := x.stack([]string{"at::native::_to_copy(at::Tensor const&, std::optional<c10::ScalarType>)", "at::_ops::_to_copy::call(at::Tensor const&)",
+					"torch::autograd::dispatch_to(at::Tensor const&, c10::ScalarType, bool, bool, std::optional<c10::MemoryFormat>)", "torch::autograd::THPVariable_to(_object*, _object*, _object*)"},
+					nil, []*st.Dict{s.F("infer.py", 39, "<module>")})
 				var prev uint64
 				for range steps {
 					batch := s.Alloc(0, 1<<20, toDev) // batch.to("cuda")
+					hb := s.Alloc(0, 1<<19, half)     // batch.half()
 					c := s.Alloc(0, 2<<20, cast)      // the batch cast to bf16 for the matmul
+					s.Free(0, hb)
 					o := s.Alloc(0, 4<<20, out)
 					s.Free(0, c)
 					s.Free(0, batch)
@@ -471,6 +480,10 @@ func TestDeviceCastsAreNotInput(t *testing.T) {
 					case 1 << 20:
 						if kind == "C++ frames" && b.Category != InputData {
 							t.Errorf("batch.to(device) is %s (%s), want input", b.Category, b.Rule)
+						}
+					case 1 << 19:
+						if kind == "C++ frames" && b.Category == InputData {
+							t.Errorf("batch.half() on the device is input (%s)", b.Rule)
 						}
 					}
 				}

@@ -108,6 +108,9 @@ func TestAttentionInTraces(t *testing.T) {
 										})
 										quad += scores
 									}
+									f.in("cpu_op", "aten::matmul", func() { // the output, probabilities × v: per token
+										f.in("cpu_op", "aten::bmm", func() { kept = append(kept, f.alloc(tok)) })
+									})
 									f.in("cpu_op", "aten::contiguous", func() { // a copy of v: per token
 										f.in("cpu_op", "aten::clone", func() { kept = append(kept, f.alloc(tok)) })
 									})

@@ -22,7 +22,16 @@ import (
 // size is not held in memory; each analysis, and each other value, may take
 // at most limit bytes. An analysis without an input path takes path.
 // Errors name path and the byte offset where the problem is.
+// A file that holds no analysis at all (an empty array, a roll-up without
+// inputs) is an error.
 func ReadSummaries(r io.Reader, path string, limit int64, add func(*analysis.Result) error) error {
+	return ReadSummariesListing(r, path, limit, add, nil)
+}
+
+// ReadSummariesListing is ReadSummaries that also hands on, to unreadable,
+// the inputs a roll-up lists as unreadable (ignored when it is nil), so
+// that a roll-up merged again lists them again.
+func ReadSummariesListing(r io.Reader, path string, limit int64, add func(*analysis.Result) error, unreadable func(Unreadable)) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var in io.Reader = br
 	if head, _ := br.Peek(2); len(head) == 2 && head[0] == 0x1f && head[1] == 0x8b {
@@ -32,7 +41,11 @@ func ReadSummaries(r io.Reader, path string, limit int64, add func(*analysis.Res
 		}
 		in = zr
 	}
-	sr := &summaryReader{path: path, limit: limit, add: add, budget: &budgetReader{r: in}}
+	sr := &summaryReader{path: path, limit: limit, budget: &budgetReader{r: in}, unreadable: unreadable}
+	sr.add = func(r *analysis.Result) error {
+		sr.added++
+		return add(r)
+	}
 	sr.dec = jsontext.NewDecoder(sr.budget)
 	n := 0
 	for {
@@ -40,6 +53,9 @@ func ReadSummaries(r io.Reader, path string, limit int64, add func(*analysis.Res
 			if _, err := sr.dec.ReadToken(); errors.Is(err, io.EOF) {
 				if n == 0 {
 					return &snapshot.Error{Path: path, Offset: -1, Msg: "no torchmem JSON in the file (empty)"}
+				}
+				if sr.added == 0 {
+					return &snapshot.Error{Path: path, Offset: -1, Msg: "no analysis in the file (an empty list, or a roll-up without inputs)"}
 				}
 				return nil
 			} else if err != nil {
@@ -60,6 +76,9 @@ type summaryReader struct {
 	add    func(*analysis.Result) error
 	dec    *jsontext.Decoder
 	budget *budgetReader
+	added  int // analyses handed on
+	// unreadable, when set, gets a roll-up's unreadable inputs.
+	unreadable func(Unreadable)
 }
 
 // value reads one value: an analysis, a roll-up, or (at the top) an array of them.
@@ -123,7 +142,16 @@ func (sr *summaryReader) object() error {
 				return sr.errorf(start, "schema is not a string")
 			}
 		}
-		if key == "rollup" { // built again from the inputs
+		if key == "rollup" { // built again from the inputs; its unreadable inputs stay so
+			if sr.unreadable != nil {
+				var ru struct{ Unreadable []Unreadable }
+				if err := json.Unmarshal(v, &ru); err != nil {
+					return sr.errorf(start, "rollup.unreadable: want a list of {path, rank, error}: %v", err)
+				}
+				for _, u := range ru.Unreadable {
+					sr.unreadable(u)
+				}
+			}
 			continue
 		}
 		if int64(whole.Len()+len(v)) > sr.limit {

@@ -44,7 +44,7 @@ Budgets (--budget KEY=VALUE, repeatable; sizes like 20GiB, 512MiB, 0 — GiB is
                      phase:data, phase:unknown (skipped when the run has none)
   growth_per_step    the largest bytes per step of any leak finding
   leaks              how many medium/high-confidence leaks (a count)
-  imbalance          the largest peak over the median peak of all the
+  imbalance          the largest peak over the median peak of the other
                      devices of all FILEs (a ratio like 1.2; see analyze)
 
 --baseline is an earlier analysis (JSON of torchmem analyze, or a snapshot),
@@ -212,7 +212,7 @@ working directory.`,
 				if err := check(r); err != nil {
 					return err
 				}
-			} else if err := g.loadAll(paths, g.checkLoader(aopts), check); err != nil {
+			} else if err := g.loadAll(paths, g.checkLoader(aopts), check, nil); err != nil {
 				return err
 			}
 			if imbalanceLimit > 0 {
