@@ -21,7 +21,6 @@ type traceFix struct {
 	ts      int64
 	total   int64
 	addr    uint64
-	open    []int64 // end times of the open spans
 }
 
 func newTraceFix(kind string, baseline int64) *traceFix {
