@@ -43,26 +43,24 @@ var matmulOps = []string{"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"
 func workspaceBlocks(h *History, facts []blockFacts) map[int]bool {
 	found := map[int]bool{}
 	ev := h.Device.Events
-	prevAlloc := make([]int, len(ev)) // the allocation before event i (−1)
-	last := -1
-	firstOfStack := map[snapshot.StackID]int{}
-	for i := range ev {
-		prevAlloc[i] = last
-		if ev[i].Action == snapshot.ActionAlloc {
-			last = i
-			if _, ok := firstOfStack[ev[i].Stack]; !ok {
-				firstOfStack[ev[i].Stack] = i
-			}
-		}
-	}
+	firstOfStack := map[snapshot.StackID]int{} // the first allocation at each stack
 	type key struct {
 		thread uint16
 		stream uint16
 	}
 	taken := map[key]bool{}
+	p := -1 // the allocation before event i
 	for i := range ev {
+		if ev[i].Action != snapshot.ActionAlloc {
+			continue
+		}
+		if _, ok := firstOfStack[ev[i].Stack]; !ok {
+			firstOfStack[ev[i].Stack] = i
+		}
+		prev := p
+		p = i
 		bi := h.openAt[i]
-		if bi < 0 || ev[i].Action != snapshot.ActionAlloc {
+		if bi < 0 {
 			continue
 		}
 		b, f := &h.Blocks[bi], &facts[bi]
@@ -71,8 +69,7 @@ func workspaceBlocks(h *History, facts []blockFacts) map[int]bool {
 			f.m.kvCache || f.m.kvCacheCopy || f.m.moduleInit || f.m.init {
 			continue
 		}
-		p := prevAlloc[i]
-		sameOp := p >= 0 && ev[p].Stack == ev[i].Stack
+		sameOp := prev >= 0 && ev[prev].Stack == ev[i].Stack
 		if !sameOp && !innermostIsMatmul(h.Snap, ev[i].Stack) {
 			continue
 		}
@@ -86,7 +83,7 @@ func workspaceBlocks(h *History, facts []blockFacts) map[int]bool {
 			continue
 		}
 		if len(h.Snap.StackOf(ev[i].Stack)) > 0 {
-			if first := firstOfStack[ev[i].Stack]; first < p || !sameOp && first < i {
+			if first := firstOfStack[ev[i].Stack]; first < prev || !sameOp && first < i {
 				continue // the op ran before: not the handle's first matmul
 			}
 		} else if h.Phases.SpanAt(i) != firstSpanOf(h, f.ac) {
