@@ -369,7 +369,7 @@ func TestCheckErrors(t *testing.T) {
 
 func TestBudgetKeys(t *testing.T) {
 	keys := BudgetKeys()
-	want := []string{"peak", "end", "parameter", "gradient", "optimizer_state", "activation", "temporary", "autograd_detail", "input", "kv_cache", "workspace", "unknown",
+	want := []string{"peak", "end", "parameter", "gradient", "optimizer_state", "activation", "temporary", "autograd_detail", "input", "kv_cache", "workspace", "autocast_cache", "cuda_graph_pool", "unknown",
 		"phase:data", "phase:forward", "phase:backward", "phase:zero_grad", "phase:optimizer", "phase:unknown", "growth_per_step", "leaks"}
 	if diff := cmp.Diff(want, keys); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
