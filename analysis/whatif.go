@@ -111,6 +111,11 @@ func effects() map[string]effect {
 			f[partParam], f[partGrad], f[partStaleGrad], f[partOpt] = 0.25, 0, 0, 0
 		}),
 		"quantize_weights": with(27, "weights", func(f *factors) { f[partParam] = 0.5 }),
+		// sharded over 2 GPUs: each keeps half the weights and their states
+		"shard_states": with(9, "", func(f *factors) {
+			f[partParam], f[partGrad], f[partStaleGrad], f[partOpt] = 0.5, 0.5, 0.5, 0.5
+		}),
+		"use_cache_off": with(0, "", func(f *factors) { f[partKV] = 0 }),
 	}
 }
 

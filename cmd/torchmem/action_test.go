@@ -382,6 +382,8 @@ func TestActionFetch(t *testing.T) {
 		{name: "a glob of ranks", job: actionJob{path: []string{onPath}, inputs: with("files", "  ranks/rank*.pickle  \n\n")},
 			ranks: []string{"ranks/rank1.pickle", "ranks/rank0.pickle"},
 			code:  0, log: "torchmem: check ranks/rank0.pickle ranks/rank1.pickle --budget peak=1TiB --github"},
+		{name: "the tolerance and the floor passed on", job: actionJob{path: []string{onPath}, inputs: with("tolerance", "5%", "floor", "64MiB")},
+			code: 0, log: "torchmem: check " + simulated + " --tolerance 5% --floor 64MiB --budget peak=1TiB --github"},
 		{name: "a failing check", job: actionJob{path: []string{onPath}, inputs: with("budget", "peak=1MiB\nleaks=0")},
 			code: 1, log: "torchmem: check " + simulated + " --budget peak=1MiB --budget leaks=0 --github"},
 	}

@@ -137,6 +137,7 @@ done <<<"${TORCHMEM_FILES:-}"
 [[ ${#args[@]} -gt 1 ]] || fail "input files: no file to check"
 [[ -z ${TORCHMEM_BASELINE:-} ]] || args+=(--baseline "$TORCHMEM_BASELINE")
 [[ -z ${TORCHMEM_TOLERANCE:-} ]] || args+=(--tolerance "$TORCHMEM_TOLERANCE")
+[[ -z ${TORCHMEM_FLOOR:-} ]] || args+=(--floor "$TORCHMEM_FLOOR")
 [[ -z ${TORCHMEM_CONFIG:-} ]] || args+=(--config "$TORCHMEM_CONFIG")
 [[ -z ${TORCHMEM_DEVICE:-} ]] || args+=(--device "$TORCHMEM_DEVICE")
 [[ -z ${TORCHMEM_JUNIT:-} ]] || args+=(--junit "$TORCHMEM_JUNIT")
