@@ -12,9 +12,9 @@ import (
 
 // What the analysis may cost per trace event beyond the model, on top of a
 // Block per allocation (TestBytesPerEvent). Measured on the generated
-// training runs: the history keeps 5.4 bytes an event (the block of each
+// training runs: the history keeps 4.4 bytes an event (the block of each
 // event, its phase, the curves' marks every 64 events), the whole analysis
-// allocates 102 bytes an event in all (a third of it the blocks); before
+// allocates 104 bytes an event in all (a third of it the blocks); before
 // the what-if and the history kept no per-event curves, 43 and 278. An
 // array of an int32 per event kept, or of an int64 per event made and
 // dropped, passes a bound.
