@@ -299,6 +299,16 @@ func (c *stackMemo[T]) get(st snapshot.StackID) T {
 	return c.v[st]
 }
 
+// ref is get's value in place: it stays valid, and the same, while c
+// lives (the zero value's for a stack the snapshot does not have).
+func (c *stackMemo[T]) ref(st snapshot.StackID) *T {
+	if int(st) >= len(c.done) {
+		return new(T)
+	}
+	c.get(st)
+	return &c.v[st]
+}
+
 // siteCache finds the allocation site of each stack (siteRefOf).
 type siteCache = stackMemo[siteRef]
 

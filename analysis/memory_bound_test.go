@@ -18,9 +18,9 @@ const (
 	// bytes of pickle (5.7 bytes a byte).
 	modelBytesPerInputByte = 8
 	// allocatedBytesPerInputByte bounds what reading and analysing the file
-	// allocate in all, an upper bound on their peak (97 a byte for those
-	// trace entries; real snapshots and traces peak at 0.74–0.80× their
-	// size in RSS, README "Performance").
+	// allocate in all, an upper bound on their peak (75 a byte for those
+	// trace entries; generated training snapshots and traces peak at
+	// 0.57–0.75× their size in RSS, README "Performance").
 	allocatedBytesPerInputByte = 128
 )
 

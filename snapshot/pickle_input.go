@@ -162,16 +162,22 @@ func (m *vm) str(n uint64, what string) (string, error) {
 		return "", err
 	}
 	if len(b) <= 64 {
-		if s, ok := m.strs[string(b)]; ok {
-			return s, nil
-		}
-		s := string(b)
-		if len(m.strs) < 1<<20 {
-			m.strs[s] = s
-		}
-		return s, nil
+		return m.internShort(b), nil
 	}
 	return string(b), nil
+}
+
+// internShort returns the text of b (at most 64 bytes), one string for
+// each text while the machine interns fewer than 2^20.
+func (m *vm) internShort(b []byte) string {
+	if s, ok := m.strs[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(m.strs) < 1<<20 {
+		m.strs[s] = s
+	}
+	return s
 }
 
 func bswap(v uint64) uint64 {

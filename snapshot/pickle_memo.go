@@ -11,7 +11,15 @@ type memoTable struct {
 	n      int        // slots in use
 	objs   []value    // live objects referenced by slots
 	free   []uint32   // reusable indexes of objs
+	// strs are the short strings slots hold, each text once: CPython
+	// writes a string object per trace entry afresh (compile_context's
+	// "N/A"), a slot each, which the side table would keep forever.
+	strs   []string
+	strIdx map[string]uint32
 }
+
+// memoShortString is the longest string a slot holds by its text's index.
+const memoShortString = 64
 
 // memoChunk is the number of slots in a chunk (32 KiB).
 const memoChunk = 1 << 12
@@ -31,6 +39,7 @@ const (
 	slotNone  uint64 = 5 << 56
 	slotInt   uint64 = 6 << 56 // an int in 56-bit two's complement
 	slotBool  uint64 = 7 << 56
+	slotStr   uint64 = 8 << 56 // a short string: its index in strs
 	slotMask  uint64 = 0xff << 56
 	payload   uint64 = 1<<56 - 1
 )
@@ -50,6 +59,19 @@ func (t *memoTable) encode(v value) uint64 {
 	case kInt:
 		if v.n >= -1<<55 && v.n < 1<<55 {
 			return slotInt | uint64(v.n)&payload
+		}
+	case kStr:
+		if str := v.str(); len(str) <= memoShortString {
+			i, ok := t.strIdx[str]
+			if !ok {
+				if t.strIdx == nil {
+					t.strIdx = map[string]uint32{}
+				}
+				i = uint32(len(t.strs))
+				t.strs = append(t.strs, str)
+				t.strIdx[str] = i
+			}
+			return slotStr | uint64(i)
 		}
 	}
 	var i uint32
@@ -109,6 +131,8 @@ func (t *memoTable) get(idx int) (value, bool) {
 		return value{k: kBool, n: int64(s & 1)}, true
 	case slotInt:
 		return value{k: kInt, n: int64(s<<8) >> 8}, true
+	case slotStr:
+		return strVal(kStr, t.strs[uint32(s&^slotMask)]), true
 	}
 	return value{}, false
 }
