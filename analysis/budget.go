@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/dustin/go-humanize"
-	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // CheckSchemaID is the JSON schema identifier of CheckResult.
@@ -137,7 +137,7 @@ func ParseTolerance(s string) (Tolerance, error) {
 // String writes the tolerance as ParseTolerance reads it.
 func (t Tolerance) String() string {
 	if t.Bytes > 0 {
-		return FormatBytes(t.Bytes)
+		return units.FormatBytes(t.Bytes)
 	}
 	return strconv.FormatFloat(t.Percent, 'g', -1, 64) + "%"
 }
@@ -146,7 +146,7 @@ func (t Tolerance) String() string {
 // never wraps around: past the int64 range it sticks at its end.
 func (t Tolerance) Allowed(base int64) int64 {
 	if t.Bytes > 0 {
-		return satAdd(base, t.Bytes)
+		return units.SatAdd(base, t.Bytes)
 	}
 	slack := math.Floor(float64(base) * t.Percent / 100)
 	switch {
@@ -155,9 +155,9 @@ func (t Tolerance) Allowed(base int64) int64 {
 	case slack >= math.MaxInt64:
 		return math.MaxInt64
 	case slack <= math.MinInt64:
-		return satAdd(base, math.MinInt64)
+		return units.SatAdd(base, math.MinInt64)
 	}
-	return satAdd(base, int64(slack))
+	return units.SatAdd(base, int64(slack))
 }
 
 // CheckOptions says what Check verifies.
@@ -257,7 +257,7 @@ func (c *CheckResult) OK() bool { return c.Failed == 0 }
 // (negative, or beyond MaxFigureBytes): bad input, not a pass or a fail.
 func Check(r *Result, opts CheckOptions) (*CheckResult, error) {
 	if err := validResult(r); err != nil {
-		return nil, fmt.Errorf("%s: not an analysis torchmem wrote: %v", snapshot.OneLine(r.Input.Path), err)
+		return nil, fmt.Errorf("%s: not an analysis torchmem wrote: %v", units.OneLine(r.Input.Path), err)
 	}
 	if opts.Baseline != nil {
 		if err := validResult(opts.Baseline); err != nil {
@@ -265,7 +265,7 @@ func Check(r *Result, opts CheckOptions) (*CheckResult, error) {
 			if path == "" {
 				path = opts.Baseline.Input.Path
 			}
-			return nil, fmt.Errorf("baseline %s: not an analysis torchmem wrote: %v", snapshot.OneLine(path), err)
+			return nil, fmt.Errorf("baseline %s: not an analysis torchmem wrote: %v", units.OneLine(path), err)
 		}
 	}
 	cr := &CheckResult{Schema: CheckSchemaID, Input: r.Input, Checks: []CheckItem{}}
@@ -415,7 +415,7 @@ func checkBudget(r *Result, d *DeviceResult, b Budget) CheckItem {
 		v, ok := peaks[ph]
 		if !ok {
 			it.Status = CheckSkip
-			it.Message = fmt.Sprintf("device %d: no %s phase found in this run: budget of %s not checked", d.Device, ph, FormatBytes(b.Limit))
+			it.Message = fmt.Sprintf("device %d: no %s phase found in this run: budget of %s not checked", d.Device, ph, units.FormatBytes(b.Limit))
 			return it
 		}
 		it.Actual = v
@@ -423,14 +423,14 @@ func checkBudget(r *Result, d *DeviceResult, b Budget) CheckItem {
 		c, _ := ParseCategory(b.Key)
 		it.Actual = d.Peak.Categories[c]
 	}
-	it.Message = fmt.Sprintf("device %d: %s %s%s", d.Device, subject, FormatBytes(it.Actual), detail)
+	it.Message = fmt.Sprintf("device %d: %s %s%s", d.Device, subject, units.FormatBytes(it.Actual), detail)
 	if it.Actual > it.Limit {
 		it.Status = CheckFail
-		it.Message += fmt.Sprintf(" is over the budget of %s by %s", FormatBytes(it.Limit), FormatBytes(satSub(it.Actual, it.Limit)))
+		it.Message += fmt.Sprintf(" is over the budget of %s by %s", units.FormatBytes(it.Limit), units.FormatBytes(units.SatSub(it.Actual, it.Limit)))
 		it.Sites = budgetSites(d, b.Key)
 	} else {
 		it.Status = CheckPass
-		it.Message += fmt.Sprintf(" is within the budget of %s", FormatBytes(it.Limit))
+		it.Message += fmt.Sprintf(" is within the budget of %s", units.FormatBytes(it.Limit))
 	}
 	return it
 }
@@ -441,18 +441,18 @@ func regression(dev int, key string, base, cur int64, tol Tolerance, floor int64
 	b := base
 	byTol := tol.Allowed(base)
 	it := CheckItem{Name: fmt.Sprintf("device %d: %s vs baseline", dev, key), Kind: CheckKindRegression, Key: key, Device: dev,
-		Actual: cur, Limit: max(byTol, satAdd(base, floor)), Baseline: &b, NoiseFloor: floor}
+		Actual: cur, Limit: max(byTol, units.SatAdd(base, floor)), Baseline: &b, NoiseFloor: floor}
 	subject := budgetSubject(key)
-	change := fmt.Sprintf("%s → %s (%s)", FormatBytes(base), FormatBytes(cur), signedPercent(base, cur))
-	floorWords := fmt.Sprintf("the %s noise floor", FormatBytes(floor))
+	change := fmt.Sprintf("%s → %s (%s)", units.FormatBytes(base), units.FormatBytes(cur), signedPercent(base, cur))
+	floorWords := fmt.Sprintf("the %s noise floor", units.FormatBytes(floor))
 	switch {
 	case cur > it.Limit && floor > 0:
 		it.Status = CheckFail
 		it.Message = fmt.Sprintf("device %d: %s grew vs the baseline: %s, more than the %s tolerance and %s (at most %s)",
-			dev, subject, change, tol, floorWords, FormatBytes(it.Limit))
+			dev, subject, change, tol, floorWords, units.FormatBytes(it.Limit))
 	case cur > it.Limit:
 		it.Status = CheckFail
-		it.Message = fmt.Sprintf("device %d: %s grew vs the baseline: %s, more than the %s tolerance (at most %s)", dev, subject, change, tol, FormatBytes(it.Limit))
+		it.Message = fmt.Sprintf("device %d: %s grew vs the baseline: %s, more than the %s tolerance (at most %s)", dev, subject, change, tol, units.FormatBytes(it.Limit))
 	case cur > byTol:
 		it.Status = CheckPass
 		it.Message = fmt.Sprintf("device %d: %s vs the baseline: %s, under %s", dev, subject, change, floorWords)

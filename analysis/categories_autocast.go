@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -262,9 +263,9 @@ func autocastDiagnostic(h *History, peak int) (Diagnostic, bool) {
 		most = max(most, live)
 	}
 	id := h.Device.ID
-	held := fmt.Sprintf("up to %s", FormatBytes(most))
+	held := fmt.Sprintf("up to %s", units.FormatBytes(most))
 	if atPeak > 0 {
-		held += fmt.Sprintf(" (%s at the peak, %d copies)", FormatBytes(atPeak), n)
+		held += fmt.Sprintf(" (%s at the peak, %d copies)", units.FormatBytes(atPeak), n)
 	}
 	return Diagnostic{Kind: "autocast_weight_cache", Device: id, Message: fmt.Sprintf(
 		"device %d: autocast's weight cache holds %s: 16-bit copies of fp32 weights, made at each weight's first use under torch.autocast and kept until the autocast region exits (or, saved for backward, until backward); they are autocast_cache, not parameters, activations or a leak; torch.autocast(..., cache_enabled=False) or keeping the weights in bf16 (model.to(torch.bfloat16)) removes them",

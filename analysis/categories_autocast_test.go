@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
@@ -59,7 +60,7 @@ func TestAutocastWeightCache(t *testing.T) {
 					for _, d := range r.Diagnostics {
 						if d.Kind == "autocast_weight_cache" {
 							found = true
-							for _, w := range []string{FormatBytes(c.CacheBytes()), "cache_enabled=False", "bf16"} {
+							for _, w := range []string{units.FormatBytes(c.CacheBytes()), "cache_enabled=False", "bf16"} {
 								if !strings.Contains(d.Message, w) {
 									t.Errorf("grad %v: the note lacks %q: %s", grad, w, d.Message)
 								}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -96,7 +97,7 @@ func graphPoolDiagnostic(h *History) (Diagnostic, bool) {
 	}
 	return Diagnostic{Kind: "cuda_graph_pool", Device: id, Message: fmt.Sprintf(
 		"device %d: %s reserves %s at the dump: %s allocated (the graph's static output and what its capture kept) and %s free that only the graph reuses (the blocks of its intermediates); the pool lives as long as the graph: deleting the graph (and torch.cuda.empty_cache()) returns it",
-		id, what, FormatBytes(total), FormatBytes(alloc), FormatBytes(total-alloc))}, true
+		id, what, units.FormatBytes(total), units.FormatBytes(alloc), units.FormatBytes(total-alloc))}, true
 }
 
 // streamOf is the raw stream of an event's stream index.

@@ -1,6 +1,9 @@
 package analysis
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/torchmem/torchmem/internal/units"
+)
 
 // Kinds of memory that PyTorch's categories name poorly, and memory that
 // nothing in the file explains. A kind with a category of its own (KV
@@ -186,17 +189,17 @@ func kindsDiagnostics(id int, rules []RuleUse) []Diagnostic {
 		switch u.Rule {
 		case RuleNoEvidence:
 			kind, msg = "no_frames_no_history", fmt.Sprintf(
-				"device %d: %d blocks (%s) have neither frames nor history (they were allocated before recording, or recorded without stacks): nothing tells what they are, so they count as unknown — record with torch.cuda.memory._record_memory_history() before building the model to see their stacks", id, u.Blocks, FormatBytes(u.Bytes))
+				"device %d: %d blocks (%s) have neither frames nor history (they were allocated before recording, or recorded without stacks): nothing tells what they are, so they count as unknown — record with torch.cuda.memory._record_memory_history() before building the model to see their stacks", id, u.Blocks, units.FormatBytes(u.Bytes))
 		case RuleQuantizedWeights, RuleFrozenWeights:
 			what := "adapters (peft)"
 			if u.Rule == RuleQuantizedWeights {
 				what = "bitsandbytes' quantized layers"
 			}
 			kind, msg = "frozen_base_weights", fmt.Sprintf(
-				"device %d: %d blocks (%s) from before the recording get no gradient while the run trains with %s: they are the frozen base weights, counted as parameters", id, u.Blocks, FormatBytes(u.Bytes), what)
+				"device %d: %d blocks (%s) from before the recording get no gradient while the run trains with %s: they are the frozen base weights, counted as parameters", id, u.Blocks, units.FormatBytes(u.Bytes), what)
 		case RuleCublasWorkspaceSize:
 			kind, msg = "workspace_by_size", fmt.Sprintf(
-				"device %d: %d blocks (%s) from before the recording, without frames, have the size of PyTorch's default cuBLAS workspaces (8,519,680 B; 32 MiB on Hopper, with cuBLASLt's 1 MiB) and are no weight of the run: counted as workspace", id, u.Blocks, FormatBytes(u.Bytes))
+				"device %d: %d blocks (%s) from before the recording, without frames, have the size of PyTorch's default cuBLAS workspaces (8,519,680 B; 32 MiB on Hopper, with cuBLASLt's 1 MiB) and are no weight of the run: counted as workspace", id, u.Blocks, units.FormatBytes(u.Bytes))
 		default:
 			continue
 		}

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // checkBaseline compares a device with the same device of the baseline,
@@ -82,11 +82,11 @@ func checkBaseline(d *DeviceResult, unit string, base *Result, tol Tolerance, fl
 		case inB:
 			items = append(items, CheckItem{Name: fmt.Sprintf("device %d: %s vs baseline", d.Device, key), Kind: CheckKindRegression,
 				Key: key, Device: d.Device, Status: CheckSkip, Baseline: &b,
-				Message: fmt.Sprintf("device %d: the baseline has %s phase (peak %s) and this run has none: not compared", d.Device, withArticle(string(ph)), FormatBytes(b))})
+				Message: fmt.Sprintf("device %d: the baseline has %s phase (peak %s) and this run has none: not compared", d.Device, withArticle(string(ph)), units.FormatBytes(b))})
 		case inN:
 			items = append(items, CheckItem{Name: fmt.Sprintf("device %d: %s vs baseline", d.Device, key), Kind: CheckKindRegression,
 				Key: key, Device: d.Device, Status: CheckSkip, Actual: n,
-				Message: fmt.Sprintf("device %d: this run has %s phase (peak %s) and the baseline has none: not compared", d.Device, withArticle(string(ph)), FormatBytes(n))})
+				Message: fmt.Sprintf("device %d: this run has %s phase (peak %s) and the baseline has none: not compared", d.Device, withArticle(string(ph)), units.FormatBytes(n))})
 		}
 	}
 	if noCategories {
@@ -152,7 +152,7 @@ func siteGrowth(base, cur []Site, cat Category, match siteMatch) []CheckSite {
 	before := map[string]int64{}
 	for _, s := range base {
 		if cat < 0 || s.Category == cat {
-			before[s.Site] = satAdd(before[s.Site], s.Bytes)
+			before[s.Site] = units.SatAdd(before[s.Site], s.Bytes)
 		}
 	}
 	now := map[string]*CheckSite{}
@@ -172,7 +172,7 @@ func siteGrowth(base, cur []Site, cat Category, match siteMatch) []CheckSite {
 			now[s.Site] = cs
 			order = append(order, s.Site)
 		}
-		cs.Bytes = satAdd(cs.Bytes, s.Bytes)
+		cs.Bytes = units.SatAdd(cs.Bytes, s.Bytes)
 	}
 	var out []CheckSite
 	for _, name := range order {
@@ -200,7 +200,7 @@ func largestSites(sites []Site, cat Category) []CheckSite {
 func sortSites(s []CheckSite) {
 	growth := func(c CheckSite) int64 {
 		if c.Baseline != nil {
-			return satSub(c.Bytes, *c.Baseline)
+			return units.SatSub(c.Bytes, *c.Baseline)
 		}
 		return c.Bytes
 	}
@@ -241,13 +241,13 @@ type CheckSite struct {
 // "model.py:39 forward 2.0 GiB".
 func (s CheckSite) Describe() string {
 	if s.Baseline == nil {
-		return s.Site + " " + FormatBytes(s.Bytes)
+		return s.Site + " " + units.FormatBytes(s.Bytes)
 	}
 	name := s.Site
 	if s.BaselineSite != "" {
 		name += " (was " + s.BaselineSite + ")"
 	}
-	return fmt.Sprintf("%s %s → %s (+%s)", name, FormatBytes(*s.Baseline), FormatBytes(s.Bytes), FormatBytes(satSub(s.Bytes, *s.Baseline)))
+	return fmt.Sprintf("%s %s → %s (+%s)", name, units.FormatBytes(*s.Baseline), units.FormatBytes(s.Bytes), units.FormatBytes(units.SatSub(s.Bytes, *s.Baseline)))
 }
 
 // phaseCategoryKey splits "phase:forward:activation" into its phase and
@@ -283,5 +283,5 @@ func unitWords(unit string) string {
 	case "":
 		return "requested bytes (written before torchmem counted allocator blocks)"
 	}
-	return "an unknown unit " + strconv.Quote(snapshot.OneLine(unit))
+	return "an unknown unit " + strconv.Quote(units.OneLine(unit))
 }

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"github.com/torchmem/torchmem/internal/units"
 	"math"
 	"strconv"
 	"strings"
@@ -84,9 +85,9 @@ func (f Floor) String() string {
 	pct := strconv.FormatFloat(f.PercentOfPeak, 'g', -1, 64) + "% of the baseline's peak"
 	switch {
 	case f.Bytes > 0 && f.PercentOfPeak > 0:
-		return "the larger of " + FormatBytes(f.Bytes) + " and " + pct
+		return "the larger of " + units.FormatBytes(f.Bytes) + " and " + pct
 	case f.PercentOfPeak > 0:
 		return pct
 	}
-	return FormatBytes(f.Bytes)
+	return units.FormatBytes(f.Bytes)
 }

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"github.com/torchmem/torchmem/internal/units"
 	"strings"
 )
 
@@ -21,7 +22,7 @@ func checkOOM(devs []*DeviceResult, allowOOM bool) []CheckItem {
 			Device: d.Device, Status: CheckFail, Actual: o.RequestedBytes, Limit: o.DeviceFreeBytes}
 		verdict := o.Verdict
 		if verdict == "" {
-			verdict = fmt.Sprintf("Out of memory in %s: %s requested with %s free on the device.", o.Phase, FormatBytes(o.RequestedBytes), FormatBytes(o.DeviceFreeBytes))
+			verdict = fmt.Sprintf("Out of memory in %s: %s requested with %s free on the device.", o.Phase, units.FormatBytes(o.RequestedBytes), units.FormatBytes(o.DeviceFreeBytes))
 		}
 		it.Message = fmt.Sprintf("device %d: %s", d.Device, verdict)
 		if allowOOM {

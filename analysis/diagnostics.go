@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -86,7 +87,7 @@ func deviceDiagnostics(h *History, dr *DeviceResult) []Diagnostic {
 		var rules []string
 		for _, r := range dr.Rules {
 			if r.Confidence == Low && r.Bytes*20 >= all {
-				rules = append(rules, fmt.Sprintf("%s %s", r.Rule, FormatBytes(r.Bytes)))
+				rules = append(rules, fmt.Sprintf("%s %s", r.Rule, units.FormatBytes(r.Bytes)))
 			}
 		}
 		out = append(out, Diagnostic{Kind: "low_confidence_categories", Device: id, Message: fmt.Sprintf(

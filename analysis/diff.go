@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"github.com/torchmem/torchmem/internal/units"
 	"sort"
 	"strings"
 )
@@ -31,7 +32,9 @@ type Delta struct {
 }
 
 // NewDelta returns the Delta from base to new.
-func NewDelta(base, new int64) Delta { return Delta{Base: base, New: new, Delta: satSub(new, base)} }
+func NewDelta(base, new int64) Delta {
+	return Delta{Base: base, New: new, Delta: units.SatSub(new, base)}
+}
 
 // Percent is the change relative to the base in percent; ok is false when
 // the base is 0 (the change has no finite ratio).
@@ -385,12 +388,12 @@ func diffSites(b, n []Site, match siteMatch) []SiteDiff {
 	bm := map[string]side{}
 	for _, s := range b {
 		v := bm[s.Site]
-		bm[s.Site] = side{satAdd(v.bytes, s.Bytes), v.count + s.Count, s.Category, true}
+		bm[s.Site] = side{units.SatAdd(v.bytes, s.Bytes), v.count + s.Count, s.Category, true}
 	}
 	nm := map[string]side{}
 	for _, s := range n {
 		v := nm[s.Site]
-		nm[s.Site] = side{satAdd(v.bytes, s.Bytes), v.count + s.Count, s.Category, true}
+		nm[s.Site] = side{units.SatAdd(v.bytes, s.Bytes), v.count + s.Count, s.Category, true}
 	}
 	bAll, nAll, moved, movedTo := match.bAll, match.nAll, match.moved, match.movedTo
 	out := []SiteDiff{}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -142,7 +143,7 @@ func groupLeaks(h *History, steps []stepRange) []Leak {
 				continue
 			}
 			l.StepsUntilFull = stepsUntilFull(capacity, peak, l.BytesPerStep)
-			l.Evidence += fmt.Sprintf(" At %s per step the device (%s) is full in %d more steps.", FormatBytes(l.BytesPerStep), FormatBytes(capacity), l.StepsUntilFull)
+			l.Evidence += fmt.Sprintf(" At %s per step the device (%s) is full in %d more steps.", units.FormatBytes(l.BytesPerStep), units.FormatBytes(capacity), l.StepsUntilFull)
 		}
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -137,17 +138,17 @@ func (sc *leakScan) cycleFinding() (Leak, bool) {
 	var at []string
 	for _, m := range collections {
 		r := rel[m]
-		at = append(at, fmt.Sprintf("step %d freed %s from %d earlier steps", sc.steps[m].n, FormatBytes(r.bytes), len(r.from)))
+		at = append(at, fmt.Sprintf("step %d freed %s from %d earlier steps", sc.steps[m].n, units.FormatBytes(r.bytes), len(r.from)))
 	}
 	how := "together"
 	if bulk {
 		how = "in one burst of frees"
 	}
 	l.Evidence = fmt.Sprintf("Tensors allocated at %s (%s per step) stay allocated across several steps and are then released %s: %s. Up to %s is held at once.",
-		groups[0].site, FormatBytes(perStep), how, strings.Join(at, "; "), FormatBytes(held))
+		groups[0].site, units.FormatBytes(perStep), how, strings.Join(at, "; "), units.FormatBytes(held))
 	l.Explanation = "A sawtooth: tensors freed in bulk long after their step are kept by objects in a reference cycle, which only Python's garbage collector (gc.collect) frees."
 	l.Remedy = "Break the cycle so that reference counting frees the tensors at the end of each step: do not store tensors on objects that reference themselves (self.cache = {..., 'owner': self}, closures or hooks capturing the module, a kept exception with its traceback); use weakref or del the references each step; store .detach() copies. As a stopgap, call gc.collect() every step."
-	l.Fix = l.Remedy + fmt.Sprintf(" Saves up to %s at the peak.", FormatBytes(held))
+	l.Fix = l.Remedy + fmt.Sprintf(" Saves up to %s at the peak.", units.FormatBytes(held))
 	return l, true
 }
 

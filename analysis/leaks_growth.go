@@ -1,6 +1,9 @@
 package analysis
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/torchmem/torchmem/internal/units"
+)
 
 // This file makes the step_growth finding: a steady rise of allocated memory
 // at step starts that the other findings do not explain.
@@ -115,9 +118,9 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 	}
 	first, last := S[1].n, S[len(S)-1].n
 	l.Evidence = fmt.Sprintf("Allocated memory at the start of each step rose from %s at step %d to %s after step %d: %s per step, rising in %d of %d steps.",
-		FormatBytes(vals[0]), first, FormatBytes(vals[len(vals)-1]), last, FormatBytes(slope), rises, len(diffs))
+		units.FormatBytes(vals[0]), first, units.FormatBytes(vals[len(vals)-1]), last, units.FormatBytes(slope), rises, len(diffs))
 	if site != "" {
-		l.Evidence += fmt.Sprintf(" Most of it (%s) is memory allocated at %s.", FormatBytes(best), site)
+		l.Evidence += fmt.Sprintf(" Most of it (%s) is memory allocated at %s.", units.FormatBytes(best), site)
 	}
 	l.Explanation = "Memory rises at every step and no graph or list found above explains it: something keeps tensors alive from one step to the next."
 	switch {
@@ -128,6 +131,6 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 	}
 	l.Remedy = fmt.Sprintf("Find what keeps tensors alive from one step to the next (allocated at %s): a tensor accumulated with its graph (use .item() or .detach()), a list or dict of GPU tensors (.detach().cpu()), a buffer grown with torch.cat (preallocate or bound it), a cache that grows by design (cap it).",
 		leakOrUnknown(site))
-	l.Fix = l.Remedy + fmt.Sprintf(" Saves %s per step, %s so far.", FormatBytes(slope), FormatBytes(total))
+	l.Fix = l.Remedy + fmt.Sprintf(" Saves %s per step, %s so far.", units.FormatBytes(slope), units.FormatBytes(total))
 	return l, true
 }

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"github.com/torchmem/torchmem/internal/units"
 	"sort"
 	"strings"
 )
@@ -103,7 +104,7 @@ func (sc *leakScan) keptFindings() []Leak {
 			what = fmt.Sprintf("%d tensors", blocks)
 		}
 		l.Evidence = fmt.Sprintf("%s leaves %s of %s per step that no later step frees: %s held at the end, from %s of %d.",
-			a.site, what, FormatBytes(per), FormatBytes(held), StepNumbers(seen), len(sc.steps))
+			a.site, what, units.FormatBytes(per), units.FormatBytes(held), StepNumbers(seen), len(sc.steps))
 		l.Explanation = "One site keeping a tensor every step is a list or dict that collects tensors across steps (e.g. outputs.append(logits))."
 		if sc.graphAlive(a.steps) {
 			l.Explanation += " No backward runs in these steps: if the tensors were made under grad mode, each also keeps its step's autograd graph alive (CPU-side nodes, and any saved tensors)."
@@ -144,11 +145,11 @@ func (sc *leakScan) graphFinding(ks []int) Leak {
 		if i == 4 {
 			break
 		}
-		top = append(top, fmt.Sprintf("%s %s/step", g.site, FormatBytes(g.bytes/int64(len(ks)))))
+		top = append(top, fmt.Sprintf("%s %s/step", g.site, units.FormatBytes(g.bytes/int64(len(ks)))))
 	}
 	alive := sc.graphAlive(ks)
 	l.Evidence = fmt.Sprintf("Each step leaves about %d tensors (%s) from %d sites allocated until the end: %s held at the end, from %s of %d; forward called at %s. Largest: %s.",
-		leakMedianInt(nblocks), FormatBytes(perStep), len(groups), FormatBytes(total), StepNumbers(seen), len(sc.steps), call, strings.Join(top, ", "))
+		leakMedianInt(nblocks), units.FormatBytes(perStep), len(groups), units.FormatBytes(total), StepNumbers(seen), len(sc.steps), call, strings.Join(top, ", "))
 	if alive {
 		l.Explanation = "No backward pass frees them: the autograd graph of every step stays alive with its saved activations."
 		l.Remedy = "Do not keep tensors that require grad across steps: if the loop does not train, run it under with torch.no_grad(): (or torch.inference_mode()); accumulate metrics with .item() (total_loss += loss.item()); store outputs with .detach() (.detach().cpu() to free the GPU)."

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
 	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
@@ -193,7 +194,7 @@ func checkLeakFindings(t *testing.T, sim *snapshottest.Sim, got []Leak, want []w
 			if l.TotalBytes < l.BytesPerStep || l.TotalBytes <= 0 {
 				t.Errorf("%s: total %d below bytes per step %d", w.kind, l.TotalBytes, l.BytesPerStep)
 			}
-			if !strings.Contains(l.Evidence, FormatBytes(l.BytesPerStep)) || !strings.Contains(l.Fix, FormatBytes(l.TotalBytes)) {
+			if !strings.Contains(l.Evidence, units.FormatBytes(l.BytesPerStep)) || !strings.Contains(l.Fix, units.FormatBytes(l.TotalBytes)) {
 				t.Errorf("%s: evidence or fix lacks the sizes:\n%s\n%s", w.kind, l.Evidence, l.Fix)
 			}
 			if l.Fix == "" || l.Evidence == "" {
@@ -272,7 +273,7 @@ func TestLeakFixtureSpecifics(t *testing.T) {
 	s = leakReadSim(t, snapshottest.TrainLoopGrowingList(six))
 	ls = DetectLeaks(s, leakHistories(s))
 	if len(ls) != 1 || ls[0].TotalBytes != 6*c.LogitsBytes() || !slices.Equal(ls[0].SeenInSteps, []int{1, 2, 3, 4, 5, 6}) ||
-		!strings.Contains(ls[0].Fix, "Saves "+FormatBytes(6*c.LogitsBytes())+" now") {
+		!strings.Contains(ls[0].Fix, "Saves "+units.FormatBytes(6*c.LogitsBytes())+" now") {
 		t.Errorf("growing list over 6 steps holds %d bytes (want 6 logits, %d) in steps %v: %s", ls[0].TotalBytes, 6*c.LogitsBytes(), ls[0].SeenInSteps, describeLeaks(ls))
 	}
 

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -183,16 +184,16 @@ func (h *History) oomVerdict(o *OOM, e *snapshot.Event) string {
 	if m.sdpaMath {
 		b.WriteString(" (scaled_dot_product_attention, math backend)")
 	}
-	fmt.Fprintf(&b, ": %s requested with %s free on the device", FormatBytes(o.RequestedBytes), FormatBytes(o.DeviceFreeBytes))
+	fmt.Fprintf(&b, ": %s requested with %s free on the device", units.FormatBytes(o.RequestedBytes), units.FormatBytes(o.DeviceFreeBytes))
 	if o.AllocatedBytes > 0 {
-		fmt.Fprintf(&b, "; %s allocated (%s)", FormatBytes(o.AllocatedBytes), topCategories(o.Categories, 2))
+		fmt.Fprintf(&b, "; %s allocated (%s)", units.FormatBytes(o.AllocatedBytes), topCategories(o.Categories, 2))
 	}
 	fr := o.Fragmentation
 	switch {
 	case fr.Fragmented:
-		fmt.Fprintf(&b, " and %s cached free, but fragmented: the largest free block is %s", FormatBytes(fr.CachedFreeBytes), FormatBytes(fr.LargestFreeBlockBytes))
+		fmt.Fprintf(&b, " and %s cached free, but fragmented: the largest free block is %s", units.FormatBytes(fr.CachedFreeBytes), units.FormatBytes(fr.LargestFreeBlockBytes))
 	case fr.CachedFreeBytes > 0:
-		fmt.Fprintf(&b, " and %s cached free", FormatBytes(fr.CachedFreeBytes))
+		fmt.Fprintf(&b, " and %s cached free", units.FormatBytes(fr.CachedFreeBytes))
 	}
 	// The allocator frees its cached segments and retries before giving up:
 	// segment_free/segment_unmap entries right before the oom.
@@ -205,7 +206,7 @@ func (h *History) oomVerdict(o *OOM, e *snapshot.Event) string {
 		released += h.Device.Events[k].Size
 	}
 	if released > 0 {
-		fmt.Fprintf(&b, ", after the allocator had released %s of cached segments and retried", FormatBytes(released))
+		fmt.Fprintf(&b, ", after the allocator had released %s of cached segments and retried", units.FormatBytes(released))
 	}
 	b.WriteString(".")
 	return b.String()
@@ -222,7 +223,7 @@ func topCategories(c Categories, n int) string {
 	var parts []string
 	for _, i := range idx[:n] {
 		if c[i] > 0 {
-			parts = append(parts, fmt.Sprintf("%s %s", Category(i), FormatBytes(c[i])))
+			parts = append(parts, fmt.Sprintf("%s %s", Category(i), units.FormatBytes(c[i])))
 		}
 	}
 	if len(parts) == 0 {

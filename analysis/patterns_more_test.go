@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/units"
 	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
@@ -198,8 +199,8 @@ func TestCUDAGraphPool(t *testing.T) {
 						note = dg.Message
 					}
 				}
-				if !strings.Contains(note, FormatBytes(reserved)) || !strings.Contains(note, FormatBytes(reserved-alloc)+" free") {
-					t.Errorf("note %q does not say %s reserved, %s free", note, FormatBytes(reserved), FormatBytes(reserved-alloc))
+				if !strings.Contains(note, units.FormatBytes(reserved)) || !strings.Contains(note, units.FormatBytes(reserved-alloc)+" free") {
+					t.Errorf("note %q does not say %s reserved, %s free", note, units.FormatBytes(reserved), units.FormatBytes(reserved-alloc))
 				}
 			})
 		}

@@ -5,6 +5,7 @@ import (
 	"iter"
 	"strings"
 
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -436,11 +437,11 @@ func (h *History) replayDiagnostics() []Diagnostic {
 	var out []Diagnostic
 	if h.preFreed > 0 {
 		out = append(out, Diagnostic{Kind: "trace_starts_mid_run", Device: id, Message: fmt.Sprintf(
-			"device %d: %d blocks (%s) were freed without an allocation in the trace: they were allocated before recording began (or the ring buffer dropped their allocation); their categories come from when they were freed", id, h.preFreed, FormatBytes(h.preFreedBytes))})
+			"device %d: %d blocks (%s) were freed without an allocation in the trace: they were allocated before recording began (or the ring buffer dropped their allocation); their categories come from when they were freed", id, h.preFreed, units.FormatBytes(h.preFreedBytes))})
 	}
 	if h.preLive > 0 && len(h.Device.Events) > 0 {
 		out = append(out, Diagnostic{Kind: "blocks_without_history", Device: id, Message: fmt.Sprintf(
-			"device %d: %d blocks (%s) live at the dump have no allocation in the trace: they were allocated before recording began; their categories come from sizes, frames and lifetimes (lower confidence)", id, h.preLive, FormatBytes(h.preLiveBytes))})
+			"device %d: %d blocks (%s) live at the dump have no allocation in the trace: they were allocated before recording began; their categories come from sizes, frames and lifetimes (lower confidence)", id, h.preLive, units.FormatBytes(h.preLiveBytes))})
 	}
 	if h.liveNotInDump > 0 {
 		out = append(out, Diagnostic{Kind: "replay_mismatch", Device: id, Message: fmt.Sprintf(
@@ -456,7 +457,7 @@ func (h *History) replayDiagnostics() []Diagnostic {
 	}
 	if n := h.sizing.unknown; n > 0 {
 		out = append(out, Diagnostic{Kind: "block_size_unknown", Device: id, Message: fmt.Sprintf(
-			"device %d: %d blocks allocated before recording and freed in the trace (%s requested) show no block size: each counts as its request rounded to 512 B, though the allocator may have left up to 1 MiB more in each (the rest of the free block it was cut from)", id, n, FormatBytes(h.sizing.unknownRequests))})
+			"device %d: %d blocks allocated before recording and freed in the trace (%s requested) show no block size: each counts as its request rounded to 512 B, though the allocator may have left up to 1 MiB more in each (the rest of the free block it was cut from)", id, n, units.FormatBytes(h.sizing.unknownRequests))})
 	}
 	if n := h.sizing.mismatch; n > 0 {
 		out = append(out, Diagnostic{Kind: "block_size_mismatch", Device: id, Message: fmt.Sprintf(

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
@@ -34,14 +35,14 @@ func TestGateArithmeticSaturates(t *testing.T) {
 			t.Errorf("%+v.Allowed(%d) = %d, want %d", c.tol, c.base, got, c.want)
 		}
 	}
-	if got := satAdd(math.MaxInt64, 1); got != math.MaxInt64 {
-		t.Errorf("satAdd = %d", got)
+	if got := units.SatAdd(math.MaxInt64, 1); got != math.MaxInt64 {
+		t.Errorf("SatAdd = %d", got)
 	}
-	if got := satSub(math.MinInt64, 1); got != math.MinInt64 {
-		t.Errorf("satSub = %d", got)
+	if got := units.SatSub(math.MinInt64, 1); got != math.MinInt64 {
+		t.Errorf("SatSub = %d", got)
 	}
-	if got := satSub(1, math.MinInt64); got != math.MaxInt64 {
-		t.Errorf("satSub = %d", got)
+	if got := units.SatSub(1, math.MinInt64); got != math.MaxInt64 {
+		t.Errorf("SatSub = %d", got)
 	}
 	if d := NewDelta(math.MinInt64, math.MaxInt64); d.Delta != math.MaxInt64 {
 		t.Errorf("delta %d", d.Delta)

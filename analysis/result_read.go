@@ -8,7 +8,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // resultSchema finds the schema id of torchmem's JSON near the start of a file.
@@ -34,7 +34,7 @@ func JSONSchema(head []byte) string {
 // and figures no analysis holds (checkFigures). Errors name path.
 func ReadResult(r io.Reader, path, schema string, limit int64) (*Result, error) {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%s: %s", path, snapshot.OneLine(fmt.Sprintf(format, args...)))
+		return fmt.Errorf("%s: %s", path, units.OneLine(fmt.Sprintf(format, args...)))
 	}
 	if schema != SchemaID {
 		return nil, bad("schema %s is not an analysis (want %s, written by torchmem analyze --format json)", schema, SchemaID)

@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // CheckJSON writes check results as schema torchmem.check/v1 (one object,
@@ -61,9 +61,9 @@ func sitesText(it analysis.CheckItem) string {
 // checkValue formats a check's measured value or limit.
 func checkValue(it analysis.CheckItem, v int64) string {
 	if it.Key == analysis.BudgetLeaks {
-		return Count(int(v))
+		return units.Count(int(v))
 	}
-	return analysis.FormatBytes(v)
+	return units.FormatBytes(v)
 }
 
 func checkSettings(c *analysis.CheckResult) string {
@@ -91,15 +91,15 @@ func CheckText(w io.Writer, results []*analysis.CheckResult) error {
 		if i > 0 {
 			p.f("\n")
 		}
-		p.wrap("", "  ", "torchmem check "+snapshot.OneLine(c.Input.Path)+" — "+CheckSummary(c))
+		p.wrap("", "  ", "torchmem check "+units.OneLine(c.Input.Path)+" — "+CheckSummary(c))
 		if s := checkSettings(c); s != "" {
-			p.wrap("  ", "    ", snapshot.OneLine(s))
+			p.wrap("  ", "    ", units.OneLine(s))
 		}
 		for _, it := range c.Checks {
-			p.wrap(fmt.Sprintf("  %-4s  ", it.Status), "        ", snapshot.OneLine(it.Message))
+			p.wrap(fmt.Sprintf("  %-4s  ", it.Status), "        ", units.OneLine(it.Message))
 			label := sitesLabel(it) + " "
 			for _, s := range it.Sites {
-				p.wrap("        "+label, "          ", snapshot.OneLine(s.Describe()))
+				p.wrap("        "+label, "          ", units.OneLine(s.Describe()))
 				label = strings.Repeat(" ", utf8.RuneCountInString(label))
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"io"
 
 	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // diffSitesText and diffSitesMarkdown bound the sites a diff lists.
@@ -25,7 +25,7 @@ func Change(d analysis.Delta) string {
 	if d.Delta == 0 {
 		return "0 B"
 	}
-	s := analysis.FormatBytes(d.Delta)
+	s := units.FormatBytes(d.Delta)
 	if d.Delta > 0 {
 		s = "+" + s
 	}
@@ -45,10 +45,10 @@ func DiffHeadline(d *analysis.DiffResult) string {
 		switch dd.OOM.Status {
 		case analysis.OOMAdded:
 			return fmt.Sprintf("Device %d: the new run ran out of memory (%s requested in %s); the base run did not.",
-				dd.Device, analysis.FormatBytes(dd.OOM.New.RequestedBytes), dd.OOM.New.Phase)
+				dd.Device, units.FormatBytes(dd.OOM.New.RequestedBytes), dd.OOM.New.Phase)
 		case analysis.OOMFixed:
 			return fmt.Sprintf("Device %d: the base run ran out of memory and the new run did not; peak %s → %s, %s.",
-				dd.Device, analysis.FormatBytes(dd.PeakAllocated.Base), analysis.FormatBytes(dd.PeakAllocated.New), Change(dd.PeakAllocated))
+				dd.Device, units.FormatBytes(dd.PeakAllocated.Base), units.FormatBytes(dd.PeakAllocated.New), Change(dd.PeakAllocated))
 		}
 	}
 	best := d.Devices[0]
@@ -58,9 +58,9 @@ func DiffHeadline(d *analysis.DiffResult) string {
 		}
 	}
 	if best.PeakAllocated.Delta == 0 {
-		return fmt.Sprintf("Device %d: the peak is unchanged at %s.", best.Device, analysis.FormatBytes(best.PeakAllocated.New))
+		return fmt.Sprintf("Device %d: the peak is unchanged at %s.", best.Device, units.FormatBytes(best.PeakAllocated.New))
 	}
-	s := fmt.Sprintf("Device %d: peak %s → %s, %s", best.Device, analysis.FormatBytes(best.PeakAllocated.Base), analysis.FormatBytes(best.PeakAllocated.New), Change(best.PeakAllocated))
+	s := fmt.Sprintf("Device %d: peak %s → %s, %s", best.Device, units.FormatBytes(best.PeakAllocated.Base), units.FormatBytes(best.PeakAllocated.New), Change(best.PeakAllocated))
 	if c, ok := largestCategoryChange(best); ok {
 		s += fmt.Sprintf("; %s changed most at the peak: %s", c.Category, Change(c.Peak))
 	}
@@ -95,7 +95,7 @@ func diffInputLine(in analysis.Input) string {
 		}
 		s += ")"
 	}
-	return snapshot.OneLine(s)
+	return units.OneLine(s)
 }
 
 func diffPresenceNote(p analysis.Presence) string {
@@ -163,7 +163,7 @@ func changedSites(sites []analysis.SiteDiff, n int) ([]analysis.SiteDiff, int) {
 
 func diffOOMLine(o analysis.OOMDiff) string {
 	brief := func(b *analysis.OOMBrief) string {
-		return fmt.Sprintf("%s requested with %s free, in %s (step %d) at %s", analysis.FormatBytes(b.RequestedBytes), analysis.FormatBytes(b.DeviceFreeBytes), b.Phase, b.Step, b.Site)
+		return fmt.Sprintf("%s requested with %s free, in %s (step %d) at %s", units.FormatBytes(b.RequestedBytes), units.FormatBytes(b.DeviceFreeBytes), b.Phase, b.Step, b.Site)
 	}
 	switch o.Status {
 	case analysis.OOMAdded:
@@ -182,22 +182,22 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 	p.f("torchmem diff\n")
 	p.wrap("  base  ", "        ", diffInputLine(d.Base))
 	p.wrap("  new   ", "        ", diffInputLine(d.New))
-	p.wrap("", "", snapshot.OneLine(DiffHeadline(d)))
+	p.wrap("", "", units.OneLine(DiffHeadline(d)))
 	row := func(name, base, new, change string) {
 		p.f("  %-24s %12s %12s  %s\n", name, base, new, change)
 	}
 	drow := func(name string, v analysis.Delta) {
-		row(name, analysis.FormatBytes(v.Base), analysis.FormatBytes(v.New), Change(v))
+		row(name, units.FormatBytes(v.Base), units.FormatBytes(v.New), Change(v))
 	}
 	for _, dd := range d.Devices {
-		p.f("\ndevice %s%s\n", snapshot.OneLine(analysis.DeviceName(dd.Kind, dd.Device)), diffPresenceNote(dd.Presence))
+		p.f("\ndevice %s%s\n", units.OneLine(analysis.DeviceName(dd.Kind, dd.Device)), diffPresenceNote(dd.Presence))
 		row("", "base", "new", "change")
 		drow("peak allocated", dd.PeakAllocated)
 		drow("reserved at the peak", dd.PeakReserved)
 		drow("allocated at the end", dd.EndAllocated)
 		drow("reserved at the end", dd.EndReserved)
-		row("phase of the peak", snapshot.OneLine(string(dd.PeakPhase.Base)), snapshot.OneLine(string(dd.PeakPhase.New)), "")
-		p.wrap("  OOM: ", "       ", snapshot.OneLine(diffOOMLine(dd.OOM)))
+		row("phase of the peak", units.OneLine(string(dd.PeakPhase.Base)), units.OneLine(string(dd.PeakPhase.New)), "")
+		p.wrap("  OOM: ", "       ", units.OneLine(diffOOMLine(dd.OOM)))
 		p.f("\n  at the peak\n")
 		for _, c := range dd.Categories {
 			if c.Peak.Base != 0 || c.Peak.New != 0 {
@@ -213,7 +213,7 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 		if len(dd.Phases) > 0 {
 			p.f("  phases (highest peak)\n")
 			for _, ph := range dd.Phases {
-				drow("  "+snapshot.OneLine(string(ph.Phase))+diffPresenceNote(ph.Presence), ph.Peak)
+				drow("  "+units.OneLine(string(ph.Phase))+diffPresenceNote(ph.Presence), ph.Peak)
 			}
 		}
 		if len(dd.Steps) > 0 {
@@ -227,8 +227,8 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 		if len(sites) > 0 {
 			p.wrap("  ", "    ", "sites live at "+at+", largest changes")
 			for _, s := range sites {
-				p.wrap(fmt.Sprintf("    %-8s %10s %10s  %-20s ", sitePresence(s.Presence), analysis.FormatBytes(s.Bytes.Base), analysis.FormatBytes(s.Bytes.New), Change(s.Bytes)),
-					"             ", fmt.Sprintf("%s%s [%s]", snapshot.OneLine(s.Site), movedNote(s), s.Category))
+				p.wrap(fmt.Sprintf("    %-8s %10s %10s  %-20s ", sitePresence(s.Presence), units.FormatBytes(s.Bytes.Base), units.FormatBytes(s.Bytes.New), Change(s.Bytes)),
+					"             ", fmt.Sprintf("%s%s [%s]", units.OneLine(s.Site), movedNote(s), s.Category))
 			}
 			if more > 0 {
 				p.f("    … %s more (--format json lists all)\n", plural(more, "site"))
@@ -238,8 +238,8 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 	if len(d.Leaks) > 0 {
 		p.f("\nleaks\n")
 		for _, l := range d.Leaks {
-			p.wrap(fmt.Sprintf("  %-8s ", leakPresence(l.Presence)), "           ", fmt.Sprintf("%s on device %d at %s: %s/step → %s/step [%s]", snapshot.OneLine(l.Kind), l.Device, snapshot.OneLine(l.Site),
-				analysis.FormatBytes(l.BytesPerStep.Base), analysis.FormatBytes(l.BytesPerStep.New), snapshot.OneLine(string(l.Confidence))))
+			p.wrap(fmt.Sprintf("  %-8s ", leakPresence(l.Presence)), "           ", fmt.Sprintf("%s on device %d at %s: %s/step → %s/step [%s]", units.OneLine(l.Kind), l.Device, units.OneLine(l.Site),
+				units.FormatBytes(l.BytesPerStep.Base), units.FormatBytes(l.BytesPerStep.New), units.OneLine(string(l.Confidence))))
 		}
 	}
 	return p.err
@@ -261,7 +261,7 @@ func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
 	p.f("## torchmem diff: `%s` → `%s`\n\n", mdCode(FileName(d.Base.Path)), mdCode(FileName(d.New.Path)))
 	p.f("**%s**\n", mdText(DiffHeadline(d)))
 	drow := func(name string, v analysis.Delta) {
-		p.f("| %s | %s | %s | %s |\n", name, analysis.FormatBytes(v.Base), analysis.FormatBytes(v.New), Change(v))
+		p.f("| %s | %s | %s | %s |\n", name, units.FormatBytes(v.Base), units.FormatBytes(v.New), Change(v))
 	}
 	for _, dd := range d.Devices {
 		p.f("\n### device %s%s\n\n", mdText(analysis.DeviceName(dd.Kind, dd.Device)), diffPresenceNote(dd.Presence))
@@ -277,8 +277,8 @@ func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
 			if c.Peak.Base == 0 && c.Peak.New == 0 && c.End.Base == 0 && c.End.New == 0 {
 				continue
 			}
-			p.f("| %s | %s | %s | %s | %s | %s | %s |\n", c.Category, analysis.FormatBytes(c.Peak.Base), analysis.FormatBytes(c.Peak.New), Change(c.Peak),
-				analysis.FormatBytes(c.End.Base), analysis.FormatBytes(c.End.New), Change(c.End))
+			p.f("| %s | %s | %s | %s | %s | %s | %s |\n", c.Category, units.FormatBytes(c.Peak.Base), units.FormatBytes(c.Peak.New), Change(c.Peak),
+				units.FormatBytes(c.End.Base), units.FormatBytes(c.End.New), Change(c.End))
 		}
 		if len(dd.Phases) > 0 {
 			p.f("\n| phase (highest peak) | base | new | change |\n|---|---:|---:|---:|\n")
@@ -297,7 +297,7 @@ func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
 		if len(sites) > 0 {
 			p.f("\n| site live at %s | | base | new | change | category |\n|---|---|---:|---:|---:|---|\n", mdText(at))
 			for _, s := range sites {
-				p.f("| `%s`%s | %s | %s | %s | %s | %s |\n", mdCode(s.Site), mdText(movedNote(s)), sitePresence(s.Presence), analysis.FormatBytes(s.Bytes.Base), analysis.FormatBytes(s.Bytes.New), Change(s.Bytes), s.Category)
+				p.f("| `%s`%s | %s | %s | %s | %s | %s |\n", mdCode(s.Site), mdText(movedNote(s)), sitePresence(s.Presence), units.FormatBytes(s.Bytes.Base), units.FormatBytes(s.Bytes.New), Change(s.Bytes), s.Category)
 			}
 			if more > 0 {
 				p.f("\n… %s more (`--format json` lists all).\n", plural(more, "site"))
@@ -308,7 +308,7 @@ func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
 		p.f("\n### Leaks\n\n| | kind | device | site | per step: base | new | confidence |\n|---|---|---:|---|---:|---:|---|\n")
 		for _, l := range d.Leaks {
 			p.f("| %s | %s | %d | `%s` | %s | %s | %s |\n", leakPresence(l.Presence), mdText(l.Kind), l.Device, mdCode(l.Site),
-				analysis.FormatBytes(l.BytesPerStep.Base), analysis.FormatBytes(l.BytesPerStep.New), mdText(string(l.Confidence)))
+				units.FormatBytes(l.BytesPerStep.Base), units.FormatBytes(l.BytesPerStep.New), mdText(string(l.Confidence)))
 		}
 	}
 	return p.err

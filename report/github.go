@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // githubTitle is the title of every annotation torchmem writes.
@@ -74,7 +74,7 @@ func githubLocation(it analysis.CheckItem, locate func(string) string) string {
 // are shown as \xNN.
 func githubData(s string) string {
 	s = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
-	return snapshot.OneLine(s)
+	return units.OneLine(s)
 }
 
 // githubProperty escapes a property value of a workflow command (also : and ,).

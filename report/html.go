@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // EChartsVersion is the version of Apache ECharts embedded in HTML reports
@@ -44,8 +45,8 @@ var (
 	// other command would pay for it (about 0.4 ms and 2,000 allocations).
 	pageTemplate = sync.OnceValue(func() *template.Template {
 		return template.Must(template.New("report").Funcs(template.FuncMap{
-			"bytes": analysis.FormatBytes,
-			"count": Count,
+			"bytes": units.FormatBytes,
+			"count": units.Count,
 			"pct":   pct,
 			"hex":   func(v uint64) string { return fmt.Sprintf("%#x", v) },
 			"clip":  clip,
@@ -324,9 +325,9 @@ func timelineNote(t *timelineChart) string {
 	}
 	if len(t.X) < t.Points {
 		return fmt.Sprintf("%s; %s of %s points drawn (each stretch keeps its lowest and highest point; the peak and the OOM are exact)",
-			axis, Count(len(t.X)), Count(t.Points))
+			axis, units.Count(len(t.X)), units.Count(t.Points))
 	}
-	return fmt.Sprintf("%s; all %s points drawn", axis, Count(t.Points))
+	return fmt.Sprintf("%s; all %s points drawn", axis, units.Count(t.Points))
 }
 
 // mainDevice is the device shown first: the first with an OOM, else the one
@@ -349,11 +350,11 @@ func inputFacts(r *analysis.Result) []fact {
 	if r.Input.Generation != "" {
 		f = append(f, fact{"generation", r.Input.Generation})
 	}
-	f = append(f, fact{"size", analysis.FormatBytes(r.Input.Bytes)})
+	f = append(f, fact{"size", units.FormatBytes(r.Input.Bytes)})
 	if r.Input.Recording != "" {
 		f = append(f, fact{"recording", r.Input.Recording})
 	}
-	f = append(f, fact{"devices", Count(len(r.Devices))})
+	f = append(f, fact{"devices", units.Count(len(r.Devices))})
 	return f
 }
 

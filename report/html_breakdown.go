@@ -8,6 +8,7 @@ import (
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // The charts beside the timeline: categories, sites, free blocks.
@@ -164,7 +165,7 @@ func buildFragmentation(o *analysis.OOM, blocks []freeBlock, id string) (json.Ra
 		charts.WithItemStyleOpts(opts.ItemStyle{Color: "#73c0de"}),
 		charts.WithSeriesOpts(func(s *charts.SingleSeries) {
 			s.MarkLines = &opts.MarkLines{
-				Data: []interface{}{markLineItem{Name: "request " + analysis.FormatBytes(o.RequestedBytes), YAxis: o.RequestedBytes}},
+				Data: []interface{}{markLineItem{Name: "request " + units.FormatBytes(o.RequestedBytes), YAxis: o.RequestedBytes}},
 				MarkLineStyle: opts.MarkLineStyle{
 					Symbol:    []string{"none", "none"},
 					Label:     &opts.Label{Show: opts.Bool(true), Formatter: "{b}", Position: "insideEndTop"},

@@ -11,6 +11,7 @@ import (
 	"sort"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // The page stays under HTMLOptions.MaxBytes for any input: thinning the
@@ -196,7 +197,7 @@ func trimForPage(r *analysis.Result, b budget) *analysis.Result {
 	var cut []string
 	note := func(n int, what string) {
 		if n > 0 {
-			cut = append(cut, fmt.Sprintf("%s %s", Count(n), what))
+			cut = append(cut, fmt.Sprintf("%s %s", units.Count(n), what))
 		}
 	}
 	if b.devices > 0 && len(c.Devices) > b.devices {

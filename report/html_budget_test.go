@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
 	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
@@ -61,7 +62,7 @@ func TestHTMLUnderTwoMBForAnyInput(t *testing.T) {
 			if !strings.Contains(b.String(), "this page leaves out") || !strings.Contains(b.String(), `id="tm-d0"`) {
 				t.Errorf("the page does not say what it leaves out, or shows no device")
 			}
-			t.Logf("%s", analysis.FormatBytes(int64(b.Len())))
+			t.Logf("%s", units.FormatBytes(int64(b.Len())))
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // The charts are built with go-echarts as typed option builders only: each
@@ -247,14 +248,14 @@ func timelineLines(d *analysis.DeviceResult, t *analysis.Timeline, x []int64, is
 	}
 	if d.OOM != nil && t.OOMPoint >= 0 && t.OOMPoint < len(x) {
 		data = append(data, markLineItem{
-			Name: "OOM: " + analysis.FormatBytes(d.OOM.RequestedBytes) + " requested", XAxis: x[t.OOMPoint],
+			Name: "OOM: " + units.FormatBytes(d.OOM.RequestedBytes) + " requested", XAxis: x[t.OOMPoint],
 			LineStyle: &opts.LineStyle{Color: colorOOM, Width: 2, Type: "solid"},
 			Label:     &opts.Label{Color: colorOOM, FontWeight: "bold", Formatter: "OOM"},
 		})
 	}
 	if d.Capacity > 0 {
 		data = append(data, markLineItem{
-			Name: "device capacity " + analysis.FormatBytes(d.Capacity), YAxis: d.Capacity,
+			Name: "device capacity " + units.FormatBytes(d.Capacity), YAxis: d.Capacity,
 			LineStyle: &opts.LineStyle{Color: "#999", Width: 1, Type: "dotted"},
 		})
 	}
@@ -298,9 +299,9 @@ func timelinePeak(d *analysis.DeviceResult, t *analysis.Timeline, x []int64) *op
 	}
 	return &opts.MarkPoints{
 		Data: []interface{}{opts.MarkPointNameCoordItem{
-			Name:       "peak " + analysis.FormatBytes(t.Allocated[p]),
+			Name:       "peak " + units.FormatBytes(t.Allocated[p]),
 			Coordinate: []interface{}{x[p], t.Allocated[p]},
-			Value:      "peak " + analysis.FormatBytes(t.Allocated[p]),
+			Value:      "peak " + units.FormatBytes(t.Allocated[p]),
 			Symbol:     "pin",
 			ItemStyle:  &opts.ItemStyle{Color: colorPeak},
 		}},

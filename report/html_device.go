@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // maxSegmentRows bounds the segment table at an OOM; maxPhaseRows the phase
@@ -23,7 +24,7 @@ func newDeviceView(i int, d *analysis.DeviceResult, many bool, rows, allocs int)
 	if len(v.Phases) > rows {
 		v.Phases = v.Phases[:rows]
 	}
-	v.Option = fmt.Sprintf("%s — peak %s", v.Name, analysis.FormatBytes(d.Peak.AllocatedBytes))
+	v.Option = fmt.Sprintf("%s — peak %s", v.Name, units.FormatBytes(d.Peak.AllocatedBytes))
 	if d.OOM != nil {
 		v.Option += " — OOM"
 		v.Verdict = d.OOM.Verdict
@@ -133,13 +134,13 @@ func filledHeadline(d *analysis.DeviceResult) string {
 	}
 	sort.SliceStable(order, func(i, j int) bool { return cats[order[i]] > cats[order[j]] })
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s (%s allocated, %s)", when, analysis.FormatBytes(total), where)
+	fmt.Fprintf(&b, "%s (%s allocated, %s)", when, units.FormatBytes(total), where)
 	if len(order) == 0 {
 		b.WriteString(", no block could be classified.")
 		return b.String()
 	}
 	part := func(c analysis.Category) string {
-		return fmt.Sprintf("%s %s (%s)", categoryLabels[c], analysis.FormatBytes(cats[c]), pct(cats[c], total))
+		return fmt.Sprintf("%s %s (%s)", categoryLabels[c], units.FormatBytes(cats[c]), pct(cats[c], total))
 	}
 	fmt.Fprintf(&b, ", %s held the most", part(order[0]))
 	if len(order) > 1 {
@@ -155,13 +156,13 @@ func filledHeadline(d *analysis.DeviceResult) string {
 
 func deviceFacts(d *analysis.DeviceResult) []fact {
 	f := []fact{
-		{"peak allocated", fmt.Sprintf("%s %s", analysis.FormatBytes(d.Peak.AllocatedBytes), phaseAt(d.Peak.Phase, d.Peak.Step))},
-		{"reserved at peak", analysis.FormatBytes(d.Peak.ReservedBytes)},
-		{"at end", fmt.Sprintf("%s allocated, %s reserved", analysis.FormatBytes(d.AtEnd.AllocatedBytes), analysis.FormatBytes(d.AtEnd.ReservedBytes))},
+		{"peak allocated", fmt.Sprintf("%s %s", units.FormatBytes(d.Peak.AllocatedBytes), phaseAt(d.Peak.Phase, d.Peak.Step))},
+		{"reserved at peak", units.FormatBytes(d.Peak.ReservedBytes)},
+		{"at end", fmt.Sprintf("%s allocated, %s reserved", units.FormatBytes(d.AtEnd.AllocatedBytes), units.FormatBytes(d.AtEnd.ReservedBytes))},
 	}
 	if d.Peak.ReservedUnknown { // the file states no reserved figure: say so, not 0 B
 		f[1].Value = "not recorded in this file"
-		f[2].Value = analysis.FormatBytes(d.AtEnd.AllocatedBytes) + " allocated"
+		f[2].Value = units.FormatBytes(d.AtEnd.AllocatedBytes) + " allocated"
 	}
 	if d.NoHistory {
 		f = []fact{{"at the dump", dumpState(*d) + " (no allocation history)"}}
@@ -170,10 +171,10 @@ func deviceFacts(d *analysis.DeviceResult) []fact {
 		}
 	}
 	if d.Capacity > 0 {
-		f = append(f, fact{"device capacity", analysis.FormatBytes(d.Capacity)})
+		f = append(f, fact{"device capacity", units.FormatBytes(d.Capacity)})
 	}
 	if o := d.OOM; o != nil {
-		f = append(f, fact{"OOM request", fmt.Sprintf("%s with %s free on the device", analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFreeBytes))})
+		f = append(f, fact{"OOM request", fmt.Sprintf("%s with %s free on the device", units.FormatBytes(o.RequestedBytes), units.FormatBytes(o.DeviceFreeBytes))})
 	}
 	return f
 }

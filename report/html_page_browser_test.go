@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
 	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
@@ -109,7 +110,7 @@ func TestHTMLFragmentationChart(t *testing.T) {
 				if len(got.Values) < 2 || got.Names[0] != "request" || got.Values[0] != req || !strings.HasPrefix(got.Names[1], "largest free block") || got.Values[1] != largest {
 					t.Errorf("device %d: bars %q %v, want the request %.0f then the largest free block %.0f", d.Device, got.Names, got.Values, req, largest)
 				}
-				for _, want := range []string{analysis.FormatBytes(d.OOM.RequestedBytes), analysis.FormatBytes(d.OOM.Fragmentation.LargestFreeBlockBytes)} {
+				for _, want := range []string{units.FormatBytes(d.OOM.RequestedBytes), units.FormatBytes(d.OOM.Fragmentation.LargestFreeBlockBytes)} {
 					if !contains(got.Texts, want) {
 						t.Errorf("device %d: no label %q drawn (texts %q)", d.Device, want, got.Texts)
 					}
@@ -247,7 +248,7 @@ func TestHTMLBytesInBrowser(t *testing.T) {
 	}
 	got := eval[[]string](t, tab, `[`+strings.Join(list, ",")+`].map(window.torchmemFmtBytes)`)
 	for i, v := range values {
-		if want := analysis.FormatBytes(v); i >= len(got) || got[i] != want {
+		if want := units.FormatBytes(v); i >= len(got) || got[i] != want {
 			t.Errorf("fmtBytes(%d) in the page = %q, Go says %q", v, got[i], want)
 		}
 	}

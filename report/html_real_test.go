@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
 	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
@@ -55,7 +55,7 @@ func TestHTMLRealFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		pages[name] = path
-		fmt.Fprintf(&table, "%-58s %9s\n", name, analysis.FormatBytes(int64(len(html))))
+		fmt.Fprintf(&table, "%-58s %9s\n", name, units.FormatBytes(int64(len(html))))
 	}
 	t.Logf("report sizes (written to %s):\n%s", out, table.String())
 

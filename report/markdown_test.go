@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
 	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
@@ -47,7 +48,7 @@ func TestMarkdownTicket(t *testing.T) {
 				if n := strings.Count(md, mdText(o.Verdict)); n != 1 {
 					t.Errorf("%s: device %d's verdict said %d times", name, d.Device, n)
 				}
-				want := "<details><summary>Stack of the failed " + analysis.FormatBytes(o.RequestedBytes) + " request"
+				want := "<details><summary>Stack of the failed " + units.FormatBytes(o.RequestedBytes) + " request"
 				ooms++
 				oomed = true
 				if !strings.Contains(md, want) || !strings.Contains(md, "```\n"+o.Stack[0]+"\n") {
@@ -62,14 +63,14 @@ func TestMarkdownTicket(t *testing.T) {
 					continue
 				}
 				seen[c]++
-				row := fmt.Sprintf("| %s | %s | %s |", c, analysis.FormatBytes(d.Peak.Categories[c]), analysis.FormatBytes(d.AtEnd.Categories[c]))
+				row := fmt.Sprintf("| %s | %s | %s |", c, units.FormatBytes(d.Peak.Categories[c]), units.FormatBytes(d.AtEnd.Categories[c]))
 				if !strings.Contains(md, row) {
 					t.Errorf("%s: no row %q for device %d", name, row, d.Device)
 				}
 			}
 			phases += len(d.PhasePeaks)
 			for _, pp := range d.PhasePeaks {
-				if row := "| " + string(pp.Phase) + " | " + analysis.FormatBytes(pp.AllocatedBytes) + " | "; !strings.Contains(md, row) {
+				if row := "| " + string(pp.Phase) + " | " + units.FormatBytes(pp.AllocatedBytes) + " | "; !strings.Contains(md, row) {
 					t.Errorf("%s: no row %q for device %d", name, row, d.Device)
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
 	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
@@ -48,7 +49,7 @@ func TestDumpsWithoutHistory(t *testing.T) {
 		if fr == nil || fr.CachedFreeBytes == 0 {
 			continue
 		}
-		cached := analysis.FormatBytes(fr.CachedFreeBytes) + " free in " + plural(fr.FreeBlocks, "block") + ", the largest " + analysis.FormatBytes(fr.LargestFreeBlockBytes)
+		cached := units.FormatBytes(fr.CachedFreeBytes) + " free in " + plural(fr.FreeBlocks, "block") + ", the largest " + units.FormatBytes(fr.LargestFreeBlockBytes)
 		for format, out := range map[string]string{"text": strings.Join(strings.Fields(text.String()), " "), "markdown": md.String(), "html": page.String()} {
 			if !strings.Contains(out, cached) {
 				t.Errorf("%s: the %s does not say %q", name, format, cached)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/rollup"
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -85,7 +86,7 @@ func deviceName(device int, kind string) string {
 	if kind == "" {
 		kind = "device"
 	}
-	return fmt.Sprintf("%s:%d", snapshot.OneLine(kind), device)
+	return fmt.Sprintf("%s:%d", units.OneLine(kind), device)
 }
 
 // rollupHeadline is the roll-up in one sentence.
@@ -98,7 +99,7 @@ func rollupHeadline(ru *rollup.Rollup) string {
 		of += fmt.Sprintf(" (%s of a process already counted)", plural(n, "file"))
 	}
 	s := fmt.Sprintf("%s: rank %d peaked highest, %s on %s", of,
-		ru.Worst.Rank, analysis.FormatBytes(ru.Worst.PeakBytes), deviceName(ru.Worst.Device, worstKind(ru)))
+		ru.Worst.Rank, units.FormatBytes(ru.Worst.PeakBytes), deviceName(ru.Worst.Device, worstKind(ru)))
 	if ru.Imbalance > 0 && len(ru.Ranks) > 1 {
 		s += fmt.Sprintf(", %.2f× %s", ru.Imbalance, othersPeak(ru))
 	}
@@ -117,9 +118,9 @@ func othersPeak(ru *rollup.Rollup) string {
 		if o.Input == ru.Worst.Input && o.Device == ru.Worst.Device {
 			o = ru.Ranks[1]
 		}
-		return fmt.Sprintf("the peak of %s (%s)", rowName(o.Rank, o.Device, o.Kind), analysis.FormatBytes(o.PeakBytes))
+		return fmt.Sprintf("the peak of %s (%s)", rowName(o.Rank, o.Device, o.Kind), units.FormatBytes(o.PeakBytes))
 	}
-	return fmt.Sprintf("the median peak of the others (%s)", analysis.FormatBytes(ru.OthersMedianPeakBytes))
+	return fmt.Sprintf("the median peak of the others (%s)", units.FormatBytes(ru.OthersMedianPeakBytes))
 }
 
 // firstBy says how the first OOM was found.
@@ -151,7 +152,7 @@ func firstOOMKind(ru *rollup.Rollup) string {
 // outlierText says how a row stands out.
 func outlierText(o rollup.Outlier) string {
 	if o.Kind == rollup.OutlierPeak {
-		return fmt.Sprintf("peak %s, %.2f× the median %s", analysis.FormatBytes(o.PeakBytes), o.Ratio, analysis.FormatBytes(o.MedianPeakBytes))
+		return fmt.Sprintf("peak %s, %.2f× the median %s", units.FormatBytes(o.PeakBytes), o.Ratio, units.FormatBytes(o.MedianPeakBytes))
 	}
 	cat := analysis.Unknown
 	if o.Category != nil {
@@ -180,7 +181,7 @@ func sameProcessLines(ru *rollup.Rollup) (lines []string, more int) {
 				more++
 				continue
 			}
-			lines = append(lines, fmt.Sprintf("rank %d (pid %d): %s, %s", r.Rank, r.Pid, snapshot.OneLine(f.Path), sameProcessWhat(f)))
+			lines = append(lines, fmt.Sprintf("rank %d (pid %d): %s, %s", r.Rank, r.Pid, units.OneLine(f.Path), sameProcessWhat(f)))
 		}
 	}
 	return lines, more
@@ -207,7 +208,7 @@ func unreadableLines(ru *rollup.Rollup) (lines []string, more int) {
 		if u.Rank != nil {
 			rank = fmt.Sprintf("rank %d: ", *u.Rank)
 		}
-		lines = append(lines, rank+snapshot.OneLine(u.Path)+": "+snapshot.OneLine(u.Error))
+		lines = append(lines, rank+units.OneLine(u.Path)+": "+units.OneLine(u.Error))
 	}
 	return lines, more
 }
@@ -230,11 +231,11 @@ func sameProcessFiles(ru *rollup.Rollup) int {
 func sameProcessWhat(f rollup.SameProcess) string {
 	switch f.What {
 	case rollup.WhatAfterOOM:
-		return fmt.Sprintf("after the OOM (its history holds the OOM; %s allocated when it was written)", analysis.FormatBytes(f.AllocatedBytes))
+		return fmt.Sprintf("after the OOM (its history holds the OOM; %s allocated when it was written)", units.FormatBytes(f.AllocatedBytes))
 	case rollup.WhatTrace:
 		return "a profiler trace of the same process"
 	}
-	return fmt.Sprintf("another snapshot of the same process (%s allocated when it was written)", analysis.FormatBytes(f.AllocatedBytes))
+	return fmt.Sprintf("another snapshot of the same process (%s allocated when it was written)", units.FormatBytes(f.AllocatedBytes))
 }
 
 // moreOutliers says how many outliers a roll-up leaves unlisted.

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -355,14 +356,14 @@ func (b *Builder) notes(rows []Row) []string {
 		}
 		if j-i > 1 {
 			dups = append(dups, fmt.Sprintf("rank %d device %d appears in %d inputs (%s and %s)", rows[i].Rank, rows[i].Device, j-i,
-				snapshot.OneLine(rows[i].Path), snapshot.OneLine(rows[i+1].Path)))
+				units.OneLine(rows[i].Path), units.OneLine(rows[i+1].Path)))
 		}
 		i = j
 	}
 	notes = append(notes, capped(dups, "more ranks appear in several inputs")...)
 	var empty []string
 	for _, p := range b.empty {
-		empty = append(empty, fmt.Sprintf("%s: no device memory in the file; not in the table", snapshot.OneLine(p)))
+		empty = append(empty, fmt.Sprintf("%s: no device memory in the file; not in the table", units.OneLine(p)))
 	}
 	notes = append(notes, capped(empty, "more inputs have no device memory")...)
 	if b.siteCaps {

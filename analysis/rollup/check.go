@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // BudgetImbalance is the budget key of a roll-up's imbalance: the largest
@@ -50,8 +51,8 @@ func CheckImbalance(ru *Rollup, limit float64) *analysis.CheckResult {
 		it.Status, word = analysis.CheckFail, "over"
 	}
 	it.Message = fmt.Sprintf("imbalance %.2f× %s the budget of %.2f×: rank %d's peak %s against the median peak %s of the other %s (allowed %s)",
-		ratio, word, limit, ru.Worst.Rank, analysis.FormatBytes(ru.Worst.PeakBytes), analysis.FormatBytes(ru.OthersMedianPeakBytes),
-		plural(len(ru.Ranks)-1, "device"), analysis.FormatBytes(it.Limit))
+		ratio, word, limit, ru.Worst.Rank, units.FormatBytes(ru.Worst.PeakBytes), units.FormatBytes(ru.OthersMedianPeakBytes),
+		plural(len(ru.Ranks)-1, "device"), units.FormatBytes(it.Limit))
 	cr.Add(it)
 	return cr
 }

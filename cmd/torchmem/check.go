@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/rollup"
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/report"
-	"github.com/torchmem/torchmem/snapshot"
 )
 
 func newCheckCmd(g *globals) *cobra.Command {
@@ -304,7 +304,7 @@ func writeChecks(out, stderr io.Writer, format, junit string, github bool, sourc
 		total += len(r.Checks)
 	}
 	if failed > 0 {
-		return &exitError{exitFailed, fmt.Errorf("check failed: %d of %s failed", failed, report.Count(total)+" checks")}
+		return &exitError{exitFailed, fmt.Errorf("check failed: %d of %s failed", failed, units.Count(total)+" checks")}
 	}
 	return nil
 }
@@ -340,7 +340,7 @@ func writeBaseline(g *globals, out io.Writer, path, baseline string, aopts analy
 		if err := report.CheckText(out, []*analysis.CheckResult{cr}); err != nil {
 			return err
 		}
-		return &exitError{exitFailed, fmt.Errorf("baseline %s not updated: %d of %s failed", baseline, cr.Failed, report.Count(len(cr.Checks))+" checks")}
+		return &exitError{exitFailed, fmt.Errorf("baseline %s not updated: %d of %s failed", baseline, cr.Failed, units.Count(len(cr.Checks))+" checks")}
 	}
 	var b bytes.Buffer
 	if err := report.JSON(&b, []*analysis.Result{r}); err != nil {
@@ -349,7 +349,7 @@ func writeBaseline(g *globals, out io.Writer, path, baseline string, aopts analy
 	if err := writeFileAtomic(baseline, b.Bytes()); err != nil {
 		return &exitError{exitInput, fmt.Errorf("--update-baseline %s: %w", baseline, err)}
 	}
-	_, err = fmt.Fprintf(out, "torchmem check: wrote the baseline %s from %s (%s; %s)\n", snapshot.OneLine(baseline), snapshot.OneLine(path),
-		analysis.FormatBytes(int64(b.Len())), report.CheckSummary(cr))
+	_, err = fmt.Fprintf(out, "torchmem check: wrote the baseline %s from %s (%s; %s)\n", units.OneLine(baseline), units.OneLine(path),
+		units.FormatBytes(int64(b.Len())), report.CheckSummary(cr))
 	return err
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/report"
-	"github.com/torchmem/torchmem/snapshot"
 )
 
 // estimateFlags are the flags of torchmem estimate.
@@ -134,7 +134,7 @@ func formulaEstimate(cmd *cobra.Command, f *estimateFlags) (*estimate.Result, er
 		}
 	}
 	if cmd.Flags().Changed("flash") && cmd.Flags().Changed("attention") && f.setup.Flash && f.setup.Attention != "flash" {
-		return nil, usageError("--flash and --attention %s disagree: give one", snapshot.OneLine(f.setup.Attention))
+		return nil, usageError("--flash and --attention %s disagree: give one", units.OneLine(f.setup.Attention))
 	}
 	if f.params != "" {
 		n, err := estimate.ParseCount(f.params)
@@ -175,10 +175,10 @@ func archFromFlags(cmd *cobra.Command, f *estimateFlags) (*estimate.Arch, error)
 			err = pe.Err
 		}
 		if err != nil {
-			return nil, usageError("%s: %v", snapshot.OneLine(f.config), err)
+			return nil, usageError("%s: %v", units.OneLine(f.config), err)
 		}
 		if a, err = estimate.ParseHFConfig(data); err != nil {
-			return nil, usageError("%s: %v", snapshot.OneLine(f.config), err)
+			return nil, usageError("%s: %v", units.OneLine(f.config), err)
 		}
 		a.Source = f.config
 	}
@@ -286,7 +286,7 @@ func projectRun(g *globals, cmd *cobra.Command, f *estimateFlags) (*estimate.Res
 	r, err := analysis.Project(s, analysis.DefaultOptions(), at, to, gpu)
 	g.endProgress()
 	if err != nil {
-		return nil, &exitError{exitInput, fmt.Errorf("%s: %v", snapshot.OneLine(f.from), err)}
+		return nil, &exitError{exitInput, fmt.Errorf("%s: %v", units.OneLine(f.from), err)}
 	}
 	return r, nil
 }
@@ -301,7 +301,7 @@ func parseAt(s string) (analysis.Size, error) {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if !ok || err != nil || n <= 0 || n > 1<<24 {
-			return at, usageError("--at %q: want batch=B,seq=S with positive numbers", snapshot.OneLine(s))
+			return at, usageError("--at %q: want batch=B,seq=S with positive numbers", units.OneLine(s))
 		}
 		switch strings.ToLower(strings.TrimSpace(k)) {
 		case "batch", "b":
@@ -309,7 +309,7 @@ func parseAt(s string) (analysis.Size, error) {
 		case "seq", "s", "sequence", "context":
 			at.Seq = n
 		default:
-			return at, usageError("--at %q: %q is neither batch nor seq", snapshot.OneLine(s), snapshot.OneLine(k))
+			return at, usageError("--at %q: %q is neither batch nor seq", units.OneLine(s), units.OneLine(k))
 		}
 	}
 	return at, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/rollup"
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -105,7 +106,7 @@ up: exit status 3 (2 when none could be read; --strict stops at the first).`,
 				}
 				return &exitError{exitInput, fmt.Errorf("-o %s: %w", out, err)}
 			}
-			fmt.Fprintf(g.stderr, "wrote %s (%s)\n", out, analysis.FormatBytes(int64(page.Len())))
+			fmt.Fprintf(g.stderr, "wrote %s (%s)\n", out, units.FormatBytes(int64(page.Len())))
 			return ro.status(g.stderr)
 		},
 	}

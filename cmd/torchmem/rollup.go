@@ -14,6 +14,7 @@ import (
 
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/rollup"
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/report"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -241,7 +242,7 @@ func (o *rollupOutput) fail(path string, err error) error {
 	}
 	o.failed++
 	if len(o.failures) < maxFailureLines {
-		o.failures = append(o.failures, snapshot.OneLine(err.Error()))
+		o.failures = append(o.failures, units.OneLine(err.Error()))
 	}
 	o.b.Fail(path, failReason(path, err))
 	return nil
@@ -252,9 +253,9 @@ func (o *rollupOutput) fail(path string, err error) error {
 func failReason(path string, err error) string {
 	var se *snapshot.Error
 	if errors.As(err, &se) && se.Path == path {
-		return snapshot.OneLine(strings.TrimPrefix(se.Error(), snapshot.OneLine(path)+": "))
+		return units.OneLine(strings.TrimPrefix(se.Error(), units.OneLine(path)+": "))
 	}
-	return snapshot.OneLine(strings.TrimPrefix(err.Error(), path+": "))
+	return units.OneLine(strings.TrimPrefix(err.Error(), path+": "))
 }
 
 // status is how the run ends once the roll-up is written: nil when every

@@ -1,4 +1,4 @@
-package analysis
+package units
 
 import "math"
 
@@ -7,8 +7,8 @@ import "math"
 // huge growth into a pass. Past the int64 range the result sticks at its
 // end.
 
-// satAdd is a+b, clamped to the int64 range.
-func satAdd(a, b int64) int64 {
+// SatAdd is a+b, clamped to the int64 range.
+func SatAdd(a, b int64) int64 {
 	switch {
 	case b > 0 && a > math.MaxInt64-b:
 		return math.MaxInt64
@@ -18,8 +18,8 @@ func satAdd(a, b int64) int64 {
 	return a + b
 }
 
-// satSub is a−b, clamped to the int64 range.
-func satSub(a, b int64) int64 {
+// SatSub is a−b, clamped to the int64 range.
+func SatSub(a, b int64) int64 {
 	switch {
 	case b < 0 && a > math.MaxInt64+b:
 		return math.MaxInt64
