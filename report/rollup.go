@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"unicode/utf8"
 
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/rollup"
@@ -275,13 +274,4 @@ func rowsOfInterest(ru *rollup.Rollup, limit int) (rows []rollup.Row, more int) 
 		}
 	}
 	return rows, len(ru.Ranks) - len(rows)
-}
-
-// clipRunes shortens s to at most n runes, marking the cut with "…".
-func clipRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }

@@ -47,8 +47,8 @@ func RollupText(w io.Writer, ru *rollup.Rollup, details []rollup.Detail, top int
 				leak = units.FormatBytes(r.Leaks[0].BytesPerStep)
 			}
 			largest := fmt.Sprintf("%s %s", r.Largest.Category, units.FormatBytes(r.Largest.Bytes))
-			p.f("%6d %-8s %9s  %-16s %-24s %-18s %s\n", r.Rank, clipRunes(deviceName(r.Device, r.Kind), 8), units.FormatBytes(r.PeakBytes),
-				clipRunes(phaseStep(r.PeakPhase, r.PeakStep), 16), clipRunes(largest, 24), clipRunes(oom, 18), leak)
+			p.f("%6d %-8s %9s  %-16s %-24s %-18s %s\n", r.Rank, units.ClipRunes(deviceName(r.Device, r.Kind), 8), units.FormatBytes(r.PeakBytes),
+				units.ClipRunes(phaseStep(r.PeakPhase, r.PeakStep), 16), units.ClipRunes(largest, 24), units.ClipRunes(oom, 18), leak)
 		}
 		if more > 0 {
 			p.f("%6s %s more (every row: --format json)\n", "…", plural(more, "device"))
@@ -76,7 +76,7 @@ func RollupText(w io.Writer, ru *rollup.Rollup, details []rollup.Detail, top int
 		p.f("\nsites among the three largest on most ranks\n")
 		for _, s := range ru.CommonSites {
 			p.f("  %5d/%-5d %-16s median %9s  max %9s  %s\n", s.Ranks, len(ru.Ranks), s.Category, units.FormatBytes(s.MedianBytes),
-				units.FormatBytes(s.MaxBytes), clipRunes(units.OneLine(s.Site), 38))
+				units.FormatBytes(s.MaxBytes), units.ClipRunes(units.OneLine(s.Site), 38))
 		}
 	}
 	if len(ru.Notes) > 0 {
@@ -87,7 +87,7 @@ func RollupText(w io.Writer, ru *rollup.Rollup, details []rollup.Detail, top int
 	}
 	for _, d := range details {
 		rank, _ := rollup.Identify(d.Result.Input, d.Input)
-		p.f("\n%s\n", clipRunes(fmt.Sprintf("── rank %d ── %s ", rank, units.OneLine(d.Result.Input.Path))+strings.Repeat("─", TextWidth), TextWidth))
+		p.f("\n%s\n", units.ClipRunes(fmt.Sprintf("── rank %d ── %s ", rank, units.OneLine(d.Result.Input.Path))+strings.Repeat("─", TextWidth), TextWidth))
 		if p.err == nil {
 			p.err = TextTop(w, d.Result, top)
 		}

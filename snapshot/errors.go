@@ -3,6 +3,7 @@ package snapshot
 import (
 	"errors"
 	"fmt"
+
 	"github.com/torchmem/torchmem/internal/units"
 )
 

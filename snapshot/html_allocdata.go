@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // This file reads the trace_plot pages of 2022–23: `let alloc_data = {…}`,
@@ -117,7 +118,7 @@ func (r *allocReader) read() (*allocData, error) {
 		}
 		key := unquoteLenient(kv)
 		if len(ad.keys) < 100 {
-			ad.keys = append(ad.keys, clipKey(key))
+			ad.keys = append(ad.keys, units.ClipBytes(key, 100))
 		}
 		switch key {
 		case "actions":

@@ -1,6 +1,10 @@
 package snapshot
 
-import "math"
+import (
+	"math"
+
+	"github.com/torchmem/torchmem/internal/units"
+)
 
 // This file maps pickle values onto the model. Features are detected by the
 // keys present, never by a version number; unknown keys are counted and
@@ -170,19 +174,11 @@ func asBool(v value) bool {
 // unknown counts an unknown key (its first 100 bytes: a key is hashed and
 // copied here, and may be memo-shared by a million dicts).
 func (s *schema) unknown(where, key string) {
-	key = clipKey(key)
+	key = units.ClipBytes(key, 100)
 	s.charge(len(key))
 	if len(s.unknownKey) < 1000 {
 		s.unknownKey[where+"."+key]++
 	}
-}
-
-// clipKey shortens a key or action name kept for a diagnostic to 100 bytes.
-func clipKey(k string) string {
-	if len(k) > 100 {
-		return k[:100] + "…"
-	}
-	return k
 }
 
 func (s *schema) frame(d *pdict) FrameID {
@@ -270,7 +266,7 @@ func (s *schema) event(d *pdict) Event {
 			name := asString(v)
 			e.Action = ParseAction(name)
 			if e.Action == ActionUnknown {
-				name = clipKey(name)
+				name = units.ClipBytes(name, 100)
 				s.charge(len(name))
 				if len(s.unknownAct) < 100 {
 					s.unknownAct[name]++

@@ -52,7 +52,7 @@ func CheckImbalance(ru *Rollup, limit float64) *analysis.CheckResult {
 	}
 	it.Message = fmt.Sprintf("imbalance %.2f× %s the budget of %.2f×: rank %d's peak %s against the median peak %s of the other %s (allowed %s)",
 		ratio, word, limit, ru.Worst.Rank, units.FormatBytes(ru.Worst.PeakBytes), units.FormatBytes(ru.OthersMedianPeakBytes),
-		plural(len(ru.Ranks)-1, "device"), units.FormatBytes(it.Limit))
+		units.Plural(len(ru.Ranks)-1, "device"), units.FormatBytes(it.Limit))
 	cr.Add(it)
 	return cr
 }
@@ -92,12 +92,5 @@ func (b *Baselines) For(r *analysis.Result, order int) (*analysis.Result, string
 	if base := b.byRank[rank]; base != nil {
 		return base, ""
 	}
-	return nil, fmt.Sprintf("rank %d is not in the baseline roll-up (%s)", rank, plural(len(b.byRank), "rank"))
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
+	return nil, fmt.Sprintf("rank %d is not in the baseline roll-up (%s)", rank, units.Plural(len(b.byRank), "rank"))
 }

@@ -34,7 +34,7 @@ func reportRecording(g *globals, o recordOptions, dir *recordDir, st hookStatus,
 		return
 	}
 	for _, e := range st.errors() {
-		fmt.Fprintf(w, "torchmem: the recording hook reported %s\n", clip(units.OneLine(e), 60))
+		fmt.Fprintf(w, "torchmem: the recording hook reported %s\n", units.ClipRunes(units.OneLine(e), 60))
 	}
 	processes := recordProcesses(files)
 	var page bytes.Buffer
@@ -96,13 +96,4 @@ func analyseRecorded(g *globals, w io.Writer, path string) bytes.Buffer {
 		page.Reset()
 	}
 	return page
-}
-
-// clip shortens s to at most n characters, marking the cut.
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

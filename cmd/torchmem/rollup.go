@@ -267,7 +267,7 @@ func (o *rollupOutput) status(w io.Writer) error {
 	}
 	o.tellFailures(w)
 	return &exitError{exitPartial, fmt.Errorf("%s of %d could not be read (listed in the roll-up; --strict stops at the first)",
-		plural(o.failed, "input"), o.failed+o.b.Results())}
+		units.Plural(o.failed, "input"), o.failed+o.b.Results())}
 }
 
 // tellFailures names the unreadable inputs on w, the first few.
@@ -276,7 +276,7 @@ func (o *rollupOutput) tellFailures(w io.Writer) {
 		fmt.Fprintf(w, "torchmem: %s\n", f)
 	}
 	if more := o.failed - len(o.failures); more > 0 {
-		fmt.Fprintf(w, "torchmem: … %s more could not be read\n", plural(more, "input"))
+		fmt.Fprintf(w, "torchmem: … %s more could not be read\n", units.Plural(more, "input"))
 	}
 }
 
@@ -307,12 +307,4 @@ func (o *rollupOutput) render(w io.Writer, format string, ru *rollup.Rollup, pag
 		return report.RollupHTML(w, ru, report.HTMLOptions{Version: o.version, RankPages: pages})
 	}
 	return report.RollupText(w, ru, o.keep.Details(ru), o.textTop)
-}
-
-// plural is "1 input", "3 inputs".
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }

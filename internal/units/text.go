@@ -46,3 +46,32 @@ func needsOneLine(s string) bool {
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
+
+// ClipRunes shortens s to at most n runes, the last of them "…" when it
+// cuts; a label keeps its width in a table or a chart.
+func ClipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// ClipBytes keeps the first n bytes of s and marks the cut with "…": a
+// bound on text an input may make as long as it likes, kept for a message.
+// It may cut inside a UTF-8 sequence; OneLine shows such a byte escaped.
+func ClipBytes(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// Plural is "1 rank", "3 ranks": the count, then the word with an s unless
+// the count is one.
+func Plural[T ~int | ~int64](n T, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
