@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dustin/go-humanize"
 	"github.com/torchmem/torchmem/internal/units"
 )
 
@@ -82,25 +81,11 @@ func NewBudget(key, value string) (Budget, error) {
 		}
 		return Budget{Key: key, Limit: n}, nil
 	}
-	n, err := ParseSize(value)
+	n, err := units.ParseBytes(value)
 	if err != nil {
 		return Budget{}, fmt.Errorf("budget %s=%q: %v", key, value, err)
 	}
 	return Budget{Key: key, Limit: n}, nil
-}
-
-// ParseSize reads a non-negative byte size: "20GiB", "1.5 GiB", "512MB",
-// "0". Binary units (KiB, MiB, GiB) are powers of 1024, decimal ones (KB,
-// MB, GB) powers of 1000.
-func ParseSize(s string) (int64, error) {
-	if strings.HasPrefix(strings.TrimSpace(s), "-") {
-		return 0, fmt.Errorf("want a size like 20GiB, not a negative number")
-	}
-	n, err := humanize.ParseBytes(s)
-	if err != nil || n > math.MaxInt64 {
-		return 0, fmt.Errorf("want a size like 20GiB")
-	}
-	return int64(n), nil
 }
 
 // Tolerance is how much a measure may grow over the baseline: a share of
@@ -127,7 +112,7 @@ func ParseTolerance(s string) (Tolerance, error) {
 	if strings.HasSuffix(strings.TrimSpace(s), "%") {
 		return Tolerance{}, fmt.Errorf("tolerance %q: want a percentage like 5%% or a size like 256MiB", s)
 	}
-	n, err := ParseSize(t)
+	n, err := units.ParseBytes(t)
 	if err != nil || n > MaxFigureBytes {
 		return Tolerance{}, fmt.Errorf("tolerance %q: want a percentage like 5%% or a size like 256MiB (at most 1 PiB)", s)
 	}

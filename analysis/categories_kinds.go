@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+
 	"github.com/torchmem/torchmem/internal/units"
 )
 

@@ -2,10 +2,11 @@ package analysis
 
 import (
 	"fmt"
-	"github.com/torchmem/torchmem/internal/units"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // Floor is the least growth over the baseline that a regression check
@@ -58,7 +59,7 @@ func ParseFloor(s string) (Floor, error) {
 			f.PercentOfPeak, pcts = pct, pcts+1
 			continue
 		}
-		n, err := ParseSize(p)
+		n, err := units.ParseBytes(p)
 		if err != nil || n > MaxFigureBytes {
 			return bad("want a size like 16MiB (at most 1 PiB) or a percentage of the peak like 1%")
 		}

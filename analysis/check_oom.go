@@ -2,8 +2,9 @@ package analysis
 
 import (
 	"fmt"
-	"github.com/torchmem/torchmem/internal/units"
 	"strings"
+
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // checkOOM is the first check of every run: did a device run out of

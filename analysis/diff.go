@@ -2,9 +2,10 @@ package analysis
 
 import (
 	"fmt"
-	"github.com/torchmem/torchmem/internal/units"
 	"sort"
 	"strings"
+
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // DiffSchemaID is the JSON schema identifier of DiffResult.

@@ -2,9 +2,10 @@ package analysis
 
 import (
 	"fmt"
-	"github.com/torchmem/torchmem/internal/units"
 	"sort"
 	"strings"
+
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // This file makes the findings of survivors that are never freed:

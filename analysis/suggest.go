@@ -2,8 +2,9 @@ package analysis
 
 import (
 	"fmt"
-	"github.com/torchmem/torchmem/internal/units"
 	"sort"
+
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // suggest chooses the suggestions of the design table from the evidence of

@@ -137,7 +137,7 @@ func formulaEstimate(cmd *cobra.Command, f *estimateFlags) (*estimate.Result, er
 		return nil, usageError("--flash and --attention %s disagree: give one", units.OneLine(f.setup.Attention))
 	}
 	if f.params != "" {
-		n, err := estimate.ParseCount(f.params)
+		n, err := units.ParseCount(f.params)
 		if err != nil {
 			return nil, usageError("--params %v", err)
 		}

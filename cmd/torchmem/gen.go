@@ -5,8 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/internal/units"
 	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
@@ -30,7 +30,7 @@ func newGenCmd(g *globals) *cobra.Command {
 			var data []byte
 			switch args[0] {
 			case "big", "bigtrace", "training", "dense":
-				n, err := humanize.ParseBytes(size)
+				n, err := units.ParseBytes(size)
 				if err != nil {
 					return &exitError{exitInput, fmt.Errorf("gen big --size %q: %v", size, err)}
 				}
@@ -44,7 +44,7 @@ func newGenCmd(g *globals) *cobra.Command {
 					w = f
 				}
 				if args[0] == "bigtrace" {
-					events, err := st.WriteBigTrace(w, int64(n), 1)
+					events, err := st.WriteBigTrace(w, n, 1)
 					if err == nil && !g.quiet {
 						fmt.Fprintf(g.stderr, "wrote %d memory events\n", events)
 					}
@@ -53,11 +53,11 @@ func newGenCmd(g *globals) *cobra.Command {
 				var entries int
 				switch args[0] {
 				case "big":
-					entries, err = st.WriteBig(w, st.BigConfig{TargetBytes: int64(n), Seed: 1})
+					entries, err = st.WriteBig(w, st.BigConfig{TargetBytes: n, Seed: 1})
 				case "training":
-					entries, err = st.WriteTraining(w, st.TrainingConfig{TargetBytes: int64(n)})
+					entries, err = st.WriteTraining(w, st.TrainingConfig{TargetBytes: n})
 				default:
-					entries, err = st.WriteTraining(w, st.TrainingConfig{TargetBytes: int64(n), SharedStacks: true, Gen: 'E'})
+					entries, err = st.WriteTraining(w, st.TrainingConfig{TargetBytes: n, SharedStacks: true, Gen: 'E'})
 				}
 				if err == nil && !g.quiet {
 					fmt.Fprintf(g.stderr, "wrote %d trace entries\n", entries)

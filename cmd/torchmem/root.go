@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -58,11 +58,11 @@ type globals struct {
 func (g *globals) options() (snapshot.Options, error) {
 	opts := snapshot.Options{}
 	if g.maxInput != "" {
-		n, err := humanize.ParseBytes(g.maxInput)
+		n, err := units.ParseBytes(g.maxInput)
 		if err != nil || n == 0 {
 			return opts, &exitError{exitInput, fmt.Errorf("--max-input-bytes %q: want a size like 8GiB", g.maxInput)}
 		}
-		opts.MaxInputBytes = int64(n)
+		opts.MaxInputBytes = n
 	}
 	return opts, nil
 }
