@@ -10,6 +10,8 @@ GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)"
 DIST    ?= dist
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 FUZZTIME ?= 10m
+# The folders of Go source gofmt checks (make test, make lint).
+GOFMT_DIRS := cmd snapshot internal analysis report tools
 # The repository, for the wheels' Project-URL: the module's path.
 PROJECT_URL ?= https://$(shell $(GO) list -m 2>/dev/null)
 
@@ -53,7 +55,7 @@ wheels: release
 # tests that were skipped and why (tools/testlog): in CI, a skipped test
 # is one that cannot fail.
 test:
-	@test -z "$$(gofmt -l cmd snapshot analysis report tools)" || { echo "gofmt needed:"; gofmt -l cmd snapshot analysis report tools; exit 1; }
+	@test -z "$$(gofmt -l $(GOFMT_DIRS))" || { echo "gofmt needed:"; gofmt -l $(GOFMT_DIRS); exit 1; }
 	$(GO) vet ./...
 	$(GO) build -o /dev/null ./tools/testlog
 	@bash -o pipefail -c '$(GO) test -count=1 -timeout 20m -json ./... | $(GO) run ./tools/testlog'
@@ -83,7 +85,7 @@ fuzz:
 			echo "== $$pkg $$t"; $(GO) test -run '^$$' -timeout 0 -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done; done
 
 lint:
-	@test -z "$$(gofmt -l cmd snapshot analysis report tools)" || { gofmt -l cmd snapshot analysis report tools; exit 1; }
+	@test -z "$$(gofmt -l $(GOFMT_DIRS))" || { gofmt -l $(GOFMT_DIRS); exit 1; }
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 

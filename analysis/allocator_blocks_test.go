@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestBlockSizesFollowTheAllocator replays simulated runs whose allocator

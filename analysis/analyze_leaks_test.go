@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestAnalyzeReportsLeaks: Analyze carries leak findings into the Result and

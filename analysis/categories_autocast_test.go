@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // autocastBlocks counts the blocks the autocast rule decided and their

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // liveBy sums, among the blocks live at the end, the allocator bytes and

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // Stack kinds the KV-cache fixtures vary: how a recording shows the frames

@@ -6,8 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestCompiledSitesBcrafton: bcrafton (torch 2.10, torch.compile'd model,

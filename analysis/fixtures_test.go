@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // Fixtures made with the project's allocator simulator: small snapshots with

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestGeneratedTrainingRun: the benchmarks' generated training runs (both

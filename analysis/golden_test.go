@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/torchmem/torchmem/snapshot/snapshottest/golden"
+	"github.com/torchmem/torchmem/internal/snapshottest/golden"
 )
 
 // TestGoldenJSON pins the whole torchmem.analysis/v1 JSON of simulated runs

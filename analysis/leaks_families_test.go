@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // TestLeakFamilies runs the families of programs issue 13 lists through

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // leakReadSim pickles a simulation the way _dump_snapshot does and reads it

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // Fixtures of the patterns real programs produce, each run with the stacks

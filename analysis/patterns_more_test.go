@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestFrameworkBuffers: Megatron's distributed data-parallel buffers — the

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // TestAutogradCallInForward varies nesta's shape (TestPhasesWithoutBackward):

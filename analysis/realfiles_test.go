@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestRealFilesInvariants runs Analyze on every real snapshot and trace in

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // allocated is snapshottest.HeapAllocated: the heap bytes f allocates.

@@ -4,8 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestSavingsMatchWhatIfEveryRealFile: on every real file, each suggestion

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // stackKinds are the kinds of stacks every family runs with.

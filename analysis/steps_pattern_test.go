@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // TestTrainingWithoutFramesFamilies runs training loops whose files tell

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // TestTrainingFamilies runs training loops (zero_grad, forward at

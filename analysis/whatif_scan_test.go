@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/estimate"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // everyState is the parts of every state computed the plain way, from

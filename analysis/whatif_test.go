@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/estimate"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestWhatIfPartsSumToAllocated: the parts a projection scales are a

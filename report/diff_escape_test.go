@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // hostile are strings a baseline JSON can carry: terminal escapes (ESC, BEL,

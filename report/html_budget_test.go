@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // bulkyResult is an analysis with everything a page lists at a size no

@@ -10,9 +10,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/torchmem/torchmem/analysis"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // openTab opens an HTML report in a new tab with the network off and waits

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // TestHTMLPageWords: on every real file's page the categories have their

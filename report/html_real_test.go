@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // mustShow are the real files whose reports every run must open in the

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/snapshottest/golden"
 	"github.com/torchmem/torchmem/internal/units"
-	"github.com/torchmem/torchmem/snapshot/snapshottest/golden"
 
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/snapshot"

@@ -7,9 +7,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestLeakTextGrouped: an evaluation loop keeping two tensors a step (the

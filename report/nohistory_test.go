@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestDumpsWithoutHistory: on every real file whose device holds no

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"

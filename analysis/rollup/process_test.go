@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 func TestProcessOf(t *testing.T) {

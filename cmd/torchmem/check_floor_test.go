@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/torchmem/torchmem/analysis"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // checkResult runs check --format json and decodes its one result.

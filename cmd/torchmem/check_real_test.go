@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // realOOMs are the real files with an oom trace entry, and its device, as

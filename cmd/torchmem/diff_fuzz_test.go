@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/report"
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // fuzzResult is an analysis whose strings from the file are s.

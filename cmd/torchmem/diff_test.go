@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/torchmem/torchmem/analysis"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // gateDir is testdata/gate with a trailing separator, so that outputs can

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // newGenCmd makes inputs of the project's own: the demo snapshot and large

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	goldenfile "github.com/torchmem/torchmem/snapshot/snapshottest/golden"
+	goldenfile "github.com/torchmem/torchmem/internal/snapshottest/golden"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // repoRoot is the repository root, from this file's location.

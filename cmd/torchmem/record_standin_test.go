@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // CI has no GPU and no PyTorch, so these tests run the hook's calls into

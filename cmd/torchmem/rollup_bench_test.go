@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/torchmem/torchmem/analysis"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // The roll-up benchmarks run the torchmem command itself (built once into a

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // noReserved lists the devices of the real files that state no reserved

@@ -8,8 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/torchmem/torchmem/analysis"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/report"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestTextWidthEveryRealFile: the text output of every command fits

@@ -2,8 +2,6 @@ package snapshottest
 
 import (
 	"os"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,8 +14,7 @@ import (
 // compare them with its constants and the page cannot drift from the code.
 func SecurityBounds(t testing.TB) map[string]int64 {
 	t.Helper()
-	_, here, _, _ := runtime.Caller(0) // <repo>/snapshot/snapshottest/security.go
-	path := filepath.Join(filepath.Dir(here), "..", "..", "SECURITY.md")
+	path := RepoFile("SECURITY.md")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // Check compares got with the golden file at path, or rewrites the file

@@ -19,7 +19,7 @@ func SharedDir(t testing.TB, sub string) string {
 	t.Helper()
 	root := os.Getenv("TORCHMEM_SHARED")
 	if root == "" {
-		_, here, _, _ := runtime.Caller(0) // <repo>/snapshot/snapshottest/shared.go
+		_, here, _, _ := runtime.Caller(0) // <repo>/internal/snapshottest/shared.go
 		root = filepath.Join(filepath.Dir(here), "..", "..", "..", "shared")
 	}
 	dir := filepath.Join(root, sub)
@@ -96,4 +96,14 @@ func missing(t testing.TB, format string, args ...any) {
 		t.Fatalf(format, args...)
 	}
 	t.Skipf(format, args...)
+}
+
+// RepoFile is the path of a file of the repository (elem from its root,
+// like "testdata", "demo", "oom_snapshot.pickle"), whichever package's
+// test asks: a path relative to the test's folder would change meaning
+// when the test moves to another package, and a file not found would
+// skip a test instead of failing it.
+func RepoFile(elem ...string) string {
+	_, here, _, _ := runtime.Caller(0) // <repo>/internal/snapshottest/shared.go
+	return filepath.Join(append([]string{filepath.Dir(here), "..", ".."}, elem...)...)
 }
