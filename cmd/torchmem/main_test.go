@@ -123,19 +123,6 @@ func TestInfoStdin(t *testing.T) {
 	}
 }
 
-// TestDemoFileMatchesGenerator keeps the shipped demo snapshot in step with
-// the simulator that made it (make demo-file rewrites it).
-func TestDemoFileMatchesGenerator(t *testing.T) {
-	want, err := os.ReadFile(filepath.Join(repoRoot(), "testdata", "demo", "oom_snapshot.pickle"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, got, stderr := runCLI(nil, "gen", "demo")
-	if code != exitOK || got != string(want) {
-		t.Errorf("gen demo (exit %d, %s) differs from testdata/demo/oom_snapshot.pickle: run make demo-file", code, stderr)
-	}
-}
-
 func TestHelpHasExamples(t *testing.T) {
 	root := newRootCmd(&globals{})
 	for _, c := range root.Commands() {
