@@ -96,7 +96,7 @@ demo: build
 
 # Regenerate the demo snapshot (a test checks it matches the generator).
 demo-file:
-	$(GO) run ./internal/tools/gen demo -o testdata/demo/oom_snapshot.pickle
+	$(GO) run ./tools/gen demo -o testdata/demo/oom_snapshot.pickle
 
 # Fetch the ECharts the HTML report embeds again, from npm (run by a
 # developer, not in CI); a test checks the file's SHA-256 (report/html.go).

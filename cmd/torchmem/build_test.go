@@ -92,7 +92,7 @@ func TestMakeBuildIsStatic(t *testing.T) {
 // and the repository's test scaffolding and tools.
 var testOnly = []string{"testing", "github.com/nlpodyssey/gopickle", "github.com/google/go-cmp",
 	"github.com/chromedp", "github.com/creack/pty", "github.com/stretchr/testify",
-	"github.com/torchmem/torchmem/internal/snapshottest", "github.com/torchmem/torchmem/internal/tools",
+	"github.com/torchmem/torchmem/internal/snapshottest", "github.com/torchmem/torchmem/tools",
 	"github.com/torchmem/torchmem/internal/load/loadtest", "github.com/torchmem/torchmem/internal/analysistest"}
 
 // isTestOnly reports whether an import path is one of testOnly or below one.

@@ -3,12 +3,12 @@
 // ships and large files for benchmarks. It is a developer tool, apart from
 // the torchmem binary, which links no test scaffolding:
 //
-//	go run ./internal/tools/gen demo -o testdata/demo/oom_snapshot.pickle
-//	go run ./internal/tools/gen big --size 1GB -o /tmp/big.pickle
-//	go run ./internal/tools/gen bigtrace --size 1GB -o /tmp/big.json
-//	go run ./internal/tools/gen training --size 1GB -o /tmp/train.pickle  # a training step repeated
-//	go run ./internal/tools/gen dense --size 170MB -o /tmp/dense.pickle   # the same, frames lists shared
-//	go run ./internal/tools/gen faultyjob -o /tmp/job  # 8 ranks' snapshots, oom_snapshot_rankN.pickle
+//	go run ./tools/gen demo -o testdata/demo/oom_snapshot.pickle
+//	go run ./tools/gen big --size 1GB -o /tmp/big.pickle
+//	go run ./tools/gen bigtrace --size 1GB -o /tmp/big.json
+//	go run ./tools/gen training --size 1GB -o /tmp/train.pickle  # a training step repeated
+//	go run ./tools/gen dense --size 170MB -o /tmp/dense.pickle   # the same, frames lists shared
+//	go run ./tools/gen faultyjob -o /tmp/job  # 8 ranks' snapshots, oom_snapshot_rankN.pickle
 //
 // Sizes are read as every torchmem flag reads them (units.ParseBytes).
 // A bad argument is one line on stderr and exit status 2.
