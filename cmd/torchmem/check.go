@@ -89,7 +89,7 @@ working directory.`,
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: inputCompletion,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format, "text", "markdown", "json"); err != nil {
+			if _, err := lookupFormat(report.Checks, format); err != nil {
 				return err
 			}
 			opts := analysis.CheckOptions{Device: device}
@@ -237,7 +237,7 @@ working directory.`,
 			return writeChecks(cmd.OutOrStdout(), g.stderr, format, junit, github, sourceRoot, results)
 		},
 	}
-	formatFlag(cmd, &format, "text", "text", "markdown", "json")
+	formatFlag(cmd, &format, report.Checks.Names())
 	cmd.Flags().StringArrayVarP(&budgets, "budget", "b", nil, "an upper bound KEY=VALUE, e.g. peak=20GiB (repeatable; see above for keys)")
 	cmd.Flags().StringVar(&baseline, "baseline", "", "fail when memory grew against this analysis (torchmem analyze --format json)")
 	cmd.Flags().StringVar(&tolerance, "tolerance", "", "allowed growth over the baseline: 5% or 256MiB (default 0)")
@@ -275,16 +275,11 @@ func writeChecks(out, stderr io.Writer, format, junit string, github bool, sourc
 			return &exitError{exitInput, fmt.Errorf("--junit: %w", err)}
 		}
 	}
-	var err error
-	switch format {
-	case "json":
-		err = report.CheckJSON(out, results)
-	case "markdown":
-		err = report.CheckMarkdown(out, results)
-	default:
-		err = report.CheckText(out, results)
-	}
+	write, err := lookupFormat(report.Checks, format)
 	if err != nil {
+		return err
+	}
+	if err := write.Write(out, results, report.Options{}); err != nil {
 		return err
 	}
 	if github {

@@ -38,7 +38,8 @@ diff reports; it does not judge: it exits 0 unless an input is bad (use
 		Args:              cobra.ExactArgs(2),
 		ValidArgsFunction: inputCompletion,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format, "text", "markdown", "json"); err != nil {
+			write, err := lookupFormat(report.Diffs, format)
+			if err != nil {
 				return err
 			}
 			if args[0] == "-" && args[1] == "-" {
@@ -65,17 +66,10 @@ diff reports; it does not judge: it exits 0 unless an input is bad (use
 				}
 			}
 			d := analysis.Diff(rs[0], rs[1])
-			out := cmd.OutOrStdout()
-			switch format {
-			case "json":
-				return report.DiffJSON(out, d)
-			case "markdown":
-				return report.DiffMarkdown(out, d)
-			}
-			return report.DiffText(out, d)
+			return write.Write(cmd.OutOrStdout(), d, report.Options{})
 		},
 	}
-	formatFlag(cmd, &format, "text", "text", "markdown", "json")
+	formatFlag(cmd, &format, report.Diffs.Names())
 	cmd.Flags().IntVarP(&device, "device", "d", -1, "compare only this device (default: all)")
 	cmd.Flags().IntVar(&top, "top", 1000, "how many allocation sites of each snapshot or trace to compare")
 	return cmd

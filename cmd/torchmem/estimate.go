@@ -61,11 +61,11 @@ GPUs: ` + wrapList(estimate.GPUNames(), 72, "      ") + `.
   torchmem estimate --from snapshot.pickle --at batch=4,seq=128 --seq 256`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(f.format, "text", "markdown", "json"); err != nil {
+			write, err := lookupFormat(report.Estimates, f.format)
+			if err != nil {
 				return err
 			}
 			var r *estimate.Result
-			var err error
 			if f.from != "" {
 				r, err = projectRun(g, cmd, &f)
 			} else {
@@ -74,10 +74,10 @@ GPUs: ` + wrapList(estimate.GPUNames(), 72, "      ") + `.
 			if err != nil {
 				return err
 			}
-			return writeEstimate(cmd.OutOrStdout(), f.format, r)
+			return write.Write(cmd.OutOrStdout(), r, report.Options{})
 		},
 	}
-	formatFlag(cmd, &f.format, "text", "text", "markdown", "json")
+	formatFlag(cmd, &f.format, report.Estimates.Names())
 	fl := cmd.Flags()
 	fl.StringVar(&f.params, "params", "", "parameter count: 7B, 124M, 6738415616")
 	fl.StringVar(&f.config, "config", "", "a Hugging Face config.json (llama, mistral, qwen2, gpt2, …)")
@@ -233,16 +233,6 @@ func readBounded(path string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("larger than %d bytes: not a config.json", max)
 	}
 	return data, nil
-}
-
-func writeEstimate(w io.Writer, format string, r *estimate.Result) error {
-	switch format {
-	case "json":
-		return report.EstimateJSON(w, r)
-	case "markdown":
-		return report.EstimateMarkdown(w, r)
-	}
-	return report.EstimateText(w, r)
 }
 
 // projectRun is estimate --from: a measured run projected to --batch/--seq.

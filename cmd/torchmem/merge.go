@@ -10,6 +10,7 @@ import (
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/rollup"
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/report"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -55,7 +56,7 @@ up: exit status 3 (2 when none could be read; --strict stops at the first).`,
 			return []cobra.Completion{"json", "gz"}, cobra.ShellCompDirectiveFilterFileExt
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format, "text", "markdown", "json", "html"); err != nil {
+			if _, err := lookupFormat(report.Rollups, format); err != nil {
 				return err
 			}
 			sopts, err := g.options()
@@ -75,15 +76,16 @@ up: exit status 3 (2 when none could be read; --strict stops at the first).`,
 			if out != "-" {
 				w = &page // written whole, once complete
 			}
-			ro, err := newRollupOutput(w, format, ranks)
-			if err != nil {
-				return err
-			}
+			textTop := 5
 			if cmd.Flags().Changed("top") {
 				if top < 1 {
 					return &exitError{exitInput, fmt.Errorf("--top %d: want at least 1", top)}
 				}
-				ro.textTop = top
+				textTop = top
+			}
+			ro, err := newRollupOutput(w, format, ranks, textTop)
+			if err != nil {
+				return err
 			}
 			ro.strict = strict
 			for _, path := range paths {
@@ -110,7 +112,7 @@ up: exit status 3 (2 when none could be read; --strict stops at the first).`,
 			return ro.status(g.stderr)
 		},
 	}
-	formatFlag(cmd, &format, "text", "text", "markdown", "json", "html")
+	formatFlag(cmd, &format, report.Rollups.Names())
 	cmd.Flags().StringVarP(&out, "output", "o", "-", "the file to write (- for stdout)")
 	rankFlag(cmd, &ranks)
 	strictFlag(cmd, &strict)

@@ -88,7 +88,7 @@ func analyseRecorded(g *globals, w io.Writer, path string) bytes.Buffer {
 		return page
 	}
 	r := g.analyze(s, analysis.DefaultOptions())
-	if err := writeResults(w, "text", 5, []*analysis.Result{r}); err != nil { // as analyze prints it
+	if err := report.TextTop(w, r, 5); err != nil { // as analyze prints it
 		fmt.Fprintf(w, "torchmem: %v\n", err)
 	}
 	if err := report.HTML(&page, r, report.HTMLOptions{Version: version}); err != nil {

@@ -59,7 +59,7 @@ and the others are rolled up (exit status 3; --strict stops at the first).`,
 			var partial *rollupOutput // a roll-up, whose status ends the run
 			if len(paths) > 1 {
 				opts.NoTimeline = true
-				ro, err := newRollupOutput(&page, "html", "")
+				ro, err := newRollupOutput(&page, string(report.FormatHTML), "", 5)
 				if err != nil {
 					return err
 				}

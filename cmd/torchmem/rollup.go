@@ -170,14 +170,8 @@ func (g *globals) boundMemoryFor(paths []string, workers int) {
 // arrive in input order: JSON streams each result out at once; the other
 // formats keep only the roll-up's rows and the few results they show whole.
 type rollupOutput struct {
-	w       io.Writer
-	format  string // text, markdown, json or html
-	version string
-	b       *rollup.Builder
-	keep    rollup.Keeper
-	js      *report.RollupJSON
-	// textTop is how many sites text lists for each rank shown in full.
-	textTop int
+	out report.RollupWriter
+	b   *rollup.Builder
 	// strict makes an input that cannot be read end the run; otherwise it
 	// is listed in the roll-up, and its error (the first few) kept for
 	// stderr.
@@ -190,15 +184,19 @@ type rollupOutput struct {
 const maxFailureLines = 8
 
 // newRollupOutput starts a roll-up in format on w; ranks is the --rank
-// flag: the ranks shown in full besides the worst and the first OOM.
-func newRollupOutput(w io.Writer, format, ranks string) (*rollupOutput, error) {
-	o := &rollupOutput{w: w, format: format, version: version, b: rollup.NewBuilder(), textTop: 5}
-	if err := parseRanks(ranks, &o.keep); err != nil {
+// flag: the ranks shown in full besides the worst and the first OOM, with
+// textTop sites each in text.
+func newRollupOutput(w io.Writer, format, ranks string, textTop int) (*rollupOutput, error) {
+	wr, err := lookupFormat(report.Rollups, format)
+	if err != nil {
 		return nil, err
 	}
-	if format == "json" {
-		o.js = report.NewRollupJSON(w)
+	keep := &rollup.Keeper{}
+	if err := parseRanks(ranks, keep); err != nil {
+		return nil, err
 	}
+	o := &rollupOutput{b: rollup.NewBuilder()}
+	o.out = wr.Write(w, report.Options{Top: textTop, Keep: keep, HTML: report.HTMLOptions{Version: version}})
 	return o, nil
 }
 
@@ -226,11 +224,7 @@ func parseRanks(s string, k *rollup.Keeper) error {
 // add takes the next input's result.
 func (o *rollupOutput) add(r *analysis.Result) error {
 	o.b.Add(r)
-	if o.js != nil {
-		return o.js.Input(r)
-	}
-	o.keep.Offer(r)
-	return nil
+	return o.out.Input(r)
 }
 
 // fail takes an input that could not be read: with strict, its error ends
@@ -290,21 +284,5 @@ func (o *rollupOutput) finish(stderr io.Writer) error {
 		o.tellFailures(stderr)
 		return &exitError{exitInput, fmt.Errorf("none of the %d inputs could be read", o.failed)}
 	}
-	ru := o.b.Rollup()
-	if o.format == "json" {
-		return o.js.Finish(ru)
-	}
-	return o.render(o.w, o.format, ru, nil)
-}
-
-// render writes the roll-up ru in format (not json) on w; pages are the
-// inputs' own pages that an HTML roll-up links.
-func (o *rollupOutput) render(w io.Writer, format string, ru *rollup.Rollup, pages map[string]string) error {
-	switch format {
-	case "markdown":
-		return report.RollupMarkdown(w, ru, o.keep.Details(ru))
-	case "html":
-		return report.RollupHTML(w, ru, report.HTMLOptions{Version: o.version, RankPages: pages})
-	}
-	return report.RollupText(w, ru, o.keep.Details(ru), o.textTop)
+	return o.out.Finish(o.b.Rollup())
 }

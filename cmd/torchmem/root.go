@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/report"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -163,18 +164,21 @@ func inputCompletion(cmd *cobra.Command, args []string, toComplete string) ([]co
 	return []cobra.Completion{"pickle", "pkl", "json", "gz", "html"}, cobra.ShellCompDirectiveFilterFileExt
 }
 
-func formatFlag(cmd *cobra.Command, target *string, def string, allowed ...string) {
-	cmd.Flags().StringVarP(target, "format", "f", def, "output format: "+strings.Join(allowed, ", "))
-	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(allowed, cobra.ShellCompDirectiveNoFileComp))
+// formatFlag adds --format: the names of a kind of result's writers, the
+// first the default.
+func formatFlag(cmd *cobra.Command, target *string, names []string) {
+	cmd.Flags().StringVarP(target, "format", "f", names[0], "output format: "+strings.Join(names, ", "))
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(names, cobra.ShellCompDirectiveNoFileComp))
 }
 
-func checkFormat(got string, allowed ...string) error {
-	for _, a := range allowed {
-		if got == a {
-			return nil
-		}
+// lookupFormat finds --format's writer in a kind of result's table; an
+// unknown name is bad usage.
+func lookupFormat[F any](ws report.Writers[F], name string) (report.Writer[F], error) {
+	w, err := ws.Lookup(name)
+	if err != nil {
+		return w, &exitError{exitInput, fmt.Errorf("--format %w", err)}
 	}
-	return &exitError{exitInput, fmt.Errorf("--format %q: want one of %s", got, strings.Join(allowed, ", "))}
+	return w, nil
 }
 
 // run executes the command line and returns the exit code. Errors are one line.
