@@ -11,7 +11,7 @@ DIST    ?= dist
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 FUZZTIME ?= 10m
 # The folders of Go source gofmt checks (make test, make lint).
-GOFMT_DIRS := cmd snapshot internal analysis report tools
+GOFMT_DIRS := cmd snapshot internal analysis result report tools
 # The repository, for the wheels' Project-URL: the module's path.
 PROJECT_URL ?= https://$(shell $(GO) list -m 2>/dev/null)
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -196,12 +197,12 @@ func TestBaselineInRequestedBytes(t *testing.T) {
 		base, run string
 		note      string // "" for none
 	}{
-		{"", AllocatedUnit, "the baseline counts requested bytes"},
-		{AllocatedUnit, AllocatedUnit, ""},
-		{AllocatedUnitTensor, AllocatedUnitTensor, ""},
-		{AllocatedUnit, AllocatedUnitTensor, "the baseline counts allocator blocks (a snapshot's or chrome trace's figures), this run tensor sizes"},
-		{AllocatedUnitTensor, AllocatedUnit, "the baseline counts tensor sizes (a memory timeline's figures), this run allocator blocks"},
-		{"", AllocatedUnitTensor, "the baseline counts requested bytes (written before torchmem counted allocator blocks), this run tensor sizes"},
+		{"", result.AllocatedUnit, "the baseline counts requested bytes"},
+		{result.AllocatedUnit, result.AllocatedUnit, ""},
+		{result.AllocatedUnitTensor, result.AllocatedUnitTensor, ""},
+		{result.AllocatedUnit, result.AllocatedUnitTensor, "the baseline counts allocator blocks (a snapshot's or chrome trace's figures), this run tensor sizes"},
+		{result.AllocatedUnitTensor, result.AllocatedUnit, "the baseline counts tensor sizes (a memory timeline's figures), this run allocator blocks"},
+		{"", result.AllocatedUnitTensor, "the baseline counts requested bytes (written before torchmem counted allocator blocks), this run tensor sizes"},
 	} {
 		base, run := checkRun(), checkRun()
 		base.AllocatedUnit, run.AllocatedUnit = tc.base, tc.run
@@ -233,10 +234,10 @@ func TestAllocatedUnitPerFormat(t *testing.T) {
 		sub, name, unit string
 		requested       bool
 	}{
-		{"snapshots", "genC_torch2.2_nesta_OOM_pickle_named_json.pickle", AllocatedUnit, true},
-		{"snapshots", "segments_list_memory_snapshot_muduard.pkl", AllocatedUnit, true},
-		{"traces", "hta_ddp_training_gpu_memory.json.gz", AllocatedUnit, false},
-		{"traces", "hta_memory_timeline_categories.raw.json.gz", AllocatedUnitTensor, false},
+		{"snapshots", "genC_torch2.2_nesta_OOM_pickle_named_json.pickle", result.AllocatedUnit, true},
+		{"snapshots", "segments_list_memory_snapshot_muduard.pkl", result.AllocatedUnit, true},
+		{"traces", "hta_ddp_training_gpu_memory.json.gz", result.AllocatedUnit, false},
+		{"traces", "hta_memory_timeline_categories.raw.json.gz", result.AllocatedUnitTensor, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := Analyze(openShared(t, tc.sub, tc.name), Options{TopSites: 1, NoTimeline: true})

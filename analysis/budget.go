@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // CheckSchemaID is the JSON schema identifier of CheckResult.
@@ -37,7 +38,7 @@ type Budget struct {
 // BudgetKeys lists every valid budget key, in the order checks are run.
 func BudgetKeys() []string {
 	keys := []string{BudgetPeak, BudgetEnd}
-	for c := Category(0); c < NumCategories; c++ {
+	for c := result.Category(0); c < result.NumCategories; c++ {
 		keys = append(keys, c.String())
 	}
 	for _, ph := range budgetPhases {
@@ -46,7 +47,7 @@ func BudgetKeys() []string {
 	return append(keys, BudgetGrowthPerStep, BudgetLeaks)
 }
 
-var budgetPhases = []Phase{PhaseData, PhaseForward, PhaseBackward, PhaseZeroGrad, PhaseOptimizer, PhaseUnknown}
+var budgetPhases = []result.Phase{result.PhaseData, result.PhaseForward, result.PhaseBackward, result.PhaseZeroGrad, result.PhaseOptimizer, result.PhaseUnknown}
 
 // budgetRank orders budgets like BudgetKeys; −1 for an unknown key.
 func budgetRank(key string) int {
@@ -113,7 +114,7 @@ func ParseTolerance(s string) (Tolerance, error) {
 		return Tolerance{}, fmt.Errorf("tolerance %q: want a percentage like 5%% or a size like 256MiB", s)
 	}
 	n, err := units.ParseBytes(t)
-	if err != nil || n > MaxFigureBytes {
+	if err != nil || n > result.MaxFigureBytes {
 		return Tolerance{}, fmt.Errorf("tolerance %q: want a percentage like 5%% or a size like 256MiB (at most 1 PiB)", s)
 	}
 	return Tolerance{Bytes: n}, nil
@@ -152,7 +153,7 @@ type CheckOptions struct {
 	// Baseline, when set, is an earlier analysis (torchmem analyze --format
 	// json): the peak, every category at the peak and every phase's peak
 	// may not grow by more than Tolerance.
-	Baseline     *Result
+	Baseline     *result.Result
 	BaselinePath string
 	Tolerance    Tolerance
 	// Floor is the growth over the baseline that counts only above it
@@ -222,15 +223,15 @@ type CheckItem struct {
 
 // CheckResult is the outcome of every check on one input.
 type CheckResult struct {
-	Schema    string      `json:"schema"`
-	Input     Input       `json:"input"`
-	Baseline  *Input      `json:"baseline,omitempty"`
-	Tolerance *Tolerance  `json:"tolerance,omitempty"`
-	Floor     *Floor      `json:"floor,omitempty"`
-	Checks    []CheckItem `json:"checks"`
-	Passed    int         `json:"passed"`
-	Failed    int         `json:"failed"`
-	Skipped   int         `json:"skipped"`
+	Schema    string        `json:"schema"`
+	Input     result.Input  `json:"input"`
+	Baseline  *result.Input `json:"baseline,omitempty"`
+	Tolerance *Tolerance    `json:"tolerance,omitempty"`
+	Floor     *Floor        `json:"floor,omitempty"`
+	Checks    []CheckItem   `json:"checks"`
+	Passed    int           `json:"passed"`
+	Failed    int           `json:"failed"`
+	Skipped   int           `json:"skipped"`
 }
 
 // OK reports whether no check failed.
@@ -240,12 +241,12 @@ func (c *CheckResult) OK() bool { return c.Failed == 0 }
 // returns an error when opts selects a device the run does not have, and
 // when the run or the baseline states a byte figure no analysis holds
 // (negative, or beyond MaxFigureBytes): bad input, not a pass or a fail.
-func Check(r *Result, opts CheckOptions) (*CheckResult, error) {
-	if err := validResult(r); err != nil {
+func Check(r *result.Result, opts CheckOptions) (*CheckResult, error) {
+	if err := r.CheckBounds(); err != nil {
 		return nil, fmt.Errorf("%s: not an analysis torchmem wrote: %v", units.OneLine(r.Input.Path), err)
 	}
 	if opts.Baseline != nil {
-		if err := validResult(opts.Baseline); err != nil {
+		if err := opts.Baseline.CheckBounds(); err != nil {
 			path := opts.BaselinePath
 			if path == "" {
 				path = opts.Baseline.Input.Path
@@ -281,7 +282,7 @@ func Check(r *Result, opts CheckOptions) (*CheckResult, error) {
 	}
 	budgets = dedup
 
-	var devs []*DeviceResult
+	var devs []*result.DeviceResult
 	for i := range r.Devices {
 		if opts.Device < 0 || r.Devices[i].Device == opts.Device {
 			devs = append(devs, &r.Devices[i])
@@ -347,7 +348,7 @@ func budgetSubject(key string) string {
 	return key + " at the peak"
 }
 
-func checkBudget(r *Result, d *DeviceResult, b Budget) CheckItem {
+func checkBudget(r *result.Result, d *result.DeviceResult, b Budget) CheckItem {
 	it := CheckItem{Name: fmt.Sprintf("device %d: %s budget", d.Device, b.Key), Kind: CheckKindBudget, Key: b.Key,
 		Device: d.Device, Limit: b.Limit}
 	subject := budgetSubject(b.Key)
@@ -359,7 +360,7 @@ func checkBudget(r *Result, d *DeviceResult, b Budget) CheckItem {
 	case b.Key == BudgetEnd:
 		it.Actual = d.AtEnd.AllocatedBytes
 	case b.Key == BudgetGrowthPerStep:
-		var worst *Leak
+		var worst *result.Leak
 		for i := range r.Leaks {
 			if l := &r.Leaks[i]; l.Device == d.Device && (worst == nil || l.BytesPerStep > worst.BytesPerStep) {
 				worst = l
@@ -374,7 +375,7 @@ func checkBudget(r *Result, d *DeviceResult, b Budget) CheckItem {
 	case b.Key == BudgetLeaks:
 		var kinds []string
 		for _, l := range r.Leaks {
-			if l.Device == d.Device && (l.Confidence == High || l.Confidence == Medium) {
+			if l.Device == d.Device && (l.Confidence == result.High || l.Confidence == result.Medium) {
 				it.Actual++
 				kinds = append(kinds, l.Kind+" at "+l.Site)
 			}
@@ -395,7 +396,7 @@ func checkBudget(r *Result, d *DeviceResult, b Budget) CheckItem {
 		}
 		return it
 	case strings.HasPrefix(b.Key, BudgetPhasePrefix):
-		ph := Phase(strings.TrimPrefix(b.Key, BudgetPhasePrefix))
+		ph := result.Phase(strings.TrimPrefix(b.Key, BudgetPhasePrefix))
 		peaks, _ := PhasePeaks(d.Phases)
 		v, ok := peaks[ph]
 		if !ok {
@@ -405,7 +406,7 @@ func checkBudget(r *Result, d *DeviceResult, b Budget) CheckItem {
 		}
 		it.Actual = v
 	default:
-		c, _ := ParseCategory(b.Key)
+		c, _ := result.ParseCategory(b.Key)
 		it.Actual = d.Peak.Categories[c]
 	}
 	it.Message = fmt.Sprintf("device %d: %s %s%s", d.Device, subject, units.FormatBytes(it.Actual), detail)

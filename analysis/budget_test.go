@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/result"
 )
 
 func TestParseBudget(t *testing.T) {
@@ -116,16 +117,16 @@ func TestToleranceAllowed(t *testing.T) {
 }
 
 // checkRun is a run of two devices for Check tests.
-func checkRun() *Result {
-	d0 := diffDev(0, 1000, 400, Categories{Parameter: 300, Activation: 700},
-		[]PhaseSpan{diffSpan(PhaseForward, 1, 900), diffSpan(PhaseBackward, 1, 1000), diffSpan(PhaseForward, 2, 950)},
-		[]Site{{Site: "<allocated before recording: parameter>", Bytes: 300, Count: 3, Category: Parameter},
-			{Site: "model.py:3 forward", File: "/src/model.py", Line: 3, Bytes: 700, Count: 7, Category: Activation}})
-	d1 := diffDev(1, 50, 50, Categories{Parameter: 50}, []PhaseSpan{diffSpan(PhaseForward, 1, 50)}, nil)
-	return &Result{AllocatedUnit: AllocatedUnit, Input: Input{Path: "run.pickle"}, Devices: []DeviceResult{d0, d1}, Leaks: []Leak{
-		{Kind: "growing_list", Device: 0, Site: "train.py:9 <module>", BytesPerStep: 64, Confidence: Medium},
-		{Kind: "step_growth", Device: 0, Site: "a.py:1 f", BytesPerStep: 128, Confidence: Low},
-		{Kind: "step_growth", Device: 1, Site: "b.py:1 f", BytesPerStep: 8, Confidence: Low},
+func checkRun() *result.Result {
+	d0 := diffDev(0, 1000, 400, result.Categories{result.Parameter: 300, result.Activation: 700},
+		[]result.PhaseSpan{diffSpan(result.PhaseForward, 1, 900), diffSpan(result.PhaseBackward, 1, 1000), diffSpan(result.PhaseForward, 2, 950)},
+		[]result.Site{{Site: "<allocated before recording: parameter>", Bytes: 300, Count: 3, Category: result.Parameter},
+			{Site: "model.py:3 forward", File: "/src/model.py", Line: 3, Bytes: 700, Count: 7, Category: result.Activation}})
+	d1 := diffDev(1, 50, 50, result.Categories{result.Parameter: 50}, []result.PhaseSpan{diffSpan(result.PhaseForward, 1, 50)}, nil)
+	return &result.Result{AllocatedUnit: result.AllocatedUnit, Input: result.Input{Path: "run.pickle"}, Devices: []result.DeviceResult{d0, d1}, Leaks: []result.Leak{
+		{Kind: "growing_list", Device: 0, Site: "train.py:9 <module>", BytesPerStep: 64, Confidence: result.Medium},
+		{Kind: "step_growth", Device: 0, Site: "a.py:1 f", BytesPerStep: 128, Confidence: result.Low},
+		{Kind: "step_growth", Device: 1, Site: "b.py:1 f", BytesPerStep: 8, Confidence: result.Low},
 	}}
 }
 
@@ -207,16 +208,16 @@ func TestCheckBaseline(t *testing.T) {
 	base := checkRun()
 	grown := checkRun()
 	grown.Devices[0].Peak.AllocatedBytes = 1040                   // +4%
-	grown.Devices[0].Peak.Categories[Activation] = 800            // +14%
-	grown.Devices[0].Peak.Categories[Temporary] = 1               // was 0
+	grown.Devices[0].Peak.Categories[result.Activation] = 800     // +14%
+	grown.Devices[0].Peak.Categories[result.Temporary] = 1        // was 0
 	grown.Devices[0].Phases = append(grown.Devices[0].Phases[:2], // forward 950 → 900 (the step-2 span dropped)
-		diffSpan(PhaseOptimizer, 1, 10))
+		diffSpan(result.PhaseOptimizer, 1, 10))
 	grown.Devices = grown.Devices[:1]
 	base.Devices[1].Device = 7 // only in the baseline: not checked
 
 	cases := []struct {
 		name string
-		run  *Result
+		run  *result.Result
 		tol  Tolerance
 		dev  int
 		want []string
@@ -346,10 +347,10 @@ func TestParseFloor(t *testing.T) {
 	if got := DefaultFloor.Of(1 << 30); got != 16<<20 {
 		t.Errorf("default floor of a 1 GiB peak: %d", got)
 	}
-	if got := DefaultFloor.Of(MaxFigureBytes); got != 11_258_999_068_426 {
+	if got := DefaultFloor.Of(result.MaxFigureBytes); got != 11_258_999_068_426 {
 		t.Errorf("default floor of the largest peak: %d", got)
 	}
-	if got := (Floor{PercentOfPeak: 100}).Of(math.MaxInt64); got != MaxFigureBytes {
+	if got := (Floor{PercentOfPeak: 100}).Of(math.MaxInt64); got != result.MaxFigureBytes {
 		t.Errorf("a floor past the int64 range: %d", got)
 	}
 }
@@ -361,7 +362,7 @@ func TestCheckErrors(t *testing.T) {
 	if _, err := Check(checkRun(), CheckOptions{Device: -1, Budgets: []Budget{{Key: "bogus"}}}); err == nil {
 		t.Error("unknown budget key accepted")
 	}
-	cr, err := Check(&Result{}, CheckOptions{Device: -1, Budgets: []Budget{{Key: "peak"}}})
+	cr, err := Check(&result.Result{}, CheckOptions{Device: -1, Budgets: []Budget{{Key: "peak"}}})
 	if err != nil || len(cr.Checks) != 1 || cr.Checks[0].Status != CheckSkip || cr.Checks[0].Key != "peak" || !cr.OK() {
 		t.Errorf("no devices: %+v %v", cr, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -37,7 +38,7 @@ func markAutocastCache(h *History) {
 	params := map[int64]int{} // requested bytes of the fp32 parameters
 	for i := range h.Blocks {
 		b := &h.Blocks[i]
-		if b.Category == Parameter && !b.Untracked && b.Requested > 0 && b.Requested%4 == 0 {
+		if b.Category == result.Parameter && !b.Untracked && b.Requested > 0 && b.Requested%4 == 0 {
 			params[b.Requested]++
 		}
 	}
@@ -82,7 +83,7 @@ func markAutocastCache(h *History) {
 	found := false
 	for i := range h.Blocks {
 		b := &h.Blocks[i]
-		if b.Alloc >= 0 && b.Category != Parameter && weightOf(b) > 0 {
+		if b.Alloc >= 0 && b.Category != result.Parameter && weightOf(b) > 0 {
 			found = true
 			break
 		}
@@ -117,7 +118,7 @@ func markAutocastCache(h *History) {
 			continue
 		}
 		b := &h.Blocks[bi]
-		if b.Untracked || b.Category == Parameter || b.Category == Workspace || weightOf(b) == 0 {
+		if b.Untracked || b.Category == result.Parameter || b.Category == result.Workspace || weightOf(b) == 0 {
 			continue
 		}
 		m := h.markers.get(b.Stack)
@@ -214,9 +215,9 @@ func markAutocastCache(h *History) {
 			if weightOf(b) != size {
 				continue
 			}
-			b.Category, b.Rule, b.Confidence = AutocastCache, RuleAutocastWeightCache, Medium
+			b.Category, b.Rule, b.Confidence = result.AutocastCache, RuleAutocastWeightCache, result.Medium
 			if strong[bi] || b.Free >= 0 && h.markers.get(b.FreeStack).autocastExit {
-				b.Confidence = High
+				b.Confidence = result.High
 			}
 		}
 	}
@@ -231,7 +232,7 @@ func allocBetween(allocs []int, a, b int) bool {
 
 // autocastDiagnostic says how much autocast's weight cache holds (the most
 // it held at once, and at the peak) and what removes it.
-func autocastDiagnostic(h *History, peak int) (Diagnostic, bool) {
+func autocastDiagnostic(h *History, peak int) (result.Diagnostic, bool) {
 	type delta struct {
 		at   int
 		size int64
@@ -254,7 +255,7 @@ func autocastDiagnostic(h *History, peak int) (Diagnostic, bool) {
 		}
 	}
 	if len(ds) == 0 {
-		return Diagnostic{}, false
+		return result.Diagnostic{}, false
 	}
 	sort.Slice(ds, func(a, b int) bool { return ds[a].at < ds[b].at || ds[a].at == ds[b].at && ds[a].size < ds[b].size })
 	var live, most int64
@@ -267,7 +268,7 @@ func autocastDiagnostic(h *History, peak int) (Diagnostic, bool) {
 	if atPeak > 0 {
 		held += fmt.Sprintf(" (%s at the peak, %d copies)", units.FormatBytes(atPeak), n)
 	}
-	return Diagnostic{Kind: "autocast_weight_cache", Device: id, Message: fmt.Sprintf(
+	return result.Diagnostic{Kind: "autocast_weight_cache", Device: id, Message: fmt.Sprintf(
 		"device %d: autocast's weight cache holds %s: 16-bit copies of fp32 weights, made at each weight's first use under torch.autocast and kept until the autocast region exits (or, saved for backward, until backward); they are autocast_cache, not parameters, activations or a leak; torch.autocast(..., cache_enabled=False) or keeping the weights in bf16 (model.to(torch.bfloat16)) removes them",
 		id, held)}, true
 }

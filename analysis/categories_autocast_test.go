@@ -7,6 +7,7 @@ import (
 
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // autocastBlocks counts the blocks the autocast rule decided and their
@@ -17,7 +18,7 @@ func autocastBlocks(h *History, i int) (n int, bytes int64) {
 		if b.Rule == RuleAutocastWeightCache && (i == -2 || b.LiveAt(i)) {
 			n++
 			bytes += b.Size
-			if b.Category != AutocastCache {
+			if b.Category != result.AutocastCache {
 				panic("autocast copy not in autocast_cache")
 			}
 		}
@@ -70,7 +71,7 @@ func TestAutocastWeightCache(t *testing.T) {
 					if !found {
 						t.Errorf("grad %v: no autocast_weight_cache note", grad)
 					}
-					if got := r.Devices[0].Peak.Categories[InputData]; got > c.Tokens*8 {
+					if got := r.Devices[0].Peak.Categories[result.InputData]; got > c.Tokens*8 {
 						t.Errorf("grad %v: %d input bytes at the peak: the copies are not inputs", grad, got)
 					}
 				}

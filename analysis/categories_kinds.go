@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // Kinds of memory that PyTorch's categories name poorly, and memory that
@@ -85,50 +86,50 @@ func (h *History) runFactsOf(facts []blockFacts) runFacts {
 
 // decideKind applies the rules that hold whatever the phase: a KV cache,
 // a library workspace, a module's weights.
-func decideKind(f *blockFacts) (Category, string, Confidence, bool) {
+func decideKind(f *blockFacts) (result.Category, string, result.Confidence, bool) {
 	switch {
 	case f.m.cublas:
-		return Workspace, RuleCublasWorkspace, High, true
+		return result.Workspace, RuleCublasWorkspace, result.High, true
 	case f.m.kvCache:
-		return KVCache, RuleKVCache, High, true
+		return result.KVCache, RuleKVCache, result.High, true
 	case f.m.kvCacheCopy:
 		// The name says transformers' cache module, the path says a copy
 		// of it that the project may have changed.
-		return KVCache, RuleKVCacheCopy, Medium, true
+		return result.KVCache, RuleKVCacheCopy, result.Medium, true
 	case f.m.moduleInit:
-		return Parameter, RuleModuleInit, High, true
+		return result.Parameter, RuleModuleInit, result.High, true
 	}
 	return 0, "", "", false
 }
 
 // decideUnexplained classifies a block allocated before recording, never
 // freed, that no frame and no pairing explains.
-func decideUnexplained(f *blockFacts, size int64, pairing int, run runFacts) (Category, string, Confidence) {
+func decideUnexplained(f *blockFacts, size int64, pairing int, run runFacts) (result.Category, string, result.Confidence) {
 	switch {
 	case !f.m.hasFrames && size == cublasWorkspaceSize && run.workspaceSized[size]:
-		return Workspace, RuleCublasWorkspaceSize, Low
+		return result.Workspace, RuleCublasWorkspaceSize, result.Low
 	case run.training && run.oomBackward && pairing == pairedWithGradient && f.m.hint <= hintInit:
 		// Backward died before it made these weights' gradients: nothing
 		// to pair them with yet, but weights all the same.
-		return Parameter, RulePreWeightNoGradientYet, Medium
+		return result.Parameter, RulePreWeightNoGradientYet, result.Medium
 	case !f.m.hasFrames && run.training && (pairing == pairedWithGradient || pairing == pairedWithOptimizerState) &&
 		(run.workspaceSized[size] || size == cublasLtWorkspaceSize && run.ltWorkspaces):
 		// Hopper's 32 MiB is a size tensors share: only where the run's
 		// weights are known (paired) and these are none of them.
-		return Workspace, RuleCublasWorkspaceSize, Low
+		return result.Workspace, RuleCublasWorkspaceSize, result.Low
 	case run.training && (pairing == pairedWithGradient || pairing == pairedWithOptimizerState):
 		// The run trains some weights and not these.
 		switch {
 		case run.quantized:
-			return Parameter, RuleQuantizedWeights, Medium
+			return result.Parameter, RuleQuantizedWeights, result.Medium
 		case run.adapters:
-			return Parameter, RuleFrozenWeights, Medium
+			return result.Parameter, RuleFrozenWeights, result.Medium
 		}
-		return Unknown, RulePreUnpaired, Low
+		return result.Unknown, RulePreUnpaired, result.Low
 	case run.noHistory && !f.m.hasFrames:
-		return Unknown, RuleNoEvidence, Low
+		return result.Unknown, RuleNoEvidence, result.Low
 	}
-	return Parameter, RulePreNeverFreed, Low
+	return result.Parameter, RulePreNeverFreed, result.Low
 }
 
 // optimizerStateRef is how many parameters of each size the optimizer state
@@ -183,8 +184,8 @@ func pairKeptGradients(h *History, left []int, params map[int64]int, paired map[
 
 // kindsDiagnostics says, from the rules that decided the end state, what
 // the kinds rules took for what, and what nothing explains.
-func kindsDiagnostics(id int, rules []RuleUse) []Diagnostic {
-	var out []Diagnostic
+func kindsDiagnostics(id int, rules []result.RuleUse) []result.Diagnostic {
+	var out []result.Diagnostic
 	for _, u := range rules {
 		var kind, msg string
 		switch u.Rule {
@@ -204,7 +205,7 @@ func kindsDiagnostics(id int, rules []RuleUse) []Diagnostic {
 		default:
 			continue
 		}
-		out = append(out, Diagnostic{Kind: kind, Device: id, Message: msg})
+		out = append(out, result.Diagnostic{Kind: kind, Device: id, Message: msg})
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // checkBaseline compares a device with the same device of the baseline,
@@ -18,7 +19,7 @@ import (
 // allocation sites that grew most, matched across the runs as diff matches
 // them; a baseline in another unit than the run's (unit) is compared with
 // a note.
-func checkBaseline(d *DeviceResult, unit string, base *Result, tol Tolerance, floor Floor) []CheckItem {
+func checkBaseline(d *result.DeviceResult, unit string, base *result.Result, tol Tolerance, floor Floor) []CheckItem {
 	bd := baselineDevice(base, d.Device)
 	if bd == nil {
 		msg := fmt.Sprintf("device %d is not in the baseline: no regression check", d.Device)
@@ -36,7 +37,7 @@ func checkBaseline(d *DeviceResult, unit string, base *Result, tol Tolerance, fl
 	}
 	items := []CheckItem{peak}
 	switch {
-	case base.AllocatedUnit == "" && unit == AllocatedUnit:
+	case base.AllocatedUnit == "" && unit == result.AllocatedUnit:
 		items = append(items, CheckItem{Name: fmt.Sprintf("device %d: units vs baseline", d.Device), Kind: CheckKindRegression,
 			Key: BudgetPeak, Device: d.Device, Status: CheckSkip,
 			Message: fmt.Sprintf("device %d: the baseline counts requested bytes (written before torchmem counted allocator blocks, "+
@@ -69,7 +70,7 @@ func checkBaseline(d *DeviceResult, unit string, base *Result, tol Tolerance, fl
 				noCategories = true
 				continue
 			}
-			for c := Category(0); c < NumCategories; c++ {
+			for c := result.Category(0); c < result.NumCategories; c++ {
 				if bc[c] == 0 && nc[c] == 0 {
 					continue
 				}
@@ -99,7 +100,7 @@ func checkBaseline(d *DeviceResult, unit string, base *Result, tol Tolerance, fl
 }
 
 // baselineDevice is the baseline's device with the given id, or nil.
-func baselineDevice(base *Result, id int) *DeviceResult {
+func baselineDevice(base *result.Result, id int) *result.DeviceResult {
 	for i := range base.Devices {
 		if base.Devices[i].Device == id {
 			return &base.Devices[i]
@@ -112,15 +113,15 @@ func baselineDevice(base *Result, id int) *DeviceResult {
 // An analysis written before phase peaks were recorded has them only for
 // the phase of its overall peak (its peak's categories); ok is false when
 // either run lacks them.
-func phaseCategories(b, n *DeviceResult, ph Phase) (bc, nc Categories, ok bool) {
-	of := func(d *DeviceResult) (Categories, bool) {
+func phaseCategories(b, n *result.DeviceResult, ph result.Phase) (bc, nc result.Categories, ok bool) {
+	of := func(d *result.DeviceResult) (result.Categories, bool) {
 		if pp := d.PhasePeakOf(ph); pp != nil {
 			return pp.Categories, true
 		}
 		if len(d.PhasePeaks) == 0 && d.Peak.Phase == ph {
 			return d.Peak.Categories, true
 		}
-		return Categories{}, false
+		return result.Categories{}, false
 	}
 	bc, okB := of(b)
 	nc, okN := of(n)
@@ -130,7 +131,7 @@ func phaseCategories(b, n *DeviceResult, ph Phase) (bc, nc Categories, ok bool) 
 // sitesAtPeak returns the sites live at the device's overall peak: its top
 // sites when it has no OOM (they are then the peak's), else those of its
 // phase's peak when that is the same moment.
-func sitesAtPeak(d *DeviceResult) []Site {
+func sitesAtPeak(d *result.DeviceResult) []result.Site {
 	if d.OOM == nil {
 		return d.TopSites
 	}
@@ -148,7 +149,7 @@ const checkSitesShown = 3
 // base's as diff matches it (match: the same name, else the same code moved
 // to another line); one the base lacks counts as 0 there. With cat ≥ 0
 // only the sites of that category count.
-func siteGrowth(base, cur []Site, cat Category, match siteMatch) []CheckSite {
+func siteGrowth(base, cur []result.Site, cat result.Category, match siteMatch) []CheckSite {
 	before := map[string]int64{}
 	for _, s := range base {
 		if cat < 0 || s.Category == cat {
@@ -186,7 +187,7 @@ func siteGrowth(base, cur []Site, cat Category, match siteMatch) []CheckSite {
 
 // largestSites returns the largest sites of a moment (of category cat when
 // cat ≥ 0), at most checkSitesShown: what fills a budget that is exceeded.
-func largestSites(sites []Site, cat Category) []CheckSite {
+func largestSites(sites []result.Site, cat result.Category) []CheckSite {
 	var out []CheckSite
 	for _, s := range sites {
 		if cat < 0 || s.Category == cat {
@@ -252,7 +253,7 @@ func (s CheckSite) Describe() string {
 
 // phaseCategoryKey splits "phase:forward:activation" into its phase and
 // category; ok is false for any other key.
-func phaseCategoryKey(key string) (Phase, Category, bool) {
+func phaseCategoryKey(key string) (result.Phase, result.Category, bool) {
 	rest, ok := strings.CutPrefix(key, BudgetPhasePrefix)
 	if !ok {
 		return "", 0, false
@@ -261,8 +262,8 @@ func phaseCategoryKey(key string) (Phase, Category, bool) {
 	if !ok {
 		return "", 0, false
 	}
-	c, ok := ParseCategory(cat)
-	return Phase(ph), c, ok
+	c, ok := result.ParseCategory(cat)
+	return result.Phase(ph), c, ok
 }
 
 // withArticle puts "a" or "an" before a phase name: "an optimizer".
@@ -276,9 +277,9 @@ func withArticle(word string) string {
 // unitWords names a Result's AllocatedUnit in a sentence.
 func unitWords(unit string) string {
 	switch unit {
-	case AllocatedUnit:
+	case result.AllocatedUnit:
 		return "allocator blocks (a snapshot's or chrome trace's figures)"
-	case AllocatedUnitTensor:
+	case result.AllocatedUnitTensor:
 		return "tensor sizes (a memory timeline's figures)"
 	case "":
 		return "requested bytes (written before torchmem counted allocator blocks)"

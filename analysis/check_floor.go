@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // Floor is the least growth over the baseline that a regression check
@@ -60,7 +61,7 @@ func ParseFloor(s string) (Floor, error) {
 			continue
 		}
 		n, err := units.ParseBytes(p)
-		if err != nil || n > MaxFigureBytes {
+		if err != nil || n > result.MaxFigureBytes {
 			return bad("want a size like 16MiB (at most 1 PiB) or a percentage of the peak like 1%")
 		}
 		f.Bytes, sizes = n, sizes+1
@@ -75,7 +76,7 @@ func ParseFloor(s string) (Floor, error) {
 func (f Floor) Of(peak int64) int64 {
 	share := int64(0)
 	if peak > 0 && f.PercentOfPeak > 0 {
-		share = int64(math.Min(math.Floor(float64(peak)*f.PercentOfPeak/100), MaxFigureBytes))
+		share = int64(math.Min(math.Floor(float64(peak)*f.PercentOfPeak/100), result.MaxFigureBytes))
 	}
 	return max(f.Bytes, share)
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // checkOOM is the first check of every run: did a device run out of
@@ -12,7 +13,7 @@ import (
 // its verdict as the message and the request's site first among its sites;
 // one passed item when none did. The item points at the failed request's
 // frame (File, Line).
-func checkOOM(devs []*DeviceResult, allowOOM bool) []CheckItem {
+func checkOOM(devs []*result.DeviceResult, allowOOM bool) []CheckItem {
 	var items []CheckItem
 	for _, d := range devs {
 		o := d.OOM
@@ -47,15 +48,15 @@ func checkOOM(devs []*DeviceResult, allowOOM bool) []CheckItem {
 // budgetSites returns the largest sites at the moment a budget measures:
 // the peak for "peak" and a category (that category's sites), the phase's
 // peak for "phase:NAME"; none for the other keys.
-func budgetSites(d *DeviceResult, key string) []CheckSite {
+func budgetSites(d *result.DeviceResult, key string) []CheckSite {
 	if key == BudgetPeak {
 		return largestSites(sitesAtPeak(d), -1)
 	}
-	if c, ok := ParseCategory(key); ok {
+	if c, ok := result.ParseCategory(key); ok {
 		return largestSites(sitesAtPeak(d), c)
 	}
 	if ph, ok := strings.CutPrefix(key, BudgetPhasePrefix); ok {
-		if pp := d.PhasePeakOf(Phase(ph)); pp != nil {
+		if pp := d.PhasePeakOf(result.Phase(ph)); pp != nil {
 			return largestSites(pp.TopSites, -1)
 		}
 	}

@@ -4,15 +4,16 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/result"
 )
 
 // oomRun is checkRun with device 1 out of memory.
-func oomRun() *Result {
+func oomRun() *result.Result {
 	r := checkRun()
-	r.Devices[1].OOM = &OOM{RequestedBytes: 400, DeviceFreeBytes: 10, Phase: PhaseForward, Site: "model.py:9 attn",
+	r.Devices[1].OOM = &result.OOM{RequestedBytes: 400, DeviceFreeBytes: 10, Phase: result.PhaseForward, Site: "model.py:9 attn",
 		SiteFile: "/src/model.py", SiteLine: 9, Verdict: "Out of memory in forward at model.py:9 attn: 400 B requested with 10 B free.",
-		TopSites: []Site{{Site: "model.py:9 attn", File: "/src/model.py", Line: 9, Bytes: 30, Category: Activation},
-			{Site: "data.py:2 load", File: "data.py", Line: 2, Bytes: 20, Category: InputData}}}
+		TopSites: []result.Site{{Site: "model.py:9 attn", File: "/src/model.py", Line: 9, Bytes: 30, Category: result.Activation},
+			{Site: "data.py:2 load", File: "data.py", Line: 2, Bytes: 20, Category: result.InputData}}}
 	return r
 }
 
@@ -20,7 +21,7 @@ func TestCheckOOM(t *testing.T) {
 	peak, _ := ParseBudget("peak=100GiB")
 	cases := []struct {
 		name  string
-		run   *Result
+		run   *result.Result
 		opts  CheckOptions
 		want  []string
 		first CheckItem
@@ -43,7 +44,7 @@ func TestCheckOOM(t *testing.T) {
 		{"no OOM on any device", checkRun(), CheckOptions{Device: -1},
 			[]string{"out of memory=pass"},
 			CheckItem{Name: "out of memory", Kind: "oom", Key: "oom", Device: -1, Status: CheckPass, Message: "no device ran out of memory"}},
-		{"the OOM device missing from the baseline is named", oomRun(), CheckOptions{Device: 1, Baseline: &Result{Devices: checkRun().Devices[:1]}},
+		{"the OOM device missing from the baseline is named", oomRun(), CheckOptions{Device: 1, Baseline: &result.Result{Devices: checkRun().Devices[:1]}},
 			[]string{"device 1: out of memory=fail", "device 1: baseline=skip"},
 			CheckItem{Name: "device 1: out of memory", Kind: "oom", Key: "oom", Device: 1, Status: CheckFail, Actual: 400, Limit: 10,
 				Message: "device 1: Out of memory in forward at model.py:9 attn: 400 B requested with 10 B free.",
@@ -64,7 +65,7 @@ func TestCheckOOM(t *testing.T) {
 			}
 		})
 	}
-	cr, _ := Check(oomRun(), CheckOptions{Device: 1, Baseline: &Result{Devices: checkRun().Devices[:1]}})
+	cr, _ := Check(oomRun(), CheckOptions{Device: 1, Baseline: &result.Result{Devices: checkRun().Devices[:1]}})
 	if got, want := cr.Checks[1].Message, "device 1 ran out of memory (see the out-of-memory check) and is not in the baseline: no regression check"; got != want {
 		t.Errorf("baseline skip says %q, want %q", got, want)
 	}
@@ -72,12 +73,12 @@ func TestCheckOOM(t *testing.T) {
 
 // movedPeak is a device whose overall peak is in phase peakIn, with
 // forward's and the optimizer's peaks recorded (as analyze writes them).
-func movedPeak(peakIn Phase, fwd, opt PhasePeak) DeviceResult {
-	d := DeviceResult{Device: 0, Kind: "cuda",
-		Phases:     []PhaseSpan{diffSpan(PhaseForward, 1, fwd.AllocatedBytes), diffSpan(PhaseOptimizer, 1, opt.AllocatedBytes)},
-		PhasePeaks: []PhasePeak{fwd, opt}}
+func movedPeak(peakIn result.Phase, fwd, opt result.PhasePeak) result.DeviceResult {
+	d := result.DeviceResult{Device: 0, Kind: "cuda",
+		Phases:     []result.PhaseSpan{diffSpan(result.PhaseForward, 1, fwd.AllocatedBytes), diffSpan(result.PhaseOptimizer, 1, opt.AllocatedBytes)},
+		PhasePeaks: []result.PhasePeak{fwd, opt}}
 	pp := d.PhasePeakOf(peakIn)
-	d.Peak = Peak{AllocatedBytes: pp.AllocatedBytes, Phase: peakIn, Step: 1, EventIndex: pp.EventIndex, Categories: pp.Categories}
+	d.Peak = result.Peak{AllocatedBytes: pp.AllocatedBytes, Phase: peakIn, Step: 1, EventIndex: pp.EventIndex, Categories: pp.Categories}
 	d.TopSites = pp.TopSites // no OOM: the top sites are the peak's
 	return d
 }
@@ -88,22 +89,22 @@ func movedPeak(peakIn Phase, fwd, opt PhasePeak) DeviceResult {
 // compared phase by phase, forward's activations doubled and the
 // optimizer step did not change.
 func TestCheckBaselineByPhase(t *testing.T) {
-	silu := func(b int64) Site {
-		return Site{Site: "model.py:532 silu", File: "/home/u/proj/model.py", Line: 532, Bytes: b, Category: Activation}
+	silu := func(b int64) result.Site {
+		return result.Site{Site: "model.py:532 silu", File: "/home/u/proj/model.py", Line: 532, Bytes: b, Category: result.Activation}
 	}
-	emb := func(b int64) Site {
-		return Site{Site: "model.py:39 forward", File: "/home/u/proj/model.py", Line: 39, Bytes: b, Category: Activation}
+	emb := func(b int64) result.Site {
+		return result.Site{Site: "model.py:39 forward", File: "/home/u/proj/model.py", Line: 39, Bytes: b, Category: result.Activation}
 	}
-	params := Site{Site: "<allocated before recording: parameter>", Bytes: 1000, Category: Parameter}
-	grads := Site{Site: "<backward: AccumulateGrad>", Bytes: 1000, Category: Gradient}
-	opt := PhasePeak{Phase: PhaseOptimizer, Step: 1, EventIndex: 90, AllocatedBytes: 2030,
-		Categories: Categories{Parameter: 1000, Gradient: 1000, Activation: 30}, TopSites: []Site{params, grads, emb(30)}}
-	baseFwd := PhasePeak{Phase: PhaseForward, Step: 1, EventIndex: 10, AllocatedBytes: 1630,
-		Categories: Categories{Parameter: 1000, Activation: 630}, TopSites: []Site{params, silu(400), emb(230)}}
-	newFwd := PhasePeak{Phase: PhaseForward, Step: 1, EventIndex: 10, AllocatedBytes: 2260,
-		Categories: Categories{Parameter: 1000, Activation: 1260}, TopSites: []Site{params, silu(800), emb(460)}}
-	base := &Result{AllocatedUnit: AllocatedUnit, Devices: []DeviceResult{movedPeak(PhaseOptimizer, baseFwd, opt)}}
-	run := &Result{AllocatedUnit: AllocatedUnit, Devices: []DeviceResult{movedPeak(PhaseForward, newFwd, opt)}}
+	params := result.Site{Site: "<allocated before recording: parameter>", Bytes: 1000, Category: result.Parameter}
+	grads := result.Site{Site: "<backward: AccumulateGrad>", Bytes: 1000, Category: result.Gradient}
+	opt := result.PhasePeak{Phase: result.PhaseOptimizer, Step: 1, EventIndex: 90, AllocatedBytes: 2030,
+		Categories: result.Categories{result.Parameter: 1000, result.Gradient: 1000, result.Activation: 30}, TopSites: []result.Site{params, grads, emb(30)}}
+	baseFwd := result.PhasePeak{Phase: result.PhaseForward, Step: 1, EventIndex: 10, AllocatedBytes: 1630,
+		Categories: result.Categories{result.Parameter: 1000, result.Activation: 630}, TopSites: []result.Site{params, silu(400), emb(230)}}
+	newFwd := result.PhasePeak{Phase: result.PhaseForward, Step: 1, EventIndex: 10, AllocatedBytes: 2260,
+		Categories: result.Categories{result.Parameter: 1000, result.Activation: 1260}, TopSites: []result.Site{params, silu(800), emb(460)}}
+	base := &result.Result{AllocatedUnit: result.AllocatedUnit, Devices: []result.DeviceResult{movedPeak(result.PhaseOptimizer, baseFwd, opt)}}
+	run := &result.Result{AllocatedUnit: result.AllocatedUnit, Devices: []result.DeviceResult{movedPeak(result.PhaseForward, newFwd, opt)}}
 
 	cr, err := Check(run, CheckOptions{Device: -1, Baseline: base, Tolerance: Tolerance{Percent: 5}})
 	if err != nil {
@@ -148,10 +149,10 @@ func TestCheckBaselineByPhase(t *testing.T) {
 }
 
 func TestBudgetSites(t *testing.T) {
-	d := movedPeak(PhaseForward,
-		PhasePeak{Phase: PhaseForward, EventIndex: 10, AllocatedBytes: 60, Categories: Categories{Activation: 50, Parameter: 10},
-			TopSites: []Site{{Site: "a.py:1 f", Bytes: 40, Category: Activation}, {Site: "p", Bytes: 10, Category: Parameter}, {Site: "b.py:2 g", Bytes: 10, Category: Activation}}},
-		PhasePeak{Phase: PhaseOptimizer, EventIndex: 20, AllocatedBytes: 30, TopSites: []Site{{Site: "o.py:1 step", Bytes: 20, Category: OptimizerState}}})
+	d := movedPeak(result.PhaseForward,
+		result.PhasePeak{Phase: result.PhaseForward, EventIndex: 10, AllocatedBytes: 60, Categories: result.Categories{result.Activation: 50, result.Parameter: 10},
+			TopSites: []result.Site{{Site: "a.py:1 f", Bytes: 40, Category: result.Activation}, {Site: "p", Bytes: 10, Category: result.Parameter}, {Site: "b.py:2 g", Bytes: 10, Category: result.Activation}}},
+		result.PhasePeak{Phase: result.PhaseOptimizer, EventIndex: 20, AllocatedBytes: 30, TopSites: []result.Site{{Site: "o.py:1 step", Bytes: 20, Category: result.OptimizerState}}})
 	cases := []struct {
 		key  string
 		want []string
@@ -179,16 +180,18 @@ func TestBudgetSites(t *testing.T) {
 // file and function when exactly one site of each run has them (the code
 // moved to another line) — and check says so ("was …").
 func TestCheckMatchesSitesLikeDiff(t *testing.T) {
-	site := func(name string, b int64) Site { return Site{Site: name, Bytes: b, Category: Activation} }
-	dev := func(top []Site, elsewhere ...Site) DeviceResult {
+	site := func(name string, b int64) result.Site {
+		return result.Site{Site: name, Bytes: b, Category: result.Activation}
+	}
+	dev := func(top []result.Site, elsewhere ...result.Site) result.DeviceResult {
 		var peak int64
 		for _, s := range top {
 			peak += s.Bytes
 		}
-		d := DeviceResult{Device: 0, Kind: "cuda", Peak: Peak{AllocatedBytes: peak, Phase: PhaseForward, Categories: Categories{Activation: peak}},
+		d := result.DeviceResult{Device: 0, Kind: "cuda", Peak: result.Peak{AllocatedBytes: peak, Phase: result.PhaseForward, Categories: result.Categories{result.Activation: peak}},
 			TopSites: top}
 		if len(elsewhere) > 0 { // listed at another phase's peak only
-			d.PhasePeaks = []PhasePeak{{Phase: PhaseBackward, TopSites: elsewhere}}
+			d.PhasePeaks = []result.PhasePeak{{Phase: result.PhaseBackward, TopSites: elsewhere}}
 		}
 		return d
 	}
@@ -198,28 +201,28 @@ func TestCheckMatchesSitesLikeDiff(t *testing.T) {
 	}
 	cases := []struct {
 		name      string
-		base, new DeviceResult
+		base, new result.DeviceResult
 		want      []named
 	}{
-		{"same line", dev([]Site{site("model.py:39 forward", 300)}), dev([]Site{site("model.py:39 forward", 700)}),
+		{"same line", dev([]result.Site{site("model.py:39 forward", 300)}), dev([]result.Site{site("model.py:39 forward", 700)}),
 			[]named{{"model.py:39 forward", "", 300}}},
-		{"moved to another line", dev([]Site{site("model.py:39 forward", 300)}), dev([]Site{site("model.py:41 forward", 700)}),
+		{"moved to another line", dev([]result.Site{site("model.py:39 forward", 300)}), dev([]result.Site{site("model.py:41 forward", 700)}),
 			[]named{{"model.py:41 forward", "model.py:39 forward", 300}}},
-		{"two candidates: not matched", dev([]Site{site("model.py:39 forward", 300)}),
-			dev([]Site{site("model.py:41 forward", 400), site("model.py:45 forward", 350)}),
+		{"two candidates: not matched", dev([]result.Site{site("model.py:39 forward", 300)}),
+			dev([]result.Site{site("model.py:41 forward", 400), site("model.py:45 forward", 350)}),
 			[]named{{"model.py:41 forward", "", 0}, {"model.py:45 forward", "", 0}}},
-		{"another function: not matched", dev([]Site{site("model.py:39 forward", 300)}), dev([]Site{site("model.py:41 attention", 700)}),
+		{"another function: not matched", dev([]result.Site{site("model.py:39 forward", 300)}), dev([]result.Site{site("model.py:41 attention", 700)}),
 			[]named{{"model.py:41 attention", "", 0}}},
-		{"the old line still listed: not moved", dev([]Site{site("model.py:39 forward", 300)}),
-			dev([]Site{site("model.py:41 forward", 700)}, site("model.py:39 forward", 5)),
+		{"the old line still listed: not moved", dev([]result.Site{site("model.py:39 forward", 300)}),
+			dev([]result.Site{site("model.py:41 forward", 700)}, site("model.py:39 forward", 5)),
 			[]named{{"model.py:41 forward", "", 0}}},
-		{"frames of no file: by name only", dev([]Site{site("<backward: MmBackward0>", 300)}), dev([]Site{site("<backward: BmmBackward0>", 700)}),
+		{"frames of no file: by name only", dev([]result.Site{site("<backward: MmBackward0>", 300)}), dev([]result.Site{site("<backward: BmmBackward0>", 700)}),
 			[]named{{"<backward: BmmBackward0>", "", 0}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			base := &Result{AllocatedUnit: AllocatedUnit, Devices: []DeviceResult{c.base}}
-			run := &Result{AllocatedUnit: AllocatedUnit, Devices: []DeviceResult{c.new}}
+			base := &result.Result{AllocatedUnit: result.AllocatedUnit, Devices: []result.DeviceResult{c.base}}
+			run := &result.Result{AllocatedUnit: result.AllocatedUnit, Devices: []result.DeviceResult{c.new}}
 			cr, err := Check(run, CheckOptions{Device: -1, Baseline: base})
 			if err != nil {
 				t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // DiffSchemaID is the JSON schema identifier of DiffResult.
@@ -50,8 +51,8 @@ func (d Delta) Percent() (pct float64, ok bool) {
 // categories, phases, steps, sites, OOMs and leaks, per device.
 type DiffResult struct {
 	Schema  string       `json:"schema"`
-	Base    Input        `json:"base"`
-	New     Input        `json:"new"`
+	Base    result.Input `json:"base"`
+	New     result.Input `json:"new"`
 	Devices []DeviceDiff `json:"devices"`
 	Leaks   []LeakDiff   `json:"leaks"`
 }
@@ -97,22 +98,22 @@ type DeviceDiff struct {
 
 // PhasePair is the phase of a moment in the base and the new run.
 type PhasePair struct {
-	Base Phase `json:"base"`
-	New  Phase `json:"new"`
+	Base result.Phase `json:"base"`
+	New  result.Phase `json:"new"`
 }
 
 // CategoryDiff compares one category at the peak and at the end.
 type CategoryDiff struct {
-	Category Category `json:"category"`
-	Peak     Delta    `json:"peak"`
-	End      Delta    `json:"end"`
+	Category result.Category `json:"category"`
+	Peak     Delta           `json:"peak"`
+	End      Delta           `json:"end"`
 }
 
 // PhaseDiff compares the highest peak of one phase.
 type PhaseDiff struct {
-	Phase    Phase    `json:"phase"`
-	Presence Presence `json:"presence"`
-	Peak     Delta    `json:"peak"`
+	Phase    result.Phase `json:"phase"`
+	Presence Presence     `json:"presence"`
+	Peak     Delta        `json:"peak"`
 }
 
 // StepDiff compares the highest peak of one step (NoStep: events outside
@@ -131,7 +132,7 @@ type SiteDiff struct {
 	Count    Delta    `json:"count"`
 	// Category is the site's dominant category in the new run (the base's
 	// for a vanished site).
-	Category Category `json:"category"`
+	Category result.Category `json:"category"`
 	// BaseSite is the site's name in the base run when its code moved to
 	// another line (same file and function).
 	BaseSite string `json:"base_site,omitempty"`
@@ -157,32 +158,32 @@ type OOMDiff struct {
 
 // OOMBrief is the gist of an OOM for a diff.
 type OOMBrief struct {
-	RequestedBytes  int64  `json:"requested_bytes"`
-	DeviceFreeBytes int64  `json:"device_free_bytes"`
-	AllocatedBytes  int64  `json:"allocated_bytes"`
-	Phase           Phase  `json:"phase"`
-	Step            int    `json:"step"`
-	Site            string `json:"site"`
+	RequestedBytes  int64        `json:"requested_bytes"`
+	DeviceFreeBytes int64        `json:"device_free_bytes"`
+	AllocatedBytes  int64        `json:"allocated_bytes"`
+	Phase           result.Phase `json:"phase"`
+	Step            int          `json:"step"`
+	Site            string       `json:"site"`
 }
 
 // LeakDiff is a leak finding of one run matched (by device, kind and site)
 // against the other.
 type LeakDiff struct {
-	Device       int        `json:"device"`
-	Kind         string     `json:"kind"`
-	Site         string     `json:"site"`
-	Presence     Presence   `json:"presence"`
-	BytesPerStep Delta      `json:"bytes_per_step"`
-	Confidence   Confidence `json:"confidence"`
+	Device       int               `json:"device"`
+	Kind         string            `json:"kind"`
+	Site         string            `json:"site"`
+	Presence     Presence          `json:"presence"`
+	BytesPerStep Delta             `json:"bytes_per_step"`
+	Confidence   result.Confidence `json:"confidence"`
 }
 
 // Diff compares two analyses: base (the reference run) and new. Devices
 // are matched by id; a device in only one run is listed with the other
 // side's numbers 0. Diff does not modify its arguments.
-func Diff(base, new *Result) *DiffResult {
+func Diff(base, new *result.Result) *DiffResult {
 	d := &DiffResult{Schema: DiffSchemaID, Base: base.Input, New: new.Input, Devices: []DeviceDiff{}, Leaks: []LeakDiff{}}
-	bd := map[int]*DeviceResult{}
-	nd := map[int]*DeviceResult{}
+	bd := map[int]*result.DeviceResult{}
+	nd := map[int]*result.DeviceResult{}
 	var ids []int
 	for i := range base.Devices {
 		if _, ok := bd[base.Devices[i].Device]; !ok {
@@ -208,8 +209,8 @@ func Diff(base, new *Result) *DiffResult {
 
 // diffDevice compares one device; b or n is nil when the device is absent
 // from that run.
-func diffDevice(id int, b, n *DeviceResult) DeviceDiff {
-	var zero DeviceResult
+func diffDevice(id int, b, n *result.DeviceResult) DeviceDiff {
+	var zero result.DeviceResult
 	dd := DeviceDiff{Device: id, Presence: InBoth}
 	switch {
 	case b == nil:
@@ -226,7 +227,7 @@ func diffDevice(id int, b, n *DeviceResult) DeviceDiff {
 	dd.EndAllocated = NewDelta(b.AtEnd.AllocatedBytes, n.AtEnd.AllocatedBytes)
 	dd.EndReserved = NewDelta(b.AtEnd.ReservedBytes, n.AtEnd.ReservedBytes)
 	dd.PeakPhase = PhasePair{Base: b.Peak.Phase, New: n.Peak.Phase}
-	for c := Category(0); c < NumCategories; c++ {
+	for c := result.Category(0); c < result.NumCategories; c++ {
 		dd.Categories = append(dd.Categories, CategoryDiff{Category: c,
 			Peak: NewDelta(b.Peak.Categories[c], n.Peak.Categories[c]),
 			End:  NewDelta(b.AtEnd.Categories[c], n.AtEnd.Categories[c])})
@@ -244,9 +245,9 @@ func diffDevice(id int, b, n *DeviceResult) DeviceDiff {
 
 // PhasePeaks returns the highest peak of each phase over all steps, and the
 // phases in the order they first occur.
-func PhasePeaks(spans []PhaseSpan) (map[Phase]int64, []Phase) {
-	peak := map[Phase]int64{}
-	var order []Phase
+func PhasePeaks(spans []result.PhaseSpan) (map[result.Phase]int64, []result.Phase) {
+	peak := map[result.Phase]int64{}
+	var order []result.Phase
 	for _, s := range spans {
 		if v, ok := peak[s.Phase]; !ok {
 			order = append(order, s.Phase)
@@ -258,7 +259,7 @@ func PhasePeaks(spans []PhaseSpan) (map[Phase]int64, []Phase) {
 	return peak, order
 }
 
-func diffPhases(b, n []PhaseSpan) []PhaseDiff {
+func diffPhases(b, n []result.PhaseSpan) []PhaseDiff {
 	bp, border := PhasePeaks(b)
 	np, norder := PhasePeaks(n)
 	out := []PhaseDiff{}
@@ -278,7 +279,7 @@ func diffPhases(b, n []PhaseSpan) []PhaseDiff {
 }
 
 // stepPeaks returns the highest peak of each step.
-func stepPeaks(spans []PhaseSpan) map[int]int64 {
+func stepPeaks(spans []result.PhaseSpan) map[int]int64 {
 	peak := map[int]int64{}
 	for _, s := range spans {
 		if v, ok := peak[s.Step]; !ok || s.PeakAllocatedBytes > v {
@@ -288,7 +289,7 @@ func stepPeaks(spans []PhaseSpan) map[int]int64 {
 	return peak
 }
 
-func diffSteps(b, n []PhaseSpan) []StepDiff {
+func diffSteps(b, n []result.PhaseSpan) []StepDiff {
 	bp, np := stepPeaks(b), stepPeaks(n)
 	steps := make([]int, 0, len(bp)+len(np))
 	for s := range bp {
@@ -319,7 +320,7 @@ func diffSteps(b, n []PhaseSpan) []StepDiff {
 // phaseSitesToCompare picks the sites of both runs at the peak of the
 // phase where the new run peaked (like with like); ok is false when either
 // run has no peak of that phase (or no phase peaks at all).
-func phaseSitesToCompare(b, n *DeviceResult) (bs, ns []Site, at string, ok bool) {
+func phaseSitesToCompare(b, n *result.DeviceResult) (bs, ns []result.Site, at string, ok bool) {
 	ph := n.Peak.Phase
 	bp, np := b.PhasePeakOf(ph), n.PhasePeakOf(ph)
 	if bp == nil || np == nil {
@@ -330,7 +331,7 @@ func phaseSitesToCompare(b, n *DeviceResult) (bs, ns []Site, at string, ok bool)
 
 // sitesListed is every site a device's analysis names anywhere: at the
 // peak or the OOM, at any phase's peak.
-func sitesListed(d *DeviceResult) map[string]bool {
+func sitesListed(d *result.DeviceResult) map[string]bool {
 	m := map[string]bool{}
 	for _, s := range d.TopSites {
 		m[s.Site] = true
@@ -359,7 +360,7 @@ type siteMatch struct {
 }
 
 // matchSites pairs the sites of a device in two runs (b the base).
-func matchSites(b, n *DeviceResult) siteMatch {
+func matchSites(b, n *result.DeviceResult) siteMatch {
 	m := siteMatch{bAll: sitesListed(b), nAll: sitesListed(n), movedTo: map[string]string{}}
 	m.moved = movedSites(m.bAll, m.nAll)
 	for n, b := range m.moved {
@@ -379,11 +380,11 @@ func (m siteMatch) baseName(site string) string {
 // diffSites compares two lists of sites (b and n, of the same moment);
 // every site each run lists (in match) decides whether a site is new,
 // vanished, or the same code moved to another line.
-func diffSites(b, n []Site, match siteMatch) []SiteDiff {
+func diffSites(b, n []result.Site, match siteMatch) []SiteDiff {
 	type side struct {
 		bytes int64
 		count int
-		cat   Category
+		cat   result.Category
 		seen  bool
 	}
 	bm := map[string]side{}
@@ -451,7 +452,7 @@ func diffAbs(v int64) int64 {
 	return v
 }
 
-func diffOOM(b, n *OOM) OOMDiff {
+func diffOOM(b, n *result.OOM) OOMDiff {
 	d := OOMDiff{Base: oomBrief(b), New: oomBrief(n)}
 	switch {
 	case b != nil && n != nil:
@@ -466,7 +467,7 @@ func diffOOM(b, n *OOM) OOMDiff {
 	return d
 }
 
-func oomBrief(o *OOM) *OOMBrief {
+func oomBrief(o *result.OOM) *OOMBrief {
 	if o == nil {
 		return nil
 	}
@@ -475,12 +476,12 @@ func oomBrief(o *OOM) *OOMBrief {
 }
 
 // diffLeaks matches leak findings by device, kind and site.
-func diffLeaks(b, n []Leak) []LeakDiff {
+func diffLeaks(b, n []result.Leak) []LeakDiff {
 	type key struct {
 		dev        int
 		kind, site string
 	}
-	nm := map[key]*Leak{}
+	nm := map[key]*result.Leak{}
 	for i := range n {
 		k := key{n[i].Device, n[i].Kind, n[i].Site}
 		if cur, ok := nm[k]; !ok || n[i].BytesPerStep > cur.BytesPerStep {

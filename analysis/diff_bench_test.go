@@ -2,17 +2,18 @@ package analysis
 
 import (
 	"fmt"
+	"github.com/torchmem/torchmem/result"
 	"testing"
 )
 
 // diffInput is an analysis of n phase spans, n sites and n leak findings
 // (a JSON file of about 200·n bytes).
-func diffInput(n int) *Result {
-	r := &Result{Schema: SchemaID, Devices: []DeviceResult{{Device: 0}}}
+func diffInput(n int) *result.Result {
+	r := &result.Result{Schema: result.SchemaID, Devices: []result.DeviceResult{{Device: 0}}}
 	for i := range n {
-		r.Devices[0].Phases = append(r.Devices[0].Phases, PhaseSpan{Phase: PhaseForward, Step: i, PeakAllocatedBytes: int64(i), Events: 1})
-		r.Devices[0].TopSites = append(r.Devices[0].TopSites, Site{Site: fmt.Sprint("m.py:", i, " f"), Bytes: int64(i)})
-		r.Leaks = append(r.Leaks, Leak{Kind: "step_growth", Site: fmt.Sprint("m.py:", i, " f"), BytesPerStep: int64(i)})
+		r.Devices[0].Phases = append(r.Devices[0].Phases, result.PhaseSpan{Phase: result.PhaseForward, Step: i, PeakAllocatedBytes: int64(i), Events: 1})
+		r.Devices[0].TopSites = append(r.Devices[0].TopSites, result.Site{Site: fmt.Sprint("m.py:", i, " f"), Bytes: int64(i)})
+		r.Leaks = append(r.Leaks, result.Leak{Kind: "step_growth", Site: fmt.Sprint("m.py:", i, " f"), BytesPerStep: int64(i)})
 	}
 	return r
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -134,8 +135,8 @@ func traceLen(s *st.Sim) int {
 	return 0
 }
 
-func phasesOf(d *DeviceResult) []Phase {
-	var out []Phase
+func phasesOf(d *result.DeviceResult) []result.Phase {
+	var out []result.Phase
 	for _, p := range d.Phases {
 		out = append(out, p.Phase)
 	}
@@ -152,21 +153,21 @@ func TestFixtureTraining(t *testing.T) {
 		steps     int
 		zeroGrad  bool // zero_grad at the start of every step after the first
 		dropFirst bool // recording began after step 1's forward allocations
-		want      Categories
-		phases    []Phase
+		want      result.Categories
+		phases    []result.Phase
 		rules     []string // rules that must have decided something at the end
 	}{
 		{
 			name: "one step, grads kept", steps: 1,
-			want:   Categories{Parameter: P, Gradient: P, OptimizerState: 2 * P},
-			phases: []Phase{PhaseForward, PhaseBackward, PhaseOptimizer, PhaseUnknown},
+			want:   result.Categories{result.Parameter: P, result.Gradient: P, result.OptimizerState: 2 * P},
+			phases: []result.Phase{result.PhaseForward, result.PhaseBackward, result.PhaseOptimizer, result.PhaseUnknown},
 			rules:  []string{RulePreParamPaired, RuleBackwardKeptPaired, RuleOptimizerKept},
 		},
 		{
 			name: "two steps, set_to_none", steps: 2, zeroGrad: true,
-			want: Categories{Parameter: P, Gradient: P, OptimizerState: 2 * P},
-			phases: []Phase{PhaseForward, PhaseBackward, PhaseOptimizer, PhaseUnknown,
-				PhaseZeroGrad, PhaseForward, PhaseBackward, PhaseOptimizer, PhaseUnknown},
+			want: result.Categories{result.Parameter: P, result.Gradient: P, result.OptimizerState: 2 * P},
+			phases: []result.Phase{result.PhaseForward, result.PhaseBackward, result.PhaseOptimizer, result.PhaseUnknown,
+				result.PhaseZeroGrad, result.PhaseForward, result.PhaseBackward, result.PhaseOptimizer, result.PhaseUnknown},
 			rules: []string{RulePreParamPaired, RuleBackwardKeptPaired, RuleOptimizerKept},
 		},
 		{
@@ -176,10 +177,10 @@ func TestFixtureTraining(t *testing.T) {
 			// pre-existing blocks for one gradient: one parameter and, the
 			// annotation naming AdamW, its two state tensors.
 			name: "recording began after step 1", steps: 2, zeroGrad: true, dropFirst: true,
-			want: Categories{Parameter: P, Gradient: P, OptimizerState: 2 * P},
+			want: result.Categories{result.Parameter: P, result.Gradient: P, result.OptimizerState: 2 * P},
 			// external_annotations still hold step 1's Optimizer.step: a
 			// span without events before the first one.
-			phases: []Phase{PhaseOptimizer, PhaseZeroGrad, PhaseForward, PhaseBackward, PhaseOptimizer, PhaseUnknown},
+			phases: []result.Phase{result.PhaseOptimizer, result.PhaseZeroGrad, result.PhaseForward, result.PhaseBackward, result.PhaseOptimizer, result.PhaseUnknown},
 			rules:  []string{RulePreParamPaired, RuleBackwardKeptPaired, RulePreOptimizerStatePaired},
 		},
 	}
@@ -243,7 +244,7 @@ func TestFixtureOOM(t *testing.T) {
 	tests := []struct {
 		name       string
 		build      func(r *rig) (request int64)
-		phase      Phase
+		phase      result.Phase
 		site       string
 		fragmented bool
 		cached     int64 // cached free bytes at the OOM; −1: reserved − allocated
@@ -263,7 +264,7 @@ func TestFixtureOOM(t *testing.T) {
 				s.OOM(0, 40*mib, 5*mib, r.fwd)
 				return 40 * mib
 			},
-			phase: PhaseForward, site: "model.py:93 forward", fragmented: true, cached: 50 * mib, largest: 10 * mib,
+			phase: result.PhaseForward, site: "model.py:93 forward", fragmented: true, cached: 50 * mib, largest: 10 * mib,
 			want: []string{"expandable_segments", "activation_checkpointing"},
 			dont: []string{"optimizer_8bit", "empty_cache"},
 		},
@@ -285,7 +286,7 @@ func TestFixtureOOM(t *testing.T) {
 				})
 				return request
 			},
-			phase: PhaseOptimizer, site: "train.py:44 <module>", cached: -1, largest: 16 * mib,
+			phase: result.PhaseOptimizer, site: "train.py:44 <module>", cached: -1, largest: 16 * mib,
 			want: []string{"optimizer_8bit", "paged_optimizer"},
 			dont: []string{"activation_checkpointing", "expandable_segments", "flash_attention"},
 		},
@@ -341,7 +342,7 @@ func TestFixtureStateOnly(t *testing.T) {
 	r.s.Alloc(0, 3*mib, r.fwd)     // an activation: forward frames
 	res := Analyze(read(t, r.s, 0), DefaultOptions())
 	d := res.Devices[0]
-	want := Categories{Unknown: 4 * mib, OptimizerState: 2 * mib, Activation: 3 * mib}
+	want := result.Categories{result.Unknown: 4 * mib, result.OptimizerState: 2 * mib, result.Activation: 3 * mib}
 	if d.AtEnd.Categories != want || d.Peak.AllocatedBytes != 9*mib || d.Peak.EventIndex != -1 || len(d.Phases) != 0 {
 		t.Errorf("at end %v, peak %d at %d, %d phases; want %v, 9 MiB at −1, none", d.AtEnd.Categories, d.Peak.AllocatedBytes, d.Peak.EventIndex, len(d.Phases), want)
 	}
@@ -350,7 +351,7 @@ func TestFixtureStateOnly(t *testing.T) {
 	}
 }
 
-func hasDiag(r *Result, kind string) bool {
+func hasDiag(r *result.Result, kind string) bool {
 	for _, d := range r.Diagnostics {
 		if d.Kind == kind {
 			return true
@@ -367,7 +368,7 @@ func TestFixtureHistory(t *testing.T) {
 	tests := []struct {
 		name  string
 		build func(r *rig) (snap *snapshot.Snapshot)
-		check func(t *testing.T, h *History, res *Result)
+		check func(t *testing.T, h *History, res *result.Result)
 	}{
 		{
 			name: "pending free is active, not allocated",
@@ -379,7 +380,7 @@ func TestFixtureHistory(t *testing.T) {
 				d.Events = append(d.Events, snapshot.Event{Action: snapshot.ActionFreeRequested, Addr: a, Size: 6 * mib, TimeNS: d.Events[len(d.Events)-1].TimeNS + 1000})
 				return snap
 			},
-			check: func(t *testing.T, h *History, res *Result) {
+			check: func(t *testing.T, h *History, res *result.Result) {
 				// PyTorch's memory_allocated() and the dump's allocated_size
 				// stop counting a block at free_requested; it stays active
 				// (its memory held) until free_completed.
@@ -430,12 +431,12 @@ func TestFixtureHistory(t *testing.T) {
 				}
 				return snap
 			},
-			check: func(t *testing.T, h *History, res *Result) {
+			check: func(t *testing.T, h *History, res *result.Result) {
 				P := sum(paramSizes)
 				if h.InitialAllocated != P+14*mib {
 					t.Errorf("initial allocated %d, want parameters + 14 MiB of activations", h.InitialAllocated)
 				}
-				if c := h.CategoriesAt(-1); c[Activation] != 14*mib || c[Parameter] != P {
+				if c := h.CategoriesAt(-1); c[result.Activation] != 14*mib || c[result.Parameter] != P {
 					t.Errorf("initial categories %v: want the activations freed in backward and the parameters", c)
 				}
 				d := res.Devices[0]
@@ -462,8 +463,8 @@ func TestFixtureHistory(t *testing.T) {
 				r.s.Free(0, b)
 				return read(t, r.s, 0)
 			},
-			check: func(t *testing.T, h *History, res *Result) {
-				if len(h.Phases.Spans) != 1 || h.Phases.Spans[0].Phase != PhaseUnknown || !hasDiag(res, "no_phases") || !hasDiag(res, "no_frames") {
+			check: func(t *testing.T, h *History, res *result.Result) {
+				if len(h.Phases.Spans) != 1 || h.Phases.Spans[0].Phase != result.PhaseUnknown || !hasDiag(res, "no_phases") || !hasDiag(res, "no_frames") {
 					t.Errorf("spans %+v, diagnostics %v: want one unknown span, no_phases and no_frames", h.Phases.Spans, res.Diagnostics)
 				}
 				if d := res.Devices[0]; d.Peak.AllocatedBytes != 16*mib || d.AtEnd.AllocatedBytes != 0 || d.AtEnd.ReservedBytes != 20*mib {
@@ -515,7 +516,7 @@ func TestFixtureTimeline(t *testing.T) {
 		t.Errorf("OOM point %d, want event %d", tl.OOMPoint, d.OOM.EventIndex)
 	}
 	for i := range tl.EventIndex {
-		var c Categories
+		var c result.Categories
 		for k := range c {
 			c[k] = tl.ByCategory[k][i]
 		}
@@ -605,12 +606,12 @@ func TestFixtureChromeTrace(t *testing.T) {
 	d := res.Devices[0]
 	// End: the untracked baseline (minus the 2 KiB freed in step 1), the
 	// momentum buffer, and step 2's gradient.
-	want := Categories{Gradient: mib / 2, OptimizerState: mib / 2, Unknown: baseline - 2048}
+	want := result.Categories{result.Gradient: mib / 2, result.OptimizerState: mib / 2, result.Unknown: baseline - 2048}
 	if d.AtEnd.Categories != want || d.AtEnd.AllocatedBytes != b.ta || d.AtEnd.ReservedBytes != 64*mib {
 		t.Errorf("at end %v (%d allocated, %d reserved), want %v (%d)", d.AtEnd.Categories, d.AtEnd.AllocatedBytes, d.AtEnd.ReservedBytes, want, b.ta)
 	}
 	type sp struct {
-		Phase  Phase
+		Phase  result.Phase
 		Step   int
 		Events int
 		Peak   int64
@@ -621,19 +622,19 @@ func TestFixtureChromeTrace(t *testing.T) {
 	}
 	B := int64(baseline)
 	want1 := []sp{
-		{PhaseZeroGrad, 1, 0, B},
-		{PhaseForward, 1, 6, B + 5*mib},
-		{PhaseBackward, 1, 4, B - 2048 + 4*mib + mib/2 + 2*mib},
-		{PhaseOptimizer, 1, 1, B - 2048 + mib},
-		{PhaseZeroGrad, 2, 1, B - 2048 + mib/2}, // a span's peak is after its events
-		{PhaseForward, 2, 5, B - 2048 + mib/2 + 5*mib},
-		{PhaseBackward, 2, 4, B - 2048 + mib/2 + 4*mib + mib/2 + 2*mib},
-		{PhaseOptimizer, 2, 0, B - 2048 + mib},
+		{result.PhaseZeroGrad, 1, 0, B},
+		{result.PhaseForward, 1, 6, B + 5*mib},
+		{result.PhaseBackward, 1, 4, B - 2048 + 4*mib + mib/2 + 2*mib},
+		{result.PhaseOptimizer, 1, 1, B - 2048 + mib},
+		{result.PhaseZeroGrad, 2, 1, B - 2048 + mib/2}, // a span's peak is after its events
+		{result.PhaseForward, 2, 5, B - 2048 + mib/2 + 5*mib},
+		{result.PhaseBackward, 2, 4, B - 2048 + mib/2 + 4*mib + mib/2 + 2*mib},
+		{result.PhaseOptimizer, 2, 0, B - 2048 + mib},
 	}
 	if diff := cmp.Diff(want1, got); diff != "" {
 		t.Errorf("phase spans (-want +got):\n%s", diff)
 	}
-	if d.Peak.Step != 2 || d.Peak.Phase != PhaseBackward || d.Peak.AllocatedBytes != B-2048+mib/2+4*mib+mib/2+2*mib {
+	if d.Peak.Step != 2 || d.Peak.Phase != result.PhaseBackward || d.Peak.AllocatedBytes != B-2048+mib/2+4*mib+mib/2+2*mib {
 		t.Errorf("peak %+v", d.Peak)
 	}
 	var rules []string
@@ -645,12 +646,12 @@ func TestFixtureChromeTrace(t *testing.T) {
 		t.Errorf("rules at end (-want +got):\n%s", diff)
 	}
 	h := BuildHistory(snap, snap.Devices[0])
-	cats := map[string]Category{}
+	cats := map[string]result.Category{}
 	for _, bl := range h.Blocks {
 		cats[bl.Rule] = bl.Category
 	}
-	for rule, cat := range map[string]Category{RuleSavedForBackward: Activation, RuleForwardTransient: Temporary, RuleBackwardScratch: AutogradDetail,
-		RuleFreedByZeroGrad: Gradient, RulePreFreedInForward: Activation, RuleIntraOp: Temporary} {
+	for rule, cat := range map[string]result.Category{RuleSavedForBackward: result.Activation, RuleForwardTransient: result.Temporary, RuleBackwardScratch: result.AutogradDetail,
+		RuleFreedByZeroGrad: result.Gradient, RulePreFreedInForward: result.Activation, RuleIntraOp: result.Temporary} {
 		if c, ok := cats[rule]; !ok || c != cat {
 			t.Errorf("rule %s: category %v (present %v), want %v", rule, c, ok, cat)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -15,9 +16,9 @@ import (
 
 // cycleFinding looks for the sawtooth: survivors of several steps released
 // together by a later step.
-func (sc *leakScan) cycleFinding() (Leak, bool) {
+func (sc *leakScan) cycleFinding() (result.Leak, bool) {
 	if len(sc.delayed) == 0 {
-		return Leak{}, false
+		return result.Leak{}, false
 	}
 	type release struct {
 		from       map[int]bool
@@ -63,10 +64,10 @@ func (sc *leakScan) cycleFinding() (Leak, bool) {
 	}
 	sort.Ints(collections)
 	if len(collections) == 0 || len(collections) == 1 && maxFrom < 3 {
-		return Leak{}, false
+		return result.Leak{}, false
 	}
 	if float64(collected) < explainedGrowth*float64(delayedBytes) || collected < minGrowthBytes {
-		return Leak{}, false
+		return result.Leak{}, false
 	}
 	// The blocks of each release: the survivors it frees and, in the same
 	// burst, those of the step just before (too young to be survivors).
@@ -124,15 +125,15 @@ func (sc *leakScan) cycleFinding() (Leak, bool) {
 		from = append(from, k)
 	}
 	sort.Ints(from)
-	l := Leak{Kind: LeakReferenceCycle, Device: sc.h.Device.ID, Site: groups[0].site, BytesPerStep: perStep, Steps: len(perFrom), TotalBytes: held,
+	l := result.Leak{Kind: result.LeakReferenceCycle, Device: sc.h.Device.ID, Site: groups[0].site, BytesPerStep: perStep, Steps: len(perFrom), TotalBytes: held,
 		SeenInSteps: sc.stepNumbers(from)}
 	switch {
 	case len(collections) >= 2 && bulk && leakCV(per) <= 0.5 && held >= highLeakBytes:
-		l.Confidence = High
+		l.Confidence = result.High
 	case len(collections) >= 2 || maxFrom >= 3:
-		l.Confidence = Medium
+		l.Confidence = result.Medium
 	default:
-		l.Confidence = Low
+		l.Confidence = result.Low
 	}
 	l.Confidence = sc.capConfidence(l.Confidence)
 	var at []string

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // This file makes the step_growth finding: a steady rise of allocated memory
@@ -15,7 +16,7 @@ import (
 // bytes, what the program holds (the allocator's unsplit rests of up to
 // 1 MiB a block come and go with the layout, not with the program), and
 // measured in allocator blocks.
-func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
+func (sc *leakScan) growthFinding(found []result.Leak) (result.Leak, bool) {
 	h := sc.h
 	S := sc.steps
 	var vals []int64
@@ -28,7 +29,7 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 		vals = append(vals, h.RequestedAt(i))
 	}
 	if len(vals) < minPatternSteps+1 {
-		return Leak{}, false
+		return result.Leak{}, false
 	}
 	var diffs []int64
 	rises := 0
@@ -43,20 +44,20 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 	}
 	total := vals[len(vals)-1] - vals[0]
 	if total < minGrowthBytes || rises*4 < 3*len(diffs) || -worstDrop*4 > total {
-		return Leak{}, false
+		return result.Leak{}, false
 	}
 	if total = h.AllocatedAt(at[len(at)-1]) - h.AllocatedAt(at[0]); total <= 0 {
-		return Leak{}, false
+		return result.Leak{}, false
 	}
 	slope := total / int64(len(diffs))
 	var explained int64
 	for _, l := range found {
-		if l.Kind == LeakRetainedGraph || l.Kind == LeakGrowingList {
+		if l.Kind == result.LeakRetainedGraph || l.Kind == result.LeakGrowingList {
 			explained += l.BytesPerStep
 		}
 	}
 	if float64(explained) >= explainedGrowth*float64(slope) {
-		return Leak{}, false
+		return result.Leak{}, false
 	}
 	// Which site grew most between the first and the last measure.
 	from, to := S[1].start-1, S[len(S)-1].end
@@ -96,18 +97,18 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 	for k := 1; k < len(S); k++ {
 		ks = append(ks, k)
 	}
-	l := Leak{Kind: LeakStepGrowth, Device: h.Device.ID, Site: site, BytesPerStep: slope, Steps: len(diffs), TotalBytes: total,
+	l := result.Leak{Kind: result.LeakStepGrowth, Device: h.Device.ID, Site: site, BytesPerStep: slope, Steps: len(diffs), TotalBytes: total,
 		SeenInSteps: sc.stepNumbers(ks)}
 	switch {
 	case rises == len(diffs) && len(diffs) >= minPatternSteps+1 && total >= highLeakBytes && leakCV(diffs) <= 0.5:
-		l.Confidence = High
+		l.Confidence = result.High
 	case total >= highLeakBytes:
-		l.Confidence = Medium
+		l.Confidence = result.Medium
 	default:
-		l.Confidence = Low
+		l.Confidence = result.Low
 	}
-	if l.Confidence == High && !sc.plan.HighConfidence() {
-		l.Confidence = Medium // steps from the period of sites (allocated totals are exact even when lifetimes are guessed)
+	if l.Confidence == result.High && !sc.plan.HighConfidence() {
+		l.Confidence = result.Medium // steps from the period of sites (allocated totals are exact even when lifetimes are guessed)
 	}
 	kvCache := site != "" && cacheGrow[site]*2 >= best
 	// Without a backward, memory that grows inside the model's forward
@@ -115,7 +116,7 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 	// (the user's own cache code need not say "cache").
 	inModel := site != "" && !kvCache && !sc.backward && modelGrow[site]*2 >= best
 	if kvCache || inModel {
-		l.Confidence = Low // a cache growing with the sequence: expected while generating
+		l.Confidence = result.Low // a cache growing with the sequence: expected while generating
 	}
 	first, last := S[1].n, S[len(S)-1].n
 	l.Evidence = fmt.Sprintf("Allocated memory at the start of each step rose from %s at step %d to %s after step %d: %s per step, rising in %d of %d steps.",

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 )
 
 // Fixtures of the patterns real programs produce, each run with the stacks
@@ -176,13 +177,13 @@ func TestWorkspacesFixture(t *testing.T) {
 				if c.lt {
 					want += 1 << 20
 				}
-				if got := d.AtEnd.Categories[Workspace]; got != want {
+				if got := d.AtEnd.Categories[result.Workspace]; got != want {
 					t.Errorf("workspace at the end %d, want %d (%v)", got, want, d.AtEnd.Categories)
 				}
-				if g := d.AtEnd.Categories[Gradient]; g != 0 {
+				if g := d.AtEnd.Categories[result.Gradient]; g != 0 {
 					t.Errorf("%d B of gradients at the end: zero_grad freed them all", g)
 				}
-				if a := d.AtEnd.Categories[Activation] + d.AtEnd.Categories[Unknown]; a != 0 {
+				if a := d.AtEnd.Categories[result.Activation] + d.AtEnd.Categories[result.Unknown]; a != 0 {
 					t.Errorf("%d B of activations or unknown at the end: only weights, state and workspaces live", a)
 				}
 				for _, sg := range r.Suggestions {
@@ -206,7 +207,7 @@ func TestAutocastModelFacts(t *testing.T) {
 			t.Run(fmt.Sprintf("%s, %d layers", stacks, layers), func(t *testing.T) {
 				c := st.DefaultLeakConfig
 				c.Layers, c.Stacks, c.Steps = layers, stacks, 4
-				var models [2]InferredModel
+				var models [2]result.InferredModel
 				for i, autocast := range []bool{false, true} {
 					c.Autocast = autocast
 					s := leakReadSim(t, st.TrainLoopHealthy(c))
@@ -219,7 +220,7 @@ func TestAutocastModelFacts(t *testing.T) {
 					var copies int64
 					for bi := range h.Blocks {
 						b := &h.Blocks[bi]
-						if b.Category == AutocastCache {
+						if b.Category == result.AutocastCache {
 							copies += b.Size
 							if p := h.partOf(b, false, false); p == partQuad || p == partLinear {
 								t.Errorf("autocast copy %d B in the what-if's part %d", b.Size, p)
@@ -280,7 +281,7 @@ func TestGradientsMovedWithModel(t *testing.T) {
 				snap := leakReadSim(t, s)
 				r := Analyze(snap, DefaultOptions())
 				end := r.Devices[0].AtEnd.Categories
-				var sg *Suggestion
+				var sg *result.Suggestion
 				for i := range r.Suggestions {
 					if r.Suggestions[i].ID == "drop_grads_before_move" {
 						sg = &r.Suggestions[i]
@@ -290,16 +291,16 @@ func TestGradientsMovedWithModel(t *testing.T) {
 					}
 				}
 				if kind != "module frames" {
-					if end[Gradient] != 0 || sg != nil {
-						t.Errorf("%d B gradients, suggestion %v: nothing tells them apart", end[Gradient], sg)
+					if end[result.Gradient] != 0 || sg != nil {
+						t.Errorf("%d B gradients, suggestion %v: nothing tells them apart", end[result.Gradient], sg)
 					}
 					return
 				}
-				if got := requestedAtEndOf(BuildHistory(snap, snap.Device(0))); got[Gradient] != grads || got[Parameter] != params {
-					t.Errorf("gradient %d, parameter %d requested; want %d, %d", got[Gradient], got[Parameter], grads, params)
+				if got := requestedAtEndOf(BuildHistory(snap, snap.Device(0))); got[result.Gradient] != grads || got[result.Parameter] != params {
+					t.Errorf("gradient %d, parameter %d requested; want %d, %d", got[result.Gradient], got[result.Parameter], grads, params)
 				}
-				if sg == nil || sg.EstimatedSavingsBytes != end[Gradient] {
-					t.Fatalf("suggestion %+v, want drop_grads_before_move saving %d", sg, end[Gradient])
+				if sg == nil || sg.EstimatedSavingsBytes != end[result.Gradient] {
+					t.Fatalf("suggestion %+v, want drop_grads_before_move saving %d", sg, end[result.Gradient])
 				}
 				for _, p := range r.WhatIf.Suggestions {
 					if p.ID == sg.ID && p.SavingBytes != sg.EstimatedSavingsBytes {
@@ -312,7 +313,7 @@ func TestGradientsMovedWithModel(t *testing.T) {
 }
 
 // requestedAtEndOf is requestedAtEnd's requested bytes.
-func requestedAtEndOf(h *History) Categories {
+func requestedAtEndOf(h *History) result.Categories {
 	c, _ := requestedAtEnd(h)
 	return c
 }
@@ -349,7 +350,7 @@ func TestKVCacheNamesAround(t *testing.T) {
 				}
 				snap := leakReadSim(t, s)
 				h := BuildHistory(snap, snap.Device(0))
-				got := requestedAtEndOf(h)[KVCache]
+				got := requestedAtEndOf(h)[result.KVCache]
 				want := cache
 				if kind != "module frames" {
 					want = 0 // the library's frames are gone
@@ -399,7 +400,7 @@ func TestUseCacheInTraining(t *testing.T) {
 				}
 				snap := leakReadSim(t, s)
 				r := Analyze(snap, DefaultOptions())
-				var sg *Suggestion
+				var sg *result.Suggestion
 				for i := range r.Suggestions {
 					if r.Suggestions[i].ID == "use_cache_off" {
 						sg = &r.Suggestions[i]
@@ -411,7 +412,7 @@ func TestUseCacheInTraining(t *testing.T) {
 					}
 					return
 				}
-				if got := r.Devices[0].Peak.Categories[KVCache]; got != cacheBytes {
+				if got := r.Devices[0].Peak.Categories[result.KVCache]; got != cacheBytes {
 					t.Errorf("kv_cache at the peak %d, want %d", got, cacheBytes)
 				}
 				if sg == nil || sg.EstimatedSavingsBytes != cacheBytes {
@@ -468,21 +469,21 @@ func TestDeviceCastsAreNotInput(t *testing.T) {
 				}
 				snap := leakReadSim(t, s)
 				h := BuildHistory(snap, snap.Device(0))
-				cats := map[Category]int{}
+				cats := map[result.Category]int{}
 				for bi := range h.Blocks {
 					b := &h.Blocks[bi]
 					switch b.Requested {
 					case 2 << 20:
 						cats[b.Category]++
-						if b.Category == InputData {
+						if b.Category == result.InputData {
 							t.Errorf("a cast on the device counted as input (%s)", b.Rule)
 						}
 					case 1 << 20:
-						if kind == "C++ frames" && b.Category != InputData {
+						if kind == "C++ frames" && b.Category != result.InputData {
 							t.Errorf("batch.to(device) is %s (%s), want input", b.Category, b.Rule)
 						}
 					case 1 << 19:
-						if kind == "C++ frames" && b.Category == InputData {
+						if kind == "C++ frames" && b.Category == result.InputData {
 							t.Errorf("batch.half() on the device is input (%s)", b.Rule)
 						}
 					}

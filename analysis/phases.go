@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -20,7 +21,7 @@ const (
 	codeData
 )
 
-var codePhase = [...]Phase{PhaseUnknown, PhaseForward, PhaseBackward, PhaseOptimizer, PhaseZeroGrad, PhaseData}
+var codePhase = [...]result.Phase{result.PhaseUnknown, result.PhaseForward, result.PhaseBackward, result.PhaseOptimizer, result.PhaseZeroGrad, result.PhaseData}
 
 func hintCode(h hint) uint8 {
 	switch h {
@@ -38,9 +39,6 @@ func hintCode(h hint) uint8 {
 	return codeUnknown
 }
 
-// NoStep is the step of an event outside every ProfilerStep#N range.
-const NoStep = -1
-
 // Phases is the phase and step of every event of one device and the phase
 // spans. Steps come from the step pass (History.Steps): a ProfilerStep#N
 // range's events are step N (events outside them NoStep); the steps of the
@@ -54,7 +52,7 @@ type Phases struct {
 	step      []int32
 	steps     []stepRun // the runs of events of one step, in event order
 	spanOrder []int32   // the spans with events, by their first event
-	Spans     []PhaseSpan
+	Spans     []result.PhaseSpan
 	// Sources says what the phases were derived from ("annotations",
 	// "frames", "autograd threads", "lifetimes").
 	Sources []string
@@ -64,9 +62,9 @@ type Phases struct {
 }
 
 // At returns the phase of event i.
-func (p *Phases) At(i int) Phase {
+func (p *Phases) At(i int) result.Phase {
 	if i < 0 || i >= len(p.code) {
-		return PhaseUnknown
+		return result.PhaseUnknown
 	}
 	return codePhase[p.code[i]]
 }
@@ -492,7 +490,7 @@ func (p *Phases) buildSpans(h *History) {
 		for j+1 < n && p.code[j+1] == p.code[i] && p.step[j+1] == p.step[i] {
 			j++
 		}
-		sp := PhaseSpan{Phase: codePhase[p.code[i]], Step: int(p.step[i]), StartEvent: i, EndEvent: j,
+		sp := result.PhaseSpan{Phase: codePhase[p.code[i]], Step: int(p.step[i]), StartEvent: i, EndEvent: j,
 			StartUS: h.TimeUS(i), EndUS: h.TimeUS(j), Events: j - i + 1}
 		peak, _ := h.peakIn(i, j)
 		sp.PeakAllocatedBytes = max(sp.PeakAllocatedBytes, peak)
@@ -528,7 +526,7 @@ func (p *Phases) addEmptySpans(h *History, ivs []interval, annIdx []int32, stepI
 			used[ai] = true
 		}
 	}
-	var extra []PhaseSpan
+	var extra []result.PhaseSpan
 	for ai, iv := range ivs {
 		if used[ai] || iv.code == codeUnknown || iv.start == math.MinInt64 || iv.end == math.MaxInt64 {
 			continue
@@ -538,14 +536,14 @@ func (p *Phases) addEmptySpans(h *History, ivs []interval, annIdx []int32, stepI
 		k := sort.Search(len(evs), func(i int) bool { return evs[i].TimeNS >= iv.start }) - 1
 		st := p.StepAt(max(k, 0))
 		if len(stepIvs) > 0 {
-			st = NoStep
+			st = result.NoStep
 			for _, s := range stepIvs {
 				if s.start <= iv.start && iv.start <= s.end {
 					st = s.step
 				}
 			}
 		}
-		extra = append(extra, PhaseSpan{Phase: codePhase[iv.code], Step: st, StartUS: iv.start / 1000, EndUS: iv.end / 1000,
+		extra = append(extra, result.PhaseSpan{Phase: codePhase[iv.code], Step: st, StartUS: iv.start / 1000, EndUS: iv.end / 1000,
 			StartEvent: k, EndEvent: k, PeakAllocatedBytes: h.AllocatedAt(k)})
 	}
 	if len(extra) == 0 {

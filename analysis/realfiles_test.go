@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -275,8 +276,8 @@ func TestRealFilesOOMAllocated(t *testing.T) {
 			if o.EventIndex != want.Event || o.AllocatedBytes != want.Allocated || o.AllocatedRequestedBytes == nil || *o.AllocatedRequestedBytes != want.Requested {
 				t.Errorf("oom %d: allocated %d, requested %v; want %d: %d, %d", o.EventIndex, o.AllocatedBytes, o.AllocatedRequestedBytes, want.Event, want.Allocated, want.Requested)
 			}
-			if o.Categories[Parameter] != want.ModuleTo {
-				t.Errorf("parameters at the oom %d, want the %d blocks of Module.to (%d B)", o.Categories[Parameter], want.ModuleToBlocks, want.ModuleTo)
+			if o.Categories[result.Parameter] != want.ModuleTo {
+				t.Errorf("parameters at the oom %d, want the %d blocks of Module.to (%d B)", o.Categories[result.Parameter], want.ModuleToBlocks, want.ModuleTo)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"github.com/torchmem/torchmem/result"
 	"slices"
 	"testing"
 )
@@ -39,18 +40,18 @@ func TestRecordedTruths(t *testing.T) {
 			s := openShared(t, "recorded", want.File)
 			h := BuildHistory(s, s.Device(0))
 			end := requestedAtEndOf(h)
-			if p := end[Parameter]; p < want.Params || p > want.Params+want.Buffers+want.Untold {
+			if p := end[result.Parameter]; p < want.Params || p > want.Params+want.Buffers+want.Untold {
 				t.Errorf("parameter %d B, want %d (+ at most %d of buffers, %d made before the recording)", p, want.Params, want.Buffers, want.Untold)
 			}
-			if o := end[OptimizerState]; o != want.OptState {
+			if o := end[result.OptimizerState]; o != want.OptState {
 				t.Errorf("optimizer_state %d B, want %d", o, want.OptState)
 			}
-			if g := end[Gradient]; g != 0 {
+			if g := end[result.Gradient]; g != 0 {
 				t.Errorf("gradient %d B at the dump, want none (zero_grad(set_to_none=True))", g)
 			}
 			ws := 0
 			for _, b := range h.LiveBlocks(h.EndIndex()) {
-				if b.Category == Workspace && b.Requested == 32<<20 {
+				if b.Category == result.Workspace && b.Requested == 32<<20 {
 					ws++
 				}
 			}
@@ -59,7 +60,7 @@ func TestRecordedTruths(t *testing.T) {
 			}
 			copies, bytes := 0, int64(0)
 			for bi := range h.Blocks {
-				if b := &h.Blocks[bi]; b.Category == AutocastCache {
+				if b := &h.Blocks[bi]; b.Category == result.AutocastCache {
 					copies++
 					bytes += b.Requested
 				}
@@ -71,14 +72,14 @@ func TestRecordedTruths(t *testing.T) {
 			d := r.Devices[0]
 			var kv int64
 			for _, b := range h.LiveBlocks(d.Peak.EventIndex) {
-				if b.Category == KVCache {
+				if b.Category == result.KVCache {
 					kv += b.Requested
 				}
 			}
 			if kv != want.KVPeak {
 				t.Errorf("kv_cache at the peak %d B, want %d", kv, want.KVPeak)
 			}
-			if g := end[CUDAGraphPool]; g != want.GraphOutput {
+			if g := end[result.CUDAGraphPool]; g != want.GraphOutput {
 				t.Errorf("cuda_graph_pool at the dump %d B, want the graph's output %d", g, want.GraphOutput)
 			}
 			ids := suggestionIDs(r)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // allocated is snapshottest.HeapAllocated: the heap bytes f allocates.
@@ -48,7 +49,7 @@ func TestGateArithmeticSaturates(t *testing.T) {
 		t.Errorf("delta %d", d.Delta)
 	}
 	// Sites summed by name saturate instead of wrapping to a negative growth.
-	big := []Site{{Site: "a", Bytes: math.MaxInt64 - 1}, {Site: "a", Bytes: math.MaxInt64 - 1}}
+	big := []result.Site{{Site: "a", Bytes: math.MaxInt64 - 1}, {Site: "a", Bytes: math.MaxInt64 - 1}}
 	g := siteGrowth(nil, big, -1, siteMatch{})
 	if len(g) != 1 || g[0].Bytes != math.MaxInt64 {
 		t.Errorf("growth %+v", g)
@@ -61,13 +62,13 @@ func TestGateArithmeticSaturates(t *testing.T) {
 func TestCheckRefusesAbsurdFigures(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		edit func(*Result)
+		edit func(*result.Result)
 		want string
 	}{
-		{"negative peak", func(r *Result) { r.Devices[0].Peak.AllocatedBytes = -9_000_000_000_000_000_000 }, "peak.allocated_bytes is -9000000000000000000 bytes"},
-		{"absurd category", func(r *Result) { r.Devices[0].Peak.Categories[Activation] = 1 << 60 }, "peak.categories.activation is 1152921504606846976 bytes"},
-		{"negative site", func(r *Result) { r.Devices[0].TopSites[1].Bytes = -1 }, "top_sites[1].bytes is -1 bytes"},
-		{"negative leak", func(r *Result) { r.Leaks[0].BytesPerStep = -5 }, "leaks[0].bytes_per_step is -5 bytes"},
+		{"negative peak", func(r *result.Result) { r.Devices[0].Peak.AllocatedBytes = -9_000_000_000_000_000_000 }, "peak.allocated_bytes is -9000000000000000000 bytes"},
+		{"absurd category", func(r *result.Result) { r.Devices[0].Peak.Categories[result.Activation] = 1 << 60 }, "peak.categories.activation is 1152921504606846976 bytes"},
+		{"negative site", func(r *result.Result) { r.Devices[0].TopSites[1].Bytes = -1 }, "top_sites[1].bytes is -1 bytes"},
+		{"negative leak", func(r *result.Result) { r.Leaks[0].BytesPerStep = -5 }, "leaks[0].bytes_per_step is -5 bytes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			base := checkRun()
@@ -85,8 +86,8 @@ func TestCheckRefusesAbsurdFigures(t *testing.T) {
 }
 
 // resultJSON is an analysis as analyze --format json writes it.
-func resultJSON(t *testing.T, r *Result) []byte {
-	r.Schema = SchemaID
+func resultJSON(t *testing.T, r *result.Result) []byte {
+	r.Schema = result.SchemaID
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
@@ -98,10 +99,10 @@ func resultJSON(t *testing.T, r *Result) []byte {
 // devices, its array items and its strings within bounds; whitespace is not
 // kept.
 func TestReadResultBounds(t *testing.T) {
-	read := func(r io.Reader) (*Result, uint64, error) {
-		var res *Result
+	read := func(r io.Reader) (*result.Result, uint64, error) {
+		var res *result.Result
 		var err error
-		n := allocated(func() { res, err = ReadResult(r, "base.json", SchemaID, 8<<30) })
+		n := allocated(func() { res, err = result.ReadResult(r, "base.json", result.SchemaID, 8<<30) })
 		return res, n, err
 	}
 	ok := resultJSON(t, checkRun())
@@ -139,9 +140,9 @@ func TestReadResultBounds(t *testing.T) {
 		})
 	}
 	// An analysis of 256 devices is read.
-	many := &Result{Schema: SchemaID}
+	many := &result.Result{Schema: result.SchemaID}
 	for i := range 256 {
-		many.Devices = append(many.Devices, DeviceResult{Device: i})
+		many.Devices = append(many.Devices, result.DeviceResult{Device: i})
 	}
 	if _, _, err := read(bytes.NewReader(resultJSON(t, many))); err != nil {
 		t.Errorf("256 devices: %v", err)

@@ -6,15 +6,10 @@ import (
 	"github.com/torchmem/torchmem/internal/snapshottest"
 )
 
-// TestSecurityBounds: SECURITY.md states the bounds of an analysis read
-// back, and the memory per byte of input TestMemoryPerInputByte measures,
-// as the code has them.
+// TestSecurityBounds: SECURITY.md states the memory per byte of input
+// TestMemoryPerInputByte measures as the code has it.
 func TestSecurityBounds(t *testing.T) {
 	snapshottest.CheckSecurityBounds(t, "analysis.", map[string]int64{
-		"MaxResultBytes":             MaxResultBytes,
-		"MaxResultItems":             MaxResultItems,
-		"MaxResultString":            MaxResultString,
-		"MaxFigureBytes":             MaxFigureBytes,
 		"modelBytesPerInputByte":     modelBytesPerInputByte,
 		"allocatedBytesPerInputByte": allocatedBytesPerInputByte,
 	})

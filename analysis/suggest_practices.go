@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"github.com/torchmem/torchmem/result"
 	"path"
 	"strings"
 )
@@ -52,7 +53,7 @@ func practicesOf(h *History) practices {
 		p.quantizedBy = "FlexGen's compression"
 	}
 	for i := range h.Blocks {
-		p.autocast = p.autocast || h.Blocks[i].Category == AutocastCache
+		p.autocast = p.autocast || h.Blocks[i].Category == result.AutocastCache
 	}
 	return p
 }

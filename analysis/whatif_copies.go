@@ -3,6 +3,7 @@ package analysis
 import (
 	"sort"
 
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -27,7 +28,7 @@ func (h *History) weightCopies() []bool {
 	params := map[int64]int{}
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
-		if b.Category == Parameter && b.Rule != RuleAutocastWeightCache && b.Requested > 0 && b.Requested%4 == 0 {
+		if b.Category == result.Parameter && b.Rule != RuleAutocastWeightCache && b.Requested > 0 && b.Requested%4 == 0 {
 			params[b.Requested]++
 		}
 	}
@@ -42,7 +43,7 @@ func (h *History) weightCopies() []bool {
 	consider := func(i int, first, followed bool) {
 		bi := h.openAt(i)
 		b := &h.Blocks[bi]
-		if b.Category == Parameter || b.Untracked || params[2*b.Requested] == 0 {
+		if b.Category == result.Parameter || b.Untracked || params[2*b.Requested] == 0 {
 			return
 		}
 		m := h.markers.get(b.Stack)

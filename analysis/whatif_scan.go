@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"github.com/torchmem/torchmem/result"
 	"math"
 	"slices"
 	"sort"
@@ -406,9 +407,9 @@ func saturate(x float64) int64 {
 }
 
 // phaseAt is the phase of state j (the event that led to it).
-func (c *curves) phaseAt(j int) Phase {
+func (c *curves) phaseAt(j int) result.Phase {
 	if j == 0 {
-		return PhaseBeforeRecording
+		return result.PhaseBeforeRecording
 	}
 	return c.h.Phases.At(j - 1)
 }

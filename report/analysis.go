@@ -5,25 +5,25 @@ import (
 	"io"
 	"strings"
 
-	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
 // JSON writes results as schema torchmem.analysis/v1 (one object, or an
 // array for several inputs), with exact byte counts.
-func JSON(w io.Writer, results []*analysis.Result) error {
+func JSON(w io.Writer, results []*result.Result) error {
 	return writeJSON(w, oneOrMany(results))
 }
 
 // Text writes what filled memory, for a terminal, on about one screen:
 // every line fits TextWidth columns (long ones wrap with an indent).
-func Text(w io.Writer, r *analysis.Result) error {
+func Text(w io.Writer, r *result.Result) error {
 	return TextTop(w, r, 5)
 }
 
 // TextTop is Text listing at most top allocation sites per device.
-func TextTop(w io.Writer, r *analysis.Result, top int) error {
+func TextTop(w io.Writer, r *result.Result, top int) error {
 	p := &printer{w: w}
 	p.wrap("", "  ", fmt.Sprintf("%s — %s, %s", units.OneLine(r.Input.Path), r.Input.Format, r.Input.Generation))
 	p.wrap("", "", units.OneLine(Headline(r)))
@@ -53,7 +53,7 @@ func TextTop(w io.Writer, r *analysis.Result, top int) error {
 			p.f("  end      %s allocated%s\n", units.FormatBytes(d.AtEnd.AllocatedBytes), reservedAfter(", ", d.AtEnd.ReservedBytes, d.AtEnd.ReservedUnknown, " reserved"))
 		}
 		p.f("%s\n", strings.TrimRight(fmt.Sprintf("  %-20s %12s %12s %12s", "category", "at peak", "at end", oomHeader(d)), " "))
-		for c := analysis.Category(0); c < analysis.NumCategories; c++ {
+		for c := result.Category(0); c < result.NumCategories; c++ {
 			if d.Peak.Categories[c] == 0 && d.AtEnd.Categories[c] == 0 && (d.OOM == nil || d.OOM.Categories[c] == 0) {
 				continue
 			}
@@ -99,7 +99,7 @@ func TextTop(w io.Writer, r *analysis.Result, top int) error {
 }
 
 // headlineOOMDevice is the device whose OOM verdict is the headline (−1: none).
-func headlineOOMDevice(r *analysis.Result) int {
+func headlineOOMDevice(r *result.Result) int {
 	for _, d := range r.Devices {
 		if d.OOM != nil && d.OOM.Verdict != "" {
 			return d.Device
@@ -110,7 +110,7 @@ func headlineOOMDevice(r *analysis.Result) int {
 
 // Headline is the one sentence a report starts with: the OOM verdict (with
 // its device when the file has several), else the peak and what filled it.
-func Headline(r *analysis.Result) string {
+func Headline(r *result.Result) string {
 	if dev := headlineOOMDevice(r); dev >= 0 {
 		for _, d := range r.Devices {
 			if d.Device == dev {
@@ -123,7 +123,7 @@ func Headline(r *analysis.Result) string {
 	}
 	// The device with the highest peak; host memory (a chrome trace's CPU)
 	// only when it is all there is.
-	var best *analysis.DeviceResult
+	var best *result.DeviceResult
 	for i := range r.Devices {
 		d := &r.Devices[i]
 		switch host, bestHost := d.Kind == string(snapshot.DeviceCPU), best != nil && best.Kind == string(snapshot.DeviceCPU); {
@@ -151,7 +151,7 @@ func Headline(r *analysis.Result) string {
 }
 
 // dumpState says what a device without history holds at the dump.
-func dumpState(d analysis.DeviceResult) string {
+func dumpState(d result.DeviceResult) string {
 	return fmt.Sprintf("%s allocated%s", units.FormatBytes(d.AtEnd.AllocatedBytes),
 		reservedAfter(", ", d.AtEnd.ReservedBytes, d.AtEnd.ReservedUnknown, " reserved"))
 }
@@ -159,7 +159,7 @@ func dumpState(d analysis.DeviceResult) string {
 // cachedNote says what the allocator caches at the dump: the free bytes,
 // in how many blocks, the largest, and which requests fail for
 // fragmentation ("" without segment state or cache).
-func cachedNote(fr *analysis.Fragmentation) string {
+func cachedNote(fr *result.Fragmentation) string {
 	if fr == nil || fr.CachedFreeBytes == 0 {
 		return ""
 	}
@@ -172,12 +172,12 @@ func cachedNote(fr *analysis.Fragmentation) string {
 	return note
 }
 
-func dominant(c analysis.Categories) (analysis.Category, float64) {
-	best := analysis.Unknown
+func dominant(c result.Categories) (result.Category, float64) {
+	best := result.Unknown
 	var bv int64 = -1
 	for i, v := range c {
 		if v > bv {
-			best, bv = analysis.Category(i), v
+			best, bv = result.Category(i), v
 		}
 	}
 	t := c.Total()
@@ -233,15 +233,15 @@ func deviceSubject(id int) string {
 	return fmt.Sprintf("Device %d", id)
 }
 
-func deviceTitle(d analysis.DeviceResult) string {
-	t := "device " + analysis.DeviceName(d.Kind, d.Device)
+func deviceTitle(d result.DeviceResult) string {
+	t := "device " + result.DeviceName(d.Kind, d.Device)
 	if d.Capacity > 0 {
 		t += " (" + units.FormatBytes(d.Capacity) + ")"
 	}
 	return t
 }
 
-func oomHeader(d analysis.DeviceResult) string {
+func oomHeader(d result.DeviceResult) string {
 	if d.OOM != nil {
 		return "at OOM"
 	}
@@ -263,9 +263,9 @@ func plural(n int, word string) string {
 }
 
 // phasePeaks summarises the highest peak of each phase over all steps.
-func phasePeaks(spans []analysis.PhaseSpan) string {
-	peak := map[analysis.Phase]int64{}
-	var order []analysis.Phase
+func phasePeaks(spans []result.PhaseSpan) string {
+	peak := map[result.Phase]int64{}
+	var order []result.Phase
 	for _, s := range spans {
 		if _, ok := peak[s.Phase]; !ok {
 			order = append(order, s.Phase)
@@ -283,7 +283,7 @@ func phasePeaks(spans []analysis.PhaseSpan) string {
 // once), each device's OOM facts with the failed request's stack folded,
 // categories, the peak of each phase, top sites, leaks, suggestions with
 // their code folded, and notes.
-func Markdown(w io.Writer, r *analysis.Result) error {
+func Markdown(w io.Writer, r *result.Result) error {
 	p := &printer{w: w}
 	p.f("## torchmem: `%s`\n\n", mdCode(FileName(r.Input.Path)))
 	p.f("**%s**\n\n", mdText(Headline(r)))
@@ -323,7 +323,7 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 			sep += "---:|"
 		}
 		p.f("%s\n%s\n", head, sep)
-		for c := analysis.Category(0); c < analysis.NumCategories; c++ {
+		for c := result.Category(0); c < result.NumCategories; c++ {
 			row := fmt.Sprintf("| %s | %s | %s |", c, units.FormatBytes(d.Peak.Categories[c]), units.FormatBytes(d.AtEnd.Categories[c]))
 			if d.OOM != nil {
 				row += " " + units.FormatBytes(d.OOM.Categories[c]) + " |"
@@ -386,7 +386,7 @@ func mdFenced(s string) string {
 	return strings.ReplaceAll(units.OneLine(s), "`", "'")
 }
 
-func fragNote(f analysis.Fragmentation) string {
+func fragNote(f result.Fragmentation) string {
 	if f.Fragmented {
 		return " — **fragmented**: the cache had the bytes but no block large enough"
 	}

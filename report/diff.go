@@ -6,6 +6,7 @@ import (
 
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // diffSitesText and diffSitesMarkdown bound the sites a diff lists.
@@ -86,7 +87,7 @@ func diffAbs(v int64) int64 {
 }
 
 // diffInputLine names an input; every part of it comes from a file.
-func diffInputLine(in analysis.Input) string {
+func diffInputLine(in result.Input) string {
 	s := in.Path
 	if in.Format != "" {
 		s += " (" + in.Format
@@ -109,7 +110,7 @@ func diffPresenceNote(p analysis.Presence) string {
 }
 
 func diffStepLabel(s int) string {
-	if s == analysis.NoStep {
+	if s == result.NoStep {
 		return "outside steps"
 	}
 	return fmt.Sprintf("step %d", s)
@@ -190,7 +191,7 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 		row(name, units.FormatBytes(v.Base), units.FormatBytes(v.New), Change(v))
 	}
 	for _, dd := range d.Devices {
-		p.f("\ndevice %s%s\n", units.OneLine(analysis.DeviceName(dd.Kind, dd.Device)), diffPresenceNote(dd.Presence))
+		p.f("\ndevice %s%s\n", units.OneLine(result.DeviceName(dd.Kind, dd.Device)), diffPresenceNote(dd.Presence))
 		row("", "base", "new", "change")
 		drow("peak allocated", dd.PeakAllocated)
 		drow("reserved at the peak", dd.PeakReserved)
@@ -264,7 +265,7 @@ func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
 		p.f("| %s | %s | %s | %s |\n", name, units.FormatBytes(v.Base), units.FormatBytes(v.New), Change(v))
 	}
 	for _, dd := range d.Devices {
-		p.f("\n### device %s%s\n\n", mdText(analysis.DeviceName(dd.Kind, dd.Device)), diffPresenceNote(dd.Presence))
+		p.f("\n### device %s%s\n\n", mdText(result.DeviceName(dd.Kind, dd.Device)), diffPresenceNote(dd.Presence))
 		p.f("| | base | new | change |\n|---|---:|---:|---:|\n")
 		drow("peak allocated", dd.PeakAllocated)
 		drow("reserved at the peak", dd.PeakReserved)

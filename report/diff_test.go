@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/result"
 )
 
 func TestChange(t *testing.T) {
@@ -27,9 +28,9 @@ func TestChange(t *testing.T) {
 
 func TestDiffMarkdownEscapes(t *testing.T) {
 	d := analysis.Diff(
-		&analysis.Result{Input: analysis.Input{Path: "a`b|c.pickle"}, Devices: []analysis.DeviceResult{{Device: 0, Kind: "cuda",
-			TopSites: []analysis.Site{{Site: "x.py:1 f|<script>`", Bytes: 10}}}}},
-		&analysis.Result{Input: analysis.Input{Path: "new"}, Devices: []analysis.DeviceResult{{Device: 0, Kind: "cuda"}}})
+		&result.Result{Input: result.Input{Path: "a`b|c.pickle"}, Devices: []result.DeviceResult{{Device: 0, Kind: "cuda",
+			TopSites: []result.Site{{Site: "x.py:1 f|<script>`", Bytes: 10}}}}},
+		&result.Result{Input: result.Input{Path: "new"}, Devices: []result.DeviceResult{{Device: 0, Kind: "cuda"}}})
 	var md bytes.Buffer
 	if err := DiffMarkdown(&md, d); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/estimate"
 	"github.com/torchmem/torchmem/analysis/rollup"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -74,9 +75,9 @@ func (ws Writers[F]) Lookup(name string) (Writer[F], error) {
 // Analyses write analyze's results of one or a few inputs: JSON one
 // document for them all, text and Markdown each result in turn with a
 // blank line between.
-var Analyses = Writers[WriteFunc[[]*analysis.Result]]{
-	{FormatText, eachOf(func(w io.Writer, r *analysis.Result, o Options) error { return TextTop(w, r, o.Top) })},
-	{FormatMarkdown, eachOf(func(w io.Writer, r *analysis.Result, _ Options) error { return Markdown(w, r) })},
+var Analyses = Writers[WriteFunc[[]*result.Result]]{
+	{FormatText, eachOf(func(w io.Writer, r *result.Result, o Options) error { return TextTop(w, r, o.Top) })},
+	{FormatMarkdown, eachOf(func(w io.Writer, r *result.Result, _ Options) error { return Markdown(w, r) })},
 	{FormatJSON, ignoreOptions(JSON)},
 }
 
@@ -112,7 +113,7 @@ var Infos = Writers[WriteFunc[[]snapshot.Summary]]{
 // RollupWriter writes a roll-up of many inputs while their results arrive.
 type RollupWriter interface {
 	// Input takes the next input's result, in input order.
-	Input(r *analysis.Result) error
+	Input(r *result.Result) error
 	// Finish writes what is left once every input is in.
 	Finish(ru *rollup.Rollup) error
 }
@@ -140,7 +141,7 @@ type rollupAtEnd struct {
 	write WriteFunc[*rollup.Rollup]
 }
 
-func (r rollupAtEnd) Input(res *analysis.Result) error {
+func (r rollupAtEnd) Input(res *result.Result) error {
 	if r.o.Keep != nil {
 		r.o.Keep.Offer(res)
 	}

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/rollup"
+	"github.com/torchmem/torchmem/result"
 )
 
 // TestFormatTables: the formats each command's --format lists, in its help's
@@ -59,7 +59,7 @@ func lookupOf[F any](ws Writers[F]) func(string) (Format, error) {
 func TestFormatTablesWrite(t *testing.T) {
 	one, two := handResult(1, 40), handResult(2, 40)
 	two.Input.Path = "second.pickle"
-	rs := []*analysis.Result{one, two}
+	rs := []*result.Result{one, two}
 	var want bytes.Buffer
 	for i, r := range rs {
 		if i > 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/torchmem/torchmem/analysis"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -45,7 +46,7 @@ func showDevice(t *testing.T, tab context.Context, i int) {
 }
 
 // writeReport renders path's report into a temporary file.
-func writeReport(t *testing.T, path string) (string, *analysis.Result) {
+func writeReport(t *testing.T, path string) (string, *result.Result) {
 	t.Helper()
 	s, err := snapshot.Open(path, snapshot.Options{})
 	if err != nil {
@@ -204,10 +205,10 @@ func TestHTMLPhaseLabelsNarrow(t *testing.T) {
 	tl := d.Timeline
 	d.Phases = nil
 	n := len(tl.TimeUS)
-	names := []analysis.Phase{analysis.PhaseData, analysis.PhaseZeroGrad, analysis.PhaseOptimizer}
+	names := []result.Phase{result.PhaseData, result.PhaseZeroGrad, result.PhaseOptimizer}
 	for k, a := 0, 0; a+n*7/100 < n; k, a = k+1, a+n*7/100 {
 		e := a + n*7/100 - 1
-		d.Phases = append(d.Phases, analysis.PhaseSpan{Phase: names[k%3], Step: k/3 + 1, StartUS: tl.TimeUS[a], EndUS: tl.TimeUS[e],
+		d.Phases = append(d.Phases, result.PhaseSpan{Phase: names[k%3], Step: k/3 + 1, StartUS: tl.TimeUS[a], EndUS: tl.TimeUS[e],
 			StartEvent: a, EndEvent: e, PeakAllocatedBytes: tl.Allocated[a]})
 	}
 	page := filepath.Join(t.TempDir(), "narrow.html")
@@ -278,7 +279,7 @@ func TestHTMLAllocationsInBrowser(t *testing.T) {
 	    stack: d && d.querySelector('ol.stack').offsetHeight > 0 ? d.querySelector('ol.stack').innerText : ''};
 	})`)
 	oom := r.Devices[0].OOM.Allocations
-	want := map[string]*analysis.AllocationsAt{"the OOM": oom, "the peak": r.Devices[0].PeakAllocations}
+	want := map[string]*result.AllocationsAt{"the OOM": oom, "the peak": r.Devices[0].PeakAllocations}
 	if len(tables) != 2 {
 		t.Fatalf("tables %+v", tables)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/torchmem/torchmem/internal/snapshottest/golden"
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/snapshot"
@@ -176,7 +177,7 @@ func TestHTMLHostileSize(t *testing.T) {
 			d.Phases = append(d.Phases, phases...)
 		}
 	}
-	r.Leaks = append(r.Leaks, analysis.Leak{Site: long, Evidence: long})
+	r.Leaks = append(r.Leaks, result.Leak{Site: long, Evidence: long})
 	var b bytes.Buffer
 	if err := HTML(&b, r, HTMLOptions{}); err != nil {
 		t.Fatal(err)

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // leakGroup is the findings of one step pattern: one device, one kind and
@@ -13,23 +13,23 @@ import (
 // growing lists at four sites of one loop). A report says what they share
 // once and lists the sites.
 type leakGroup struct {
-	leaks []analysis.Leak
+	leaks []result.Leak
 	// steps says which steps, of how many, and where the steps came from.
 	steps string
 }
 
 // leakGroups groups the findings of r in the order they first appear.
-func leakGroups(r *analysis.Result) []leakGroup {
+func leakGroups(r *result.Result) []leakGroup {
 	type key struct {
 		device                   int
 		kind, steps, explanation string
 		remedy                   string
-		confidence               analysis.Confidence
+		confidence               result.Confidence
 	}
 	var out []leakGroup
 	index := map[key]int{}
 	for _, l := range r.Leaks {
-		k := key{l.Device, l.Kind, analysis.StepNumbers(l.SeenInSteps), l.Explanation, l.Remedy, l.Confidence}
+		k := key{l.Device, l.Kind, result.StepNumbers(l.SeenInSteps), l.Explanation, l.Remedy, l.Confidence}
 		i, ok := index[k]
 		if !ok {
 			i = len(out)
@@ -43,8 +43,8 @@ func leakGroups(r *analysis.Result) []leakGroup {
 
 // leakSteps names the steps of a finding: "steps 1–8 of 8, from the loop
 // at eval.py:38 evaluate".
-func leakSteps(r *analysis.Result, l analysis.Leak) string {
-	s := analysis.StepNumbers(l.SeenInSteps)
+func leakSteps(r *result.Result, l result.Leak) string {
+	s := result.StepNumbers(l.SeenInSteps)
 	for _, d := range r.Devices {
 		if d.Device != l.Device || d.Steps == nil {
 			continue
@@ -94,7 +94,7 @@ func (g *leakGroup) title() string {
 }
 
 // siteLine is one finding of a group of several: its site and bytes.
-func siteLine(l analysis.Leak) string {
+func siteLine(l result.Leak) string {
 	s := fmt.Sprintf("%s: %s per step, %s held", units.OneLine(l.Site), units.FormatBytes(l.BytesPerStep), units.FormatBytes(l.TotalBytes))
 	if l.StepsUntilFull > 0 {
 		s += fmt.Sprintf(", the device full in %d more steps", l.StepsUntilFull)
@@ -104,7 +104,7 @@ func siteLine(l analysis.Leak) string {
 
 // textLeaks writes the leak findings for a terminal, a group at a time,
 // every line within TextWidth.
-func textLeaks(p *printer, r *analysis.Result) {
+func textLeaks(p *printer, r *result.Result) {
 	if len(r.Leaks) == 0 {
 		return
 	}
@@ -127,7 +127,7 @@ func textLeaks(p *printer, r *analysis.Result) {
 
 // markdownLeaks writes the leak findings for a bug ticket: per group, the
 // sites in a table, then what they share.
-func markdownLeaks(p *printer, r *analysis.Result) {
+func markdownLeaks(p *printer, r *result.Result) {
 	if len(r.Leaks) == 0 {
 		return
 	}

@@ -9,11 +9,12 @@ import (
 	"github.com/torchmem/torchmem/analysis"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
 // analyzeFile reads and analyses one input the way torchmem analyze does.
-func analyzeFile(t testing.TB, path string) *analysis.Result {
+func analyzeFile(t testing.TB, path string) *result.Result {
 	t.Helper()
 	s, err := snapshot.Open(path, snapshot.Options{})
 	if err != nil {
@@ -29,7 +30,7 @@ func analyzeFile(t testing.TB, path string) *analysis.Result {
 // and suggestions with code.
 func TestMarkdownTicket(t *testing.T) {
 	var ooms, phases, hows int
-	seen := map[analysis.Category]int{} // files whose ticket shows the category with bytes
+	seen := map[result.Category]int{} // files whose ticket shows the category with bytes
 	for _, path := range append([]string{demoPath}, st.SharedInputs(t)...) {
 		r := analyzeFile(t, path)
 		r.Input.Path = "/home/someone/private/runs/" + FileName(path)
@@ -58,7 +59,7 @@ func TestMarkdownTicket(t *testing.T) {
 			// Every category holding memory has its row, named as in
 			// every other output (workspace, autocast_cache,
 			// cuda_graph_pool and kv_cache included).
-			for c := analysis.Category(0); c < analysis.NumCategories; c++ {
+			for c := result.Category(0); c < result.NumCategories; c++ {
 				if d.Peak.Categories[c] == 0 && d.AtEnd.Categories[c] == 0 {
 					continue
 				}
@@ -97,7 +98,7 @@ func TestMarkdownTicket(t *testing.T) {
 	if ooms < 3 || phases == 0 || hows == 0 {
 		t.Errorf("%d OOMs, %d phase peaks, %d suggestions with code checked: the test sees too little", ooms, phases, hows)
 	}
-	for _, c := range []analysis.Category{analysis.Workspace, analysis.AutocastCache, analysis.CUDAGraphPool, analysis.KVCache} {
+	for _, c := range []result.Category{result.Workspace, result.AutocastCache, result.CUDAGraphPool, result.KVCache} {
 		if seen[c] == 0 {
 			t.Errorf("no real file's ticket shows %s: the test sees too little", c)
 		}

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // TestDumpsWithoutHistory: on every real file whose device holds no
@@ -19,7 +19,7 @@ func TestDumpsWithoutHistory(t *testing.T) {
 	n := 0
 	for _, f := range st.SharedInputs(t) {
 		r := analyzeFile(t, f)
-		var d *analysis.DeviceResult
+		var d *result.DeviceResult
 		for i := range r.Devices {
 			if r.Devices[i].NoHistory && r.Devices[i].AtEnd.AllocatedBytes > 0 {
 				d = &r.Devices[i]

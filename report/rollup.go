@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/rollup"
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -35,7 +35,7 @@ func (j *RollupJSON) start() {
 }
 
 // Input writes the next input's result.
-func (j *RollupJSON) Input(r *analysis.Result) error {
+func (j *RollupJSON) Input(r *result.Result) error {
 	b, err := json.MarshalIndent(r, "    ", "  ")
 	if err != nil {
 		return err
@@ -153,7 +153,7 @@ func outlierText(o rollup.Outlier) string {
 	if o.Kind == rollup.OutlierPeak {
 		return fmt.Sprintf("peak %s, %.2f× the median %s", units.FormatBytes(o.PeakBytes), o.Ratio, units.FormatBytes(o.MedianPeakBytes))
 	}
-	cat := analysis.Unknown
+	cat := result.Unknown
 	if o.Category != nil {
 		cat = *o.Category
 	}

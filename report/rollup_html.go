@@ -9,9 +9,9 @@ import (
 	"io"
 	"sync"
 
-	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/rollup"
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 var (
@@ -165,7 +165,7 @@ func renderRollupHTML(w io.Writer, ru *rollup.Rollup, o HTMLOptions, b rollupBud
 		v := rowView{Row: r, ID: fmt.Sprintf("tm-r%d", i), Device: deviceName(r.Device, r.Kind), PeakIn: phaseStep(r.PeakPhase, r.PeakStep),
 			Outlier: outlier[[2]int{r.Input, r.Device}]}
 		v.Worst = ru.Worst != nil && ru.Worst.Input == r.Input && ru.Worst.Device == r.Device
-		for c := analysis.Category(0); c < analysis.NumCategories; c++ {
+		for c := result.Category(0); c < result.NumCategories; c++ {
 			if r.PeakCategories[c] != 0 {
 				v.Cats = append(v.Cats, catRow{Name: categoryLabels[c], Color: categoryColors[c], Peak: r.PeakCategories[c], PeakShare: pct(r.PeakCategories[c], r.PeakBytes)})
 			}

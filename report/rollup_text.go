@@ -5,9 +5,9 @@ import (
 	"io"
 	"strings"
 
-	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/rollup"
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // MaxListedRanks is how many rows of the table of ranks text and Markdown
@@ -175,9 +175,9 @@ func RollupMarkdown(w io.Writer, ru *rollup.Rollup, details []rollup.Detail) err
 }
 
 // phaseStep is "backward 3", "forward", or "unknown".
-func phaseStep(p analysis.Phase, step int) string {
+func phaseStep(p result.Phase, step int) string {
 	if p == "" {
-		p = analysis.PhaseUnknown
+		p = result.PhaseUnknown
 	}
 	if step > 0 {
 		return fmt.Sprintf("%s %d", p, step)

@@ -5,15 +5,15 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // factorWord writes a scale factor: ×0.5, ×2.
 func factorWord(k float64) string { return fmt.Sprintf("×%g", k) }
 
 // fitsWord says whether a projection fits ("" when unknown).
-func fitsWord(f *bool, w *analysis.WhatIf) string {
+func fitsWord(f *bool, w *result.WhatIf) string {
 	if f == nil {
 		return ""
 	}
@@ -24,7 +24,7 @@ func fitsWord(f *bool, w *analysis.WhatIf) string {
 }
 
 // scalingLines are the batch and sequence scalings, one line each.
-func scalingLines(w *analysis.WhatIf) (batch, seq string) {
+func scalingLines(w *result.WhatIf) (batch, seq string) {
 	var b, s []string
 	for _, p := range w.Scaling {
 		v := fmt.Sprintf("%s %s", factorWord(p.BatchFactor*p.SeqFactor), units.FormatBytes(p.PeakBytes))
@@ -38,7 +38,7 @@ func scalingLines(w *analysis.WhatIf) (batch, seq string) {
 }
 
 // modelLines say what the measurement tells of the model.
-func modelLines(w *analysis.WhatIf) []string {
+func modelLines(w *result.WhatIf) []string {
 	m := w.Model
 	if m.ParameterBytes == 0 {
 		return nil
@@ -78,7 +78,7 @@ func countWord(n int64) string {
 }
 
 // whatIfText writes the what-if section of the text output.
-func whatIfText(p *printer, r *analysis.Result) {
+func whatIfText(p *printer, r *result.Result) {
 	w := r.WhatIf
 	if w == nil {
 		return
@@ -122,7 +122,7 @@ func suffix(s string) string {
 }
 
 // projectionNote says how a projection was made when not by its technique.
-func projectionNote(s analysis.Projection, w *analysis.WhatIf) string {
+func projectionNote(s result.Projection, w *result.WhatIf) string {
 	switch s.Method {
 	case "reserved_only":
 		return "; lowers reserved memory, not this"
@@ -133,7 +133,7 @@ func projectionNote(s analysis.Projection, w *analysis.WhatIf) string {
 }
 
 // whatIfMarkdown writes the what-if section of the Markdown output.
-func whatIfMarkdown(p *printer, r *analysis.Result) {
+func whatIfMarkdown(p *printer, r *result.Result) {
 	w := r.WhatIf
 	if w == nil {
 		return
@@ -172,7 +172,7 @@ func whatIfMarkdown(p *printer, r *analysis.Result) {
 type scaleRow struct{ Factor, Batch, Seq string }
 
 // scaleRows pairs the batch and sequence scalings by factor.
-func scaleRows(w *analysis.WhatIf) []scaleRow {
+func scaleRows(w *result.WhatIf) []scaleRow {
 	var rows []scaleRow
 	at := map[float64]int{}
 	for _, p := range w.Scaling {

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -65,7 +65,7 @@ type deviceOOM struct {
 
 // siteTally counts one site over the rows.
 type siteTally struct {
-	category analysis.Category
+	category result.Category
 	bytes    []int64
 }
 
@@ -77,7 +77,7 @@ func NewBuilder() *Builder {
 // Add takes the next input's result. Inputs are numbered in the order they
 // are added; rows are made for the input's accelerator devices (its CPU
 // device too when it has nothing else).
-func (b *Builder) Add(r *analysis.Result) {
+func (b *Builder) Add(r *result.Result) {
 	idx := b.inputs
 	b.inputs++
 	rank, from := Identify(r.Input, idx)
@@ -94,7 +94,7 @@ func (b *Builder) Add(r *analysis.Result) {
 		row := Row{Input: idx, Path: r.Input.Path, Rank: rank, RankFrom: from, Device: d.Device, Kind: d.Kind,
 			CapacityBytes: d.Capacity, PeakBytes: d.Peak.AllocatedBytes, PeakReservedBytes: d.Peak.ReservedBytes,
 			PeakPhase: d.Peak.Phase, PeakStep: d.Peak.Step, PeakTimeUS: d.Peak.TimeUS,
-			PeakCategories: d.Peak.Categories, Leaks: []RowLeak{}, TopSites: []analysis.Site{}}
+			PeakCategories: d.Peak.Categories, Leaks: []RowLeak{}, TopSites: []result.Site{}}
 		row.Largest = largestCategory(d.Peak.Categories)
 		if o := d.OOM; o != nil {
 			row.OOM = &RowOOM{RequestedBytes: o.RequestedBytes, DeviceFreeBytes: o.DeviceFreeBytes,
@@ -161,7 +161,7 @@ func (b *Builder) keepProcess(p Process, f procFile) bool {
 	return true
 }
 
-func newProcFile(idx int, kind FileKind, r *analysis.Result, devs []*analysis.DeviceResult) procFile {
+func newProcFile(idx int, kind FileKind, r *result.Result, devs []*result.DeviceResult) procFile {
 	f := procFile{input: idx, kind: kind, path: r.Input.Path}
 	for _, d := range devs {
 		f.allocated += d.AtEnd.AllocatedBytes
@@ -191,7 +191,7 @@ func (f procFile) sameAs(kept procFile) SameProcess {
 }
 
 // devPhases are the phase spans of device dev.
-func devPhases(devs []*analysis.DeviceResult, dev int) []analysis.PhaseSpan {
+func devPhases(devs []*result.DeviceResult, dev int) []result.PhaseSpan {
 	for _, d := range devs {
 		if d.Device == dev {
 			return d.Phases
@@ -202,8 +202,8 @@ func devPhases(devs []*analysis.DeviceResult, dev int) []analysis.PhaseSpan {
 
 // accelerators are the devices a roll-up compares: every device but the
 // CPU's (a chrome trace's host allocations), unless the CPU is all there is.
-func accelerators(devs []analysis.DeviceResult) []*analysis.DeviceResult {
-	var acc, cpu []*analysis.DeviceResult
+func accelerators(devs []result.DeviceResult) []*result.DeviceResult {
+	var acc, cpu []*result.DeviceResult
 	for i := range devs {
 		if devs[i].Kind == string(snapshot.DeviceCPU) {
 			cpu = append(cpu, &devs[i])
@@ -218,18 +218,18 @@ func accelerators(devs []analysis.DeviceResult) []*analysis.DeviceResult {
 }
 
 // largestCategory is the category with the most bytes (the first on ties).
-func largestCategory(c analysis.Categories) CategoryBytes {
-	best := CategoryBytes{Category: analysis.Unknown}
+func largestCategory(c result.Categories) CategoryBytes {
+	best := CategoryBytes{Category: result.Unknown}
 	for i, v := range c {
 		if v > best.Bytes {
-			best = CategoryBytes{Category: analysis.Category(i), Bytes: v}
+			best = CategoryBytes{Category: result.Category(i), Bytes: v}
 		}
 	}
 	return best
 }
 
 // deviceLeaks are the largest leak findings of a device and how many it has.
-func deviceLeaks(leaks []analysis.Leak, device int) ([]RowLeak, int) {
+func deviceLeaks(leaks []result.Leak, device int) ([]RowLeak, int) {
 	var out []RowLeak
 	for _, l := range leaks {
 		if l.Device == device {

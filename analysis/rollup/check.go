@@ -8,6 +8,7 @@ import (
 
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // BudgetImbalance is the budget key of a roll-up's imbalance: the largest
@@ -33,7 +34,7 @@ func ParseImbalance(value string) (float64, error) {
 // compare: skipped.
 func CheckImbalance(ru *Rollup, limit float64) *analysis.CheckResult {
 	cr := &analysis.CheckResult{Schema: analysis.CheckSchemaID, Checks: []analysis.CheckItem{},
-		Input: analysis.Input{Path: fmt.Sprintf("roll-up of %d inputs", ru.Inputs), Format: "rollup"}}
+		Input: result.Input{Path: fmt.Sprintf("roll-up of %d inputs", ru.Inputs), Format: "rollup"}}
 	it := analysis.CheckItem{Name: "imbalance budget", Kind: analysis.CheckKindBudget, Key: BudgetImbalance, Device: -1}
 	if len(ru.Ranks) < 2 || ru.Worst == nil || ru.OthersMedianPeakBytes <= 0 {
 		it.Status = analysis.CheckSkip
@@ -60,21 +61,21 @@ func CheckImbalance(ru *Rollup, limit float64) *analysis.CheckResult {
 // Baselines are what check compares the ranks of a job with: one analysis
 // for every rank, or — from a baseline roll-up — each rank's own analysis.
 type Baselines struct {
-	one    *analysis.Result
-	byRank map[int]*analysis.Result
+	one    *result.Result
+	byRank map[int]*result.Result
 	n      int // inputs added
 }
 
 // OneBaseline compares every rank with r.
-func OneBaseline(r *analysis.Result) *Baselines { return &Baselines{one: r} }
+func OneBaseline(r *result.Result) *Baselines { return &Baselines{one: r} }
 
 // NewBaselines starts an empty set of per-rank baselines; Add fills it with
 // a baseline roll-up's inputs, in their order.
-func NewBaselines() *Baselines { return &Baselines{byRank: map[int]*analysis.Result{}} }
+func NewBaselines() *Baselines { return &Baselines{byRank: map[int]*result.Result{}} }
 
 // Add takes the baseline roll-up's next input; its rank is found as for the
 // roll-up itself (Identify). A rank given twice keeps its first input.
-func (b *Baselines) Add(r *analysis.Result) {
+func (b *Baselines) Add(r *result.Result) {
 	rank, _ := Identify(r.Input, b.n)
 	b.n++
 	if _, ok := b.byRank[rank]; !ok {
@@ -84,7 +85,7 @@ func (b *Baselines) Add(r *analysis.Result) {
 
 // For returns the baseline of the input r at position order among the
 // inputs checked, or nil and why there is none.
-func (b *Baselines) For(r *analysis.Result, order int) (*analysis.Result, string) {
+func (b *Baselines) For(r *result.Result, order int) (*result.Result, string) {
 	if b.byRank == nil {
 		return b.one, ""
 	}

@@ -1,6 +1,8 @@
 package rollup
 
-import "github.com/torchmem/torchmem/analysis"
+import (
+	"github.com/torchmem/torchmem/result"
+)
 
 // Sizes of the coarse curves kept for the heat map.
 const (
@@ -27,7 +29,7 @@ type span struct {
 }
 
 // newCurve keeps at most curvePoints stretches of a device's phase spans.
-func newCurve(phases []analysis.PhaseSpan) curve {
+func newCurve(phases []result.PhaseSpan) curve {
 	c := curve{timed: len(phases) > 0}
 	per := (len(phases) + curvePoints - 1) / curvePoints
 	for i, p := range phases {

@@ -4,15 +4,15 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/result"
 )
 
 // madeUp is the analysis of a made-up rank's file: one CUDA device whose
 // peak is all activations.
-func madeUp(path string, peak int64) *analysis.Result {
-	d := analysis.DeviceResult{Device: 0, Kind: "cuda", Peak: analysis.Peak{AllocatedBytes: peak, Phase: analysis.PhaseBackward}}
-	d.Peak.Categories[analysis.Activation] = peak
-	return &analysis.Result{Schema: analysis.SchemaID, Input: analysis.Input{Path: path}, Devices: []analysis.DeviceResult{d}}
+func madeUp(path string, peak int64) *result.Result {
+	d := result.DeviceResult{Device: 0, Kind: "cuda", Peak: result.Peak{AllocatedBytes: peak, Phase: result.PhaseBackward}}
+	d.Peak.Categories[result.Activation] = peak
+	return &result.Result{Schema: result.SchemaID, Input: result.Input{Path: path}, Devices: []result.DeviceResult{d}}
 }
 
 // TestImbalanceAgainstTheOthers: the worst peak is compared with the median

@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/result"
 )
 
 // keepEach is how many candidates a Keeper keeps for each choice it may be
@@ -14,7 +14,7 @@ const keepEach = 4
 // Detail is a result a report shows in full, with its input number.
 type Detail struct {
 	Input  int
-	Result *analysis.Result
+	Result *result.Result
 }
 
 // Keeper keeps the few results a report shows in full after the roll-up,
@@ -37,11 +37,11 @@ type Keeper struct {
 type candidate struct {
 	input int
 	key   [3]int64 // compared in order, smallest first
-	r     *analysis.Result
+	r     *result.Result
 }
 
 // Offer shows the Keeper the next input's result (inputs in order).
-func (k *Keeper) Offer(r *analysis.Result) {
+func (k *Keeper) Offer(r *result.Result) {
 	idx := k.n
 	k.n++
 	rank, _ := Identify(r.Input, idx)

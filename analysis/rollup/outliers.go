@@ -5,7 +5,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/result"
 )
 
 // What makes a row stand out. A robust score alone flags tiny differences
@@ -59,11 +59,11 @@ func outliers(rows []Row) ([]Outlier, int) {
 				PeakBytes: r.PeakBytes, MedianPeakBytes: int64(med), Ratio: round4(peaks[i] / med)}, dev / med})
 		}
 	}
-	shares := make([][analysis.NumCategories]float64, len(rows))
+	shares := make([][result.NumCategories]float64, len(rows))
 	for i, r := range rows {
 		shares[i] = shareOf(r.PeakCategories)
 	}
-	var medShare [analysis.NumCategories]float64
+	var medShare [result.NumCategories]float64
 	col := make([]float64, len(rows))
 	for c := range medShare {
 		for i := range rows {
@@ -89,7 +89,7 @@ func outliers(rows []Row) ([]Outlier, int) {
 				most = c
 			}
 		}
-		cat := analysis.Category(most)
+		cat := result.Category(most)
 		found = append(found, scored{Outlier{Input: r.Input, Path: r.Path, Rank: r.Rank, Device: r.Device, Kind: OutlierMix,
 			PeakBytes: r.PeakBytes, MedianPeakBytes: int64(med), Ratio: round4(safeRatio(peaks[i], med)),
 			Distance: round4(dist[i]), Category: &cat, Share: round4(shares[i][most]), MedianShare: round4(medShare[most])}, dist[i]})
@@ -102,8 +102,8 @@ func outliers(rows []Row) ([]Outlier, int) {
 }
 
 // shareOf is each category's share of the total.
-func shareOf(c analysis.Categories) [analysis.NumCategories]float64 {
-	var s [analysis.NumCategories]float64
+func shareOf(c result.Categories) [result.NumCategories]float64 {
+	var s [result.NumCategories]float64
 	if t := c.Total(); t > 0 {
 		for i, v := range c {
 			s[i] = float64(v) / float64(t)

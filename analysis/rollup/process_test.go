@@ -8,6 +8,7 @@ import (
 
 	"github.com/torchmem/torchmem/analysis"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -36,10 +37,10 @@ func TestProcessOf(t *testing.T) {
 
 // analyzeRecorded analyses the files of a folder that torchmem record wrote
 // (../shared/recorded/<sub>), in name order.
-func analyzeRecorded(t *testing.T, sub string) []*analysis.Result {
+func analyzeRecorded(t *testing.T, sub string) []*result.Result {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(st.SharedDir(t, filepath.Join("recorded", sub)), "*"))
-	var out []*analysis.Result
+	var out []*result.Result
 	for _, f := range files {
 		s, err := snapshot.Open(f, snapshot.Options{})
 		if err != nil {
@@ -144,21 +145,21 @@ func reverseInputs(also string, n int) string {
 // rank with different pids (a restarted worker) are two rows, and said so.
 func TestSameProcessFiles(t *testing.T) {
 	const m = 1 << 20
-	oom := func(r *analysis.Result, timeUS int64) *analysis.Result {
-		r.Devices[0].OOM = &analysis.OOM{RequestedBytes: 64 * m, TimeUS: timeUS, Phase: analysis.PhaseForward}
+	oom := func(r *result.Result, timeUS int64) *result.Result {
+		r.Devices[0].OOM = &result.OOM{RequestedBytes: 64 * m, TimeUS: timeUS, Phase: result.PhaseForward}
 		return r
 	}
-	atEnd := func(r *analysis.Result, b int64) *analysis.Result {
+	atEnd := func(r *result.Result, b int64) *result.Result {
 		r.Devices[0].AtEnd.AllocatedBytes = b
 		return r
 	}
-	files := map[string]func() *analysis.Result{
-		"oom":       func() *analysis.Result { return oom(madeUp("run/oom_snapshot_rank2_77.pickle", 900*m), 5e15) },
-		"after":     func() *analysis.Result { return atEnd(oom(madeUp("run/snapshot_rank2_77.pickle", 900*m), 5e15), 300*m) },
-		"before":    func() *analysis.Result { return atEnd(madeUp("run/snapshot_rank2_77.pickle", 800*m), 700*m) },
-		"trace":     func() *analysis.Result { return madeUp("run/trace_rank2_77.json.gz", 500*m) },
-		"other pid": func() *analysis.Result { return madeUp("run/snapshot_rank2_78.pickle", 600*m) },
-		"rank 1":    func() *analysis.Result { return madeUp("run/snapshot_rank1_76.pickle", 700*m) },
+	files := map[string]func() *result.Result{
+		"oom":       func() *result.Result { return oom(madeUp("run/oom_snapshot_rank2_77.pickle", 900*m), 5e15) },
+		"after":     func() *result.Result { return atEnd(oom(madeUp("run/snapshot_rank2_77.pickle", 900*m), 5e15), 300*m) },
+		"before":    func() *result.Result { return atEnd(madeUp("run/snapshot_rank2_77.pickle", 800*m), 700*m) },
+		"trace":     func() *result.Result { return madeUp("run/trace_rank2_77.json.gz", 500*m) },
+		"other pid": func() *result.Result { return madeUp("run/snapshot_rank2_78.pickle", 600*m) },
+		"rank 1":    func() *result.Result { return madeUp("run/snapshot_rank1_76.pickle", 700*m) },
 	}
 	tests := []struct {
 		name  string

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/result"
 )
 
 // RankSource says where a rank number came from.
@@ -45,7 +45,7 @@ var inputExtensions = []string{".gz", ".json", ".pickle", ".pkl", ".html", ".tra
 // gives (rank3, rank-3, rank_3 in the name or a folder above it, or a
 // number before the extension: snapshot_3.pickle), else order. Every part
 // of torchmem that needs a rank asks this function.
-func Identify(in analysis.Input, order int) (int, RankSource) {
+func Identify(in result.Input, order int) (int, RankSource) {
 	if in.Distributed != nil && in.Distributed.Rank >= 0 {
 		return in.Distributed.Rank, FromDistributedInfo
 	}

@@ -3,14 +3,14 @@ package rollup
 import (
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/result"
 )
 
 func TestIdentify(t *testing.T) {
-	dist := &analysis.Distributed{Rank: 5, WorldSize: 8}
+	dist := &result.Distributed{Rank: 5, WorldSize: 8}
 	tests := []struct {
 		path  string
-		dist  *analysis.Distributed
+		dist  *result.Distributed
 		order int
 		rank  int
 		from  RankSource
@@ -33,7 +33,7 @@ func TestIdentify(t *testing.T) {
 		{"", nil, 8, 8, FromOrder},
 	}
 	for _, tc := range tests {
-		rank, from := Identify(analysis.Input{Path: tc.path, Distributed: tc.dist}, tc.order)
+		rank, from := Identify(result.Input{Path: tc.path, Distributed: tc.dist}, tc.order)
 		if rank != tc.rank || from != tc.from {
 			t.Errorf("Identify(%q, order %d) = %d, %s; want %d, %s", tc.path, tc.order, rank, from, tc.rank, tc.from)
 		}

@@ -10,7 +10,7 @@ import (
 	"io"
 
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -24,14 +24,14 @@ import (
 // Errors name path and the byte offset where the problem is.
 // A file that holds no analysis at all (an empty array, a roll-up without
 // inputs) is an error.
-func ReadSummaries(r io.Reader, path string, limit int64, add func(*analysis.Result) error) error {
+func ReadSummaries(r io.Reader, path string, limit int64, add func(*result.Result) error) error {
 	return ReadSummariesListing(r, path, limit, add, nil)
 }
 
 // ReadSummariesListing is ReadSummaries that also hands on, to unreadable,
 // the inputs a roll-up lists as unreadable (ignored when it is nil), so
 // that a roll-up merged again lists them again.
-func ReadSummariesListing(r io.Reader, path string, limit int64, add func(*analysis.Result) error, unreadable func(Unreadable)) error {
+func ReadSummariesListing(r io.Reader, path string, limit int64, add func(*result.Result) error, unreadable func(Unreadable)) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var in io.Reader = br
 	if head, _ := br.Peek(2); len(head) == 2 && head[0] == 0x1f && head[1] == 0x8b {
@@ -42,7 +42,7 @@ func ReadSummariesListing(r io.Reader, path string, limit int64, add func(*analy
 		in = zr
 	}
 	sr := &summaryReader{path: path, limit: limit, budget: &budgetReader{r: in}, unreadable: unreadable}
-	sr.add = func(r *analysis.Result) error {
+	sr.add = func(r *result.Result) error {
 		sr.added++
 		return add(r)
 	}
@@ -73,7 +73,7 @@ func ReadSummariesListing(r io.Reader, path string, limit int64, add func(*analy
 type summaryReader struct {
 	path   string
 	limit  int64
-	add    func(*analysis.Result) error
+	add    func(*result.Result) error
 	dec    *jsontext.Decoder
 	budget *budgetReader
 	added  int // analyses handed on
@@ -124,7 +124,7 @@ func (sr *summaryReader) object() error {
 			return sr.fail(err)
 		}
 		key := name.String()
-		if key == "inputs" && schema != analysis.SchemaID && sr.dec.PeekKind() == '[' {
+		if key == "inputs" && schema != result.SchemaID && sr.dec.PeekKind() == '[' {
 			n, err := sr.inputs()
 			if err != nil {
 				return err
@@ -172,15 +172,15 @@ func (sr *summaryReader) object() error {
 	switch schema {
 	case SchemaID:
 		return nil
-	case analysis.SchemaID:
+	case result.SchemaID:
 		if streamed > 0 {
 			return sr.errorf(start, "an analysis with inputs: not torchmem's JSON")
 		}
 		return sr.decode(whole.Bytes(), start)
 	case "":
-		return sr.errorf(start, "a JSON object without a schema: not torchmem's JSON (want %s or %s)", analysis.SchemaID, SchemaID)
+		return sr.errorf(start, "a JSON object without a schema: not torchmem's JSON (want %s or %s)", result.SchemaID, SchemaID)
 	}
-	return sr.errorf(start, "schema %q: want %s (torchmem analyze --format json) or %s", schema, analysis.SchemaID, SchemaID)
+	return sr.errorf(start, "schema %q: want %s (torchmem analyze --format json) or %s", schema, result.SchemaID, SchemaID)
 }
 
 // inputs hands on the analyses of a roll-up's inputs array.
@@ -209,7 +209,7 @@ func (sr *summaryReader) inputs() (int, error) {
 
 // decode decodes one analysis and hands it on.
 func (sr *summaryReader) decode(v []byte, at int64) error {
-	var res analysis.Result
+	var res result.Result
 	if err := json.Unmarshal(v, &res); err != nil {
 		return sr.errorf(at, "not a valid torchmem analysis: %v", err)
 	}

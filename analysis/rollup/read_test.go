@@ -9,13 +9,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/result"
 )
 
 // readAll reads summaries from data and returns the input paths in order.
-func readAll(data []byte, limit int64) ([]*analysis.Result, error) {
-	var out []*analysis.Result
-	err := ReadSummaries(bytes.NewReader(data), "s.json", limit, func(r *analysis.Result) error {
+func readAll(data []byte, limit int64) ([]*result.Result, error) {
+	var out []*result.Result
+	err := ReadSummaries(bytes.NewReader(data), "s.json", limit, func(r *result.Result) error {
 		out = append(out, r)
 		return nil
 	})
@@ -24,7 +24,7 @@ func readAll(data []byte, limit int64) ([]*analysis.Result, error) {
 
 func analysisJSON(t *testing.T, path string) string {
 	t.Helper()
-	r := &analysis.Result{Schema: analysis.SchemaID, Input: analysis.Input{Path: path}, Devices: []analysis.DeviceResult{}}
+	r := &result.Result{Schema: result.SchemaID, Input: result.Input{Path: path}, Devices: []result.DeviceResult{}}
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +137,7 @@ func TestReadSummariesListing(t *testing.T) {
 		`{"path": "run/snapshot_rank5_12.pickle", "rank": 5, "error": "truncated pickle at byte offset 4096"},` +
 		`{"path": "x.json", "rank": null, "error": "schema \"torchmem.diff/v1\""}]}}`
 	var got []string
-	err := ReadSummariesListing(strings.NewReader(doc), "r.json", 1<<20, func(r *analysis.Result) error {
+	err := ReadSummariesListing(strings.NewReader(doc), "r.json", 1<<20, func(r *result.Result) error {
 		got = append(got, "input "+r.Input.Path)
 		return nil
 	}, func(u Unreadable) {
@@ -153,7 +153,7 @@ func TestReadSummariesListing(t *testing.T) {
 		t.Errorf("%q, %v; want %q", got, err, want)
 	}
 	bad := strings.Replace(doc, `"unreadable": [`, `"unreadable": 7, "x": [`, 1)
-	err = ReadSummariesListing(strings.NewReader(bad), "r.json", 1<<20, func(*analysis.Result) error { return nil }, func(Unreadable) {})
+	err = ReadSummariesListing(strings.NewReader(bad), "r.json", 1<<20, func(*result.Result) error { return nil }, func(Unreadable) {})
 	if err == nil || !strings.Contains(err.Error(), "r.json: rollup.unreadable: want a list") {
 		t.Errorf("error %v", err)
 	}

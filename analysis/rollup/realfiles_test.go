@@ -7,6 +7,7 @@ import (
 
 	"github.com/torchmem/torchmem/analysis"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -26,7 +27,7 @@ var (
 	ddpPeak       = int64(6629508096)
 )
 
-func analyzeShared(t *testing.T, sub, name string) *analysis.Result {
+func analyzeShared(t *testing.T, sub, name string) *result.Result {
 	t.Helper()
 	s, err := snapshot.Open(st.SharedFile(t, sub, name), snapshot.Options{})
 	if err != nil {
@@ -50,7 +51,7 @@ func TestRealMultiDevice(t *testing.T) {
 	}
 	tests := []struct {
 		name      string
-		results   []*analysis.Result
+		results   []*result.Result
 		rows      []rowFact
 		median    float64
 		others    float64 // the median peak of the rows other than the worst
@@ -58,7 +59,7 @@ func TestRealMultiDevice(t *testing.T) {
 		notes     int
 		heatTimed bool
 	}{
-		{"3-device snapshot", []*analysis.Result{threeDev}, []rowFact{
+		{"3-device snapshot", []*result.Result{threeDev}, []rowFact{
 			{0, 0, FromOrder, threeDevPeaks[0], false},
 			{0, 1, FromOrder, threeDevPeaks[1], true},
 			{0, 2, FromOrder, threeDevPeaks[2], false},
@@ -66,7 +67,7 @@ func TestRealMultiDevice(t *testing.T) {
 			// Device 0 alone holds the model's parameters (trainers.py:121
 			// __init__, on no other device: a pipeline split).
 			[]string{"input 0 device 0 category_mix parameter"}, 0, true},
-		{"3-device snapshot and DDP trace", []*analysis.Result{threeDev, ddp}, []rowFact{
+		{"3-device snapshot and DDP trace", []*result.Result{threeDev, ddp}, []rowFact{
 			{0, 0, FromOrder, threeDevPeaks[0], false},
 			{0, 1, FromOrder, threeDevPeaks[1], true},
 			{0, 2, FromOrder, threeDevPeaks[2], false},

@@ -11,7 +11,9 @@
 // thousands of ranks fit in little memory.
 package rollup
 
-import "github.com/torchmem/torchmem/analysis"
+import (
+	"github.com/torchmem/torchmem/result"
+)
 
 // SchemaID is the JSON schema of a roll-up: {"schema", "inputs", "rollup"}.
 // Fields may be added in v1; none is renamed or removed.
@@ -71,11 +73,11 @@ type Row struct {
 	CapacityBytes int64      `json:"capacity_bytes,omitempty"`
 	PeakBytes     int64      `json:"peak_bytes"`
 	// PeakReservedBytes is the reserved memory at the peak.
-	PeakReservedBytes int64               `json:"peak_reserved_bytes"`
-	PeakPhase         analysis.Phase      `json:"peak_phase"`
-	PeakStep          int                 `json:"peak_step"`
-	PeakTimeUS        int64               `json:"peak_time_us"`
-	PeakCategories    analysis.Categories `json:"peak_categories"`
+	PeakReservedBytes int64             `json:"peak_reserved_bytes"`
+	PeakPhase         result.Phase      `json:"peak_phase"`
+	PeakStep          int               `json:"peak_step"`
+	PeakTimeUS        int64             `json:"peak_time_us"`
+	PeakCategories    result.Categories `json:"peak_categories"`
 	// Largest is the largest category at the peak.
 	Largest CategoryBytes `json:"largest_category"`
 	OOM     *RowOOM       `json:"oom"`
@@ -85,7 +87,7 @@ type Row struct {
 	LeakCount int       `json:"leak_count"`
 	// TopSites are the device's largest allocation sites (at most three),
 	// at the OOM when there is one, else at the peak.
-	TopSites []analysis.Site `json:"top_sites"`
+	TopSites []result.Site `json:"top_sites"`
 	// Pid is the process that wrote the input, when its name says it (the
 	// files of torchmem record), and SameProcess the other files of that
 	// process, which are no rows of their own.
@@ -95,28 +97,28 @@ type Row struct {
 
 // CategoryBytes is a category and its bytes.
 type CategoryBytes struct {
-	Category analysis.Category `json:"category"`
-	Bytes    int64             `json:"bytes"`
+	Category result.Category `json:"category"`
+	Bytes    int64           `json:"bytes"`
 }
 
 // RowOOM is the gist of a device's OOM.
 type RowOOM struct {
-	RequestedBytes  int64          `json:"requested_bytes"`
-	DeviceFreeBytes int64          `json:"device_free_bytes"`
-	AllocatedBytes  int64          `json:"allocated_bytes"`
-	Phase           analysis.Phase `json:"phase"`
-	Step            int            `json:"step"`
-	TimeUS          int64          `json:"time_us"`
-	Site            string         `json:"site"`
-	Fragmented      bool           `json:"fragmented"`
+	RequestedBytes  int64        `json:"requested_bytes"`
+	DeviceFreeBytes int64        `json:"device_free_bytes"`
+	AllocatedBytes  int64        `json:"allocated_bytes"`
+	Phase           result.Phase `json:"phase"`
+	Step            int          `json:"step"`
+	TimeUS          int64        `json:"time_us"`
+	Site            string       `json:"site"`
+	Fragmented      bool         `json:"fragmented"`
 }
 
 // RowLeak is the gist of a leak finding.
 type RowLeak struct {
-	Kind         string              `json:"kind"`
-	Site         string              `json:"site"`
-	BytesPerStep int64               `json:"bytes_per_step"`
-	Confidence   analysis.Confidence `json:"confidence"`
+	Kind         string            `json:"kind"`
+	Site         string            `json:"site"`
+	BytesPerStep int64             `json:"bytes_per_step"`
+	Confidence   result.Confidence `json:"confidence"`
 }
 
 // Worst names the row with the highest peak.
@@ -155,10 +157,10 @@ type Outlier struct {
 	// peak and the median shares (half the sum of the differences: the
 	// share of the peak that would have to change category, 0 to 1), and
 	// the category whose share differs most, with both shares.
-	Distance    float64            `json:"distance,omitempty"`
-	Category    *analysis.Category `json:"category,omitempty"`
-	Share       float64            `json:"share,omitempty"`
-	MedianShare float64            `json:"median_share,omitempty"`
+	Distance    float64          `json:"distance,omitempty"`
+	Category    *result.Category `json:"category,omitempty"`
+	Share       float64          `json:"share,omitempty"`
+	MedianShare float64          `json:"median_share,omitempty"`
 }
 
 // FirstOOM is the OOM that came first.
@@ -185,8 +187,8 @@ type Unreadable struct {
 
 // CommonSite is an allocation site among the largest on many rows.
 type CommonSite struct {
-	Site     string            `json:"site"`
-	Category analysis.Category `json:"category"`
+	Site     string          `json:"site"`
+	Category result.Category `json:"category"`
 	// Ranks is how many rows have it among their three largest sites.
 	Ranks int `json:"ranks"`
 	// MedianBytes and MaxBytes are over those rows.
@@ -195,7 +197,7 @@ type CommonSite struct {
 }
 
 // Build rolls up results given in input order.
-func Build(results []*analysis.Result) *Rollup {
+func Build(results []*result.Result) *Rollup {
 	b := NewBuilder()
 	for _, r := range results {
 		b.Add(r)

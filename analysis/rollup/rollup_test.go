@@ -8,6 +8,7 @@ import (
 
 	"github.com/torchmem/torchmem/analysis"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -15,7 +16,7 @@ import (
 // snapshot as a per-rank file (oom_snapshot_rank3.pickle…), in reverse rank
 // order, so that ranks must come from the names. sims[r] is rank r's
 // simulation and ooms[r] its out-of-memory error (nil if none).
-func faultyJob(t *testing.T, gen byte) (results []*analysis.Result, sims []*st.Sim, ooms []*st.OutOfMemory) {
+func faultyJob(t *testing.T, gen byte) (results []*result.Result, sims []*st.Sim, ooms []*st.OutOfMemory) {
 	t.Helper()
 	job := st.FaultyJob(gen)
 	sims, ooms = make([]*st.Sim, len(job)), make([]*st.OutOfMemory, len(job))

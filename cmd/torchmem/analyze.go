@@ -7,6 +7,7 @@ import (
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/estimate"
 	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -93,7 +94,7 @@ stops at the first).`,
 				}
 				return out.status(g.stderr)
 			}
-			var results []*analysis.Result
+			var results []*result.Result
 			for _, path := range paths {
 				s, err := g.open(path)
 				if err != nil {

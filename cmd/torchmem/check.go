@@ -14,6 +14,7 @@ import (
 	"github.com/torchmem/torchmem/analysis/rollup"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/result"
 )
 
 func newCheckCmd(g *globals) *cobra.Command {
@@ -202,7 +203,7 @@ working directory.`,
 			var results []*analysis.CheckResult
 			b := rollup.NewBuilder()
 			n := 0
-			check := func(r *analysis.Result) error {
+			check := func(r *result.Result) error {
 				o := opts
 				var missing string
 				if bases != nil {
@@ -338,7 +339,7 @@ func writeBaseline(g *globals, out io.Writer, path, baseline string, aopts analy
 		return &exitError{exitFailed, fmt.Errorf("baseline %s not updated: %d of %s failed", baseline, cr.Failed, units.Count(len(cr.Checks))+" checks")}
 	}
 	var b bytes.Buffer
-	if err := report.JSON(&b, []*analysis.Result{r}); err != nil {
+	if err := report.JSON(&b, []*result.Result{r}); err != nil {
 		return err
 	}
 	if err := writeFileAtomic(baseline, b.Bytes()); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -47,7 +48,7 @@ diff reports; it does not judge: it exits 0 unless an input is bad (use
 			}
 			opts := analysis.DefaultOptions()
 			opts.TopSites, opts.NoTimeline = top, true
-			var rs [2]*analysis.Result
+			var rs [2]*result.Result
 			for i, path := range args {
 				r, err := g.loadResult(path, opts)
 				if err != nil {
@@ -83,7 +84,7 @@ const sniffBytes = 4096
 // analyze --format json (recognised by its "schema" near the start; gzip is
 // fine), or a snapshot or trace, which it analyses with opts. "-" reads
 // stdin.
-func (g *globals) loadResult(path string, opts analysis.Options) (*analysis.Result, error) {
+func (g *globals) loadResult(path string, opts analysis.Options) (*result.Result, error) {
 	sopts, err := g.options()
 	if err != nil {
 		return nil, err
@@ -114,7 +115,7 @@ func (g *globals) loadResult(path string, opts analysis.Options) (*analysis.Resu
 	if len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b {
 		if zr, err := gzip.NewReader(bytes.NewReader(head)); err == nil {
 			plain, _ := io.ReadAll(io.LimitReader(zr, sniffBytes))
-			if analysis.JSONSchema(plain) != "" {
+			if result.JSONSchema(plain) != "" {
 				zr, err := gzip.NewReader(br)
 				if err != nil {
 					return nil, &exitError{exitInput, fmt.Errorf("%s: %v", path, err)}
@@ -123,12 +124,12 @@ func (g *globals) loadResult(path string, opts analysis.Options) (*analysis.Resu
 			}
 		}
 	}
-	if schema := analysis.JSONSchema(head); schema != "" {
+	if schema := result.JSONSchema(head); schema != "" {
 		limit := sopts.MaxInputBytes
 		if limit <= 0 {
 			limit = snapshot.DefaultMaxInputBytes
 		}
-		res, err := analysis.ReadResult(content, path, schema, limit)
+		res, err := result.ReadResult(content, path, schema, limit)
 		if err != nil {
 			return nil, &exitError{exitInput, err}
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/torchmem/torchmem/analysis"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 )
 
 // gateDir is testdata/gate with a trailing separator, so that outputs can
@@ -159,7 +160,7 @@ func TestDiffBaselineEqualsSnapshot(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &d); err != nil {
 			t.Fatal(err)
 		}
-		d.Base = analysis.Input{}
+		d.Base = result.Input{}
 		diffs[name] = &d
 	}
 	if diff := cmp.Diff(diffs["snapshots"], diffs["baseline"]); diff != "" {
@@ -170,12 +171,12 @@ func TestDiffBaselineEqualsSnapshot(t *testing.T) {
 	}
 	// The bigger batch grows activations: the peak must grow.
 	d := diffs["snapshots"]
-	if len(d.Devices) != 1 || d.Devices[0].PeakAllocated.Delta <= 0 || d.Devices[0].Categories[analysis.Activation].Peak.Delta <= 0 {
+	if len(d.Devices) != 1 || d.Devices[0].PeakAllocated.Delta <= 0 || d.Devices[0].Categories[result.Activation].Peak.Delta <= 0 {
 		t.Errorf("batch 2 → 4: %+v", d.Devices)
 	}
 	// And the peak delta is the difference of the two analyses' peaks.
 	_, bigJS, _ := runCLI(nil, "analyze", "--format", "json", big)
-	var a, b analysis.Result
+	var a, b result.Result
 	if json.Unmarshal([]byte(js), &a) != nil || json.Unmarshal([]byte(bigJS), &b) != nil {
 		t.Fatal("analyze JSON unreadable")
 	}
@@ -265,7 +266,7 @@ func TestDiffRealSnapshots(t *testing.T) {
 				t.Fatalf("devices %+v, want device 0 in both", d.Devices)
 			}
 			dd := d.Devices[0]
-			phases := map[analysis.Phase]analysis.PhaseDiff{}
+			phases := map[result.Phase]analysis.PhaseDiff{}
 			for _, p := range dd.Phases {
 				phases[p.Phase] = p
 			}
@@ -275,8 +276,8 @@ func TestDiffRealSnapshots(t *testing.T) {
 				// torchmem may split the blocks allocated before recording
 				// by category ("<allocated before recording: parameter>");
 				// Python has one site for them.
-				if strings.HasPrefix(site, analysis.SiteBeforeRecording[:len(analysis.SiteBeforeRecording)-1]) {
-					site = analysis.SiteBeforeRecording
+				if strings.HasPrefix(site, result.SiteBeforeRecording[:len(result.SiteBeforeRecording)-1]) {
+					site = result.SiteBeforeRecording
 				}
 				v := sites[site]
 				sites[site] = analysis.NewDelta(v.Base+s.Bytes.Base, v.New+s.Bytes.New)
@@ -292,10 +293,10 @@ func TestDiffRealSnapshots(t *testing.T) {
 			check("allocated at the end", dd.EndAllocated, f.end)
 			check("reserved at the end", dd.EndReserved, f.endReserved)
 			for _, ph := range []struct {
-				phase    analysis.Phase
+				phase    result.Phase
 				want     *analysis.Delta
 				presence analysis.Presence
-			}{{analysis.PhaseOptimizer, f.optimizerPeak, f.optimizerPresence}, {analysis.PhaseZeroGrad, f.zeroGradPeak, f.zeroGradPresence}} {
+			}{{result.PhaseOptimizer, f.optimizerPeak, f.optimizerPresence}, {result.PhaseZeroGrad, f.zeroGradPeak, f.zeroGradPresence}} {
 				got, ok := phases[ph.phase]
 				if ph.want == nil {
 					if ok {
@@ -350,7 +351,7 @@ func TestDiffRealSitesByUserFrame(t *testing.T) {
 	}
 	listed := func(path string) map[string]bool {
 		_, js, _ := runCLI(nil, "analyze", "--format", "json", "--top", "1000", path)
-		var r analysis.Result
+		var r result.Result
 		if err := json.Unmarshal([]byte(js), &r); err != nil {
 			t.Fatal(err)
 		}

@@ -7,18 +7,18 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/rollup"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
 // isSummary says whether a file found in a folder is torchmem's JSON that
 // merge reads: an analysis or a roll-up.
 func isSummary(head []byte) bool {
-	s := analysis.JSONSchema(head)
-	return s == analysis.SchemaID || s == rollup.SchemaID
+	s := result.JSONSchema(head)
+	return s == result.SchemaID || s == rollup.SchemaID
 }
 
 func newMergeCmd(g *globals) *cobra.Command {
@@ -132,7 +132,7 @@ func strictFlag(cmd *cobra.Command, strict *bool) {
 
 // readSummaries reads one input of merge: a file or standard input. The
 // inputs a roll-up lists as unreadable go to unreadable (when not nil).
-func (g *globals) readSummaries(path string, limit int64, add func(*analysis.Result) error, unreadable func(rollup.Unreadable)) error {
+func (g *globals) readSummaries(path string, limit int64, add func(*result.Result) error, unreadable func(rollup.Unreadable)) error {
 	if path == "-" {
 		return rollup.ReadSummariesListing(g.stdin, "-", limit, add, unreadable)
 	}

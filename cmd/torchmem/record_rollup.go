@@ -10,6 +10,7 @@ import (
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/rollup"
 	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/result"
 )
 
 // recordProcesses counts the processes that wrote the files.
@@ -68,7 +69,7 @@ func rollupRecorded(g *globals, w io.Writer, dir *recordDir, userDir string, fil
 	ro, _ := newRollupOutput(w, string(report.FormatText), "", 5)
 	html, _ := report.Rollups.Lookup(string(report.FormatHTML))
 	rollupPage := html.Write(&rr.page, report.Options{HTML: report.HTMLOptions{Version: version, RankPages: rr.pages}})
-	use := func(r *analysis.Result) error {
+	use := func(r *result.Result) error {
 		if name := page[r.Input.Path]; name != "" {
 			var b bytes.Buffer
 			err := report.HTML(&b, r, report.HTMLOptions{Version: version})

@@ -16,6 +16,7 @@ import (
 	"github.com/torchmem/torchmem/analysis/rollup"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -29,20 +30,20 @@ const aheadPerWorker = 4
 // inputs being analysed at once, not all of them. An input that cannot be
 // read is handed to fail, in input order, and the run goes on unless fail
 // returns an error; without fail, the first stops the run with its error.
-func (g *globals) analyzeAll(paths []string, opts analysis.Options, use func(*analysis.Result) error, fail func(string, error) error) error {
-	return g.loadAll(paths, func(path string) ([]*analysis.Result, error) {
+func (g *globals) analyzeAll(paths []string, opts analysis.Options, use func(*result.Result) error, fail func(string, error) error) error {
+	return g.loadAll(paths, func(path string) ([]*result.Result, error) {
 		r, err := g.analyzeOne(path, opts)
-		return []*analysis.Result{r}, err
+		return []*result.Result{r}, err
 	}, use, fail)
 }
 
 // loadAll is analyzeAll with load turning each path into its results (an
 // analysis of a snapshot, or the analyses a JSON file holds).
-func (g *globals) loadAll(paths []string, load func(string) ([]*analysis.Result, error), use func(*analysis.Result) error, fail func(string, error) error) error {
+func (g *globals) loadAll(paths []string, load func(string) ([]*result.Result, error), use func(*result.Result) error, fail func(string, error) error) error {
 	workers := min(runtime.GOMAXPROCS(0), len(paths))
 	g.boundMemoryFor(paths, workers)
 	type done struct {
-		rs  []*analysis.Result
+		rs  []*result.Result
 		err error
 	}
 	slots := make([]chan done, len(paths))
@@ -125,7 +126,7 @@ func inputSizes(paths []string) ([]int64, int64) {
 
 // analyzeOne reads and analyses one input of many: no progress bar of its
 // own, no collector setting of its own (analyzeAll sets one for all).
-func (g *globals) analyzeOne(path string, opts analysis.Options) (*analysis.Result, error) {
+func (g *globals) analyzeOne(path string, opts analysis.Options) (*result.Result, error) {
 	sopts, err := g.options()
 	if err != nil {
 		return nil, err
@@ -222,7 +223,7 @@ func parseRanks(s string, k *rollup.Keeper) error {
 }
 
 // add takes the next input's result.
-func (o *rollupOutput) add(r *analysis.Result) error {
+func (o *rollupOutput) add(r *result.Result) error {
 	o.b.Add(r)
 	return o.out.Input(r)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -125,7 +126,7 @@ func (g *globals) endProgress() {
 }
 
 // analyze runs the analysis of an input open read, then ends its progress.
-func (g *globals) analyze(s *snapshot.Snapshot, opts analysis.Options) *analysis.Result {
+func (g *globals) analyze(s *snapshot.Snapshot, opts analysis.Options) *result.Result {
 	r := analysis.Analyze(s, opts)
 	g.endProgress()
 	return r

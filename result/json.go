@@ -1,4 +1,4 @@
-package analysis
+package result
 
 import (
 	"bufio"
@@ -228,9 +228,10 @@ func checkFigures(v reflect.Value, path string) error {
 	return nil
 }
 
-// validResult checks a decoded Result: its figures, and the bounds an
-// analysis holds to (devices).
-func validResult(res *Result) error {
+// CheckBounds checks a Result read from a file: its byte figures (none
+// negative or beyond MaxFigureBytes) and the bounds an analysis holds to
+// (devices). Validate adds the schema.
+func (res *Result) CheckBounds() error {
 	if n := len(res.Devices); n > snapshot.DefaultMaxDevices {
 		return fmt.Errorf("%d devices, more than the limit of %d", n, snapshot.DefaultMaxDevices)
 	}

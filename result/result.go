@@ -1,13 +1,17 @@
-// Package analysis runs torchmem's passes over the snapshot model — replay,
-// phases and steps, categories, OOM post-mortem, leaks and suggestions — and
-// produces a Result, the Go form of the JSON schema torchmem.analysis/v1.
-// It works the same on snapshots and chrome traces.
-package analysis
+// Package result is what an analysis found — peaks, categories, phases,
+// steps, leaks, suggestions, what-if projections — as the Go form of the
+// JSON schema torchmem.analysis/v1: what analyze --format json writes and
+// what diff, check --baseline and the roll-up read back (ReadResult, with
+// its bounds). It holds no analysis: package analysis fills it, the
+// comparisons and the reports only read it.
+package result
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // SchemaID is the JSON schema identifier of Result. Fields may be added in
@@ -528,3 +532,45 @@ func (d *Diagnostic) UnmarshalJSON(b []byte) error {
 	type plain Diagnostic
 	return unmarshalNulls(b, (*plain)(d))
 }
+
+// DeviceName names a device in reports: its kind and ordinal ("cuda:0",
+// "rocm:1"), or "cpu" for host memory, which has no ordinal.
+func DeviceName(kind string, id int) string {
+	if kind == string(snapshot.DeviceCPU) || id < 0 {
+		if kind == "" {
+			kind = string(snapshot.DeviceCPU)
+		}
+		return kind
+	}
+	if kind == "" {
+		kind = "device"
+	}
+	return fmt.Sprintf("%s:%d", kind, id)
+}
+
+// Site names used when a stack has no frame to name (blocks' sites add the
+// category or phase: "<allocated before recording: parameter>",
+// "<no frames: backward>").
+const (
+	SiteNoFrames        = "<no frames>"
+	SiteBeforeRecording = "<allocated before recording>"
+	SiteUntracked       = "<allocated before the trace window>"
+)
+
+// Leak kinds (Leak.Kind).
+const (
+	// LeakRetainedGraph: the forward's saved tensors — many sites — outlive
+	// their step and pile up: an autograd graph kept alive across steps
+	// (an evaluation loop under grad mode, total_loss += loss without
+	// .item(), outputs kept with their graph, retain_graph=True).
+	LeakRetainedGraph = "retained_graph"
+	// LeakGrowingList: one site (or a few) leaves a tensor per step that is
+	// never freed (outputs.append(logits)).
+	LeakGrowingList = "growing_list"
+	// LeakStepGrowth: allocated memory at the same point of every step
+	// rises, and no finding above explains it.
+	LeakStepGrowth = "step_growth"
+	// LeakReferenceCycle: the sawtooth — tensors of several steps held
+	// together and released in bulk (by Python's garbage collector).
+	LeakReferenceCycle = "reference_cycle"
+)

@@ -1,4 +1,4 @@
-package analysis
+package result
 
 import (
 	"bytes"
@@ -70,12 +70,12 @@ func ReadResult(r io.Reader, path, schema string, limit int64) (*Result, error) 
 // baseline, the summaries torchmem merge reads): the schema is this one,
 // the result holds no more devices than a file may
 // (snapshot.DefaultMaxDevices), and no byte figure is negative or beyond
-// MaxFigureBytes (see validResult).
+// MaxFigureBytes (see CheckBounds).
 func (r *Result) Validate() error {
 	if r.Schema != SchemaID {
 		return fmt.Errorf("schema %q: want %s", r.Schema, SchemaID)
 	}
-	if err := validResult(r); err != nil {
+	if err := r.CheckBounds(); err != nil {
 		return fmt.Errorf("not an analysis torchmem wrote: %v", err)
 	}
 	return nil
