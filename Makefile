@@ -11,7 +11,7 @@ DIST    ?= dist
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 FUZZTIME ?= 10m
 # The folders of Go source gofmt checks (make test, make lint).
-GOFMT_DIRS := cmd snapshot internal analysis result report tools
+GOFMT_DIRS := cmd snapshot internal analysis result diff check rollup report tools
 # The repository, for the wheels' Project-URL: the module's path.
 PROJECT_URL ?= https://$(shell $(GO) list -m 2>/dev/null)
 
@@ -68,7 +68,7 @@ test:
 bench:
 	$(GO) test -run '^$$' -bench 'Largest|Reference' -benchmem -benchtime 5x ./snapshot/
 	$(GO) test -run '^$$' -bench 'AnalyzeGenerated' -benchmem -benchtime 2x -timeout 60m ./analysis/
-	$(GO) test -run '^$$' -bench 'Build' -benchmem ./analysis/rollup/
+	$(GO) test -run '^$$' -bench 'Build' -benchmem ./rollup/
 	$(GO) test -run '^$$' -bench 'AgainstPython' -benchtime 1x -timeout 60m ./cmd/torchmem/
 
 # The roll-up at scale, apart from bench (minutes, about 6 GB of disk in

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -107,3 +108,6 @@ func TestMemoryPerInputByte(t *testing.T) {
 		})
 	}
 }
+
+// allocated is snapshottest.HeapAllocated: the heap bytes f allocates.
+var allocated = snapshottest.HeapAllocated

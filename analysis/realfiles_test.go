@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/diff"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -58,7 +59,7 @@ func TestRealFilesInvariants(t *testing.T) {
 				// Phase peaks: one per phase, the phase's highest span peak,
 				// categories adding up to it; the overall peak's phase holds
 				// the overall peak at the same event.
-				spanPeaks, order := PhasePeaks(d.Phases)
+				spanPeaks, order := diff.PhasePeaks(d.Phases)
 				if len(d.PhasePeaks) != len(order) {
 					t.Errorf("device %d: %d phase peaks for phases %v", d.Device, len(d.PhasePeaks), order)
 				}

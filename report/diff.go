@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/diff"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
 )
@@ -16,13 +16,13 @@ const (
 )
 
 // DiffJSON writes a diff as schema torchmem.diff/v1, with exact bytes.
-func DiffJSON(w io.Writer, d *analysis.DiffResult) error {
+func DiffJSON(w io.Writer, d *diff.DiffResult) error {
 	return writeJSON(w, d)
 }
 
 // Change formats a delta for people: "+1.5 GiB (+12.0%)", "-512 MiB
 // (-3.1%)", "+20 MiB (was 0)", "0 B".
-func Change(d analysis.Delta) string {
+func Change(d diff.Delta) string {
 	if d.Delta == 0 {
 		return "0 B"
 	}
@@ -38,16 +38,16 @@ func Change(d analysis.Delta) string {
 
 // DiffHeadline is the one sentence a diff starts with: how the peak of the
 // device that changed most moved, and any OOM that appeared or went away.
-func DiffHeadline(d *analysis.DiffResult) string {
+func DiffHeadline(d *diff.DiffResult) string {
 	if len(d.Devices) == 0 {
 		return "No device memory in either run."
 	}
 	for _, dd := range d.Devices {
 		switch dd.OOM.Status {
-		case analysis.OOMAdded:
+		case diff.OOMAdded:
 			return fmt.Sprintf("Device %d: the new run ran out of memory (%s requested in %s); the base run did not.",
 				dd.Device, units.FormatBytes(dd.OOM.New.RequestedBytes), dd.OOM.New.Phase)
-		case analysis.OOMFixed:
+		case diff.OOMFixed:
 			return fmt.Sprintf("Device %d: the base run ran out of memory and the new run did not; peak %s → %s, %s.",
 				dd.Device, units.FormatBytes(dd.PeakAllocated.Base), units.FormatBytes(dd.PeakAllocated.New), Change(dd.PeakAllocated))
 		}
@@ -68,8 +68,8 @@ func DiffHeadline(d *analysis.DiffResult) string {
 	return s + "."
 }
 
-func largestCategoryChange(dd analysis.DeviceDiff) (analysis.CategoryDiff, bool) {
-	var best analysis.CategoryDiff
+func largestCategoryChange(dd diff.DeviceDiff) (diff.CategoryDiff, bool) {
+	var best diff.CategoryDiff
 	found := false
 	for _, c := range dd.Categories {
 		if c.Peak.Delta != 0 && (!found || diffAbs(c.Peak.Delta) > diffAbs(best.Peak.Delta)) {
@@ -99,11 +99,11 @@ func diffInputLine(in result.Input) string {
 	return units.OneLine(s)
 }
 
-func diffPresenceNote(p analysis.Presence) string {
+func diffPresenceNote(p diff.Presence) string {
 	switch p {
-	case analysis.OnlyNew:
+	case diff.OnlyNew:
 		return " (only in new)"
-	case analysis.OnlyBase:
+	case diff.OnlyBase:
 		return " (only in base)"
 	}
 	return ""
@@ -119,7 +119,7 @@ func diffStepLabel(s int) string {
 // shownSites are the sites a device's diff shows and the moment they are
 // compared at: like with like (the same phase's peak) when both analyses
 // have it, else each run's peak.
-func shownSites(dd analysis.DeviceDiff) ([]analysis.SiteDiff, string) {
+func shownSites(dd diff.DeviceDiff) ([]diff.SiteDiff, string) {
 	if dd.PhaseSitesAt != "" {
 		return dd.PhaseSites, dd.PhaseSitesAt
 	}
@@ -127,18 +127,18 @@ func shownSites(dd analysis.DeviceDiff) ([]analysis.SiteDiff, string) {
 }
 
 // movedNote says where a site was in the base run when its code moved.
-func movedNote(s analysis.SiteDiff) string {
+func movedNote(s diff.SiteDiff) string {
 	if s.BaseSite == "" {
 		return ""
 	}
 	return " (was " + s.BaseSite + ")"
 }
 
-func sitePresence(p analysis.Presence) string {
+func sitePresence(p diff.Presence) string {
 	switch p {
-	case analysis.OnlyNew:
+	case diff.OnlyNew:
 		return "new"
-	case analysis.OnlyBase:
+	case diff.OnlyBase:
 		return "vanished"
 	}
 	return "changed"
@@ -146,11 +146,11 @@ func sitePresence(p analysis.Presence) string {
 
 // changedSites returns the sites whose bytes changed (or that are new or
 // vanished), at most n, and how many more there are.
-func changedSites(sites []analysis.SiteDiff, n int) ([]analysis.SiteDiff, int) {
-	var out []analysis.SiteDiff
+func changedSites(sites []diff.SiteDiff, n int) ([]diff.SiteDiff, int) {
+	var out []diff.SiteDiff
 	more := 0
 	for _, s := range sites {
-		if s.Bytes.Delta == 0 && s.Presence == analysis.InBoth {
+		if s.Bytes.Delta == 0 && s.Presence == diff.InBoth {
 			continue
 		}
 		if len(out) == n {
@@ -162,23 +162,23 @@ func changedSites(sites []analysis.SiteDiff, n int) ([]analysis.SiteDiff, int) {
 	return out, more
 }
 
-func diffOOMLine(o analysis.OOMDiff) string {
-	brief := func(b *analysis.OOMBrief) string {
+func diffOOMLine(o diff.OOMDiff) string {
+	brief := func(b *diff.OOMBrief) string {
 		return fmt.Sprintf("%s requested with %s free, in %s (step %d) at %s", units.FormatBytes(b.RequestedBytes), units.FormatBytes(b.DeviceFreeBytes), b.Phase, b.Step, b.Site)
 	}
 	switch o.Status {
-	case analysis.OOMAdded:
+	case diff.OOMAdded:
 		return "new in the new run: " + brief(o.New)
-	case analysis.OOMFixed:
+	case diff.OOMFixed:
 		return "gone: the base run ran out of memory (" + brief(o.Base) + ")"
-	case analysis.OOMBoth:
+	case diff.OOMBoth:
 		return "in both runs: base " + brief(o.Base) + "; new " + brief(o.New)
 	}
 	return "none in either run"
 }
 
 // DiffText writes a diff for a terminal.
-func DiffText(w io.Writer, d *analysis.DiffResult) error {
+func DiffText(w io.Writer, d *diff.DiffResult) error {
 	p := &printer{w: w}
 	p.f("torchmem diff\n")
 	p.wrap("  base  ", "        ", diffInputLine(d.Base))
@@ -187,7 +187,7 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 	row := func(name, base, new, change string) {
 		p.f("  %-24s %12s %12s  %s\n", name, base, new, change)
 	}
-	drow := func(name string, v analysis.Delta) {
+	drow := func(name string, v diff.Delta) {
 		row(name, units.FormatBytes(v.Base), units.FormatBytes(v.New), Change(v))
 	}
 	for _, dd := range d.Devices {
@@ -246,22 +246,22 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 	return p.err
 }
 
-func leakPresence(p analysis.Presence) string {
+func leakPresence(p diff.Presence) string {
 	switch p {
-	case analysis.OnlyNew:
+	case diff.OnlyNew:
 		return "new"
-	case analysis.OnlyBase:
+	case diff.OnlyBase:
 		return "fixed"
 	}
 	return "still"
 }
 
 // DiffMarkdown writes a diff for a pull-request comment or a ticket.
-func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
+func DiffMarkdown(w io.Writer, d *diff.DiffResult) error {
 	p := &printer{w: w}
 	p.f("## torchmem diff: `%s` → `%s`\n\n", mdCode(FileName(d.Base.Path)), mdCode(FileName(d.New.Path)))
 	p.f("**%s**\n", mdText(DiffHeadline(d)))
-	drow := func(name string, v analysis.Delta) {
+	drow := func(name string, v diff.Delta) {
 		p.f("| %s | %s | %s | %s |\n", name, units.FormatBytes(v.Base), units.FormatBytes(v.New), Change(v))
 	}
 	for _, dd := range d.Devices {

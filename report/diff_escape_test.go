@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/diff"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -47,7 +47,7 @@ func hostileResult(s string, peak int64) *result.Result {
 func TestDiffOutputsInert(t *testing.T) {
 	for _, s := range hostile {
 		base := hostileResult(s, 3<<30)
-		d := analysis.Diff(base, hostileResult("new.json", 4<<30))
+		d := diff.Diff(base, hostileResult("new.json", 4<<30))
 		for _, f := range []struct {
 			name     string
 			markdown bool

@@ -5,10 +5,11 @@ import (
 	"io"
 	"strings"
 
-	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/estimate"
-	"github.com/torchmem/torchmem/analysis/rollup"
+	"github.com/torchmem/torchmem/check"
+	"github.com/torchmem/torchmem/diff"
 	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -83,14 +84,14 @@ var Analyses = Writers[WriteFunc[[]*result.Result]]{
 
 // Checks write check's verdicts (the CI outputs, JUnit and GitHub
 // annotations, are a file and lines of their own beside these).
-var Checks = Writers[WriteFunc[[]*analysis.CheckResult]]{
+var Checks = Writers[WriteFunc[[]*check.CheckResult]]{
 	{FormatText, ignoreOptions(CheckText)},
 	{FormatMarkdown, ignoreOptions(CheckMarkdown)},
 	{FormatJSON, ignoreOptions(CheckJSON)},
 }
 
 // Diffs write diff's comparison of two results.
-var Diffs = Writers[WriteFunc[*analysis.DiffResult]]{
+var Diffs = Writers[WriteFunc[*diff.DiffResult]]{
 	{FormatText, ignoreOptions(DiffText)},
 	{FormatMarkdown, ignoreOptions(DiffMarkdown)},
 	{FormatJSON, ignoreOptions(DiffJSON)},

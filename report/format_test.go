@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis/rollup"
 	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 )
 
 // TestFormatTables: the formats each command's --format lists, in its help's

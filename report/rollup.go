@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/torchmem/torchmem/analysis/rollup"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 	"github.com/torchmem/torchmem/snapshot"
 )
 

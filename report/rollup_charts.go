@@ -6,8 +6,8 @@ import (
 
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
-	"github.com/torchmem/torchmem/analysis/rollup"
 	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 )
 
 // rollupData is the JSON rollup.js reads: the option of each chart (built

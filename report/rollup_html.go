@@ -9,9 +9,9 @@ import (
 	"io"
 	"sync"
 
-	"github.com/torchmem/torchmem/analysis/rollup"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 )
 
 var (

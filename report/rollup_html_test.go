@@ -17,9 +17,9 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/analysis/rollup"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 	"github.com/torchmem/torchmem/snapshot"
 )
 

@@ -5,9 +5,9 @@ import (
 	"io"
 	"strings"
 
-	"github.com/torchmem/torchmem/analysis/rollup"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 )
 
 // MaxListedRanks is how many rows of the table of ranks text and Markdown

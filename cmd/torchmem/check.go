@@ -11,10 +11,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/analysis/rollup"
+	"github.com/torchmem/torchmem/check"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/report"
 	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 )
 
 func newCheckCmd(g *globals) *cobra.Command {
@@ -93,8 +94,8 @@ working directory.`,
 			if _, err := lookupFormat(report.Checks, format); err != nil {
 				return err
 			}
-			opts := analysis.CheckOptions{Device: device}
-			byKey := map[string]analysis.Budget{}
+			opts := check.CheckOptions{Device: device}
+			byKey := map[string]check.Budget{}
 			var imbalance string // the imbalance budget's value, checked on the roll-up
 			if config != "" {
 				c, err := readCheckConfig(config)
@@ -107,12 +108,12 @@ working directory.`,
 				}
 				sort.Strings(keys)
 				for _, k := range keys {
-					if k == rollup.BudgetImbalance {
-						byKey[k] = analysis.Budget{Key: k, Limit: -1}
+					if k == check.BudgetImbalance {
+						byKey[k] = check.Budget{Key: k, Limit: -1}
 						imbalance = c.Budgets[k]
 						continue
 					}
-					b, err := analysis.NewBudget(k, c.Budgets[k])
+					b, err := check.NewBudget(k, c.Budgets[k])
 					if err != nil {
 						return &exitError{exitInput, fmt.Errorf("--config %s: %w", config, err)}
 					}
@@ -135,12 +136,12 @@ working directory.`,
 				}
 			}
 			for _, s := range budgets {
-				if k, v, ok := strings.Cut(s, "="); ok && strings.TrimSpace(k) == rollup.BudgetImbalance {
-					byKey[rollup.BudgetImbalance] = analysis.Budget{Key: rollup.BudgetImbalance, Limit: -1}
+				if k, v, ok := strings.Cut(s, "="); ok && strings.TrimSpace(k) == check.BudgetImbalance {
+					byKey[check.BudgetImbalance] = check.Budget{Key: check.BudgetImbalance, Limit: -1}
 					imbalance = v
 					continue
 				}
-				b, err := analysis.ParseBudget(s)
+				b, err := check.ParseBudget(s)
 				if err != nil {
 					return &exitError{exitInput, fmt.Errorf("--budget: %w", err)}
 				}
@@ -148,8 +149,8 @@ working directory.`,
 			}
 			imbalanceLimit := 0.0
 			for _, b := range byKey {
-				if b.Key == rollup.BudgetImbalance {
-					l, err := rollup.ParseImbalance(imbalance)
+				if b.Key == check.BudgetImbalance {
+					l, err := check.ParseImbalance(imbalance)
 					if err != nil {
 						return &exitError{exitInput, fmt.Errorf("--budget: %w", err)}
 					}
@@ -159,15 +160,15 @@ working directory.`,
 				opts.Budgets = append(opts.Budgets, b)
 			}
 			if tolerance != "" {
-				t, err := analysis.ParseTolerance(tolerance)
+				t, err := check.ParseTolerance(tolerance)
 				if err != nil {
 					return &exitError{exitInput, fmt.Errorf("--tolerance: %w", err)}
 				}
 				opts.Tolerance = t
 			}
-			opts.Floor = analysis.DefaultFloor
+			opts.Floor = check.DefaultFloor
 			if floor != "" {
-				f, err := analysis.ParseFloor(floor)
+				f, err := check.ParseFloor(floor)
 				if err != nil {
 					return &exitError{exitInput, fmt.Errorf("--floor: %w", err)}
 				}
@@ -187,7 +188,7 @@ working directory.`,
 			if updateBaseline {
 				return writeBaseline(g, cmd.OutOrStdout(), args[0], baseline, aopts, opts)
 			}
-			var bases *rollup.Baselines
+			var bases *check.Baselines
 			if baseline != "" {
 				var err error
 				bases, err = g.loadBaselines(baseline, aopts)
@@ -200,22 +201,22 @@ working directory.`,
 			if err != nil {
 				return err
 			}
-			var results []*analysis.CheckResult
+			var results []*check.CheckResult
 			b := rollup.NewBuilder()
 			n := 0
-			check := func(r *result.Result) error {
+			checkOne := func(r *result.Result) error {
 				o := opts
 				var missing string
 				if bases != nil {
 					o.Baseline, missing = bases.For(r, n)
 				}
 				n++
-				cr, err := analysis.Check(r, o)
+				cr, err := check.Check(r, o)
 				if err != nil {
 					return &exitError{exitInput, err}
 				}
 				if missing != "" {
-					cr.Add(analysis.CheckItem{Name: "baseline", Kind: analysis.CheckKindRegression, Device: -1, Status: analysis.CheckSkip, Message: missing})
+					cr.Add(check.CheckItem{Name: "baseline", Kind: check.CheckKindRegression, Device: -1, Status: check.CheckSkip, Message: missing})
 				}
 				results = append(results, cr)
 				b.Add(r)
@@ -226,14 +227,14 @@ working directory.`,
 				if err != nil {
 					return err
 				}
-				if err := check(r); err != nil {
+				if err := checkOne(r); err != nil {
 					return err
 				}
-			} else if err := g.loadAll(paths, g.checkLoader(aopts), check, nil); err != nil {
+			} else if err := g.loadAll(paths, g.checkLoader(aopts), checkOne, nil); err != nil {
 				return err
 			}
 			if imbalanceLimit > 0 {
-				results = append(results, rollup.CheckImbalance(b.Rollup(), imbalanceLimit))
+				results = append(results, check.CheckImbalance(b.Rollup(), imbalanceLimit))
 			}
 			return writeChecks(cmd.OutOrStdout(), g.stderr, format, junit, github, sourceRoot, results)
 		},
@@ -264,7 +265,7 @@ const baselineTopSites = 1000
 // writeChecks writes the report and the CI outputs, and returns the exit
 // error when a check failed. A job summary that cannot be written is a
 // warning on stderr: the checks' verdict decides the exit status.
-func writeChecks(out, stderr io.Writer, format, junit string, github bool, sourceRoot string, results []*analysis.CheckResult) error {
+func writeChecks(out, stderr io.Writer, format, junit string, github bool, sourceRoot string, results []*check.CheckResult) error {
 	// The JUnit file first: a path that cannot be written is bad usage,
 	// reported before anything goes to stdout.
 	if junit != "" {
@@ -306,7 +307,7 @@ func writeChecks(out, stderr io.Writer, format, junit string, github bool, sourc
 }
 
 // appendSummary appends the checks as Markdown to the job summary file.
-func appendSummary(path string, results []*analysis.CheckResult) error {
+func appendSummary(path string, results []*check.CheckResult) error {
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
@@ -323,17 +324,17 @@ func appendSummary(path string, results []*analysis.CheckResult) error {
 // pass writes the analysis (as analyze --format json --top 1000 would) to
 // the baseline path, through a temporary file. A failing run leaves the
 // baseline as it was and exits 1.
-func writeBaseline(g *globals, out io.Writer, path, baseline string, aopts analysis.Options, opts analysis.CheckOptions) error {
+func writeBaseline(g *globals, out io.Writer, path, baseline string, aopts analysis.Options, opts check.CheckOptions) error {
 	r, err := g.loadResult(path, aopts)
 	if err != nil {
 		return err
 	}
-	cr, err := analysis.Check(r, opts)
+	cr, err := check.Check(r, opts)
 	if err != nil {
 		return &exitError{exitInput, err}
 	}
 	if !cr.OK() {
-		if err := report.CheckText(out, []*analysis.CheckResult{cr}); err != nil {
+		if err := report.CheckText(out, []*check.CheckResult{cr}); err != nil {
 			return err
 		}
 		return &exitError{exitFailed, fmt.Errorf("baseline %s not updated: %d of %s failed", baseline, cr.Failed, units.Count(len(cr.Checks))+" checks")}

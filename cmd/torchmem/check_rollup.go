@@ -2,8 +2,9 @@ package main
 
 import (
 	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/analysis/rollup"
+	"github.com/torchmem/torchmem/check"
 	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -68,19 +69,19 @@ func isAnalysisFile(path string) bool {
 // loadBaselines reads check's --baseline: a roll-up gives each rank its own
 // baseline; anything else (an analysis, a snapshot, a trace) is the baseline
 // of every rank.
-func (g *globals) loadBaselines(path string, opts analysis.Options) (*rollup.Baselines, error) {
+func (g *globals) loadBaselines(path string, opts analysis.Options) (*check.Baselines, error) {
 	if !isRollupFile(path) {
 		r, err := g.loadResult(path, opts)
 		if err != nil {
 			return nil, err
 		}
-		return rollup.OneBaseline(r), nil
+		return check.OneBaseline(r), nil
 	}
 	limit, err := g.summaryLimit()
 	if err != nil {
 		return nil, err
 	}
-	b := rollup.NewBaselines()
+	b := check.NewBaselines()
 	err = g.readSummaries(path, limit, func(r *result.Result) error {
 		b.Add(r)
 		return nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/diff"
 	"github.com/torchmem/torchmem/report"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -66,7 +67,7 @@ diff reports; it does not judge: it exits 0 unless an input is bad (use
 					return &exitError{exitInput, fmt.Errorf("no device %d in %s or %s", device, args[0], args[1])}
 				}
 			}
-			d := analysis.Diff(rs[0], rs[1])
+			d := diff.Diff(rs[0], rs[1])
 			return write.Write(cmd.OutOrStdout(), d, report.Options{})
 		},
 	}

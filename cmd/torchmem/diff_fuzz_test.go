@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/diff"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/report"
 	"github.com/torchmem/torchmem/result"
@@ -47,7 +47,7 @@ func FuzzDiffJSON(f *testing.F) {
 			}
 			rs[i] = r
 		}
-		d := analysis.Diff(rs[0], rs[1])
+		d := diff.Diff(rs[0], rs[1])
 		var text, md, js bytes.Buffer
 		if err := report.DiffText(&text, d); err != nil {
 			t.Fatal(err)

@@ -8,9 +8,9 @@ import (
 	"slices"
 
 	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/analysis/rollup"
 	"github.com/torchmem/torchmem/report"
 	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 )
 
 // recordProcesses counts the processes that wrote the files.

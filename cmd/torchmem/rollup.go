@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/analysis/rollup"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/report"
 	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 	"github.com/torchmem/torchmem/snapshot"
 )
 

@@ -1,4 +1,4 @@
-package analysis
+package check
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/torchmem/torchmem/diff"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
 )
@@ -397,7 +398,7 @@ func checkBudget(r *result.Result, d *result.DeviceResult, b Budget) CheckItem {
 		return it
 	case strings.HasPrefix(b.Key, BudgetPhasePrefix):
 		ph := result.Phase(strings.TrimPrefix(b.Key, BudgetPhasePrefix))
-		peaks, _ := PhasePeaks(d.Phases)
+		peaks, _ := diff.PhasePeaks(d.Phases)
 		v, ok := peaks[ph]
 		if !ok {
 			it.Status = CheckSkip

@@ -1,4 +1,4 @@
-package rollup
+package check
 
 import (
 	"fmt"
@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 )
 
 // BudgetImbalance is the budget key of a roll-up's imbalance: the largest
@@ -32,12 +32,12 @@ func ParseImbalance(value string) (float64, error) {
 // other devices. Actual and Limit are bytes: the worst rank's peak and
 // limit × that median. With fewer than two devices there is nothing to
 // compare: skipped.
-func CheckImbalance(ru *Rollup, limit float64) *analysis.CheckResult {
-	cr := &analysis.CheckResult{Schema: analysis.CheckSchemaID, Checks: []analysis.CheckItem{},
+func CheckImbalance(ru *rollup.Rollup, limit float64) *CheckResult {
+	cr := &CheckResult{Schema: CheckSchemaID, Checks: []CheckItem{},
 		Input: result.Input{Path: fmt.Sprintf("roll-up of %d inputs", ru.Inputs), Format: "rollup"}}
-	it := analysis.CheckItem{Name: "imbalance budget", Kind: analysis.CheckKindBudget, Key: BudgetImbalance, Device: -1}
+	it := CheckItem{Name: "imbalance budget", Kind: CheckKindBudget, Key: BudgetImbalance, Device: -1}
 	if len(ru.Ranks) < 2 || ru.Worst == nil || ru.OthersMedianPeakBytes <= 0 {
-		it.Status = analysis.CheckSkip
+		it.Status = CheckSkip
 		it.Message = fmt.Sprintf("%d device(s) with memory: no imbalance to measure", len(ru.Ranks))
 		cr.Add(it)
 		return cr
@@ -46,10 +46,10 @@ func CheckImbalance(ru *Rollup, limit float64) *analysis.CheckResult {
 	it.Actual = ru.Worst.PeakBytes
 	it.Limit = int64(math.Min(limit*float64(ru.OthersMedianPeakBytes), math.MaxInt64))
 	ratio := float64(ru.Worst.PeakBytes) / float64(ru.OthersMedianPeakBytes)
-	it.Status = analysis.CheckPass
+	it.Status = CheckPass
 	word := "within"
 	if ratio > limit {
-		it.Status, word = analysis.CheckFail, "over"
+		it.Status, word = CheckFail, "over"
 	}
 	it.Message = fmt.Sprintf("imbalance %.2f× %s the budget of %.2f×: rank %d's peak %s against the median peak %s of the other %s (allowed %s)",
 		ratio, word, limit, ru.Worst.Rank, units.FormatBytes(ru.Worst.PeakBytes), units.FormatBytes(ru.OthersMedianPeakBytes),
@@ -76,7 +76,7 @@ func NewBaselines() *Baselines { return &Baselines{byRank: map[int]*result.Resul
 // Add takes the baseline roll-up's next input; its rank is found as for the
 // roll-up itself (Identify). A rank given twice keeps its first input.
 func (b *Baselines) Add(r *result.Result) {
-	rank, _ := Identify(r.Input, b.n)
+	rank, _ := rollup.Identify(r.Input, b.n)
 	b.n++
 	if _, ok := b.byRank[rank]; !ok {
 		b.byRank[rank] = r
@@ -89,7 +89,7 @@ func (b *Baselines) For(r *result.Result, order int) (*result.Result, string) {
 	if b.byRank == nil {
 		return b.one, ""
 	}
-	rank, _ := Identify(r.Input, order)
+	rank, _ := rollup.Identify(r.Input, order)
 	if base := b.byRank[rank]; base != nil {
 		return base, ""
 	}

@@ -1,4 +1,4 @@
-package analysis
+package diff
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"github.com/torchmem/torchmem/result"
 )
 
-// diffDev builds a device result for diff and check tests.
+// diffDev builds a device result for diff tests.
 func diffDev(id int, peak, end int64, peakCats result.Categories, phases []result.PhaseSpan, sites []result.Site) result.DeviceResult {
 	return result.DeviceResult{Device: id, Kind: "cuda",
 		AtEnd:  result.State{AllocatedBytes: end, ReservedBytes: end + 100},

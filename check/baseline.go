@@ -1,10 +1,11 @@
-package analysis
+package check
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/torchmem/torchmem/diff"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
 )
@@ -30,7 +31,7 @@ func checkBaseline(d *result.DeviceResult, unit string, base *result.Result, tol
 			Device: d.Device, Status: CheckSkip, Actual: d.Peak.AllocatedBytes, Message: msg}}
 	}
 	noise := floor.Of(bd.Peak.AllocatedBytes)
-	match := matchSites(bd, d)
+	match := diff.MatchSites(bd, d)
 	peak := regression(d.Device, BudgetPeak, bd.Peak.AllocatedBytes, d.Peak.AllocatedBytes, tol, noise)
 	if peak.Status == CheckFail {
 		peak.Sites = siteGrowth(sitesAtPeak(bd), sitesAtPeak(d), -1, match)
@@ -50,8 +51,8 @@ func checkBaseline(d *result.DeviceResult, unit string, base *result.Result, tol
 				"compare files of one kind", d.Device, unitWords(base.AllocatedUnit), unitWords(unit))})
 	}
 
-	bp, _ := PhasePeaks(bd.Phases)
-	np, _ := PhasePeaks(d.Phases)
+	bp, _ := diff.PhasePeaks(bd.Phases)
+	np, _ := diff.PhasePeaks(d.Phases)
 	noCategories := false
 	for _, ph := range budgetPhases {
 		b, inB := bp[ph]
@@ -149,7 +150,7 @@ const checkSitesShown = 3
 // base's as diff matches it (match: the same name, else the same code moved
 // to another line); one the base lacks counts as 0 there. With cat ≥ 0
 // only the sites of that category count.
-func siteGrowth(base, cur []result.Site, cat result.Category, match siteMatch) []CheckSite {
+func siteGrowth(base, cur []result.Site, cat result.Category, match diff.SiteMatch) []CheckSite {
 	before := map[string]int64{}
 	for _, s := range base {
 		if cat < 0 || s.Category == cat {
@@ -164,7 +165,7 @@ func siteGrowth(base, cur []result.Site, cat result.Category, match siteMatch) [
 		}
 		cs := now[s.Site]
 		if cs == nil {
-			baseName := match.baseName(s.Site)
+			baseName := match.BaseName(s.Site)
 			b := before[baseName]
 			cs = &CheckSite{Site: s.Site, File: s.File, Line: s.Line, Baseline: &b}
 			if baseName != s.Site {

@@ -1,9 +1,9 @@
-package rollup
+package check
 
 import (
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/rollup"
 )
 
 func TestParseImbalance(t *testing.T) {
@@ -22,20 +22,20 @@ func TestParseImbalance(t *testing.T) {
 // TestCheckImbalance: the simulated job's largest peak against the
 // median, in bytes; one device is no imbalance at all (skipped).
 func TestCheckImbalance(t *testing.T) {
-	results, sims, _ := faultyJob(t, 'G')
-	ru := Build(results)
+	results, sims, _ := rankedJob(t, 'G')
+	ru := rollup.Build(results)
 	for _, tc := range []struct {
 		limit  float64
-		status analysis.CheckStatus
-	}{{1.2, analysis.CheckFail}, {ru.Imbalance + 0.01, analysis.CheckPass}} {
+		status CheckStatus
+	}{{1.2, CheckFail}, {ru.Imbalance + 0.01, CheckPass}} {
 		cr := CheckImbalance(ru, tc.limit)
 		it := cr.Checks[0]
 		if it.Status != tc.status || it.Actual != sims[3].PeakAllocated(0) || it.Limit != int64(tc.limit*float64(ru.MedianPeakBytes)) || it.Device != 3 {
 			t.Errorf("limit %v: %+v", tc.limit, it)
 		}
 	}
-	one := CheckImbalance(Build(results[:1]), 1.2)
-	if one.Checks[0].Status != analysis.CheckSkip || one.Skipped != 1 {
+	one := CheckImbalance(rollup.Build(results[:1]), 1.2)
+	if one.Checks[0].Status != CheckSkip || one.Skipped != 1 {
 		t.Errorf("one device: %+v", one.Checks[0])
 	}
 }

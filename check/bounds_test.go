@@ -1,4 +1,4 @@
-package analysis
+package check
 
 import (
 	"bytes"
@@ -8,13 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/diff"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
 )
-
-// allocated is snapshottest.HeapAllocated: the heap bytes f allocates.
-var allocated = snapshottest.HeapAllocated
 
 // TestGateArithmeticSaturates: tolerances and site sums never wrap around,
 // whatever the figures (a baseline peak of −9·10^18 with 5% passed any run).
@@ -45,12 +43,12 @@ func TestGateArithmeticSaturates(t *testing.T) {
 	if got := units.SatSub(1, math.MinInt64); got != math.MaxInt64 {
 		t.Errorf("SatSub = %d", got)
 	}
-	if d := NewDelta(math.MinInt64, math.MaxInt64); d.Delta != math.MaxInt64 {
+	if d := diff.NewDelta(math.MinInt64, math.MaxInt64); d.Delta != math.MaxInt64 {
 		t.Errorf("delta %d", d.Delta)
 	}
 	// Sites summed by name saturate instead of wrapping to a negative growth.
 	big := []result.Site{{Site: "a", Bytes: math.MaxInt64 - 1}, {Site: "a", Bytes: math.MaxInt64 - 1}}
-	g := siteGrowth(nil, big, -1, siteMatch{})
+	g := siteGrowth(nil, big, -1, diff.SiteMatch{})
 	if len(g) != 1 || g[0].Bytes != math.MaxInt64 {
 		t.Errorf("growth %+v", g)
 	}
@@ -102,7 +100,7 @@ func TestReadResultBounds(t *testing.T) {
 	read := func(r io.Reader) (*result.Result, uint64, error) {
 		var res *result.Result
 		var err error
-		n := allocated(func() { res, err = result.ReadResult(r, "base.json", result.SchemaID, 8<<30) })
+		n := heapAllocated(func() { res, err = result.ReadResult(r, "base.json", result.SchemaID, 8<<30) })
 		return res, n, err
 	}
 	ok := resultJSON(t, checkRun())
@@ -148,3 +146,6 @@ func TestReadResultBounds(t *testing.T) {
 		t.Errorf("256 devices: %v", err)
 	}
 }
+
+// heapAllocated is snapshottest.HeapAllocated: the heap bytes f allocates.
+var heapAllocated = snapshottest.HeapAllocated

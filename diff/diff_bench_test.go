@@ -1,9 +1,10 @@
-package analysis
+package diff
 
 import (
 	"fmt"
-	"github.com/torchmem/torchmem/result"
 	"testing"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // diffInput is an analysis of n phase spans, n sites and n leak findings

@@ -1,9 +1,10 @@
-package analysis
+package check
 
 import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/diff"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -75,7 +76,7 @@ func TestCheckOOM(t *testing.T) {
 // forward's and the optimizer's peaks recorded (as analyze writes them).
 func movedPeak(peakIn result.Phase, fwd, opt result.PhasePeak) result.DeviceResult {
 	d := result.DeviceResult{Device: 0, Kind: "cuda",
-		Phases:     []result.PhaseSpan{diffSpan(result.PhaseForward, 1, fwd.AllocatedBytes), diffSpan(result.PhaseOptimizer, 1, opt.AllocatedBytes)},
+		Phases:     []result.PhaseSpan{checkSpan(result.PhaseForward, 1, fwd.AllocatedBytes), checkSpan(result.PhaseOptimizer, 1, opt.AllocatedBytes)},
 		PhasePeaks: []result.PhasePeak{fwd, opt}}
 	pp := d.PhasePeakOf(peakIn)
 	d.Peak = result.Peak{AllocatedBytes: pp.AllocatedBytes, Phase: peakIn, Step: 1, EventIndex: pp.EventIndex, Categories: pp.Categories}
@@ -239,8 +240,8 @@ func TestCheckMatchesSitesLikeDiff(t *testing.T) {
 				t.Errorf("check's sites (-want +got):\n%s", diff)
 			}
 			// diff names every one of them the same way.
-			bySite := map[string]SiteDiff{}
-			for _, sd := range Diff(base, run).Devices[0].Sites {
+			bySite := map[string]diff.SiteDiff{}
+			for _, sd := range diff.Diff(base, run).Devices[0].Sites {
 				bySite[sd.Site] = sd
 			}
 			for _, s := range peak.Sites {
