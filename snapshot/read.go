@@ -170,7 +170,7 @@ func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error)
 		}
 		zr.Multistream(true)
 		src.Gzipped = true
-		lim = &limitReader{r: zr, max: opts.MaxInputBytes}
+		lim = &limitReader{r: paddedGzip{zr}, max: opts.MaxInputBytes}
 		in = bufio.NewReaderSize(lim, 256<<10)
 	} else {
 		lim = &limitReader{r: br, max: opts.MaxInputBytes}
@@ -187,6 +187,9 @@ func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error)
 		opts.MaxMemo = int(min(max(int64(DefaultMaxMemo), size/per), 1<<31-1))
 	}
 	s, err := readSniffed(in, src, opts)
+	if err == nil && src.Gzipped {
+		err = gzipEnd(in, path)
+	}
 	if src.FileBytes < 0 {
 		src.FileBytes = cr.n
 	}
@@ -273,4 +276,37 @@ func skipLeadingSpace(in *bufio.Reader) (int64, error) {
 		in.Discard(k)
 		n += int64(k)
 	}
+}
+
+// gzipEnd reads a gzip input to its end once the reader has what it needs,
+// so that the checksum and length in the gzip trailer are checked: a
+// pickle's reader stops at its STOP opcode, before them, and read a
+// corrupt file as good. The rest counts against MaxInputBytes like the
+// data before it.
+func gzipEnd(in *bufio.Reader, path string) error {
+	_, err := io.Copy(io.Discard, in)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, gzip.ErrChecksum):
+		return &Error{Path: path, Offset: -1, Msg: "the gzip checksum or length does not match the data: the file is corrupt"}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &Error{Path: path, Offset: -1, Msg: "the gzip data end early, before the gzip trailer: the file is truncated"}
+	}
+	return err
+}
+
+// paddedGzip ends a gzip stream at bytes that are not a gzip member after
+// the last one (zero padding, as tape and some uploaders add), as gzip(1)
+// does: the members before them were read and checked whole. The first
+// member's header was read when the reader was made, so a bad header met
+// while reading is always one after a complete member.
+type paddedGzip struct{ zr *gzip.Reader }
+
+func (p paddedGzip) Read(b []byte) (int, error) {
+	n, err := p.zr.Read(b)
+	if errors.Is(err, gzip.ErrHeader) {
+		err = io.EOF
+	}
+	return n, err
 }

@@ -183,6 +183,9 @@ working directory.`,
 			if err != nil {
 				return err
 			}
+			if err := refuseOverwritingInput("--junit", junit, append(paths, baseline)); err != nil {
+				return err
+			}
 			var results []*analysis.CheckResult
 			b := rollup.NewBuilder()
 			n := 0

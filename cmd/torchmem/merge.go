@@ -65,6 +65,9 @@ rows are kept: --format json writes each input back out as it is read.`,
 			if err != nil {
 				return err
 			}
+			if err := refuseOverwritingInput("-o", out, paths); err != nil {
+				return err
+			}
 			var page bytes.Buffer
 			w := cmd.OutOrStdout()
 			if out != "-" {

@@ -51,6 +51,9 @@ under 2 MB for any number of ranks.`,
 			if err != nil {
 				return err
 			}
+			if err := refuseOverwritingInput("-o", out, paths); err != nil {
+				return err
+			}
 			var page bytes.Buffer
 			if len(paths) > 1 {
 				opts.NoTimeline = true
