@@ -28,7 +28,7 @@ const (
 // bytes, one per format: pickle trace entries of 7 bytes (a dict of an
 // action fetched from the memo), alloc_data actions of a few bytes (an
 // index, and an element of a size and an info), chrome-trace [memory]
-// events of the fewest fields.
+// events of the fewest fields, memory-timeline rows of one digit a field.
 func denseInputs(n int) []struct {
 	name string
 	data []byte
@@ -64,10 +64,20 @@ func denseInputs(n int) []struct {
 			i, i%7, 1-2*(i%2))
 	}
 	j.WriteString(`]}`)
+
+	var m bytes.Buffer
+	m.WriteString("[")
+	for i := range n {
+		if i > 0 {
+			m.WriteString(",")
+		}
+		m.WriteString([]string{"[0,2,1,0]", "[0,4,-1,0]"}[i%2])
+	}
+	m.WriteString("]")
 	return []struct {
 		name string
 		data []byte
-	}{{"pickle", p.Bytes()}, {"alloc_data", a.Bytes()}, {"chrome trace", j.Bytes()}}
+	}{{"pickle", p.Bytes()}, {"alloc_data", a.Bytes()}, {"chrome trace", j.Bytes()}, {"memory timeline", m.Bytes()}}
 }
 
 // TestMemoryPerInputByte: for the files that pack the most events into the
@@ -97,7 +107,7 @@ func TestMemoryPerInputByte(t *testing.T) {
 			analysed := allocated(func() { Analyze(s, DefaultOptions()) })
 			runtime.KeepAlive(s)
 			in := float64(len(c.data))
-			t.Logf("%d bytes: model %.1f bytes a byte, read and analysis allocate %.1f", len(c.data), float64(model)/in, float64(read+analysed)/in)
+			t.Logf("%d bytes: model %.1f bytes a byte, read allocates %.1f, read and analysis %.1f", len(c.data), float64(model)/in, float64(read)/in, float64(read+analysed)/in)
 			if float64(model) > modelBytesPerInputByte*in {
 				t.Errorf("the model holds %d bytes for %d bytes of input, more than %d a byte", model, len(c.data), modelBytesPerInputByte)
 			}

@@ -190,6 +190,9 @@ func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error)
 	if err == nil && src.Gzipped {
 		err = gzipEnd(in, path)
 	}
+	if err == nil {
+		err = checkSizes(s)
+	}
 	if src.FileBytes < 0 {
 		src.FileBytes = cr.n
 	}
