@@ -6,15 +6,30 @@ package snapshot
 // only their compact form (a frame or stack ID, or a tombstone); live
 // objects sit in a side table whose entries are reused once their object is
 // reduced, so the memo's memory follows the live objects, not the file.
+//
+// Both tables grow in chunks, never copied: a slot costs 8 bytes and a
+// live object 24 more, so memoBytesPerEntry bounds what each entry of the
+// memo (Options.MaxMemo) can cost. An index past the end fills the slots
+// before it with empty ones: an index is an entry, whether or not the
+// pickle stores the ones before it.
 type memoTable struct {
-	chunks [][]uint64 // slots, memoChunk a chunk: growing never copies them
+	chunks [][]uint64 // slots, memoChunk a chunk
 	n      int        // slots in use
-	objs   []value    // live objects referenced by slots
+	objs   [][]value  // live objects referenced by slots, memoChunk a chunk
+	nobjs  int        // side-table entries in use or free
 	free   []uint32   // reusable indexes of objs
 }
 
-// memoChunk is the number of slots in a chunk (32 KiB).
+// memoChunk is the number of slots in a chunk (32 KiB), and of objects in
+// a chunk of the side table (96 KiB).
 const memoChunk = 1 << 12
+
+// memoBytesPerEntry is the most one memo entry costs: its slot and a side
+// table entry (Options.MaxMemo entries cost at most this many bytes each).
+const memoBytesPerEntry = 8 + 24
+
+// obj is side-table entry i.
+func (t *memoTable) obj(i uint32) value { return t.objs[i/memoChunk][i%memoChunk] }
 
 // len is the number of slots.
 func (t *memoTable) len() int { return t.n }
@@ -56,11 +71,14 @@ func (t *memoTable) encode(v value) uint64 {
 	if n := len(t.free); n > 0 {
 		i = t.free[n-1]
 		t.free = t.free[:n-1]
-		t.objs[i] = v
 	} else {
-		i = uint32(len(t.objs))
-		t.objs = append(t.objs, v)
+		if t.nobjs%memoChunk == 0 {
+			t.objs = append(t.objs, make([]value, memoChunk))
+		}
+		i = uint32(t.nobjs)
+		t.nobjs++
 	}
+	t.objs[i/memoChunk][i%memoChunk] = v
 	return slotObj | uint64(i)
 }
 
@@ -68,20 +86,20 @@ func (t *memoTable) encode(v value) uint64 {
 func (t *memoTable) release(slot uint64) {
 	if slot&slotMask == slotObj {
 		i := uint32(slot &^ slotMask)
-		t.objs[i] = value{}
+		t.objs[i/memoChunk][i%memoChunk] = value{}
 		t.free = append(t.free, i)
 	}
 }
 
-// set stores v at idx (idx ≤ len: the memo is dense; the caller handles sparse).
+// set stores v at idx; an index past the end first fills the slots up to
+// it with empty ones (the caller bounds idx).
 func (t *memoTable) set(idx int, v value) {
-	if idx == t.n {
+	for t.n <= idx {
 		if t.n%memoChunk == 0 {
 			t.chunks = append(t.chunks, make([]uint64, memoChunk))
 		}
-		t.chunks[idx/memoChunk][idx%memoChunk] = t.encode(v)
-		t.n++
-		return
+		n := min(idx+1, (t.n/memoChunk+1)*memoChunk)
+		t.n = n // the new chunk's slots are empty already
 	}
 	c := &t.chunks[idx/memoChunk][idx%memoChunk]
 	t.release(*c)
@@ -96,7 +114,7 @@ func (t *memoTable) get(idx int) (value, bool) {
 	s := t.slot(idx)
 	switch s & slotMask {
 	case slotObj:
-		return t.objs[uint32(s&^slotMask)], true
+		return t.obj(uint32(s &^ slotMask)), true
 	case slotFrame:
 		return value{k: kFrame, n: int64(s &^ slotMask)}, true
 	case slotStack:

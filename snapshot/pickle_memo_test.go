@@ -20,7 +20,7 @@ func TestMemoTableRoundTrip(t *testing.T) {
 			t.Errorf("slot %d: got %+v, want %+v", i, got, want)
 		}
 	}
-	if inline := len(vals) - len(m.objs); inline != 9 {
+	if inline := len(vals) - m.nobjs; inline != 9 {
 		t.Errorf("%d values stored inline, want 9 (all but the two ints beyond 56 bits and the string)", inline)
 	}
 }

@@ -21,11 +21,13 @@ type Options struct {
 	MaxStringBytes int64
 	// MaxDepth caps nesting of pickle marks and JSON containers (default 10,000).
 	MaxDepth int
-	// MaxMemo caps the pickle memo. The default follows the input: 8M
-	// entries (at most 32 bytes each), or one entry per 40 bytes of the file
-	// (per 4 bytes of a gzip file) when that is more. Real snapshots memoize
-	// about one object per 77 bytes, so a hostile file's memo costs at most
-	// 256 MiB or about 0.8× its own size.
+	// MaxMemo caps the pickle memo: its entries, and every index a pickle
+	// stores at (the entries before an index count too). The default
+	// follows the input: 8M entries (at most 32 bytes each), or one entry
+	// per 40 bytes of the file (per 4 bytes of a gzip file) when that is
+	// more. Real snapshots memoize about one object per 77 bytes, so a
+	// hostile file's memo costs at most 256 MiB, or 0.8× its own size (8×
+	// a gzip file's).
 	MaxMemo int
 	// MaxValues caps pickle values pending on the stack or in lists that are
 	// not snapshot records (default 1M; real snapshots keep a few thousand);

@@ -14,6 +14,7 @@ func TestSecurityBounds(t *testing.T) {
 		"DefaultMaxStringBytes": DefaultMaxStringBytes,
 		"DefaultMaxDepth":       DefaultMaxDepth,
 		"DefaultMaxMemo":        DefaultMaxMemo,
+		"memoBytesPerEntry":     memoBytesPerEntry,
 		"DefaultMaxValues":      DefaultMaxValues,
 		"DefaultMaxValueBytes":  DefaultMaxValueBytes,
 		"DefaultMaxDevices":     DefaultMaxDevices,
