@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/torchmem/torchmem/snapshot"
@@ -206,6 +207,9 @@ func checkFigures(v reflect.Value, path string) error {
 				continue
 			}
 			fv := v.Field(i)
+			if err := checkWord(fv, path+"."+name); err != nil {
+				return err
+			}
 			if fv.Kind() == reflect.Int64 && strings.Contains(name, "bytes") {
 				if n := fv.Int(); n < 0 || n > MaxFigureBytes {
 					return fmt.Errorf("%s.%s is %d bytes: not a figure torchmem writes (0 to 1 PiB)", path, name, n)
@@ -228,11 +232,54 @@ func checkFigures(v reflect.Value, path string) error {
 	return nil
 }
 
-// validResult checks a decoded Result: its figures, and the bounds an
-// analysis holds to (devices).
+// validResult checks a decoded Result: its figures, its words (checkWord,
+// the input's format and the devices' kinds), and the bounds an analysis
+// holds to (devices).
 func validResult(res *Result) error {
 	if n := len(res.Devices); n > snapshot.DefaultMaxDevices {
 		return fmt.Errorf("%d devices, more than the limit of %d", n, snapshot.DefaultMaxDevices)
 	}
+	if !inVocabulary(res.Input.Format, inputFormats) {
+		return fmt.Errorf("analysis.input.format is %q: not a format torchmem reads", res.Input.Format)
+	}
+	if !inVocabulary(res.AllocatedUnit, []string{"", AllocatedUnit, AllocatedUnitTensor}) {
+		return fmt.Errorf("analysis.allocated_unit is %q: not a unit torchmem writes", res.AllocatedUnit)
+	}
+	for i, d := range res.Devices {
+		if !inVocabulary(d.Kind, deviceKinds) {
+			return fmt.Errorf("analysis.devices[%d].kind is %q: not a device kind torchmem writes", i, d.Kind)
+		}
+	}
 	return checkFigures(reflect.ValueOf(res).Elem(), "analysis")
+}
+
+// The words an analysis may hold where the renderers print a word from a
+// fixed set as it is (the other strings of a Result are text from the
+// input, escaped wherever they are printed); "" prints as nothing.
+var (
+	inputFormats = []string{"", string(snapshot.FormatSnapshotPickle), string(snapshot.FormatSegmentList), string(snapshot.FormatTracePlotHTML),
+		string(snapshot.FormatChromeTrace), string(snapshot.FormatMemoryTimeline)}
+	deviceKinds = []string{"", string(snapshot.DeviceCUDA), string(snapshot.DeviceROCm), string(snapshot.DeviceCPU), string(snapshot.DeviceXPU), string(snapshot.DeviceOther)}
+	phases      = []string{"", string(PhaseForward), string(PhaseBackward), string(PhaseOptimizer), string(PhaseZeroGrad), string(PhaseData),
+		string(PhaseUnknown), string(PhaseBeforeRecording)}
+	confidences = []string{"", string(High), string(Medium), string(Low)}
+)
+
+// checkWord refuses a Phase or a Confidence outside its vocabulary.
+func checkWord(v reflect.Value, path string) error {
+	switch v.Type() {
+	case reflect.TypeOf(Phase("")):
+		if !inVocabulary(v.String(), phases) {
+			return fmt.Errorf("%s is %q: not a phase torchmem writes", path, v.String())
+		}
+	case reflect.TypeOf(Confidence("")):
+		if !inVocabulary(v.String(), confidences) {
+			return fmt.Errorf("%s is %q: not a confidence torchmem writes", path, v.String())
+		}
+	}
+	return nil
+}
+
+func inVocabulary(w string, words []string) bool {
+	return slices.Contains(words, w)
 }
