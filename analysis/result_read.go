@@ -66,6 +66,25 @@ func ReadResult(r io.Reader, path, schema string, limit int64) (*Result, error) 
 	return &res, nil
 }
 
+// DecodeResult decodes one analysis already in memory (as torchmem merge
+// reads them from a stream) within ReadResult's bounds: at most
+// MaxResultBytes without whitespace and the other bounds of compactJSON,
+// checked before decoding and copying nothing (a *BoundError); then
+// Validate.
+func DecodeResult(data []byte) (*Result, error) {
+	if err := checkJSON(data, MaxResultBytes); err != nil {
+		return nil, err
+	}
+	var res Result
+	if err := json.Unmarshal(data, &res); err != nil {
+		return nil, fmt.Errorf("not a valid torchmem analysis: %v", err)
+	}
+	if err := res.Validate(); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // Validate is the check every reader of a Result from JSON applies (a
 // baseline, the summaries torchmem merge reads): the schema is this one,
 // the result holds no more devices than a file may
