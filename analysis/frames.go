@@ -223,8 +223,21 @@ var plumbing = []string{"CachingAllocator", "empty_generic", "empty_cuda", "_emp
 
 // displayStack renders a stack for a report, innermost first: the Python
 // frames (noise dropped) when there are any, else the C++ frames without
-// the allocator and dispatcher plumbing.
-func displayStack(s *snapshot.Snapshot, st snapshot.StackID, max int) []string {
+// the allocator and dispatcher plumbing. It is made once per file and
+// stack (frameTexts): every device's lists share it.
+func (h *History) displayStack(st snapshot.StackID, max int) []string {
+	t := h.frameTexts()
+	k := [2]int{int(st), max}
+	if out, ok := t.stacks[k]; ok {
+		return out
+	}
+	out := t.displayStack(st, max)
+	t.stacks[k] = out
+	return out
+}
+
+func (t *frameTexts) displayStack(st snapshot.StackID, max int) []string {
+	s := t.s
 	out := []string{}
 	var cpp []string
 	for _, id := range s.StackOf(st) {
@@ -234,7 +247,7 @@ func displayStack(s *snapshot.Snapshot, st snapshot.StackID, max int) []string {
 		}
 		if isPython(f) {
 			if len(out) < max {
-				out = append(out, frameString(f))
+				out = append(out, t.of(id))
 			}
 			continue
 		}
@@ -246,13 +259,58 @@ func displayStack(s *snapshot.Snapshot, st snapshot.StackID, max int) []string {
 			}
 		}
 		if !skip && len(cpp) < max {
-			cpp = append(cpp, frameString(f))
+			cpp = append(cpp, t.of(id))
 		}
 	}
 	if len(out) == 0 && cpp != nil {
 		return cpp
 	}
 	return out
+}
+
+// frameTexts is frameString of each frame of a file, made on first use
+// and shared: the stacks of a file's devices name the same frames, and a
+// text per stack and device (256 devices of 80 listed allocations with
+// stacks of 16 frames of 8 KB) took gigabytes. Used by one goroutine.
+type frameTexts struct {
+	s    *snapshot.Snapshot
+	text []string
+	done []bool
+	// stacks are the display stacks made so far, by stack and length.
+	stacks map[[2]int][]string
+	// training is trainingFrame of the file, once known.
+	training     string
+	trainingDone bool
+}
+
+// frameTexts is the texts shared by the file's devices (made for a
+// history built alone).
+func (h *History) frameTexts() *frameTexts {
+	if h.texts == nil {
+		h.texts = newFrameTexts(h.Snap)
+	}
+	return h.texts
+}
+
+// trainingFrame is trainingFrame of the file, found once for all its
+// devices (it reads every frame's name).
+func (t *frameTexts) trainingFrame() string {
+	if !t.trainingDone {
+		t.training, t.trainingDone = trainingFrame(t.s), true
+	}
+	return t.training
+}
+
+func newFrameTexts(s *snapshot.Snapshot) *frameTexts {
+	return &frameTexts{s: s, text: make([]string, len(s.Frames)), done: make([]bool, len(s.Frames)), stacks: map[[2]int][]string{}}
+}
+
+// of is the text of frame id.
+func (t *frameTexts) of(id snapshot.FrameID) string {
+	if !t.done[id] {
+		t.text[id], t.done[id] = frameString(&t.s.Frames[id]), true
+	}
+	return t.text[id]
 }
 
 // hint is what a stack or annotation says about the phase of an event.

@@ -24,6 +24,16 @@ const (
 	allocatedBytesPerInputByte = 128
 )
 
+// cpuNanosPerInputByte bounds the CPU time of reading and analysing a file,
+// per byte of input after gzip (SECURITY.md states it; TestSecurityBounds
+// checks it; TestCPUPerInputByte measures it where the process's CPU time
+// can be read): measured 144 at most (pickle trace entries of 7 bytes, a
+// 40-byte event each), 5–9 for bytes the reader only steps over (a gzip
+// bomb's filler). With the default limits a file of S bytes decodes at
+// most 8 GiB, a gzip file at most 64 MiB plus 128×S (snapshot.Options): a
+// 9 MB gzip bomb stops after 1.2 GB, 7.4 CPU-seconds (it read on to 8 GiB).
+const cpuNanosPerInputByte = 300
+
 // denseInputs are the files that pack the most events into the fewest
 // bytes, one per format: pickle trace entries of 7 bytes (a dict of an
 // action fetched from the memo), alloc_data actions of a few bytes (an

@@ -95,6 +95,10 @@ type History struct {
 	// Steps is how the events divide into steps (the step pass).
 	Steps *StepPlan
 
+	// texts are the frames' texts of the file, shared by its devices (set
+	// by analyze; made on first use for a history built alone).
+	texts *frameTexts
+
 	// openAt[i] / closeAt[i] are the blocks event i allocates / frees (−1).
 	openAt, closeAt []int32
 	// endAt[i] is the block whose allocation event i ends (free_requested,

@@ -62,7 +62,7 @@ func ReadResult(r io.Reader, path, schema string, limit int64) (*Result, error) 
 	if err := res.Validate(); err != nil {
 		return nil, bad("%v", err)
 	}
-	res.Input.Path = path
+	res.Input.Path, res.Input.ReadBytes = path, int64(len(data))
 	return &res, nil
 }
 
@@ -82,6 +82,7 @@ func DecodeResult(data []byte) (*Result, error) {
 	if err := res.Validate(); err != nil {
 		return nil, err
 	}
+	res.Input.ReadBytes = int64(len(data))
 	return &res, nil
 }
 

@@ -15,6 +15,7 @@ func TestSecurityBounds(t *testing.T) {
 		"MaxResultItems":             MaxResultItems,
 		"resultAllocPerByte":         resultAllocPerByte,
 		"resultAllocPerItem":         resultAllocPerItem,
+		"cpuNanosPerInputByte":       cpuNanosPerInputByte,
 		"MaxResultString":            MaxResultString,
 		"MaxFigureBytes":             MaxFigureBytes,
 		"modelBytesPerInputByte":     modelBytesPerInputByte,

@@ -14,7 +14,9 @@ import (
 // Options bound what an input may make a reader do.
 type Options struct {
 	// MaxInputBytes caps the bytes a reader will decode after gzip or base64
-	// expansion (default 8 GiB). A larger input stops with an error.
+	// expansion (default 8 GiB). A larger input stops with an error. Left
+	// to its default, a gzip input may also expand to at most
+	// gzipExpansionBase plus gzipExpansionRatio times its compressed size.
 	MaxInputBytes int64
 	// MaxStringBytes caps one string in a pickle (default 16 MiB; the longest
 	// strings of real snapshots, FX traces, are a few KB).
@@ -43,7 +45,8 @@ type Options struct {
 	// Progress, when set, is called now and then with the input bytes read so far.
 	Progress func(read int64)
 
-	memoAuto bool // MaxMemo was left to follow the input size
+	memoAuto  bool // MaxMemo was left to follow the input size
+	inputAuto bool // MaxInputBytes was left to its default
 }
 
 // Default limits.
@@ -59,7 +62,7 @@ const (
 
 func (o Options) withDefaults() Options {
 	if o.MaxInputBytes <= 0 {
-		o.MaxInputBytes = DefaultMaxInputBytes
+		o.MaxInputBytes, o.inputAuto = DefaultMaxInputBytes, true
 	}
 	if o.MaxStringBytes <= 0 {
 		o.MaxStringBytes = DefaultMaxStringBytes
@@ -128,25 +131,55 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// limitReader fails with errTooLarge once more than max bytes were read.
+// The most a gzip input may expand to when MaxInputBytes is left to its
+// default: a base, plus a ratio times its compressed size (the file's, or
+// what was read so far of standard input). Real files expand 7–30×
+// (the shared snapshots and traces); deflate allows about 1,032×, so a
+// 9 MB gzip could make the reader decode 8 GiB and spend over a minute
+// of CPU doing it. Past the bound the error names --max-input-bytes.
+const (
+	gzipExpansionBase  = 64 << 20
+	gzipExpansionRatio = 128
+)
+
+// limitReader fails with errTooLarge once more than max bytes were read,
+// or, when ratio is set, more than gzipExpansionBase plus ratio times the
+// compressed bytes (the larger of size and what compressed counted).
 type limitReader struct {
 	r   io.Reader
 	n   int64
 	max int64
+	// ratio bounds a gzip input's expansion (0: none); over records that
+	// it did.
+	ratio      int64
+	size       int64
+	compressed *countingReader
+	over       bool
+}
+
+// bound is the most bytes the reader may give now.
+func (l *limitReader) bound() int64 {
+	if l.ratio == 0 {
+		return l.max
+	}
+	return min(l.max, gzipExpansionBase+l.ratio*max(l.size, l.compressed.n))
 }
 
 var errTooLarge = errors.New("input too large")
 
 func (l *limitReader) Read(p []byte) (int, error) {
-	if l.n > l.max {
+	limit := l.bound()
+	if l.n > limit {
+		l.over = l.ratio > 0 && limit < l.max
 		return 0, errTooLarge
 	}
-	if rem := l.max + 1 - l.n; int64(len(p)) > rem {
+	if rem := limit + 1 - l.n; int64(len(p)) > rem {
 		p = p[:rem]
 	}
 	n, err := l.r.Read(p)
 	l.n += int64(n)
-	if l.n > l.max {
+	if limit = l.bound(); l.n > limit {
+		l.over = l.ratio > 0 && limit < l.max
 		return n, errTooLarge
 	}
 	return n, err
@@ -172,7 +205,10 @@ func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error)
 		}
 		zr.Multistream(true)
 		src.Gzipped = true
-		lim = &limitReader{r: paddedGzip{zr}, max: opts.MaxInputBytes}
+		lim = &limitReader{r: paddedGzip{zr}, max: opts.MaxInputBytes, size: size, compressed: cr}
+		if opts.inputAuto {
+			lim.ratio = gzipExpansionRatio
+		}
 		in = bufio.NewReaderSize(lim, 256<<10)
 	} else {
 		lim = &limitReader{r: br, max: opts.MaxInputBytes}
@@ -199,6 +235,10 @@ func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error)
 		src.FileBytes = cr.n
 	}
 	if err != nil {
+		if lim.over {
+			return nil, &Error{Path: path, Offset: -1, Msg: fmt.Sprintf("gzip input expands past %d bytes, %d times its %d compressed bytes and %d MiB more: more than files PyTorch writes expand (raise the limit with --max-input-bytes)",
+				lim.bound(), gzipExpansionRatio, max(lim.size, cr.n), gzipExpansionBase>>20)}
+		}
 		if errors.Is(err, errTooLarge) || (lim != nil && lim.n > lim.max) {
 			what := "input"
 			if src.Gzipped {

@@ -11,6 +11,8 @@ import (
 func TestSecurityBounds(t *testing.T) {
 	snapshottest.CheckSecurityBounds(t, "snapshot.", map[string]int64{
 		"DefaultMaxInputBytes":  DefaultMaxInputBytes,
+		"gzipExpansionBase":     gzipExpansionBase,
+		"gzipExpansionRatio":    gzipExpansionRatio,
 		"DefaultMaxStringBytes": DefaultMaxStringBytes,
 		"DefaultMaxDepth":       DefaultMaxDepth,
 		"DefaultMaxMemo":        DefaultMaxMemo,
@@ -19,6 +21,7 @@ func TestSecurityBounds(t *testing.T) {
 		"DefaultMaxValueBytes":  DefaultMaxValueBytes,
 		"DefaultMaxDevices":     DefaultMaxDevices,
 		"maxRendered":           maxRendered,
+		"maxNameBytes":          maxNameBytes,
 		"expansionBase":         expansionBase,
 		"expansionPerByte":      expansionPerByte,
 		"maxLongBytes":          maxLongBytes,

@@ -71,7 +71,7 @@ rows are kept: --format json writes each input back out as it is read.`,
 			var page bytes.Buffer
 			w := cmd.OutOrStdout()
 			if out != "-" {
-				w = &page // written whole, once complete
+				w = budgetWriter{&page, g.budget} // written whole, once complete
 			}
 			ro, err := newRollupOutput(w, format, ranks)
 			if err != nil {
@@ -84,7 +84,7 @@ rows are kept: --format json writes each input back out as it is read.`,
 				ro.textTop = top
 			}
 			for _, path := range paths {
-				if err := g.readSummaries(path, limit, ro.add); err != nil {
+				if err := g.readSummaries(path, limit, func(r *analysis.Result) error { return ro.add(g.budget.fit(r)) }); err != nil {
 					return err
 				}
 			}

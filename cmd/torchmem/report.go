@@ -72,7 +72,7 @@ under 2 MB for any number of ranks.`,
 				if err != nil {
 					return err
 				}
-				r := g.analyze(s, opts)
+				r := g.budget.fit(g.analyze(s, opts))
 				if err := report.HTML(&page, r, report.HTMLOptions{Version: version}); err != nil {
 					return err
 				}
@@ -80,6 +80,9 @@ under 2 MB for any number of ranks.`,
 			if out == "-" {
 				_, err := cmd.OutOrStdout().Write(page.Bytes())
 				return err
+			}
+			if err := g.budget.charge(page.Len()); err != nil {
+				return &exitError{exitInput, fmt.Errorf("-o %s: %w", out, err)}
 			}
 			if err := writeFileAtomic(out, page.Bytes()); err != nil {
 				var pe *os.PathError

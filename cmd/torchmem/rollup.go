@@ -86,7 +86,7 @@ func (g *globals) loadAll(paths []string, load func(string) ([]*analysis.Result,
 		err = d.err
 		for _, r := range d.rs {
 			if err == nil {
-				err = use(r)
+				err = use(g.budget.fit(r))
 			}
 		}
 		if err != nil {

@@ -50,6 +50,8 @@ type globals struct {
 	prog     *progress
 	// progressTo, set by tests, gets the progress line whatever stderr is.
 	progressTo io.Writer
+	// budget is the run's output budget (budget.go).
+	budget *runBudget
 }
 
 func (g *globals) options() (snapshot.Options, error) {
@@ -186,9 +188,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 			code = exitInput
 		}
 	}()
-	g := &globals{stdin: stdin, stderr: stderr}
+	g := &globals{stdin: stdin, stderr: stderr, budget: newRunBudget()}
 	defer g.endProgress()
-	out := &outputWriter{w: stdout}
+	out := &outputWriter{w: budgetWriter{stdout, g.budget}}
 	root := newRootCmd(g)
 	root.SetArgs(args)
 	root.SetIn(stdin)
