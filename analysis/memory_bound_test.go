@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"runtime"
 	"strings"
@@ -38,7 +39,8 @@ const cpuNanosPerInputByte = 300
 // bytes, one per format: pickle trace entries of 7 bytes (a dict of an
 // action fetched from the memo), alloc_data actions of a few bytes (an
 // index, and an element of a size and an info), chrome-trace [memory]
-// events of the fewest fields, memory-timeline rows of one digit a field.
+// events of the fewest fields, memory-timeline rows of one digit a field,
+// and a trace_plot page embedding the pickle in base64.
 func denseInputs(n int) []struct {
 	name string
 	data []byte
@@ -84,10 +86,11 @@ func denseInputs(n int) []struct {
 		m.WriteString([]string{"[0,2,1,0]", "[0,4,-1,0]"}[i%2])
 	}
 	m.WriteString("]")
+	page := `<html><script>const local_files = [{"name": "s.pickle", "base64": "` + base64.StdEncoding.EncodeToString(p.Bytes()) + `"}]</script></html>`
 	return []struct {
 		name string
 		data []byte
-	}{{"pickle", p.Bytes()}, {"alloc_data", a.Bytes()}, {"chrome trace", j.Bytes()}, {"memory timeline", m.Bytes()}}
+	}{{"pickle", p.Bytes()}, {"trace_plot page", []byte(page)}, {"alloc_data", a.Bytes()}, {"chrome trace", j.Bytes()}, {"memory timeline", m.Bytes()}}
 }
 
 // TestMemoryPerInputByte: for the files that pack the most events into the

@@ -13,6 +13,8 @@ func TestSecurityBounds(t *testing.T) {
 		"maxConfigBytes":      maxConfigBytes,
 		"maxConfigNodes":      maxConfigNodes,
 		"maxStatusBytes":      maxStatusBytes,
+		"configAllocBase":     configAllocBase,
+		"configAllocPerByte":  configAllocPerByte,
 		"textBudgetBase":      textBudgetBase,
 		"textBudgetPerByte":   textBudgetPerByte,
 		"outputBudgetBase":    outputBudgetBase,
