@@ -10,8 +10,10 @@ GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)"
 DIST    ?= dist
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 FUZZTIME ?= 10m
+# The repository, for the wheels' Project-URL: the module's path.
+PROJECT_URL ?= https://$(shell $(GO) list -m 2>/dev/null)
 
-.PHONY: all build release test bench bench-rollup fuzz lint demo demo-file echarts clean
+.PHONY: all build release wheels test bench bench-rollup fuzz lint demo demo-file echarts clean
 
 all: build test
 
@@ -29,14 +31,32 @@ release:
 		else shasum -a 256 torchmem-$(VERSION)-*; fi > SHA256SUMS
 	@echo "$(DIST)/SHA256SUMS"
 
+# Python wheels of the release binaries (make release first), one per
+# platform, in $(DIST) with them: `pip install` puts torchmem on the PATH,
+# `python -m torchmem` runs it. The wheel's version is VERSION in PEP 440
+# form (v1.2.3 -> 1.2.3; untagged builds get a local version, +g<commit>,
+# which PyPI refuses). SHA256SUMS is written again to cover the wheels.
+wheels: release
+	@$(GO) run ./tools/wheel -version "$(VERSION)" -o $(DIST) -readme README.md -url "$(PROJECT_URL)" \
+		-license LICENSE -license report/assets/LICENSE-echarts -license report/assets/NOTICE-echarts \
+		-license report/assets/LICENSE-d3 -license-expression "Apache-2.0 AND BSD-3-Clause" \
+		$(foreach p,$(PLATFORMS),$(DIST)/torchmem-$(VERSION)-$(subst /,-,$(p)))
+	@cd $(DIST) && if command -v sha256sum >/dev/null; then sha256sum torchmem-*; \
+		else shasum -a 256 torchmem-*; fi > SHA256SUMS
+	@echo "$(DIST)/SHA256SUMS"
+
 # Unit, golden and real-file tests. Real files are read from ../shared.
 # -timeout 20m: the report package's browser tests took 303 s on a 2-core
 # machine at load 20, half of go test's default of 10 minutes; the tests'
 # own waits end shortly before this deadline (snapshottest.Context).
+# The log is go test's own (packages, failed tests' output), ending with the
+# tests that were skipped and why (tools/testlog): in CI, a skipped test
+# is one that cannot fail.
 test:
-	@test -z "$$(gofmt -l cmd snapshot analysis report)" || { echo "gofmt needed:"; gofmt -l cmd snapshot analysis report; exit 1; }
+	@test -z "$$(gofmt -l cmd snapshot analysis report tools)" || { echo "gofmt needed:"; gofmt -l cmd snapshot analysis report tools; exit 1; }
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) build -o /dev/null ./tools/testlog
+	@bash -o pipefail -c '$(GO) test -count=1 -timeout 20m -json ./... | $(GO) run ./tools/testlog'
 
 # Benchmarks (speed and allocations): the largest real snapshot and trace,
 # then generated inputs of about 10 MB, 100 MB and 1 GB (written once into
@@ -63,7 +83,7 @@ fuzz:
 			echo "== $$pkg $$t"; $(GO) test -run '^$$' -timeout 0 -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 0 $$pkg || exit 1; done; done
 
 lint:
-	@test -z "$$(gofmt -l cmd snapshot analysis report)" || { gofmt -l cmd snapshot analysis report; exit 1; }
+	@test -z "$$(gofmt -l cmd snapshot analysis report tools)" || { gofmt -l cmd snapshot analysis report tools; exit 1; }
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 

@@ -138,6 +138,9 @@ func analyze(s *snapshot.Snapshot, opts Options) (*Result, *History) {
 			capacity = r.Devices[bestDR].Capacity
 		}
 		r.WhatIf = whatIf(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
+		if reconcileSavings(r, best.statesFirst) {
+			r.WhatIf = whatIf(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
+		}
 	}
 	nameHostDiagnostics(r)
 	return r, bestH
@@ -194,7 +197,10 @@ func deviceResult(h *History, opts Options) DeviceResult {
 			res += d.Segments[gi].TotalSize
 		}
 		dr.AtEnd.ReservedBytes = res
+		fr := h.fragmentationAt(end, 0)
+		dr.AtEnd.Fragmentation = &fr
 	}
+	dr.NoHistory = len(d.Events) == 0 || h.Snap.Recording == snapshot.RecordingState
 
 	peak, peakVal := -1, h.InitialAllocated
 	for i, v := range h.Allocated {

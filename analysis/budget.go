@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -116,9 +117,10 @@ func ParseTolerance(s string) (Tolerance, error) {
 	if p, ok := strings.CutSuffix(t, "%"); ok {
 		t = strings.TrimSpace(p)
 	}
-	if f, err := strconv.ParseFloat(t, 64); err == nil {
-		if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
-			return Tolerance{}, fmt.Errorf("tolerance %q: want a percentage ≥ 0 like 5%%", s)
+	if f, err := strconv.ParseFloat(t, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		if f < 0 || math.IsNaN(f) || f > maxTolerancePercent {
+			return Tolerance{}, fmt.Errorf("tolerance %q: want a percentage from 0%% to %d%% like 5%% (more lets a measure grow %d-fold: set a --budget instead)",
+				s, maxTolerancePercent, maxTolerancePercent/100+1)
 		}
 		return Tolerance{Percent: f}, nil
 	}
@@ -126,8 +128,8 @@ func ParseTolerance(s string) (Tolerance, error) {
 		return Tolerance{}, fmt.Errorf("tolerance %q: want a percentage like 5%% or a size like 256MiB", s)
 	}
 	n, err := ParseSize(t)
-	if err != nil {
-		return Tolerance{}, fmt.Errorf("tolerance %q: want a percentage like 5%% or a size like 256MiB", s)
+	if err != nil || n > MaxFigureBytes {
+		return Tolerance{}, fmt.Errorf("tolerance %q: want a percentage like 5%% or a size like 256MiB (at most 1 PiB)", s)
 	}
 	return Tolerance{Bytes: n}, nil
 }
@@ -137,7 +139,7 @@ func (t Tolerance) String() string {
 	if t.Bytes > 0 {
 		return FormatBytes(t.Bytes)
 	}
-	return strconv.FormatFloat(t.Percent, 'f', -1, 64) + "%"
+	return strconv.FormatFloat(t.Percent, 'g', -1, 64) + "%"
 }
 
 // Allowed is the largest value that passes against a baseline value. It
@@ -168,6 +170,9 @@ type CheckOptions struct {
 	Baseline     *Result
 	BaselinePath string
 	Tolerance    Tolerance
+	// Floor is the growth over the baseline that counts only above it
+	// (DefaultFloor is check's; the zero Floor counts every byte).
+	Floor Floor
 	// Device selects one device by id; −1 checks every device.
 	Device int
 	// AllowOOM lets a run that ran out of memory pass: its out-of-memory
@@ -215,6 +220,9 @@ type CheckItem struct {
 	Limit  int64 `json:"limit"`
 	// Baseline is the baseline's value (regression checks only).
 	Baseline *int64 `json:"baseline,omitempty"`
+	// NoiseFloor is the growth over Baseline a regression check ignores,
+	// whatever the tolerance (CheckResult.Floor on this device).
+	NoiseFloor int64 `json:"noise_floor,omitempty"`
 	// Message says what was found, in one line.
 	Message string `json:"message"`
 	// Sites, for a failed check, are the allocation sites that grew most
@@ -233,6 +241,7 @@ type CheckResult struct {
 	Input     Input       `json:"input"`
 	Baseline  *Input      `json:"baseline,omitempty"`
 	Tolerance *Tolerance  `json:"tolerance,omitempty"`
+	Floor     *Floor      `json:"floor,omitempty"`
 	Checks    []CheckItem `json:"checks"`
 	Passed    int         `json:"passed"`
 	Failed    int         `json:"failed"`
@@ -266,8 +275,8 @@ func Check(r *Result, opts CheckOptions) (*CheckResult, error) {
 			in.Path = opts.BaselinePath
 		}
 		cr.Baseline = &in
-		t := opts.Tolerance
-		cr.Tolerance = &t
+		t, f := opts.Tolerance, opts.Floor
+		cr.Tolerance, cr.Floor = &t, &f
 	}
 	budgets := append([]Budget(nil), opts.Budgets...)
 	for _, b := range budgets {
@@ -308,7 +317,7 @@ func Check(r *Result, opts CheckOptions) (*CheckResult, error) {
 			cr.add(checkBudget(r, d, b))
 		}
 		if opts.Baseline != nil {
-			for _, it := range checkBaseline(d, r.AllocatedUnit, opts.Baseline, opts.Tolerance) {
+			for _, it := range checkBaseline(d, r.AllocatedUnit, opts.Baseline, opts.Tolerance, opts.Floor) {
 				cr.add(it)
 			}
 		}
@@ -426,16 +435,28 @@ func checkBudget(r *Result, d *DeviceResult, b Budget) CheckItem {
 	return it
 }
 
-func regression(dev int, key string, base, cur int64, tol Tolerance) CheckItem {
+// regression compares one measure with the baseline: it fails when cur
+// grew past both the tolerance and the noise floor (floor bytes).
+func regression(dev int, key string, base, cur int64, tol Tolerance, floor int64) CheckItem {
 	b := base
+	byTol := tol.Allowed(base)
 	it := CheckItem{Name: fmt.Sprintf("device %d: %s vs baseline", dev, key), Kind: CheckKindRegression, Key: key, Device: dev,
-		Actual: cur, Limit: tol.Allowed(base), Baseline: &b}
+		Actual: cur, Limit: max(byTol, satAdd(base, floor)), Baseline: &b, NoiseFloor: floor}
 	subject := budgetSubject(key)
 	change := fmt.Sprintf("%s → %s (%s)", FormatBytes(base), FormatBytes(cur), signedPercent(base, cur))
-	if cur > it.Limit {
+	floorWords := fmt.Sprintf("the %s noise floor", FormatBytes(floor))
+	switch {
+	case cur > it.Limit && floor > 0:
+		it.Status = CheckFail
+		it.Message = fmt.Sprintf("device %d: %s grew vs the baseline: %s, more than the %s tolerance and %s (at most %s)",
+			dev, subject, change, tol, floorWords, FormatBytes(it.Limit))
+	case cur > it.Limit:
 		it.Status = CheckFail
 		it.Message = fmt.Sprintf("device %d: %s grew vs the baseline: %s, more than the %s tolerance (at most %s)", dev, subject, change, tol, FormatBytes(it.Limit))
-	} else {
+	case cur > byTol:
+		it.Status = CheckPass
+		it.Message = fmt.Sprintf("device %d: %s vs the baseline: %s, under %s", dev, subject, change, floorWords)
+	default:
 		it.Status = CheckPass
 		it.Message = fmt.Sprintf("device %d: %s vs the baseline: %s, within the %s tolerance", dev, subject, change, tol)
 	}

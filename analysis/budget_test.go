@@ -64,6 +64,15 @@ func TestParseTolerance(t *testing.T) {
 		{"5", Tolerance{Percent: 5}, "5%", false},
 		{"0", Tolerance{}, "0%", false},
 		{"256MiB", Tolerance{Bytes: 256 << 20}, "256 MiB", false},
+		{"1000%", Tolerance{Percent: 1000}, "1000%", false},
+		{"0.125%", Tolerance{Percent: 0.125}, "0.125%", false},
+		{"1e-300%", Tolerance{Percent: 1e-300}, "1e-300%", false}, // was printed with 300 zeros
+		{"1PiB", Tolerance{Bytes: 1 << 50}, "1.00 PiB", false},
+		{"1000.5%", Tolerance{}, "", true},
+		{"1e308%", Tolerance{}, "", true}, // was accepted, printed as a 309-digit number
+		{"1e400", Tolerance{}, "", true},
+		{"Inf", Tolerance{}, "", true},
+		{"2PiB", Tolerance{}, "", true},
 		{"-5%", Tolerance{}, "", true},
 		{"NaN", Tolerance{}, "", true},
 		{"five%", Tolerance{}, "", true},
@@ -249,13 +258,99 @@ func TestCheckBaseline(t *testing.T) {
 }
 
 func TestCheckRegressionMessage(t *testing.T) {
-	got := regression(0, "peak", 100, 110, Tolerance{Percent: 5})
+	got := regression(0, "peak", 100, 110, Tolerance{Percent: 5}, 0)
 	b := int64(100)
 	want := CheckItem{Name: "device 0: peak vs baseline", Kind: "regression", Key: "peak", Device: 0, Status: CheckFail,
 		Actual: 110, Limit: 105, Baseline: &b,
 		Message: "device 0: peak allocated grew vs the baseline: 100 B → 110 B (+10.0%), more than the 5% tolerance (at most 105 B)"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestRegressionNoiseFloor: growth fails only past both the tolerance and
+// the floor; the message says which let it pass.
+func TestRegressionNoiseFloor(t *testing.T) {
+	const KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+	cases := []struct {
+		name      string
+		base, cur int64
+		tol       Tolerance
+		floor     int64
+		status    CheckStatus
+		limit     int64
+		message   string
+	}{
+		{"80 KiB doubled, under the floor", 80 * KiB, 160 * KiB, Tolerance{}, 16 * MiB, CheckPass, 80*KiB + 16*MiB,
+			"device 0: temporary at the peak vs the baseline: 80.0 KiB → 160 KiB (+100.0%), under the 16.0 MiB noise floor"},
+		{"80 KiB doubled, no floor", 80 * KiB, 160 * KiB, Tolerance{}, 0, CheckFail, 80 * KiB,
+			"device 0: temporary at the peak grew vs the baseline: 80.0 KiB → 160 KiB (+100.0%), more than the 0% tolerance (at most 80.0 KiB)"},
+		{"1 GiB +20%, over the floor", GiB, GiB + GiB/5, Tolerance{}, 16 * MiB, CheckFail, GiB + 16*MiB,
+			"device 0: temporary at the peak grew vs the baseline: 1.00 GiB → 1.20 GiB (+20.0%), more than the 0% tolerance and the 16.0 MiB noise floor (at most 1.02 GiB)"},
+		{"1 GiB +20%, within the tolerance", GiB, GiB + GiB/5, Tolerance{Percent: 25}, 16 * MiB, CheckPass, GiB + GiB/4,
+			"device 0: temporary at the peak vs the baseline: 1.00 GiB → 1.20 GiB (+20.0%), within the 25% tolerance"},
+		{"exactly at the floor", GiB, GiB + 16*MiB, Tolerance{}, 16 * MiB, CheckPass, GiB + 16*MiB,
+			"device 0: temporary at the peak vs the baseline: 1.00 GiB → 1.02 GiB (+1.6%), under the 16.0 MiB noise floor"},
+		{"one byte over the floor", GiB, GiB + 16*MiB + 1, Tolerance{}, 16 * MiB, CheckFail, GiB + 16*MiB,
+			"device 0: temporary at the peak grew vs the baseline: 1.00 GiB → 1.02 GiB (+1.6%), more than the 0% tolerance and the 16.0 MiB noise floor (at most 1.02 GiB)"},
+		{"shrank", GiB, GiB / 2, Tolerance{}, 16 * MiB, CheckPass, GiB + 16*MiB,
+			"device 0: temporary at the peak vs the baseline: 1.00 GiB → 512 MiB (-50.0%), within the 0% tolerance"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := regression(0, "temporary", c.base, c.cur, c.tol, c.floor)
+			if got.Status != c.status || got.Limit != c.limit || got.NoiseFloor != c.floor || got.Message != c.message {
+				t.Errorf("%s, limit %d, floor %d: %q; want %s, %d: %q", got.Status, got.Limit, got.NoiseFloor, got.Message, c.status, c.limit, c.message)
+			}
+		})
+	}
+}
+
+func TestParseFloor(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    Floor
+		str     string
+		of10GiB int64
+		wantErr string
+	}{
+		{"16MiB,1%", Floor{Bytes: 16 << 20, PercentOfPeak: 1}, "the larger of 16.0 MiB and 1% of the baseline's peak", 107374182, ""},
+		{" 1% , 512MiB ", Floor{Bytes: 512 << 20, PercentOfPeak: 1}, "the larger of 512 MiB and 1% of the baseline's peak", 512 << 20, ""},
+		{"64MiB", Floor{Bytes: 64 << 20}, "64.0 MiB", 64 << 20, ""},
+		{"2.5%", Floor{PercentOfPeak: 2.5}, "2.5% of the baseline's peak", 268435456, ""},
+		{"0", Floor{}, "0 B", 0, ""},
+		{"100%", Floor{PercentOfPeak: 100}, "100% of the baseline's peak", 10 << 30, ""},
+		{"101%", Floor{}, "", 0, "from 0% to 100%"},
+		{"-1%", Floor{}, "", 0, "from 0% to 100%"},
+		{"NaN%", Floor{}, "", 0, "from 0% to 100%"},
+		{"2PiB", Floor{}, "", 0, "at most 1 PiB"},
+		{"1MiB,2MiB", Floor{}, "", 0, "at most one size and one percentage"},
+		{"1%,2%", Floor{}, "", 0, "at most one size and one percentage"},
+		{"1MiB,1%,2%", Floor{}, "", 0, "or both: 16MiB,1%"},
+		{"lots", Floor{}, "", 0, "want a size like 16MiB"},
+	}
+	for _, c := range cases {
+		t.Run(c.in, func(t *testing.T) {
+			got, err := ParseFloor(c.in)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error %v, want one with %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil || got != c.want || got.String() != c.str || got.Of(10<<30) != c.of10GiB {
+				t.Errorf("%+v %q Of(10 GiB)=%d %v; want %+v %q %d", got, got.String(), got.Of(10<<30), err, c.want, c.str, c.of10GiB)
+			}
+		})
+	}
+	if got := DefaultFloor.Of(1 << 30); got != 16<<20 {
+		t.Errorf("default floor of a 1 GiB peak: %d", got)
+	}
+	if got := DefaultFloor.Of(MaxFigureBytes); got != 11_258_999_068_426 {
+		t.Errorf("default floor of the largest peak: %d", got)
+	}
+	if got := (Floor{PercentOfPeak: 100}).Of(math.MaxInt64); got != MaxFigureBytes {
+		t.Errorf("a floor past the int64 range: %d", got)
 	}
 }
 
@@ -274,7 +369,7 @@ func TestCheckErrors(t *testing.T) {
 
 func TestBudgetKeys(t *testing.T) {
 	keys := BudgetKeys()
-	want := []string{"peak", "end", "parameter", "gradient", "optimizer_state", "activation", "temporary", "autograd_detail", "input", "kv_cache", "workspace", "unknown",
+	want := []string{"peak", "end", "parameter", "gradient", "optimizer_state", "activation", "temporary", "autograd_detail", "input", "kv_cache", "workspace", "autocast_cache", "cuda_graph_pool", "unknown",
 		"phase:data", "phase:forward", "phase:backward", "phase:zero_grad", "phase:optimizer", "phase:unknown", "growth_per_step", "leaks"}
 	if diff := cmp.Diff(want, keys); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

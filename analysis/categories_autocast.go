@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -10,37 +11,77 @@ import (
 // RuleAutocastWeightCache classifies autocast's weight cache: under
 // torch.autocast, the first use of an fp32 weight in a region casts it to a
 // 16-bit copy that autocast caches until the region exits (or, under grad
-// mode, until the graph that saved it dies). The copies are parameters —
-// never activations, inputs or a leak.
+// mode, until the graph that saved it dies). The copies are a category of
+// their own (autocast_cache) — never activations, inputs, parameters or a
+// leak.
 const RuleAutocastWeightCache = "autocast_weight_cache"
 
 // markAutocastCache finds autocast's weight copies among the blocks
-// classified so far and gives them the parameter category. A copy has
-// half the size of an fp32 parameter (its element count at 2 bytes); it is
-// made in forward (not by model set-up) by the op that uses the weight: autocast's cast in its
-// C++ frames, or — Python frames only — the first allocation of the op
-// (the one before is another op's or another copy), followed by another of
-// the same stack (the op's output); it lives until the end, or until the
+// classified so far and gives them the autocast_cache category. A copy
+// requests half the bytes of an fp32 parameter (its element count at 2
+// bytes; the parameters are the blocks classified so, or the weights a
+// chrome trace's AccumulateGrad ops name); it is made in forward — or in
+// backward, recomputing a checkpointed forward — by the op that uses the
+// weight: autocast's cast in its C++ frames, an aten::_to_copy inside the
+// compute op in a chrome trace, or — Python frames only — the first
+// allocation of the op (the one before is another op's or another copy),
+// followed by another of the same stack; it lives until the end, until the
 // region exits (autocast_mode.py __exit__ in its free stack, or freed with
-// other copies in one burst, no allocation between). A size class where
-// more copies live at once than parameters of twice the size exist is not
-// a cache (a coincidence of sizes): none of it is marked. Without frames
-// nothing tells a copy apart.
+// other copies in one burst, no allocation between), or until backward
+// frees the graph that saved it. A size class where more copies live at
+// once than parameters of twice the size exist is not a cache (a
+// coincidence of sizes): none of it is marked. Without frames nothing tells
+// a copy apart.
 func markAutocastCache(h *History) {
-	params := map[int64]int{}
+	params := map[int64]int{} // requested bytes of the fp32 parameters
 	for i := range h.Blocks {
 		b := &h.Blocks[i]
-		if b.Category == Parameter && !b.Untracked && b.Size > 0 && b.Size%4 == 0 {
-			params[b.Size]++
+		if b.Category == Parameter && !b.Untracked && b.Requested > 0 && b.Requested%4 == 0 {
+			params[b.Requested]++
+		}
+	}
+	if len(params) == 0 {
+		// A chrome trace's weights predate its window: AccumulateGrad's
+		// shapes name them (one backward's worth).
+		for _, g := range h.Snap.GradAccumulations {
+			if g.DType == "float" && g.Elements > 0 {
+				params[4*g.Elements]++
+			}
+		}
+		for sz, n := range params {
+			params[sz] = max(1, n/h.backwardPasses())
 		}
 	}
 	if len(params) == 0 {
 		return
 	}
+	// weightOf is the bytes of the fp32 weight a block would copy (0: none
+	// of that size). A chrome trace has the allocator's blocks only: a
+	// copy's block may hold up to 1 MiB more than the copy (a rest the
+	// large pool does not split off).
+	exact := h.Snap.Source.Format != snapshot.FormatChromeTrace
+	halves := make([]int64, 0, len(params))
+	for w := range params {
+		halves = append(halves, w/2)
+	}
+	sort.Slice(halves, func(a, b int) bool { return halves[a] < halves[b] })
+	weightOf := func(b *Block) int64 {
+		if exact {
+			if params[2*b.Requested] > 0 {
+				return 2 * b.Requested
+			}
+			return 0
+		}
+		k := sort.Search(len(halves), func(i int) bool { return halves[i] > b.Size }) - 1
+		if k >= 0 && b.Size-halves[k] <= 1<<20 && (&sizingRules{}).round(halves[k]) <= b.Size {
+			return 2 * halves[k]
+		}
+		return 0
+	}
 	found := false
 	for i := range h.Blocks {
 		b := &h.Blocks[i]
-		if b.Alloc >= 0 && b.Category != Parameter && params[2*b.Size] > 0 && h.Phases.code[b.Alloc] != codeBackward {
+		if b.Alloc >= 0 && b.Category != Parameter && weightOf(b) > 0 {
 			found = true
 			break
 		}
@@ -75,23 +116,25 @@ func markAutocastCache(h *History) {
 			continue
 		}
 		b := &h.Blocks[bi]
-		if b.Untracked || b.Category == Parameter || params[2*b.Size] == 0 {
+		if b.Untracked || b.Category == Parameter || b.Category == Workspace || weightOf(b) == 0 {
 			continue
 		}
 		m := h.markers.get(b.Stack)
 		c := h.Phases.code[i]
-		if m.init || c != codeForward && !(m.autocastCast && c == codeUnknown) {
+		if m.init || c != codeForward && !(m.autocastCast && c != codeOptimizer) && !(m.recompute && c == codeBackward) {
 			continue // C++ frames alone may not show forward; autocast's cast does
 		}
 		if m.autocastCast {
 			isCand[int(bi)], strong[int(bi)] = true, true
 			continue
 		}
-		if m.hint < hintUser { // no Python frames: nothing tells a copy apart
+		if m.hint < hintUser || m.fusedAttention || m.sdpaMath { // no Python frames: nothing tells a copy apart; attention kernels cast no weight
 			continue
 		}
 		prev, next := around(i)
-		if next < 0 || ev[next].Stack != ev[i].Stack {
+		if (next < 0 || ev[next].Stack != ev[i].Stack) && !(m.recompute && c == codeBackward) {
+			// the op's output follows its casts (in a recomputed forward
+			// the autograd engine's own work may come between)
 			continue
 		}
 		if prev >= 0 && ev[prev].Stack == ev[i].Stack && !isCand[int(h.openAt[prev])] {
@@ -125,25 +168,34 @@ func markAutocastCache(h *History) {
 		}
 		k = j + 1
 	}
+	// Python frames alone say only "the first allocation of an op, half a
+	// weight's size": an fp32 run's activations saved for backward look the
+	// same. Freed in backward, they are copies only where the run shows
+	// autocast at work — its frames name it (torch/amp/autocast_mode.py,
+	// at::autocast), a cast is autocast's by its C++ frames or trace ops,
+	// or copies leave in one burst (the region's exit).
+	evidence := len(strong) > 0 || len(inBurst) > 0 || autocastInFrames(h.Snap)
 	ok := map[int]bool{}
 	for bi := range isCand {
 		b := &h.Blocks[bi]
 		switch {
 		case b.Free < 0, h.firstOOM >= 0 && b.Alloc < h.firstOOM && b.Free > h.firstOOM:
 			ok[bi] = true
-		case h.Phases.code[b.Free] == codeBackward:
 		case h.markers.get(b.FreeStack).autocastExit, inBurst[b.Free]:
 			ok[bi] = true
+		case h.Phases.code[b.Free] == codeBackward && (evidence || strong[bi]) && (h.Phases.code[b.Alloc] != codeBackward || strong[bi] || h.markers.get(b.Stack).recompute):
+			ok[bi] = true // saved for backward by the graph (a recomputed forward's too), freed with it
 		}
 	}
 	// Per size: copies live at once never outnumber the weights.
 	type delta struct{ at, d int }
-	bySize := map[int64][]delta{}
+	bySize := map[int64][]delta{} // by the weight copied
 	for bi := range ok {
 		b := &h.Blocks[bi]
-		bySize[b.Size] = append(bySize[b.Size], delta{b.Alloc, 1})
+		w := weightOf(b)
+		bySize[w] = append(bySize[w], delta{b.Alloc, 1})
 		if b.Free >= 0 {
-			bySize[b.Size] = append(bySize[b.Size], delta{b.Free, -1})
+			bySize[w] = append(bySize[w], delta{b.Free, -1})
 		}
 	}
 	for size, ds := range bySize {
@@ -153,15 +205,15 @@ func markAutocastCache(h *History) {
 			live += d.d
 			most = max(most, live)
 		}
-		if most > params[2*size] {
+		if most > params[size] {
 			continue
 		}
 		for bi := range ok {
 			b := &h.Blocks[bi]
-			if b.Size != size {
+			if weightOf(b) != size {
 				continue
 			}
-			b.Category, b.Rule, b.Confidence = Parameter, RuleAutocastWeightCache, Medium
+			b.Category, b.Rule, b.Confidence = AutocastCache, RuleAutocastWeightCache, Medium
 			if strong[bi] || b.Free >= 0 && h.markers.get(b.FreeStack).autocastExit {
 				b.Confidence = High
 			}
@@ -215,6 +267,40 @@ func autocastDiagnostic(h *History, peak int) (Diagnostic, bool) {
 		held += fmt.Sprintf(" (%s at the peak, %d copies)", FormatBytes(atPeak), n)
 	}
 	return Diagnostic{Kind: "autocast_weight_cache", Device: id, Message: fmt.Sprintf(
-		"device %d: autocast's weight cache holds %s: 16-bit copies of fp32 weights, made at each weight's first use under torch.autocast and kept until the autocast region exits; they are parameters, not activations or a leak; torch.autocast(..., cache_enabled=False) or keeping the weights in bf16 (model.to(torch.bfloat16)) removes them",
+		"device %d: autocast's weight cache holds %s: 16-bit copies of fp32 weights, made at each weight's first use under torch.autocast and kept until the autocast region exits (or, saved for backward, until backward); they are autocast_cache, not parameters, activations or a leak; torch.autocast(..., cache_enabled=False) or keeping the weights in bf16 (model.to(torch.bfloat16)) removes them",
 		id, held)}, true
+}
+
+// backwardPasses is how many backward passes a chrome trace records (its
+// backward annotations, else its optimizer steps; at least 1): each makes
+// one AccumulateGrad per trained weight.
+func (h *History) backwardPasses() int {
+	var bw, opt int
+	for _, a := range h.Snap.Annotations {
+		switch a.Kind {
+		case snapshot.AnnotationBackward:
+			bw++
+		case snapshot.AnnotationOptStep:
+			opt++
+		}
+	}
+	switch {
+	case bw > 0:
+		return bw
+	case opt > 0:
+		return opt
+	}
+	return 1
+}
+
+// autocastInFrames reports whether any frame of the snapshot is autocast's
+// (torch/amp/autocast_mode.py, torch.cuda.amp, at::autocast's C++ frames).
+func autocastInFrames(s *snapshot.Snapshot) bool {
+	for i := range s.Frames {
+		f := &s.Frames[i]
+		if strings.Contains(f.Filename, "autocast") || strings.Contains(f.Name, "autocast") {
+			return true
+		}
+	}
+	return false
 }

@@ -16,8 +16,8 @@ func autocastBlocks(h *History, i int) (n int, bytes int64) {
 		if b.Rule == RuleAutocastWeightCache && (i == -2 || b.LiveAt(i)) {
 			n++
 			bytes += b.Size
-			if b.Category != Parameter {
-				panic("autocast copy not a parameter")
+			if b.Category != AutocastCache {
+				panic("autocast copy not in autocast_cache")
 			}
 		}
 	}
@@ -27,7 +27,7 @@ func autocastBlocks(h *History, i int) (n int, bytes int64) {
 // TestAutocastWeightCache: under bf16 autocast each linear layer's fp32
 // weight is copied to bf16 at its first use and cached until the region
 // exits — the 12-layer benchmark's "growing list". The copies are
-// parameters by their own rule, whatever the layer count and the stacks
+// autocast_cache by their own rule, whatever the layer count and the stacks
 // (module frames, user frames only, user and C++ frames, C++ frames only:
 // autocast's cached_cast, not a copy to the device); the report says how much the cache holds and what removes
 // it. Without frames nothing tells a copy apart (no rule). In fp32 no

@@ -7,14 +7,15 @@ import "fmt"
 // cache, workspace) is told by its frames, or by a size PyTorch fixes; a
 // kind that is a variant of a category keeps it under a rule of its own.
 const (
-	RuleModuleInit          = "module_init"                                      // torch/nn/modules/*.py __init__: a module's weights, wherever allocated
-	RuleKVCache             = "kv_cache"                                         // vLLM's cache engine, transformers' cache_utils, SGLang's KV pools, past_key_values
-	RuleKVCacheCopy         = "kv_cache_module_copy"                             // a copy of transformers' cache module under another name (cache_utils*.py)
-	RuleCublasWorkspaceSize = "cublas_workspace_size"                            // before recording, no frames, PyTorch's default cuBLAS workspace size
-	RuleFrozenWeights       = "frozen_base_weights"                              // adapters (peft) train; the base weights get no gradient
-	RuleQuantizedWeights    = "frozen_base_weights_quantized"                    // same, with bitsandbytes' quantized layers at work
-	RulePreGradPairedOpt    = "preexisting_gradient_paired_with_optimizer_state" // before recording, never freed, the second block of a parameter's size (no zero_grad)
-	RuleNoEvidence          = "no_frames_no_history"                             // the dump's state alone, no frames: nothing tells what it is
+	RuleModuleInit             = "module_init"                                      // torch/nn/modules/*.py __init__: a module's weights, wherever allocated
+	RuleKVCache                = "kv_cache"                                         // vLLM's cache engine, transformers' cache_utils, SGLang's KV pools, past_key_values
+	RuleKVCacheCopy            = "kv_cache_module_copy"                             // a copy of transformers' cache module under another name (cache_utils*.py)
+	RuleCublasWorkspaceSize    = "cublas_workspace_size"                            // before recording, no frames, PyTorch's default cuBLAS workspace size
+	RuleFrozenWeights          = "frozen_base_weights"                              // adapters (peft) train; the base weights get no gradient
+	RuleQuantizedWeights       = "frozen_base_weights_quantized"                    // same, with bitsandbytes' quantized layers at work
+	RulePreGradPairedOpt       = "preexisting_gradient_paired_with_optimizer_state" // before recording, never freed, the second block of a parameter's size (no zero_grad)
+	RuleNoEvidence             = "no_frames_no_history"                             // the dump's state alone, no frames: nothing tells what it is
+	RulePreWeightNoGradientYet = "preexisting_weight_before_its_gradient"           // before recording, never freed, backward died at an OOM before its gradient
 )
 
 // cublasWorkspaceSize is PyTorch's default cuBLAS workspace before Hopper
@@ -35,22 +36,28 @@ type runFacts struct {
 	quantized bool // bitsandbytes' quantized layers in the stacks
 	adapters  bool // peft's adapters in the stacks
 	// workspaceSized: blocks from before the trace, never freed, without
-	// frames, of the default cuBLAS workspace size are few enough to be
-	// workspaces.
-	workspaceSized bool
+	// frames, of a default cuBLAS workspace size are few enough to be
+	// workspaces; ltWorkspaces: those of cuBLASLt's default size are no
+	// more than them (each handle's first cuBLASLt matmul takes one).
+	workspaceSized map[int64]bool
+	ltWorkspaces   bool
+	// oomBackward: the run died at an OOM in backward, before every
+	// gradient was made.
+	oomBackward bool
 }
 
 // runFactsOf gathers the device-wide facts from the phases and the blocks'
 // stack markers.
 func (h *History) runFactsOf(facts []blockFacts) runFacts {
 	r := runFacts{noHistory: true}
+	r.oomBackward = h.firstOOM >= 0 && h.Phases.code[h.firstOOM] == codeBackward
 	for _, c := range h.Phases.code {
 		if c == codeBackward || c == codeOptimizer {
 			r.training = true
 			break
 		}
 	}
-	n := 0
+	bySize := map[int64]int{}
 	for i := range h.Blocks {
 		b := &h.Blocks[i]
 		if b.Alloc >= 0 {
@@ -58,11 +65,17 @@ func (h *History) runFactsOf(facts []blockFacts) runFacts {
 		}
 		r.quantized = r.quantized || facts[i].m.quantizedWeights
 		r.adapters = r.adapters || facts[i].m.peft
-		if b.Alloc < 0 && b.Free < 0 && !facts[i].m.hasFrames && b.Requested == cublasWorkspaceSize {
-			n++
+		if b.Alloc < 0 && b.Free < 0 && !facts[i].m.hasFrames {
+			bySize[b.Requested]++
 		}
 	}
-	r.workspaceSized = n <= maxWorkspaces
+	r.workspaceSized = map[int64]bool{}
+	n := 0
+	for _, w := range cublasWorkspaceSizes {
+		r.workspaceSized[w] = bySize[w] <= maxWorkspaces
+		n += bySize[w]
+	}
+	r.ltWorkspaces = bySize[cublasLtWorkspaceSize] <= n
 	return r
 }
 
@@ -88,7 +101,16 @@ func decideKind(f *blockFacts) (Category, string, Confidence, bool) {
 // freed, that no frame and no pairing explains.
 func decideUnexplained(f *blockFacts, size int64, pairing int, run runFacts) (Category, string, Confidence) {
 	switch {
-	case !f.m.hasFrames && size == cublasWorkspaceSize && run.workspaceSized:
+	case !f.m.hasFrames && size == cublasWorkspaceSize && run.workspaceSized[size]:
+		return Workspace, RuleCublasWorkspaceSize, Low
+	case run.training && run.oomBackward && pairing == pairedWithGradient && f.m.hint <= hintInit:
+		// Backward died before it made these weights' gradients: nothing
+		// to pair them with yet, but weights all the same.
+		return Parameter, RulePreWeightNoGradientYet, Medium
+	case !f.m.hasFrames && run.training && (pairing == pairedWithGradient || pairing == pairedWithOptimizerState) &&
+		(run.workspaceSized[size] || size == cublasLtWorkspaceSize && run.ltWorkspaces):
+		// Hopper's 32 MiB is a size tensors share: only where the run's
+		// weights are known (paired) and these are none of them.
 		return Workspace, RuleCublasWorkspaceSize, Low
 	case run.training && (pairing == pairedWithGradient || pairing == pairedWithOptimizerState):
 		// The run trains some weights and not these.
@@ -174,7 +196,7 @@ func kindsDiagnostics(id int, rules []RuleUse) []Diagnostic {
 				"device %d: %d blocks (%s) from before the recording get no gradient while the run trains with %s: they are the frozen base weights, counted as parameters", id, u.Blocks, FormatBytes(u.Bytes), what)
 		case RuleCublasWorkspaceSize:
 			kind, msg = "workspace_by_size", fmt.Sprintf(
-				"device %d: %d blocks (%s) without frames have the size of PyTorch's default cuBLAS workspace (8,519,680 B): counted as workspace", id, u.Blocks, FormatBytes(u.Bytes))
+				"device %d: %d blocks (%s) from before the recording, without frames, have the size of PyTorch's default cuBLAS workspaces (8,519,680 B; 32 MiB on Hopper, with cuBLASLt's 1 MiB) and are no weight of the run: counted as workspace", id, u.Blocks, FormatBytes(u.Bytes))
 		default:
 			continue
 		}

@@ -13,9 +13,12 @@ import (
 // that phase's peak and each category at it (those non-zero in either run).
 // A peak that moved from the optimizer step to forward thus compares
 // forward's activations with forward's, not with the optimizer step's.
-// A failed comparison names the allocation sites that grew most; a
-// baseline in another unit than the run's (unit) is compared with a note.
-func checkBaseline(d *DeviceResult, unit string, base *Result, tol Tolerance) []CheckItem {
+// Growth counts when it passes both the tolerance and the noise floor
+// (floor, of the baseline device's peak). A failed comparison names the
+// allocation sites that grew most, matched across the runs as diff matches
+// them; a baseline in another unit than the run's (unit) is compared with
+// a note.
+func checkBaseline(d *DeviceResult, unit string, base *Result, tol Tolerance, floor Floor) []CheckItem {
 	bd := baselineDevice(base, d.Device)
 	if bd == nil {
 		msg := fmt.Sprintf("device %d is not in the baseline: no regression check", d.Device)
@@ -25,9 +28,11 @@ func checkBaseline(d *DeviceResult, unit string, base *Result, tol Tolerance) []
 		return []CheckItem{{Name: fmt.Sprintf("device %d: baseline", d.Device), Kind: CheckKindRegression, Key: BudgetPeak,
 			Device: d.Device, Status: CheckSkip, Actual: d.Peak.AllocatedBytes, Message: msg}}
 	}
-	peak := regression(d.Device, BudgetPeak, bd.Peak.AllocatedBytes, d.Peak.AllocatedBytes, tol)
+	noise := floor.Of(bd.Peak.AllocatedBytes)
+	match := matchSites(bd, d)
+	peak := regression(d.Device, BudgetPeak, bd.Peak.AllocatedBytes, d.Peak.AllocatedBytes, tol, noise)
 	if peak.Status == CheckFail {
-		peak.Sites = siteGrowth(sitesAtPeak(bd), sitesAtPeak(d), -1)
+		peak.Sites = siteGrowth(sitesAtPeak(bd), sitesAtPeak(d), -1, match)
 	}
 	items := []CheckItem{peak}
 	switch {
@@ -53,10 +58,10 @@ func checkBaseline(d *DeviceResult, unit string, base *Result, tol Tolerance) []
 		key := BudgetPhasePrefix + string(ph)
 		switch {
 		case inB && inN:
-			it := regression(d.Device, key, b, n, tol)
+			it := regression(d.Device, key, b, n, tol, noise)
 			bpp, npp := bd.PhasePeakOf(ph), d.PhasePeakOf(ph)
 			if bpp != nil && npp != nil && it.Status == CheckFail {
-				it.Sites = siteGrowth(bpp.TopSites, npp.TopSites, -1)
+				it.Sites = siteGrowth(bpp.TopSites, npp.TopSites, -1, match)
 			}
 			items = append(items, it)
 			bc, nc, ok := phaseCategories(bd, d, ph)
@@ -68,9 +73,9 @@ func checkBaseline(d *DeviceResult, unit string, base *Result, tol Tolerance) []
 				if bc[c] == 0 && nc[c] == 0 {
 					continue
 				}
-				ci := regression(d.Device, key+":"+c.String(), bc[c], nc[c], tol)
+				ci := regression(d.Device, key+":"+c.String(), bc[c], nc[c], tol, noise)
 				if bpp != nil && npp != nil && ci.Status == CheckFail {
-					ci.Sites = siteGrowth(bpp.TopSites, npp.TopSites, c)
+					ci.Sites = siteGrowth(bpp.TopSites, npp.TopSites, c, match)
 				}
 				items = append(items, ci)
 			}
@@ -138,11 +143,12 @@ func sitesAtPeak(d *DeviceResult) []Site {
 // checkSitesShown is how many allocation sites a failed check names.
 const checkSitesShown = 3
 
-// siteGrowth returns the sites that grew most from base to cur (matched by
-// name; a site absent from a list counts as 0 there), at most
-// checkSitesShown, largest growth first. With cat ≥ 0 only the sites of
-// that category count.
-func siteGrowth(base, cur []Site, cat Category) []CheckSite {
+// siteGrowth returns the sites that grew most from base to cur, at most
+// checkSitesShown, largest growth first. A site of cur is matched with the
+// base's as diff matches it (match: the same name, else the same code moved
+// to another line); one the base lacks counts as 0 there. With cat ≥ 0
+// only the sites of that category count.
+func siteGrowth(base, cur []Site, cat Category, match siteMatch) []CheckSite {
 	before := map[string]int64{}
 	for _, s := range base {
 		if cat < 0 || s.Category == cat {
@@ -157,8 +163,12 @@ func siteGrowth(base, cur []Site, cat Category) []CheckSite {
 		}
 		cs := now[s.Site]
 		if cs == nil {
-			b := before[s.Site]
+			baseName := match.baseName(s.Site)
+			b := before[baseName]
 			cs = &CheckSite{Site: s.Site, File: s.File, Line: s.Line, Baseline: &b}
+			if baseName != s.Site {
+				cs.BaselineSite = baseName
+			}
 			now[s.Site] = cs
 			order = append(order, s.Site)
 		}
@@ -220,15 +230,24 @@ type CheckSite struct {
 	Bytes int64  `json:"bytes"`
 	// Baseline is the site's bytes in the baseline (comparisons only).
 	Baseline *int64 `json:"baseline_bytes,omitempty"`
+	// BaselineSite is the site's name in the baseline when its code moved
+	// to another line there (diff's SiteDiff.BaseSite).
+	BaselineSite string `json:"baseline_site,omitempty"`
 }
 
 // Describe writes the site for a message: "model.py:39 forward 1.2 GiB →
-// 2.0 GiB (+800 MiB)" or, without a baseline, "model.py:39 forward 2.0 GiB".
+// 2.0 GiB (+800 MiB)", "model.py:41 forward (was model.py:39 forward) 1.2
+// GiB → 2.0 GiB (+800 MiB)" for code that moved, or, without a baseline,
+// "model.py:39 forward 2.0 GiB".
 func (s CheckSite) Describe() string {
 	if s.Baseline == nil {
 		return s.Site + " " + FormatBytes(s.Bytes)
 	}
-	return fmt.Sprintf("%s %s → %s (+%s)", s.Site, FormatBytes(*s.Baseline), FormatBytes(s.Bytes), FormatBytes(satSub(s.Bytes, *s.Baseline)))
+	name := s.Site
+	if s.BaselineSite != "" {
+		name += " (was " + s.BaselineSite + ")"
+	}
+	return fmt.Sprintf("%s %s → %s (+%s)", name, FormatBytes(*s.Baseline), FormatBytes(s.Bytes), FormatBytes(satSub(s.Bytes, *s.Baseline)))
 }
 
 // phaseCategoryKey splits "phase:forward:activation" into its phase and

@@ -173,3 +173,84 @@ func TestBudgetSites(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckMatchesSitesLikeDiff: the sites a failed check names are
+// matched across the runs as diff matches them — by name, else the same
+// file and function when exactly one site of each run has them (the code
+// moved to another line) — and check says so ("was …").
+func TestCheckMatchesSitesLikeDiff(t *testing.T) {
+	site := func(name string, b int64) Site { return Site{Site: name, Bytes: b, Category: Activation} }
+	dev := func(top []Site, elsewhere ...Site) DeviceResult {
+		var peak int64
+		for _, s := range top {
+			peak += s.Bytes
+		}
+		d := DeviceResult{Device: 0, Kind: "cuda", Peak: Peak{AllocatedBytes: peak, Phase: PhaseForward, Categories: Categories{Activation: peak}},
+			TopSites: top}
+		if len(elsewhere) > 0 { // listed at another phase's peak only
+			d.PhasePeaks = []PhasePeak{{Phase: PhaseBackward, TopSites: elsewhere}}
+		}
+		return d
+	}
+	type named struct {
+		site, was string
+		base      int64
+	}
+	cases := []struct {
+		name      string
+		base, new DeviceResult
+		want      []named
+	}{
+		{"same line", dev([]Site{site("model.py:39 forward", 300)}), dev([]Site{site("model.py:39 forward", 700)}),
+			[]named{{"model.py:39 forward", "", 300}}},
+		{"moved to another line", dev([]Site{site("model.py:39 forward", 300)}), dev([]Site{site("model.py:41 forward", 700)}),
+			[]named{{"model.py:41 forward", "model.py:39 forward", 300}}},
+		{"two candidates: not matched", dev([]Site{site("model.py:39 forward", 300)}),
+			dev([]Site{site("model.py:41 forward", 400), site("model.py:45 forward", 350)}),
+			[]named{{"model.py:41 forward", "", 0}, {"model.py:45 forward", "", 0}}},
+		{"another function: not matched", dev([]Site{site("model.py:39 forward", 300)}), dev([]Site{site("model.py:41 attention", 700)}),
+			[]named{{"model.py:41 attention", "", 0}}},
+		{"the old line still listed: not moved", dev([]Site{site("model.py:39 forward", 300)}),
+			dev([]Site{site("model.py:41 forward", 700)}, site("model.py:39 forward", 5)),
+			[]named{{"model.py:41 forward", "", 0}}},
+		{"frames of no file: by name only", dev([]Site{site("<backward: MmBackward0>", 300)}), dev([]Site{site("<backward: BmmBackward0>", 700)}),
+			[]named{{"<backward: BmmBackward0>", "", 0}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			base := &Result{AllocatedUnit: AllocatedUnit, Devices: []DeviceResult{c.base}}
+			run := &Result{AllocatedUnit: AllocatedUnit, Devices: []DeviceResult{c.new}}
+			cr, err := Check(run, CheckOptions{Device: -1, Baseline: base})
+			if err != nil {
+				t.Fatal(err)
+			}
+			peak := cr.Checks[1]
+			if peak.Key != BudgetPeak || peak.Status != CheckFail {
+				t.Fatalf("peak check %+v", peak)
+			}
+			var got []named
+			for _, s := range peak.Sites {
+				got = append(got, named{s.Site, s.BaselineSite, *s.Baseline})
+			}
+			if diff := cmp.Diff(c.want, got, cmp.AllowUnexported(named{})); diff != "" {
+				t.Errorf("check's sites (-want +got):\n%s", diff)
+			}
+			// diff names every one of them the same way.
+			bySite := map[string]SiteDiff{}
+			for _, sd := range Diff(base, run).Devices[0].Sites {
+				bySite[sd.Site] = sd
+			}
+			for _, s := range peak.Sites {
+				sd, ok := bySite[s.Site]
+				if !ok || sd.BaseSite != s.BaselineSite || sd.Bytes.Base != *s.Baseline || sd.Bytes.New != s.Bytes {
+					t.Errorf("check says %s, diff %+v", s.Describe(), sd)
+				}
+			}
+			if c.want[0].was != "" {
+				if got, want := peak.Sites[0].Describe(), c.want[0].site+" (was "+c.want[0].was+") 300 B → 700 B (+400 B)"; got != want {
+					t.Errorf("Describe %q, want %q", got, want)
+				}
+			}
+		})
+	}
+}

@@ -12,19 +12,7 @@ import (
 // manyDevices is a snapshot of n devices, each running the same few steps
 // (a run on n ranks' local devices, or a hostile file).
 func manyDevices(t testing.TB, n int) *snapshot.Snapshot {
-	s := st.NewSim()
-	fwd := s.Stack(s.F("model.py", 9, "forward"), s.F("train.py", 3, "<module>"))
-	for d := range n {
-		for step := range 3 {
-			s.Annotate(d, fmt.Sprint("ProfilerStep#", step), func() {
-				a := s.Alloc(d, 4<<20, fwd)
-				b := s.Alloc(d, 1<<20, fwd)
-				s.Free(d, b)
-				s.Free(d, a)
-			})
-		}
-	}
-	data := st.Marshal(s.Snapshot(), 4)
+	data := st.Marshal(st.ManyDevices(n).Snapshot(), 4)
 	snap, err := snapshot.Read(bytes.NewReader(data), "devices.pickle", int64(len(data)), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)

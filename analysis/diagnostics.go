@@ -43,6 +43,9 @@ func deviceDiagnostics(h *History, dr *DeviceResult) []Diagnostic {
 	if d, ok := autocastDiagnostic(h, dr.Peak.EventIndex); ok {
 		out = append(out, d)
 	}
+	if d, ok := graphPoolDiagnostic(h); ok {
+		out = append(out, d)
+	}
 	// How much of the end state rests on low-confidence rules.
 	var low, all int64
 	for _, r := range dr.Rules {

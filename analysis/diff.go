@@ -229,10 +229,10 @@ func diffDevice(id int, b, n *DeviceResult) DeviceDiff {
 	}
 	dd.Phases = diffPhases(b.Phases, n.Phases)
 	dd.Steps = diffSteps(b.Phases, n.Phases)
-	bAll, nAll := sitesListed(b), sitesListed(n)
-	dd.Sites = diffSites(b.TopSites, n.TopSites, bAll, nAll)
+	match := matchSites(b, n)
+	dd.Sites = diffSites(b.TopSites, n.TopSites, match)
 	if bs, ns, at, ok := phaseSitesToCompare(b, n); ok {
-		dd.PhaseSites, dd.PhaseSitesAt = diffSites(bs, ns, bAll, nAll), at
+		dd.PhaseSites, dd.PhaseSitesAt = diffSites(bs, ns, match), at
 	}
 	dd.OOM = diffOOM(b.OOM, n.OOM)
 	return dd
@@ -344,10 +344,38 @@ func sitesListed(d *DeviceResult) map[string]bool {
 	return m
 }
 
+// siteMatch says which site of one run is which of another, for diff and
+// for check alike: a site is matched by its name (its user frame), else —
+// the code moved to another line — by its file and function when exactly
+// one site of each run has them.
+type siteMatch struct {
+	bAll, nAll map[string]bool   // every site each run lists
+	moved      map[string]string // new name → base name, for code that moved
+	movedTo    map[string]string // base name → new name
+}
+
+// matchSites pairs the sites of a device in two runs (b the base).
+func matchSites(b, n *DeviceResult) siteMatch {
+	m := siteMatch{bAll: sitesListed(b), nAll: sitesListed(n), movedTo: map[string]string{}}
+	m.moved = movedSites(m.bAll, m.nAll)
+	for n, b := range m.moved {
+		m.movedTo[b] = n
+	}
+	return m
+}
+
+// baseName is the base run's name of the new run's site.
+func (m siteMatch) baseName(site string) string {
+	if b, ok := m.moved[site]; ok {
+		return b
+	}
+	return site
+}
+
 // diffSites compares two lists of sites (b and n, of the same moment);
-// bAll and nAll are every site each run lists, which decide whether a
-// site is new, vanished, or the same code moved to another line.
-func diffSites(b, n []Site, bAll, nAll map[string]bool) []SiteDiff {
+// every site each run lists (in match) decides whether a site is new,
+// vanished, or the same code moved to another line.
+func diffSites(b, n []Site, match siteMatch) []SiteDiff {
 	type side struct {
 		bytes int64
 		count int
@@ -364,11 +392,7 @@ func diffSites(b, n []Site, bAll, nAll map[string]bool) []SiteDiff {
 		v := nm[s.Site]
 		nm[s.Site] = side{satAdd(v.bytes, s.Bytes), v.count + s.Count, s.Category, true}
 	}
-	moved := movedSites(bAll, nAll) // new name → base name
-	movedTo := map[string]string{}
-	for n, b := range moved {
-		movedTo[b] = n
-	}
+	bAll, nAll, moved, movedTo := match.bAll, match.nAll, match.moved, match.movedTo
 	out := []SiteDiff{}
 	add := func(site, baseSite string, bs, ns side) {
 		pr, cat := InBoth, ns.cat

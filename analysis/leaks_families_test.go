@@ -133,9 +133,15 @@ func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
 }
 
 // checkFamilyFinding asserts one finding of kind at site ("" = any) with
-// bytes per step within 10% of want, at least medium confidence (high when
-// the steps came from structure), and nothing else above low.
+// bytes per step within 10% of want, at high confidence (the steps came
+// from structure), and nothing else above low.
 func checkFamilyFinding(t *testing.T, what string, ls []Leak, kind, site string, want int64) {
+	t.Helper()
+	checkFindingAt(t, what, ls, kind, site, want, High)
+}
+
+// checkFindingAt is checkFamilyFinding at confidence conf.
+func checkFindingAt(t *testing.T, what string, ls []Leak, kind, site string, want int64, conf Confidence) {
 	t.Helper()
 	found := false
 	for _, l := range ls {
@@ -152,8 +158,8 @@ func checkFamilyFinding(t *testing.T, what string, ls []Leak, kind, site string,
 		if d := float64(l.BytesPerStep-want) / float64(want); d < -0.1 || d > 0.1 {
 			t.Errorf("%s: %s of %d bytes per step, want %d ±10%% (%+.1f%%)", what, kind, l.BytesPerStep, want, 100*d)
 		}
-		if l.Confidence != High {
-			t.Errorf("%s: %s at %s confidence: %s", what, kind, l.Confidence, l.Evidence)
+		if l.Confidence != conf {
+			t.Errorf("%s: %s at %s confidence, want %s: %s", what, kind, l.Confidence, conf, l.Evidence)
 		}
 	}
 	if !found {

@@ -101,6 +101,7 @@ func (h *History) fragmentationAt(i int, request int64) Fragmentation {
 				continue
 			}
 			free += b.Size
+			fr.FreeBlocks++
 			if request <= 1<<20 || !g.small() {
 				fr.LargestFreeBlockBytes = max(fr.LargestFreeBlockBytes, b.Size)
 			}

@@ -7,7 +7,9 @@ package analysis
 // activations growing a hundredfold.
 type PhasePeak struct {
 	Phase Phase `json:"phase"`
-	Step  int   `json:"step"`
+	// Step is the step of the span that peaked; −1 (null) before the first
+	// step.
+	Step int `json:"step" null:"-1"`
 	// EventIndex is the first event reaching the peak (for a phase without
 	// events on this device, the last event before it; −1: none).
 	EventIndex     int        `json:"event_index" null:"-1"`

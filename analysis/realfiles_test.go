@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -20,21 +19,11 @@ import (
 // savings, empty_cache after the fixes that lower the peak) and carry
 // evidence; the JSON has every category key.
 func TestRealFilesInvariants(t *testing.T) {
-	_, here, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(here), "..", "..", "shared")
-	var files []string
-	for _, pat := range []string{"snapshots/*.pickle", "snapshots/*.pkl", "traces/*.gz"} {
-		m, _ := filepath.Glob(filepath.Join(root, pat))
-		files = append(files, m...)
-	}
-	if len(files) == 0 {
-		t.Skipf("no real files in %s", root)
-	}
-	for _, f := range files {
+	for _, f := range snapshottest.SharedInputs(t) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			s, err := snapshot.Open(f, snapshot.Options{})
 			if err != nil {
-				t.Skipf("reader: %v", err)
+				t.Fatalf("reader: %v", err)
 			}
 			r := Analyze(s, DefaultOptions())
 			mismatch := map[int]bool{}
@@ -161,10 +150,13 @@ func TestRealFilesInvariants(t *testing.T) {
 // block_replay there), ends at each device's Σ allocated_size and
 // Σ requested_size of the dump, and counts the blocks whose size nothing in
 // the file settles (Unsized).
+//
+// The snapshots of ../shared/recorded are checked the same way against
+// recordedAllocatedFacts (snapshot_facts.py --recorded --analysis).
 func TestRealFilesAllocated(t *testing.T) {
-	for _, want := range realAllocatedFacts {
+	for _, want := range allAllocatedFacts() {
 		t.Run(fmt.Sprintf("%s/%d", want.File, want.Device), func(t *testing.T) {
-			s := openShared(t, "snapshots", want.File)
+			s := openShared(t, want.sub, want.File)
 			d := s.Device(want.Device)
 			if d == nil {
 				t.Fatalf("no device %d", want.Device)
@@ -175,7 +167,7 @@ func TestRealFilesAllocated(t *testing.T) {
 				t.Fatalf("%d device results", len(r.Devices))
 			}
 			dr := r.Devices[0]
-			got := allocatedFacts{File: want.File, Device: want.Device, EndAllocated: dr.AtEnd.AllocatedBytes,
+			got := allocatedFacts{File: want.File, Device: want.Device, sub: want.sub, EndAllocated: dr.AtEnd.AllocatedBytes,
 				PeakAllocated: dr.Peak.AllocatedBytes, PeakEvent: dr.Peak.EventIndex, Unsized: h.sizing.unknown}
 			if dr.AtEnd.RequestedBytes != nil {
 				got.EndRequested = *dr.AtEnd.RequestedBytes
@@ -211,44 +203,70 @@ func TestRealFilesAllocated(t *testing.T) {
 	}
 }
 
-// TestRealFilesAllocatedCoverage: realAllocatedFacts has a row for every
-// device of every real snapshot that has segments or a trace, so that every
-// device's allocated figure is checked against its dump.
+// TestRealFilesAllocatedCoverage: realAllocatedFacts and
+// recordedAllocatedFacts have a row for every device of every real snapshot
+// that has segments or a trace, so that every device's allocated figure is
+// checked against its dump.
 func TestRealFilesAllocatedCoverage(t *testing.T) {
 	rows := map[string]bool{}
-	for _, f := range realAllocatedFacts {
-		rows[fmt.Sprintf("%s/%d", f.File, f.Device)] = true
+	for _, f := range allAllocatedFacts() {
+		rows[fmt.Sprintf("%s/%s/%d", f.sub, f.File, f.Device)] = true
 	}
+	var files [][2]string
 	dir := snapshottest.SharedDir(t, "snapshots")
-	var files []string
 	for _, pat := range []string{"*.pickle", "*.pkl"} {
 		m, _ := filepath.Glob(filepath.Join(dir, pat))
-		files = append(files, m...)
+		for _, f := range m {
+			files = append(files, [2]string{"snapshots", filepath.Base(f)})
+		}
+	}
+	for _, f := range snapshottest.SharedRecorded(t) {
+		if strings.HasSuffix(f, ".pickle") || strings.HasSuffix(f, ".pickle.gz") {
+			files = append(files, [2]string{"recorded", f})
+		}
 	}
 	if len(files) == 0 {
 		t.Fatalf("no snapshots in %s", dir)
 	}
-	for _, path := range files {
-		name := filepath.Base(path)
-		s := openShared(t, "snapshots", name)
+	for _, f := range files {
+		s := openShared(t, f[0], f[1])
 		for _, d := range s.Devices {
 			if len(d.Segments) == 0 && len(d.Events) == 0 {
 				continue
 			}
-			if key := fmt.Sprintf("%s/%d", name, d.ID); !rows[key] {
-				t.Errorf("no realAllocatedFacts row for %s (rerun snapshot_facts.py --analysis)", key)
+			if key := fmt.Sprintf("%s/%s/%d", f[0], f[1], d.ID); !rows[key] {
+				t.Errorf("no allocated-facts row for %s (rerun snapshot_facts.py --analysis, with --recorded for recorded/)", key)
 			}
 		}
 	}
+}
+
+// allAllocatedFacts is realAllocatedFacts and recordedAllocatedFacts, each
+// row with the folder of ../shared it reads.
+func allAllocatedFacts() []allocatedFacts {
+	var out []allocatedFacts
+	for _, f := range realAllocatedFacts {
+		f.sub = "snapshots"
+		out = append(out, f)
+	}
+	for _, f := range recordedAllocatedFacts {
+		f.sub = "recorded"
+		out = append(out, f)
+	}
+	return out
 }
 
 // TestRealFilesOOMAllocated checks what is allocated at every real oom entry
 // against realOOMFacts (snapshot_facts.py --analysis): blocks and requested
 // bytes, and the parameter category against the blocks Module.to made.
 func TestRealFilesOOMAllocated(t *testing.T) {
-	for _, want := range realOOMFacts {
+	for _, want := range append(realOOMFacts, recordedOOMFacts...) {
 		t.Run(want.File, func(t *testing.T) {
-			s := openShared(t, "snapshots", want.File)
+			sub := "snapshots"
+			if strings.Contains(want.File, "/") || strings.HasSuffix(want.File, ".gz") {
+				sub = "recorded"
+			}
+			s := openShared(t, sub, want.File)
 			r := Analyze(s, Options{Device: want.Device, TopSites: 1, NoTimeline: true})
 			if len(r.Devices) != 1 || r.Devices[0].OOM == nil {
 				t.Fatalf("no OOM on device %d", want.Device)
@@ -279,6 +297,7 @@ type oomFacts struct {
 type allocatedFacts struct {
 	File                                                     string
 	Device                                                   int
+	sub                                                      string // the folder of ../shared
 	EndAllocated, EndRequested, PeakAllocated, PeakRequested int64
 	PeakEvent                                                int
 	Unsized                                                  int

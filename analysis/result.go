@@ -90,6 +90,10 @@ type DeviceResult struct {
 	// categories and sites, in the order the phases first occur: what check
 	// and diff compare with the same phase of another run.
 	PhasePeaks []PhasePeak `json:"phase_peaks"`
+	// NoHistory: the file holds no allocation history for the device, only
+	// the state at the dump (a state-only dump, or an OOM observer's with
+	// the history off): the peak is the dump itself.
+	NoHistory bool `json:"no_history,omitempty"`
 	// Steps is how the device's events divide into steps and where the
 	// boundaries came from.
 	Steps    *StepPlan `json:"steps"`
@@ -113,6 +117,10 @@ type State struct {
 	RequestedBytes *int64     `json:"requested_bytes,omitempty"`
 	ReservedBytes  int64      `json:"reserved_bytes" null:"if:ReservedUnknown"`
 	Categories     Categories `json:"categories"`
+	// Fragmentation is what the allocator caches at the dump — free bytes,
+	// in how many blocks, the largest — where the file has the dump's
+	// segments; absent otherwise.
+	Fragmentation *Fragmentation `json:"fragmentation,omitempty"`
 	// ReservedUnknown: the file states no reserved figure (a chrome trace
 	// without Total Reserved, host memory, a memory timeline): ReservedBytes
 	// is 0 and reserved_bytes null.
@@ -192,6 +200,9 @@ type Fragmentation struct {
 	// Fragmented is true when the cached free bytes would have covered the
 	// request but no single free block was large enough.
 	Fragmented bool `json:"fragmented"`
+	// FreeBlocks is how many free blocks the cached free bytes are in
+	// (0 without segment state).
+	FreeBlocks int `json:"free_blocks"`
 }
 
 // PhaseSpan is one phase of one step with its peak.
@@ -318,12 +329,16 @@ const (
 type Category int
 
 // Categories: PyTorch's memory-profiler categories in its plot order, then
-// two kinds that profiler has no name for — an inference server's key/value
+// kinds that profiler has no name for — an inference server's key/value
 // cache (kv_cache: it is neither weights nor activations, and sized by the
-// server, not the batch) and a library's persistent workspace (workspace:
-// cuBLAS's per-handle buffer) — and unknown last. Kinds that are a variant
-// of a category keep it under a rule of their own: quantized or frozen
-// weights and autocast's weight copies are parameters.
+// server, not the batch), a library's persistent workspace (workspace:
+// cuBLAS's per-handle buffer), autocast's 16-bit copies of fp32 weights
+// (autocast_cache: neither weights nor activations, and gone with the
+// autocast region) and the memory a captured CUDA graph keeps in its
+// private pool (cuda_graph_pool: its output and intermediates, held while
+// the graph lives) — and unknown last. Kinds that are a variant of a
+// category keep it under a rule of their own: quantized or frozen weights
+// are parameters.
 const (
 	Parameter Category = iota
 	Gradient
@@ -334,11 +349,13 @@ const (
 	InputData
 	KVCache
 	Workspace
+	AutocastCache
+	CUDAGraphPool
 	Unknown
 	NumCategories
 )
 
-var categoryNames = [NumCategories]string{"parameter", "gradient", "optimizer_state", "activation", "temporary", "autograd_detail", "input", "kv_cache", "workspace", "unknown"}
+var categoryNames = [NumCategories]string{"parameter", "gradient", "optimizer_state", "activation", "temporary", "autograd_detail", "input", "kv_cache", "workspace", "autocast_cache", "cuda_graph_pool", "unknown"}
 
 // String returns the category's JSON name.
 func (c Category) String() string {

@@ -48,7 +48,7 @@ func TestGateArithmeticSaturates(t *testing.T) {
 	}
 	// Sites summed by name saturate instead of wrapping to a negative growth.
 	big := []Site{{Site: "a", Bytes: math.MaxInt64 - 1}, {Site: "a", Bytes: math.MaxInt64 - 1}}
-	g := siteGrowth(nil, big, -1)
+	g := siteGrowth(nil, big, -1, siteMatch{})
 	if len(g) != 1 || g[0].Bytes != math.MaxInt64 {
 		t.Errorf("growth %+v", g)
 	}

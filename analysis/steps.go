@@ -25,7 +25,9 @@ const (
 	// start of its loop body at every iteration (the loop that runs the
 	// model, seen in the Python stacks).
 	StepsFromLoop StepSource = "loop"
-	// StepsFromPeriod: the repeating sequence of allocation sites.
+	// StepsFromPeriod: a repeating pattern of the allocations — the
+	// sequence of allocation sites, or, without Python frames, a training
+	// step's backward runs or parameter sweeps (patternSteps).
 	StepsFromPeriod StepSource = "period"
 	// StepsNone: nothing tells steps apart.
 	StepsNone StepSource = "none"
@@ -101,8 +103,9 @@ type planFound struct {
 // computeSteps divides the events of h into steps, from the best source
 // that has any: ProfilerStep#N ranges; optimizer steps (the phases must be
 // set); a trace's Optimizer.step ranges or forward spans; the loop frame of
-// the Python stacks; the period of allocation sites (not when the stacks
-// show loops that may be the model's layers: see loopSteps). It fills the step of
+// the Python stacks; without Python frames, a training step's backward runs
+// or parameter sweeps (patternSteps); the period of allocation sites (not
+// when the stacks show loops that may be the model's layers: see loopSteps). It fills the step of
 // every event (NoStep outside ProfilerStep ranges, 0 outside the steps of
 // the other sources) and returns the plan; the spans' memory is measured
 // by buildSpans.
@@ -153,6 +156,8 @@ func computeSteps(h *History, stepIvs []interval) *StepPlan {
 	} else if f := spanSteps(h); len(f.steps) >= minLeakSteps {
 		found = f
 	} else if f, ambiguous := loopSteps(h, 0); len(f.steps) > 0 || ambiguous {
+		found = f
+	} else if f := patternSteps(h); len(f.steps) > 0 {
 		found = f
 	} else {
 		found = periodSteps(h)

@@ -11,16 +11,28 @@ import (
 // the fact (empty_cache) comes after every fix that lowers the peak.
 func suggest(ev *evidence, leaks []Leak) []Suggestion {
 	out := append(fromEvidence(ev), leakSuggestions(leaks)...)
-	sort.SliceStable(out, func(a, b int) bool {
-		if la, lb := lowersPeak(out[a].ID), lowersPeak(out[b].ID); la != lb {
-			return la
-		}
-		return out[a].EstimatedSavingsBytes > out[b].EstimatedSavingsBytes
-	})
+	rankSuggestions(out, ev != nil && ev.statesFirst)
 	if out == nil {
 		return []Suggestion{}
 	}
 	return out
+}
+
+// rankSuggestions orders suggestions by estimated saving, except that what
+// only releases cached memory after the fact (empty_cache) comes after
+// every fix that lowers the peak, and — statesFirst — where parameters,
+// gradients and optimizer state alone leave no room, what shrinks them
+// comes before any activation fix.
+func rankSuggestions(out []Suggestion, statesFirst bool) {
+	sort.SliceStable(out, func(a, b int) bool {
+		if la, lb := lowersPeak(out[a].ID), lowersPeak(out[b].ID); la != lb {
+			return la
+		}
+		if sa, sb := statesFirst && shrinksStates(out[a].ID), statesFirst && shrinksStates(out[b].ID); sa != sb {
+			return sa
+		}
+		return out[a].EstimatedSavingsBytes > out[b].EstimatedSavingsBytes
+	})
 }
 
 // lowersPeak reports whether a suggestion lowers the memory a run needs at
@@ -42,8 +54,10 @@ func fromEvidence(ev *evidence) []Suggestion {
 	inOpt := ev.oom != nil && ev.phase == PhaseOptimizer
 
 	// Checkpointing trades recomputation in backward for memory: only a run
-	// with a backward keeps activations to recompute.
-	if ev.backward && (oomPhase || pct(act, ev.total) >= 40) {
+	// with a backward keeps activations to recompute, and one that already
+	// checkpoints has done it; at an OOM, activations under 10% of the
+	// memory are not where the memory went.
+	if ev.backward && !ev.done.checkpointing && (oomPhase && pct(act, ev.total) >= 10 || pct(act, ev.total) >= 40) {
 		because := fmt.Sprintf("activations and temporaries are %s of %s allocated %s (%.0f%%)", FormatBytes(act), FormatBytes(ev.total), where, pct(act, ev.total))
 		if oomPhase {
 			because = fmt.Sprintf("the OOM happened in %s with %s of activations and temporaries live (%.0f%% of %s allocated) %s", ev.phase, FormatBytes(act), pct(act, ev.total), FormatBytes(ev.total), where)
@@ -107,18 +121,21 @@ func fromEvidence(ev *evidence) []Suggestion {
 			EstimatedSavingsBytes: opt, Cost: "2–5× slower steps",
 			How: "# FSDP2: fully_shard(model, offload_policy=CPUOffloadPolicy())\n# DeepSpeed: \"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\"}}"})
 	}
-	if pct(par, ev.total) >= 50 && !ev.training {
+	if ev.done.quantizedBy != "" {
+		// The weights are quantized already: no quantization to suggest.
+	} else if pct(par, ev.total) >= 50 && !ev.training {
 		out = append(out, Suggestion{ID: "quantize_weights", Title: "Load the weights in 8-bit (or 4-bit) for inference",
 			Because:               fmt.Sprintf("parameters dominate %s: %s of %s (%.0f%%), and nothing is trained (no backward, no optimizer state, no training loop in the stacks)", where, FormatBytes(par), FormatBytes(ev.total), pct(par, ev.total)),
 			EstimatedSavingsBytes: par / 2, Cost: "slightly slower matmuls; a small accuracy cost (check on your evaluation)",
 			How: "from transformers import BitsAndBytesConfig\nmodel = AutoModelForCausalLM.from_pretrained(name, quantization_config=BitsAndBytesConfig(load_in_8bit=True))  # or load_in_4bit=True: ~75% saved\n# torchao: quantize_(model, int8_weight_only())"})
-	} else if pct(par, ev.total) >= 50 {
+	} else if pct(par, ev.total) >= 50 && ev.done.pretrained {
+		// QLoRA fine-tunes a pretrained model: only where the run loads one.
 		out = append(out, Suggestion{ID: "qlora", Title: "Fine-tune with QLoRA (4-bit frozen weights + LoRA adapters)",
-			Because:               fmt.Sprintf("parameters dominate %s: %s of %s (%.0f%%)", where, FormatBytes(par), FormatBytes(ev.total), pct(par, ev.total)),
+			Because:               fmt.Sprintf("parameters dominate %s: %s of %s (%.0f%%), and the run fine-tunes weights it loaded (from_pretrained, a state dict or adapters): QLoRA is for fine-tuning a pretrained model", where, FormatBytes(par), FormatBytes(ev.total), pct(par, ev.total)),
 			EstimatedSavingsBytes: par * 3 / 4, Cost: "similar speed; only adapters are trained (fine-tuning only)",
 			How: "from transformers import BitsAndBytesConfig\nfrom peft import LoraConfig, get_peft_model\nmodel = AutoModelForCausalLM.from_pretrained(name, quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16))\nmodel = get_peft_model(model, LoraConfig(r=16, target_modules=\"all-linear\"))"})
 	}
-	if ev.fp32 && par+grad+act > 0 {
+	if ev.fp32 && !ev.done.autocast && par+grad+act > 0 {
 		out = append(out, Suggestion{ID: "mixed_precision_bf16", Title: "Train in bf16 mixed precision",
 			Because:               fmt.Sprintf("the trace records fp32 parameters; parameters, gradients and activations are %s %s", FormatBytes(par+grad+act), where),
 			EstimatedSavingsBytes: (par + grad + act) / 2, Cost: "minimal on GPUs with bf16",
@@ -160,15 +177,26 @@ func fromEvidence(ev *evidence) []Suggestion {
 			EstimatedSavingsBytes: ev.gradsInFwd, Cost: "none",
 			How: "optimizer.zero_grad(set_to_none=True)  # the default since PyTorch 2.0; call it right after optimizer.step()"})
 	}
+	out = append(out, stateSuggestions(ev, where)...)
 	// Drop what would not matter: under 1 MiB or 1% of the memory in question.
-	floor := max(int64(1<<20), ev.total/100)
 	kept := out[:0]
 	for _, sg := range out {
-		if sg.EstimatedSavingsBytes >= floor {
+		if sg.EstimatedSavingsBytes >= savingFloor(sg.ID, ev.total) {
 			kept = append(kept, sg)
 		}
 	}
 	return kept
+}
+
+// savingFloor is the least a suggestion must save to be made: 1 MiB, and
+// 1% of the memory in question — except for memory nothing uses (a KV
+// cache that training never reads, gradients moved with the model), which
+// costs nothing to drop.
+func savingFloor(id string, total int64) int64 {
+	if id == "use_cache_off" || id == "drop_grads_before_move" {
+		return 1 << 20
+	}
+	return max(int64(1<<20), total/100)
 }
 
 // leakSuggestions turns medium- and high-confidence leak findings into the

@@ -53,6 +53,16 @@ type evidence struct {
 	// without a backward.
 	backward bool
 	fp32     bool // parameters known to be fp32 (chrome-trace shapes)
+	// done is what the run already does (autocast, checkpointing,
+	// quantized weights, a pretrained checkpoint).
+	done practices
+	// movedGrads are the gradients Module.to moved with the model, live at
+	// the decisive moment.
+	movedGrads int64
+	// statesFirst: at an OOM, parameters, gradients and optimizer state
+	// leave the device less room than the failed request: no activation
+	// fix can make it fit.
+	statesFirst bool
 }
 
 // gatherEvidence collects the evidence of one device.
@@ -119,6 +129,20 @@ func gatherEvidence(h *History, dr *DeviceResult) *evidence {
 				ev.lateZero = b.Free
 			}
 		}
+	}
+	ev.done = practicesOf(h)
+	for _, b := range h.LiveBlocks(ev.index) {
+		if b.Rule == RuleGradMovedWithModel {
+			ev.movedGrads += b.Size
+		}
+	}
+	ev.gradsInFwd = max(0, ev.gradsInFwd-ev.movedGrads)
+	if o := ev.oom; o != nil {
+		// What the process could use: its blocks, its cached free memory
+		// and what the device still had.
+		usable := o.AllocatedBytes + o.Fragmentation.CachedFreeBytes + o.DeviceFreeBytes
+		states := ev.cats[Parameter] + ev.cats[Gradient] + ev.cats[OptimizerState]
+		ev.statesFirst = states > 0 && usable-states < o.RequestedBytes
 	}
 	if len(h.Snap.GradAccumulations) > 0 {
 		ev.fp32 = true

@@ -111,6 +111,11 @@ func effects() map[string]effect {
 			f[partParam], f[partGrad], f[partStaleGrad], f[partOpt] = 0.25, 0, 0, 0
 		}),
 		"quantize_weights": with(27, "weights", func(f *factors) { f[partParam] = 0.5 }),
+		// sharded over 2 GPUs: each keeps half the weights and their states
+		"shard_states": with(9, "", func(f *factors) {
+			f[partParam], f[partGrad], f[partStaleGrad], f[partOpt] = 0.5, 0.5, 0.5, 0.5
+		}),
+		"use_cache_off": with(0, "", func(f *factors) { f[partKV] = 0 }),
 	}
 }
 
@@ -134,7 +139,7 @@ func whatIf(h *History, dr *DeviceResult, sugg []Suggestion, capacity int64) *Wh
 	if h == nil || len(h.Device.Events) == 0 {
 		return nil
 	}
-	c := buildCurves(h)
+	c := buildCurves(h, 0)
 	peak, pj := c.peak(unit())
 	w := &WhatIf{Device: dr.Device, MeasuredPeakBytes: peak, Suggestions: []Projection{}, Scaling: []ScalePoint{}, Notes: []string{}}
 	w.LinearBytes, w.AttentionBytes = c.v[partLinear][pj]+c.v[partKV][pj], c.v[partQuad][pj]
@@ -174,7 +179,7 @@ func whatIf(h *History, dr *DeviceResult, sugg []Suggestion, capacity int64) *Wh
 	}
 	w.Model = inferModel(h, c)
 	if w.AttentionBytes > 0 {
-		w.Notes = append(w.Notes, "attention code's tensors count as ∝ seq², its per-token outputs too: longer sequences err high")
+		w.Notes = append(w.Notes, "∝ seq²: attention tensors larger than their call's per-token output (scores, softmax)")
 	}
 	if dr.OOM != nil {
 		w.Notes = append(w.Notes, "the run died at an OOM in "+string(dr.OOM.Phase)+": projections are lower bounds (the step did not finish)")

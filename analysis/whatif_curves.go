@@ -47,8 +47,9 @@ func scaled(kb, ks float64) factors {
 }
 
 // partOf decides the part of a block: by category, then (for what a step
-// allocates) by the phase that allocated it and whether attention code did.
-func (h *History) partOf(b *Block, stale bool) part {
+// allocates) by the phase that allocated it and whether it has two
+// sequence dimensions (seqSquared).
+func (h *History) partOf(b *Block, stale, seqSquared bool) part {
 	if b.Untracked {
 		return partFixed
 	}
@@ -76,13 +77,16 @@ func (h *History) partOf(b *Block, stale bool) part {
 				return partFixed
 			}
 		}
-		if b.Category != InputData && h.markers.get(b.Stack).quadratic() {
+		if b.Category != InputData && seqSquared {
 			return partQuad
 		}
 		return partLinear
 	}
 	return partFixed
 }
+
+// scales reports whether the batch size or the sequence length scale a part.
+func scales(p part) bool { return p == partLinear || p == partQuad || p == partKV }
 
 // quadratic reports whether a stack's tensors grow with the square of the
 // sequence: attention code, unless a fused kernel (flash, memory-efficient,
@@ -108,8 +112,13 @@ func (h *History) staleGradients() map[int]bool {
 	return stale
 }
 
-// buildCurves computes the parts' curves of a device.
-func buildCurves(h *History) *curves {
+// buildCurves computes the parts' curves of a device; seq is the
+// sequence length of the run when known (0 otherwise), which sharpens
+// which tensors are seq² (seqSquared). A block of a part that scales
+// counts the bytes its tensor requested there; the allocator's rounding
+// on top (under 1 MiB a block) does not grow with the tensor and is
+// fixed memory.
+func buildCurves(h *History, seq int64) *curves {
 	n := len(h.Device.Events)
 	c := &curves{h: h}
 	var delta [numParts][]int64
@@ -117,16 +126,29 @@ func buildCurves(h *History) *curves {
 		delta[p] = make([]int64, n+2)
 	}
 	stale := h.staleGradients()
+	sq := h.seqSquared(seq)
+	copies := h.weightCopies()
+	add := func(p part, b *Block, n int64) {
+		delta[p][b.Alloc+1] += n
+		if end := b.allocEnd(); end >= 0 {
+			delta[p][end+1] -= n
+		}
+	}
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
 		if b.PendingAtStart {
 			continue // holds memory, never allocated (Block.LiveAt)
 		}
-		p := h.partOf(b, stale[bi])
-		delta[p][b.Alloc+1] += b.Size
-		if end := b.allocEnd(); end >= 0 {
-			delta[p][end+1] -= b.Size
+		p := h.partOf(b, stale[bi], sq[bi])
+		if copies[bi] && scales(p) {
+			p = partFixed // a weight's copy: the weight's size, whatever the batch
 		}
+		if scales(p) && b.Requested > 0 && b.Requested < b.Size {
+			add(p, b, b.Requested)
+			add(partFixed, b, b.Size-b.Requested)
+			continue
+		}
+		add(p, b, b.Size)
 	}
 	for p := range c.v {
 		c.v[p] = make([]int64, n+1)

@@ -25,7 +25,7 @@ func TestWhatIfKVCacheScales(t *testing.T) {
 				cache := tc.run(s, kind, 4)
 				snap := read(t, s, 0)
 				h := BuildHistory(snap, snap.Devices[0])
-				c := buildCurves(h)
+				c := buildCurves(h, 0)
 				end := len(c.v[0]) - 1
 				want := simBlocks(t, h, cache)
 				kv := c.v[partKV][end]

@@ -15,9 +15,10 @@ type Size struct{ Batch, Seq int64 }
 var ProjectFormulas = []string{
 	"projected(t) = fixed(t) + kb·ks·linear(t) + kb·ks²·attention(t) at every event t",
 	"kb, ks: the batch and sequence ratios; the projected peak is the largest projected(t)",
-	"fixed: parameters, gradients, optimizer state, workspaces, optimizer-step scratch",
-	"linear: activations, temporaries and inputs of forward and backward",
-	"attention: the same allocated in attention code (scores, softmax: ∝ seq²)",
+	"fixed: weights, gradients, optimizer state, workspaces, step scratch, weight copies, rounding",
+	"linear: bytes requested by the activations, temporaries and inputs of forward and backward",
+	"attention: tensors with two sequence dimensions (scores, softmax, masks: ∝ seq²)",
+	"attention code's per-token tensors (repeated keys and values, its output) are linear",
 }
 
 // Project projects the measured run of s, recorded at size at, to size to
@@ -51,7 +52,7 @@ func Project(s *snapshot.Snapshot, opts Options, at, to Size, gpu *estimate.GPU)
 	if h == nil || r.WhatIf == nil {
 		return nil, errors.New("no allocation history to project (a state-only snapshot has none)")
 	}
-	c := buildCurves(h)
+	c := buildCurves(h, at.Seq)
 	measured, mj := c.peak(unit())
 	base := scaled(kb, ks)
 	peak, j := c.peak(base)
@@ -86,6 +87,10 @@ func Project(s *snapshot.Snapshot, opts Options, at, to Size, gpu *estimate.GPU)
 	act, attn := saturate(lin+quad), saturate(quad)
 	e.ActivationsBytes, e.AttentionBytes = &act, &attn
 	e.TotalBytes = peak
+	e.PeakPhase = string(c.phaseAt(j))
+	e.Phases = []estimate.PhasePeak{{Phase: e.PeakPhase, Bytes: peak, Parts: []estimate.Part{
+		{Name: "parameters", Bytes: e.ParametersBytes}, {Name: "gradients", Bytes: e.GradientsBytes},
+		{Name: "optimizer state", Bytes: e.OptimizerStateBytes}, {Name: "activations", Bytes: act}, {Name: "other", Bytes: e.OtherBytes}}}}
 	e.Measured = &estimate.Measured{Path: r.Input.Path, FromBatch: at.Batch, FromSeq: at.Seq, ToBatch: to.Batch, ToSeq: to.Seq,
 		PeakBytes: measured, PeakPhase: string(c.phaseAt(mj)), ProjectedPhase: string(c.phaseAt(j))}
 	if gpu == nil && w.CapacityBytes > 0 {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/estimate"
 	"github.com/torchmem/torchmem/snapshot"
 	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
@@ -19,7 +20,7 @@ func TestWhatIfPartsSumToAllocated(t *testing.T) {
 				continue
 			}
 			h := BuildHistory(s, d)
-			c := buildCurves(h)
+			c := buildCurves(h, 0)
 			for j := range c.v[0] {
 				var sum int64
 				for p := range c.v {
@@ -52,7 +53,7 @@ func simRun(t *testing.T, c st.TrainConfig) (*History, int64) {
 func TestProjectionSimulator(t *testing.T) {
 	base := st.TrainConfig{Layers: 4, Hidden: 256, Seq: 256, Batch: 2, Heads: 4, Steps: 2, NoBwdStack: true}
 	h, measured := simRun(t, base)
-	c := buildCurves(h)
+	c := buildCurves(h, 0)
 	if p, _ := c.peak(unit()); p != measured {
 		t.Fatalf("unscaled projection %d, simulator peak %d", p, measured)
 	}
@@ -84,7 +85,7 @@ func TestProjectionWedsonlin(t *testing.T) {
 	for _, seq := range []int64{128, 256} {
 		s := openShared(t, "snapshots", fmt.Sprintf("wedsonlin_medium_%d_training.pickle", seq))
 		h := BuildHistory(s, s.Devices[0])
-		curvesAt[seq] = buildCurves(h)
+		curvesAt[seq] = buildCurves(h, 0)
 		peaks[seq], _ = curvesAt[seq].peak(unit())
 	}
 	for _, tc := range []struct{ from, to int64 }{{128, 256}, {256, 128}} {
@@ -122,7 +123,7 @@ func TestWhatIfSuggestions(t *testing.T) {
 		}
 	}
 	h := BuildHistory(s, s.Devices[0])
-	c := buildCurves(h)
+	c := buildCurves(h, 0)
 	var stale, staleRequested int64
 	for _, v := range c.v[partStaleGrad] {
 		stale = max(stale, v)
@@ -146,7 +147,8 @@ func TestWhatIfCapacity(t *testing.T) {
 	opts := DefaultOptions()
 	opts.CapacityBytes = 8 << 30
 	w := Analyze(s, opts).WhatIf
-	if capacity := int64(8 << 30); w.UsableBytes != int64(float64(capacity)*0.95) {
+	// Usable: the capacity less the CUDA context and 5% of the rest.
+	if capacity := int64(8 << 30); w.UsableBytes != int64(float64(capacity-estimate.ContextBytes)*0.95) {
 		t.Fatalf("usable %d", w.UsableBytes)
 	}
 	for _, p := range w.Suggestions {
@@ -158,7 +160,7 @@ func TestWhatIfCapacity(t *testing.T) {
 		t.Errorf("combination %+v: want the 8-bit optimizer alone (cost 1, fits)", c)
 	}
 	h := BuildHistory(s, s.Devices[0])
-	cv := buildCurves(h)
+	cv := buildCurves(h, 0)
 	for _, tc := range []struct {
 		k   float64
 		seq bool

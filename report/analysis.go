@@ -41,9 +41,16 @@ func TextTop(w io.Writer, r *analysis.Result, top int) error {
 			p.wrap(tab, tab, fmt.Sprintf("cached free %s, largest free block %s, expandable segments %v",
 				analysis.FormatBytes(fr.CachedFreeBytes), analysis.FormatBytes(fr.LargestFreeBlockBytes), fr.ExpandableSegments))
 		}
-		p.wrap("  peak     ", tab, fmt.Sprintf("%s allocated%s in %s%s%s", analysis.FormatBytes(d.Peak.AllocatedBytes),
-			reservedAfter(" (reserved ", d.Peak.ReservedBytes, d.Peak.ReservedUnknown, ")"), d.Peak.Phase, stepNote(", step %d", d.Peak.Step), eventNote(d.Peak.EventIndex)))
-		p.f("  end      %s allocated%s\n", analysis.FormatBytes(d.AtEnd.AllocatedBytes), reservedAfter(", ", d.AtEnd.ReservedBytes, d.AtEnd.ReservedUnknown, " reserved"))
+		if d.NoHistory {
+			p.wrap("  dump     ", tab, dumpState(d))
+			if c := cachedNote(d.AtEnd.Fragmentation); c != "" {
+				p.wrap("  cached   ", tab, c)
+			}
+		} else {
+			p.wrap("  peak     ", tab, fmt.Sprintf("%s allocated%s in %s%s%s", analysis.FormatBytes(d.Peak.AllocatedBytes),
+				reservedAfter(" (reserved ", d.Peak.ReservedBytes, d.Peak.ReservedUnknown, ")"), d.Peak.Phase, stepNote(", step %d", d.Peak.Step), eventNote(d.Peak.EventIndex)))
+			p.f("  end      %s allocated%s\n", analysis.FormatBytes(d.AtEnd.AllocatedBytes), reservedAfter(", ", d.AtEnd.ReservedBytes, d.AtEnd.ReservedUnknown, " reserved"))
+		}
 		p.f("%s\n", strings.TrimRight(fmt.Sprintf("  %-20s %12s %12s %12s", "category", "at peak", "at end", oomHeader(d)), " "))
 		for c := analysis.Category(0); c < analysis.NumCategories; c++ {
 			if d.Peak.Categories[c] == 0 && d.AtEnd.Categories[c] == 0 && (d.OOM == nil || d.OOM.Categories[c] == 0) {
@@ -134,8 +141,34 @@ func Headline(r *analysis.Result) string {
 	if best.Peak.AllocatedBytes == 0 {
 		return name + ": no allocations recorded."
 	}
+	if best.NoHistory {
+		return fmt.Sprintf("%s at the dump (no allocation history): %s; %s was the largest part (%.0f%%).",
+			name, dumpState(*best), top, share*100)
+	}
 	return fmt.Sprintf("%s peaked at %s allocated in %s; %s was the largest part (%.0f%%).",
 		name, analysis.FormatBytes(best.Peak.AllocatedBytes), best.Peak.Phase, top, share*100)
+}
+
+// dumpState says what a device without history holds at the dump.
+func dumpState(d analysis.DeviceResult) string {
+	return fmt.Sprintf("%s allocated%s", analysis.FormatBytes(d.AtEnd.AllocatedBytes),
+		reservedAfter(", ", d.AtEnd.ReservedBytes, d.AtEnd.ReservedUnknown, " reserved"))
+}
+
+// cachedNote says what the allocator caches at the dump: the free bytes,
+// in how many blocks, the largest, and which requests fail for
+// fragmentation ("" without segment state or cache).
+func cachedNote(fr *analysis.Fragmentation) string {
+	if fr == nil || fr.CachedFreeBytes == 0 {
+		return ""
+	}
+	note := fmt.Sprintf("%s free in %s, the largest %s", analysis.FormatBytes(fr.CachedFreeBytes),
+		plural(fr.FreeBlocks, "block"), analysis.FormatBytes(fr.LargestFreeBlockBytes))
+	if fr.LargestFreeBlockBytes < fr.CachedFreeBytes && !fr.ExpandableSegments {
+		note += fmt.Sprintf("; a request above %s cannot use the cache: it needs a new segment, and fails for fragmentation when the device has no room for one (expandable_segments:True avoids that)",
+			analysis.FormatBytes(fr.LargestFreeBlockBytes))
+	}
+	return note
 }
 
 func dominant(c analysis.Categories) (analysis.Category, float64) {
@@ -271,9 +304,17 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 				p.f("```\n\n</details>\n\n")
 			}
 		}
-		p.f("Peak **%s** allocated%s in `%s`%s. At the end: %s allocated%s.\n\n",
-			analysis.FormatBytes(d.Peak.AllocatedBytes), reservedAfter(" (reserved ", d.Peak.ReservedBytes, d.Peak.ReservedUnknown, ")"), d.Peak.Phase, stepNote(", step %d", d.Peak.Step),
-			analysis.FormatBytes(d.AtEnd.AllocatedBytes), reservedAfter(", ", d.AtEnd.ReservedBytes, d.AtEnd.ReservedUnknown, " reserved"))
+		if d.NoHistory {
+			p.f("At the dump (no allocation history): %s.", dumpState(d))
+			if c := cachedNote(d.AtEnd.Fragmentation); c != "" {
+				p.f(" Cached: %s.", c)
+			}
+			p.f("\n\n")
+		} else {
+			p.f("Peak **%s** allocated%s in `%s`%s. At the end: %s allocated%s.\n\n",
+				analysis.FormatBytes(d.Peak.AllocatedBytes), reservedAfter(" (reserved ", d.Peak.ReservedBytes, d.Peak.ReservedUnknown, ")"), d.Peak.Phase, stepNote(", step %d", d.Peak.Step),
+				analysis.FormatBytes(d.AtEnd.AllocatedBytes), reservedAfter(", ", d.AtEnd.ReservedBytes, d.AtEnd.ReservedUnknown, " reserved"))
+		}
 		head := "| category | at peak | at end |"
 		sep := "|---|---:|---:|"
 		if d.OOM != nil {
@@ -296,7 +337,11 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 				if pp.AllocatedBytes > 0 {
 					part = fmt.Sprintf("%s %s (%.0f%%)", top, analysis.FormatBytes(pp.Categories[top]), share*100)
 				}
-				p.f("| %s | %s | %d | %s |\n", pp.Phase, analysis.FormatBytes(pp.AllocatedBytes), pp.Step, part)
+				step := "–" // before the first step, or no steps
+				if pp.Step > 0 {
+					step = fmt.Sprint(pp.Step)
+				}
+				p.f("| %s | %s | %s | %s |\n", pp.Phase, analysis.FormatBytes(pp.AllocatedBytes), step, part)
 			}
 		}
 		if len(d.TopSites) > 0 {

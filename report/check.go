@@ -70,7 +70,17 @@ func checkSettings(c *analysis.CheckResult) string {
 	if c.Baseline == nil {
 		return ""
 	}
-	return fmt.Sprintf("baseline %s, tolerance %s", c.Baseline.Path, c.Tolerance)
+	return fmt.Sprintf("baseline %s, %s", c.Baseline.Path, growthRule(c))
+}
+
+// growthRule says what growth over the baseline fails: "tolerance 5%,
+// noise floor the larger of 16.0 MiB and 1% of the baseline's peak".
+func growthRule(c *analysis.CheckResult) string {
+	s := "tolerance " + c.Tolerance.String()
+	if c.Floor != nil && (c.Floor.Bytes > 0 || c.Floor.PercentOfPeak > 0) {
+		s += ", noise floor " + c.Floor.String()
+	}
+	return s
 }
 
 // CheckText writes check results for a terminal: a summary line per input,
@@ -122,7 +132,7 @@ func CheckMarkdown(w io.Writer, results []*analysis.CheckResult) error {
 		p.f("## %s torchmem check: `%s`\n\n", icon, mdCode(FileName(c.Input.Path)))
 		p.f("**%s**", mdText(CheckSummary(c)))
 		if c.Baseline != nil {
-			p.f(" — baseline `%s`, tolerance %s", mdCode(FileName(c.Baseline.Path)), mdText(c.Tolerance.String()))
+			p.f(" — baseline `%s`, %s", mdCode(FileName(c.Baseline.Path)), mdText(growthRule(c)))
 		}
 		p.f("\n")
 		if len(c.Checks) == 0 {

@@ -22,43 +22,103 @@ type estimateRow struct {
 	note  string
 }
 
-// estimateRows lists the parts of an estimate, the null ones left out.
+// estimateRows lists the parts of an estimate at its peak: what is live in
+// the phase where the step peaks, the empty ones left out.
 func estimateRows(r *estimate.Result) []estimateRow {
 	if r.Measured != nil {
 		return measuredRows(r)
 	}
+	var rows []estimateRow
+	for _, pt := range peakPhase(r).Parts {
+		rows = append(rows, estimateRow{pt.Name, pt.Bytes, partNote(r, pt.Name)})
+	}
+	if r.ActivationsBytes == nil {
+		rows = append(rows, estimateRow{"activations", -1, "unknown: the architecture is not given"})
+	}
+	return rows
+}
+
+// peakPhase is the phase where the estimate peaks.
+func peakPhase(r *estimate.Result) estimate.PhasePeak {
+	for _, p := range r.Phases {
+		if p.Phase == r.PeakPhase {
+			return p
+		}
+	}
+	return estimate.PhasePeak{Phase: r.PeakPhase}
+}
+
+// partNote says what a part of a phase is.
+func partNote(r *estimate.Result, name string) string {
 	s := r.Setup
-	rows := []estimateRow{{"parameters", r.ParametersBytes, paramNote(r)}}
-	if r.MasterWeightsBytes > 0 {
-		rows = append(rows, estimateRow{"master weights", r.MasterWeightsBytes, "fp32 copy of the trainable weights"})
-	}
-	if r.GradientsBytes > 0 || r.TrainableParameterCount > 0 {
-		rows = append(rows, estimateRow{"gradients", r.GradientsBytes, ""})
-	}
-	if r.OptimizerStateBytes > 0 || s.Optimizer != "none" {
+	switch name {
+	case "parameters":
+		return paramNote(r)
+	case "master weights":
+		return "fp32 copy of the trainable weights"
+	case "gradients":
+		return "of the trainable parameters"
+	case "optimizer state":
 		note := s.Optimizer
 		if s.Offload {
 			note += ", offloaded to CPU"
 		}
-		rows = append(rows, estimateRow{"optimizer state", r.OptimizerStateBytes, note})
-	}
-	if r.ActivationsBytes != nil {
+		return note
+	case "step scratch":
+		return "foreach AdamW: one temporary per parameter"
+	case "workspaces":
+		return "cuBLAS, one per thread that runs matmuls"
+	case "gathered block":
+		return "ZeRO-3: one block's parameters at a time"
+	case "activations":
 		var notes []string
+		if s.Optimizer == "none" {
+			notes = append(notes, "the largest working set of a forward")
+		} else {
+			notes = append(notes, "kept for backward")
+		}
 		if r.AttentionBytes != nil && *r.AttentionBytes > 0 {
 			notes = append(notes, "attention (∝ seq²) "+analysis.FormatBytes(*r.AttentionBytes))
+		}
+		if r.ActivationsTextbookBytes != nil && s.Optimizer != "none" {
+			notes = append(notes, "textbook "+analysis.FormatBytes(*r.ActivationsTextbookBytes))
 		}
 		if r.ActivationsFloorBytes != nil {
 			notes = append(notes, "floor (guide's rule) "+analysis.FormatBytes(*r.ActivationsFloorBytes))
 		}
-		note := strings.Join(notes, "; ")
-		rows = append(rows, estimateRow{"activations", *r.ActivationsBytes, note})
-	} else {
-		rows = append(rows, estimateRow{"activations", -1, "unknown: the architecture is not given"})
+		return strings.Join(notes, "; ")
+	case "loss buffers":
+		return "fp32 logits: log-softmax and two gradients, 12·b·s·v"
+	case "autocast copies":
+		return "16-bit copies of the weights, kept into backward"
+	case "block", "block recompute":
+		return "one block's activations and backward scratch"
+	case "block copies":
+		return "autocast's copies of one block's weights"
+	case "checkpoints":
+		return "each block's input"
+	case "head gradients":
+		return "the first gradients backward makes"
+	case "KV cache":
+		return "2 × layers × batch × KV heads × head_dim × tokens"
+	case "working set":
+		if s.NewTokens > 0 {
+			return "the prompt's forward (a block, or the last logits)"
+		}
+		return "a block's, or the head's logits"
 	}
-	if r.WorkingBytes > 0 {
-		rows = append(rows, estimateRow{"gathered layer", r.WorkingBytes, "ZeRO-3: one block's parameters at a time"})
+	return ""
+}
+
+// otherPhases says the estimate of the phases other than the peak's.
+func otherPhases(r *estimate.Result) []string {
+	var out []string
+	for _, p := range r.Phases {
+		if p.Phase != r.PeakPhase {
+			out = append(out, fmt.Sprintf("%s %s", p.Phase, analysis.FormatBytes(p.Bytes)))
+		}
 	}
-	return rows
+	return out
 }
 
 // measuredRows are the parts of a projected measurement at its peak.
@@ -77,7 +137,7 @@ func measuredRows(r *estimate.Result) []estimateRow {
 		rows[3].bytes = *r.ActivationsBytes
 	}
 	if r.OtherBytes > 0 {
-		rows = append(rows, estimateRow{"other", r.OtherBytes, "workspaces, optimizer-step scratch, unknown"})
+		rows = append(rows, estimateRow{"other", r.OtherBytes, "workspaces, step scratch, weight copies, rounding, unknown"})
 	}
 	return rows
 }
@@ -97,8 +157,11 @@ func setupLine(s estimate.Setup) string { return strings.Join(setupParts(s), ", 
 func setupParts(s estimate.Setup) []string {
 	var parts []string
 	prec := s.Precision
-	if s.Mixed {
-		prec += " mixed precision (fp32 master weights)"
+	switch {
+	case s.AMP:
+		prec = "PyTorch AMP (fp32 weights, bf16 autocast)"
+	case s.Mixed:
+		prec += " weights, fp32 master weights (DeepSpeed/Megatron mixed precision)"
 	}
 	if s.LoRARank > 0 {
 		prec = fmt.Sprintf("LoRA r=%d on a %s base", s.LoRARank, s.Precision)
@@ -116,8 +179,11 @@ func setupParts(s estimate.Setup) []string {
 	if s.Optimizer != "none" {
 		parts = append(parts, map[string]string{"none": "no recomputation", "selective": "selective recomputation", "full": "full activation checkpointing"}[s.Checkpointing])
 	}
-	if s.Flash {
-		parts = append(parts, "flash attention")
+	if s.Attention != "" {
+		parts = append(parts, map[string]string{"sdpa": "SDPA attention", "eager": "eager attention", "flash": "FlashAttention"}[s.Attention])
+	}
+	if s.NewTokens > 0 {
+		parts = append(parts, fmt.Sprintf("%s generated", plural(int(s.NewTokens), "new token")))
 	}
 	if s.ZeRO > 0 {
 		parts = append(parts, fmt.Sprintf("ZeRO-%d", s.ZeRO))
@@ -210,6 +276,7 @@ func sizeWords(batch, seq int64) string {
 func fitLine(r *estimate.Result) string {
 	g := r.GPU
 	head := fmt.Sprintf("GPU %s (%s, %s usable)", snapshot.OneLine(g.Name), analysis.FormatBytes(g.CapacityBytes), analysis.FormatBytes(g.UsableBytes))
+
 	switch {
 	case r.Fits == nil && r.Measured != nil:
 		return head + ": unknown, the measured step did not finish (OOM)"
@@ -239,12 +306,21 @@ func EstimateText(w io.Writer, r *estimate.Result) error {
 		p.f("  %-16s %10s  %s\n", row.name, b, row.note)
 	}
 	total := "per GPU"
-	if r.Measured != nil {
+	switch {
+	case r.Measured != nil:
 		total = "projected peak, in " + r.Measured.ProjectedPhase
+	case r.PeakPhase != "":
+		total = "peak per GPU, in " + r.PeakPhase
 	}
 	p.f("  %-16s %10s  %s\n", "total", analysis.FormatBytes(r.TotalBytes), total)
+	if o := otherPhases(r); len(o) > 0 {
+		p.f("  other phases: %s\n", wrapJoin(o, 80))
+	}
 	if r.GPU != nil {
 		p.f("\n%s\n", fitLine(r))
+		if g := r.GPU; g.UsableReason != "" {
+			p.f("  usable: %s\n", snapshot.OneLine(g.UsableReason))
+		}
 		if r.Fits != nil && !*r.Fits && r.PlanTotalBytes != nil {
 			if *r.PlanFits {
 				p.f("cheapest plan that fits: %s\n", analysis.FormatBytes(*r.PlanTotalBytes))
@@ -292,9 +368,19 @@ func EstimateMarkdown(w io.Writer, r *estimate.Result) error {
 		}
 		p.f("| %s | %s | %s |\n", row.name, b, mdText(row.note))
 	}
-	p.f("| **total** | **%s** | |\n", analysis.FormatBytes(r.TotalBytes))
+	peakWord := ""
+	if r.Measured == nil && r.PeakPhase != "" {
+		peakWord = "peak, in " + r.PeakPhase
+	}
+	p.f("| **total** | **%s** | %s |\n", analysis.FormatBytes(r.TotalBytes), mdText(peakWord))
+	if o := otherPhases(r); len(o) > 0 {
+		p.f("\nOther phases: %s\n", mdText(strings.Join(o, ", ")))
+	}
 	if r.GPU != nil {
 		p.f("\n**%s**\n", mdText(fitLine(r)))
+		if g := r.GPU; g.UsableReason != "" {
+			p.f("\nUsable: %s\n", mdText(g.UsableReason))
+		}
 		if r.Fits != nil && !*r.Fits && r.PlanTotalBytes != nil {
 			word := "Cheapest plan that fits"
 			if !*r.PlanFits {

@@ -92,6 +92,10 @@ type HTMLOptions struct {
 	// MaxPoints bounds the timeline points, all devices together (default
 	// DefaultHTMLMaxPoints).
 	MaxPoints int
+	// RankPages, for a roll-up page, maps an input's path to its own page
+	// beside the roll-up (a relative URL, such as torchmem record's
+	// report_rank1_683.html), which the page links from the rank's row.
+	RankPages map[string]string
 }
 
 // HTML writes a self-contained HTML report of r: a headline, a zoomable

@@ -55,62 +55,134 @@ func marshalWithin(v any, max int) ([]byte, error) {
 
 // fitPage renders r into buf within o.MaxBytes, trying budgets in turn,
 // and reports whether one fitted: the timeline's points, bands and rows
-// halved (as always), then lists cut to 100 entries, then fewer devices
-// shown in full (the most that fit, by bisection), then lists cut to 10 and
-// 3 entries on one device. A try stops as soon as it passes the size.
+// halved (the largest that fits, by bisection over the halvings), then
+// lists cut to 100 entries, then fewer devices shown in full (as many as
+// fit, estimated from the page's size with all of them and with one, then
+// checked), then lists cut to 10 and 3 entries on one device. A try
+// measures the page up to measureFactor times the size and stops there.
+// Each try costs about the devices it shows, and the tries are a handful
+// whatever the number of devices: a page of 256 devices costs about twice
+// one of 128 (it took 17 tries drawing every device, where 128 took 6:
+// 3.9 times the allocations; BenchmarkHTMLManyDevices).
 func fitPage(buf *bytes.Buffer, r *analysis.Result, o HTMLOptions) (bool, error) {
-	try := func(b budget) (bool, error) {
+	limit := measureFactor * o.MaxBytes
+	// try renders with budget b and returns the page's size (limit+1 when
+	// larger).
+	try := func(b budget) (int, error) {
 		buf.Reset()
-		err := renderHTML(&limitedWriter{buf: buf, max: o.MaxBytes}, trimForPage(r, b), o, b)
+		m := o
+		m.MaxBytes = limit
+		err := renderHTML(&limitedWriter{buf: buf, max: limit}, trimForPage(r, b), m, b)
 		if errors.Is(err, errPageFull) {
-			return false, nil
+			return limit + 1, nil
+		}
+		return buf.Len(), err
+	}
+	n := len(r.Devices)
+	levels := []budget{{points: o.MaxPoints, bands: maxPhaseBands, rows: maxPhaseRows, allocs: maxAllocRows, items: maxListItems, devices: n}}
+	for b := levels[0]; b.points >= 200; {
+		b.points, b.bands, b.rows, b.allocs = b.points/2, b.bands/2, b.rows/2, b.allocs/2
+		levels = append(levels, b)
+	}
+	size, err := try(levels[0])
+	if err != nil || size <= o.MaxBytes {
+		return err == nil, err
+	}
+	last := len(levels) - 1
+	b := levels[last]
+	if size, err = try(b); err != nil {
+		return false, err
+	}
+	if size <= o.MaxBytes {
+		lo, hi := 0, last // levels[lo] does not fit, levels[hi] does
+		for hi-lo > 1 {
+			mid := (lo + hi) / 2
+			if size, err = try(levels[mid]); err != nil {
+				return false, err
+			}
+			if size <= o.MaxBytes {
+				hi = mid
+			} else {
+				lo = mid
+			}
+		}
+		if size > o.MaxBytes { // the last try was not the one that fits
+			_, err = try(levels[hi])
 		}
 		return err == nil, err
 	}
-	n := len(r.Devices)
-	b := budget{points: o.MaxPoints, bands: maxPhaseBands, rows: maxPhaseRows, allocs: maxAllocRows, items: maxListItems, devices: n}
-	for {
-		if ok, err := try(b); ok || err != nil {
-			return ok, err
-		}
-		if b.points < 200 {
-			break
-		}
-		b.points, b.bands, b.rows, b.allocs = b.points/2, b.bands/2, b.rows/2, b.allocs/2
-	}
 	b.items = 100
-	if ok, err := try(b); ok || err != nil {
-		return ok, err
+	if size, err = try(b); err != nil || size <= o.MaxBytes {
+		return err == nil, err
 	}
 	if n > 1 {
-		// The most devices that fit: fits(lo) holds, fits(hi) does not.
-		lo, hi := 0, n
-		for hi-lo > 1 {
-			mid := (lo + hi) / 2
-			b.devices = mid
-			ok, err := try(b)
-			if err != nil {
-				return false, err
-			}
-			if ok {
-				lo = mid
-			} else {
-				hi = mid
-			}
-		}
-		if lo > 0 {
-			b.devices = lo
-			return try(b)
+		if k, err := devicesThatFit(b, n, size, o.MaxBytes, try); err != nil || k > 0 {
+			return k > 0, err
 		}
 		b.devices = 1
 	}
 	for _, items := range []int{10, 3} {
 		b.items = items
-		if ok, err := try(b); ok || err != nil {
-			return ok, err
+		if size, err = try(b); err != nil || size <= o.MaxBytes {
+			return err == nil, err
 		}
 	}
 	return false, nil
+}
+
+// measureFactor bounds what a try of fitPage renders: this many times the
+// page's size.
+const measureFactor = 4
+
+// devicesThatFit renders the page with as many devices as fit (b.devices
+// set; all of them are sizeAll bytes) and returns how many, 0 when not
+// even one does. The number comes from the page's size with one device
+// and with all: each device costs about the same (those kept first, with
+// an OOM or the highest peaks, may cost more: a try that does not fit
+// drops the devices its excess would take, and bisection settles what a
+// few tries do not).
+func devicesThatFit(b budget, n, sizeAll, limit int, try func(budget) (int, error)) (int, error) {
+	b.devices = 1
+	size1, err := try(b)
+	if err != nil || size1 > limit {
+		return 0, err
+	}
+	per := max((sizeAll-size1)/(n-1), 1)
+	lo, hi := 1, n // fits(lo), not fits(hi)
+	k := min(n-1, 1+(limit-size1)/per)
+	for range 4 {
+		if k <= lo || k >= hi {
+			break
+		}
+		b.devices = k
+		size, err := try(b)
+		if err != nil {
+			return 0, err
+		}
+		if size <= limit {
+			return k, nil
+		}
+		hi = k
+		k -= 1 + (size-limit+per-1)/per
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		b.devices = mid
+		size, err := try(b)
+		if err != nil {
+			return 0, err
+		}
+		if size <= limit {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	b.devices = lo
+	if _, err := try(b); err != nil {
+		return 0, err
+	}
+	return lo, nil
 }
 
 // trimForPage returns r, or a copy whose lists hold at most b.items entries

@@ -17,7 +17,7 @@ import (
 
 // categoryColors colours each category the same in every chart.
 var categoryColors = [analysis.NumCategories]string{
-	"#5470c6", "#91cc75", "#fac858", "#ee6666", "#73c0de", "#9a60b4", "#3ba272", "#fc8452", "#6e7079", "#a0a7b4",
+	"#5470c6", "#91cc75", "#fac858", "#ee6666", "#73c0de", "#9a60b4", "#3ba272", "#fc8452", "#6e7079", "#e7a5d1", "#2f8f9d", "#a0a7b4",
 }
 
 // categoryLabels names the categories in the page: their names in every
@@ -207,7 +207,7 @@ func timelineBands(d *analysis.DeviceResult, t *analysis.Timeline, x []int64, is
 		bands = append(bands, timelineBand{From: a, To: b, Label: label})
 		// Every band carries its phase's name; the page draws it only where
 		// it fits the band at the width and zoom of the moment
-		// (fitPhaseNames in report.js), so that two names never run into
+		// (labelFitter in report.js), so that two names never run into
 		// each other ("datzero_grad").
 		data = append(data, []opts.MarkAreaData{
 			{Name: string(p.Phase), XAxis: a, MarkAreaStyle: opts.MarkAreaStyle{ItemStyle: &opts.ItemStyle{Color: color}}},

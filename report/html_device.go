@@ -112,6 +112,9 @@ func phaseAt(p analysis.Phase, step int) string {
 func filledHeadline(d *analysis.DeviceResult) string {
 	cats, total, when := d.Peak.Categories, d.Peak.AllocatedBytes, "At the peak"
 	where := phaseAt(d.Peak.Phase, d.Peak.Step)
+	if d.NoHistory {
+		when, where = "At the dump", "no allocation history"
+	}
 	if d.OOM != nil {
 		cats, total, when = d.OOM.Categories, d.OOM.AllocatedBytes, "At the OOM"
 		where = phaseAt(d.OOM.Phase, d.OOM.Step)
@@ -159,6 +162,12 @@ func deviceFacts(d *analysis.DeviceResult) []fact {
 	if d.Peak.ReservedUnknown { // the file states no reserved figure: say so, not 0 B
 		f[1].Value = "not recorded in this file"
 		f[2].Value = analysis.FormatBytes(d.AtEnd.AllocatedBytes) + " allocated"
+	}
+	if d.NoHistory {
+		f = []fact{{"at the dump", dumpState(*d) + " (no allocation history)"}}
+		if c := cachedNote(d.AtEnd.Fragmentation); c != "" {
+			f = append(f, fact{"cached", c})
+		}
 	}
 	if d.Capacity > 0 {
 		f = append(f, fact{"device capacity", analysis.FormatBytes(d.Capacity)})

@@ -14,18 +14,12 @@ import (
 // InfoSchemaID is the JSON schema identifier of info --format json.
 const InfoSchemaID = "torchmem.info/v1"
 
-// infoJSON is a summary with its schema named first.
-type infoJSON struct {
-	Schema string `json:"schema"`
-	snapshot.Summary
-}
-
 // InfoJSON writes summaries as indented JSON, schema torchmem.info/v1 (one
 // object, or an array for several files).
 func InfoJSON(w io.Writer, sums []snapshot.Summary) error {
 	out := make([]infoJSON, len(sums))
 	for i, s := range sums {
-		out[i] = infoJSON{Schema: InfoSchemaID, Summary: s}
+		out[i] = newInfoJSON(s)
 	}
 	return writeJSON(w, oneOrMany(out))
 }
@@ -41,7 +35,11 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 	if s.Gzipped {
 		format += ", gzip"
 	}
-	p.wrap("  format      ", "              ", fmt.Sprintf("%s, generation %s, %s on disk", format, s.Generation, analysis.FormatBytes(s.FileBytes)))
+	generation := s.Generation
+	if generation == "" {
+		generation = "not recorded"
+	}
+	p.wrap("  format      ", "              ", fmt.Sprintf("%s, generation %s, %s on disk", format, generation, analysis.FormatBytes(s.FileBytes)))
 	p.wrap("  recorded    ", "              ", fmt.Sprintf("%s (%s unique frames, %s unique stacks)", describeRecording(s.Recording), Count(s.Frames), Count(s.Stacks)))
 	if d := s.Distributed; d != nil {
 		p.wrap("  distributed ", "              ", describeDistributed(*d))
@@ -74,8 +72,15 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 			}
 			p.wrap("    segments  ", "              ", fmt.Sprintf("%s: %s, allocated %s, active %s", seg, reserved, analysis.FormatBytes(d.AllocatedBytes), analysis.FormatBytes(d.ActiveBytes)))
 			p.wrap("    blocks    ", "              ", countsLine(d.Blocks))
-		} else if d.ReservedBytes > 0 || d.BaselineBytes >= 0 {
-			p.wrap("    at end    ", "              ", fmt.Sprintf("%s allocated, %s reserved (last Total Reserved)", analysis.FormatBytes(d.AllocatedBytes), analysis.FormatBytes(d.ReservedBytes)))
+		} else if !d.StateRecorded && (d.ReservedRecorded || d.AllocatedRecorded) {
+			allocated, reserved := "allocated not recorded", "reserved not recorded"
+			if d.AllocatedRecorded {
+				allocated = analysis.FormatBytes(d.AllocatedBytes) + " allocated"
+			}
+			if d.ReservedRecorded {
+				reserved = analysis.FormatBytes(d.ReservedBytes) + " reserved (last Total Reserved)"
+			}
+			p.wrap("    at end    ", "              ", allocated+", "+reserved)
 		}
 		if d.BaselineBytes >= 0 {
 			p.wrap("    baseline  ", "              ", fmt.Sprintf("%s allocated before the recording window", analysis.FormatBytes(d.BaselineBytes)))

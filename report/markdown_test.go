@@ -28,6 +28,7 @@ func analyzeFile(t testing.TB, path string) *analysis.Result {
 // and suggestions with code.
 func TestMarkdownTicket(t *testing.T) {
 	var ooms, phases, hows int
+	seen := map[analysis.Category]int{} // files whose ticket shows the category with bytes
 	for _, path := range append([]string{demoPath}, st.SharedInputs(t)...) {
 		r := analyzeFile(t, path)
 		r.Input.Path = "/home/someone/private/runs/" + FileName(path)
@@ -51,6 +52,19 @@ func TestMarkdownTicket(t *testing.T) {
 				oomed = true
 				if !strings.Contains(md, want) || !strings.Contains(md, "```\n"+o.Stack[0]+"\n") {
 					t.Errorf("%s: no folded stack for device %d's OOM", name, d.Device)
+				}
+			}
+			// Every category holding memory has its row, named as in
+			// every other output (workspace, autocast_cache,
+			// cuda_graph_pool and kv_cache included).
+			for c := analysis.Category(0); c < analysis.NumCategories; c++ {
+				if d.Peak.Categories[c] == 0 && d.AtEnd.Categories[c] == 0 {
+					continue
+				}
+				seen[c]++
+				row := fmt.Sprintf("| %s | %s | %s |", c, analysis.FormatBytes(d.Peak.Categories[c]), analysis.FormatBytes(d.AtEnd.Categories[c]))
+				if !strings.Contains(md, row) {
+					t.Errorf("%s: no row %q for device %d", name, row, d.Device)
 				}
 			}
 			phases += len(d.PhasePeaks)
@@ -81,6 +95,11 @@ func TestMarkdownTicket(t *testing.T) {
 	}
 	if ooms < 3 || phases == 0 || hows == 0 {
 		t.Errorf("%d OOMs, %d phase peaks, %d suggestions with code checked: the test sees too little", ooms, phases, hows)
+	}
+	for _, c := range []analysis.Category{analysis.Workspace, analysis.AutocastCache, analysis.CUDAGraphPool, analysis.KVCache} {
+		if seen[c] == 0 {
+			t.Errorf("no real file's ticket shows %s: the test sees too little", c)
+		}
 	}
 }
 

@@ -94,6 +94,9 @@ type rollupPage struct {
 	Sites                        []rollup.CommonSite
 	Notes                        []string
 	HeatNote                     string
+	// Unreadable lists the inputs that could not be read, under its head.
+	UnreadableHead string
+	Unreadable     []string
 
 	Data      template.JS
 	EChartsJS template.JS
@@ -108,6 +111,10 @@ type rowView struct {
 	Worst              bool
 	Outlier            string
 	Cats               []catRow
+	// Also says what the other files of the row's process are.
+	Also []string
+	// Page is the row's input's own page (a relative URL), if any.
+	Page string
 }
 
 func renderRollupHTML(w io.Writer, ru *rollup.Rollup, o HTMLOptions, b rollupBudget) error {
@@ -125,15 +132,21 @@ func renderRollupHTML(w io.Writer, ru *rollup.Rollup, o HTMLOptions, b rollupBud
 		RollupJS:  template.JS(rollupJS),
 		CSS:       template.CSS(reportCSS + rollupCSS),
 	}
+	if lines, more := unreadableLines(ru); len(lines) > 0 {
+		p.UnreadableHead, p.Unreadable = unreadableHead(ru), lines
+		if more > 0 {
+			p.Unreadable = append(p.Unreadable, fmt.Sprintf("… %d more (every one: --format json)", more))
+		}
+	}
 	if f := ru.FirstOOM; f != nil {
 		p.FirstOOMName = rowName(f.Rank, f.Device, firstOOMKind(ru)) + " " + firstBy(f)
 	}
 	p.Facts = []fact{{"inputs", Count(ru.Inputs)}, {"devices", Count(len(ru.Ranks))}}
 	if ru.Worst != nil {
 		p.Facts = append(p.Facts, fact{"highest peak", fmt.Sprintf("%s (rank %d)", analysis.FormatBytes(ru.Worst.PeakBytes), ru.Worst.Rank)},
-			fact{"median peak", analysis.FormatBytes(ru.MedianPeakBytes)}, fact{"imbalance", fmt.Sprintf("%.2f×", ru.Imbalance)})
+			fact{"median peak", analysis.FormatBytes(ru.MedianPeakBytes)}, fact{"imbalance", fmt.Sprintf("%.2f× %s", ru.Imbalance, othersPeak(ru))})
 	}
-	p.Facts = append(p.Facts, fact{"OOMs", Count(ru.OOMs)}, fact{"outliers", Count(len(ru.Outliers))})
+	p.Facts = append(p.Facts, fact{"OOMs", Count(ru.OOMs)}, fact{"outliers", Count(len(ru.Outliers) + ru.OutliersMore)})
 	outlier := map[[2]int]string{}
 	for _, x := range ru.Outliers {
 		name := rowName(x.Rank, x.Device, rowKind(ru, x.Input, x.Device))
@@ -141,6 +154,9 @@ func renderRollupHTML(w io.Writer, ru *rollup.Rollup, o HTMLOptions, b rollupBud
 		if _, ok := outlier[[2]int{x.Input, x.Device}]; !ok {
 			outlier[[2]int{x.Input, x.Device}] = outlierText(x)
 		}
+	}
+	if ru.OutliersMore > 0 {
+		p.Outliers = append(p.Outliers, fact{"…", moreOutliers(ru.OutliersMore)})
 	}
 	rows, more := rowsOfInterest(ru, b.rows)
 	p.MoreRows = more
@@ -154,6 +170,10 @@ func renderRollupHTML(w io.Writer, ru *rollup.Rollup, o HTMLOptions, b rollupBud
 				v.Cats = append(v.Cats, catRow{Name: categoryLabels[c], Color: categoryColors[c], Peak: r.PeakCategories[c], PeakShare: pct(r.PeakCategories[c], r.PeakBytes)})
 			}
 		}
+		for _, f := range r.SameProcess {
+			v.Also = append(v.Also, snapshot.OneLine(f.Path)+": "+sameProcessWhat(f))
+		}
+		v.Page = o.RankPages[r.Path]
 		anchor[[2]int{r.Input, r.Device}] = v.ID
 		p.Rows = append(p.Rows, v)
 	}

@@ -76,6 +76,15 @@ func manyRanks(n int, evil bool) *rollup.Rollup {
 		}
 		b.Add(res)
 	}
+	if evil { // unreadable inputs, and a process's OOM snapshot and exit snapshot
+		b.Fail(xssStrings[0], xssStrings[1])
+		b.Fail("run/"+xssStrings[2]+"rank9.pickle", xssStrings[0])
+		for _, name := range []string{"snapshot_rank20_5.pickle", "oom_snapshot_rank20_5.pickle"} {
+			d := analysis.DeviceResult{Device: 4, Kind: "cuda", Peak: analysis.Peak{AllocatedBytes: 20 << 30}}
+			d.Peak.Categories[analysis.Parameter] = 20 << 30
+			b.Add(&analysis.Result{Schema: analysis.SchemaID, Input: analysis.Input{Path: "run/" + xssStrings[1] + "/" + name}, Devices: []analysis.DeviceResult{d}})
+		}
+	}
 	return b.Rollup()
 }
 
@@ -143,6 +152,12 @@ func TestRollupHTMLEscapes(t *testing.T) {
 	}
 	if strings.Count(page, "<script") != 3 {
 		t.Errorf("%d <script elements; want the page's own 3", strings.Count(page, "<script"))
+	}
+	for _, want := range []string{`<div id="tm-unreadable"><p class="verdict">2 inputs could not be read`,
+		"Other files of this process (pid 5), no ranks of their own:"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
 	}
 }
 

@@ -26,6 +26,15 @@ func RollupText(w io.Writer, ru *rollup.Rollup, details []rollup.Detail, top int
 			f.Rank, deviceName(f.Device, firstOOMKind(ru)), analysis.FormatBytes(f.RequestedBytes), analysis.FormatBytes(f.DeviceFreeBytes),
 			phaseAt(f.Phase, f.Step), snapshot.OneLine(f.Site)))
 	}
+	if lines, more := unreadableLines(ru); len(lines) > 0 {
+		p.wrap("", "", unreadableHead(ru))
+		for _, l := range lines {
+			p.wrap("  ", "    ", l)
+		}
+		if more > 0 {
+			p.f("  … %d more (every one: --format json)\n", more)
+		}
+	}
 	if len(ru.Ranks) > 0 {
 		rows, more := rowsOfInterest(ru, MaxListedRanks)
 		p.f("\n%6s %-8s %9s  %-16s %-24s %-18s %s\n", "rank", "device", "peak", "peak in", "largest at peak", "OOM request", "leak/step")
@@ -45,10 +54,22 @@ func RollupText(w io.Writer, ru *rollup.Rollup, details []rollup.Detail, top int
 			p.f("%6s %s more (every row: --format json)\n", "…", plural(more, "device"))
 		}
 	}
+	if lines, more := sameProcessLines(ru); len(lines) > 0 {
+		p.f("\nother files of the same processes (no ranks of their own)\n")
+		for _, l := range lines {
+			p.wrap("  ", "    ", l)
+		}
+		if more > 0 {
+			p.f("  … %d more (every one: --format json)\n", more)
+		}
+	}
 	if len(ru.Outliers) > 0 {
 		p.f("\noutliers\n")
 		for _, o := range ru.Outliers {
 			p.wrap("  ", "    ", fmt.Sprintf("%s: %s", rowName(o.Rank, o.Device, rowKind(ru, o.Input, o.Device)), outlierText(o)))
+		}
+		if ru.OutliersMore > 0 {
+			p.f("  … %s\n", moreOutliers(ru.OutliersMore))
 		}
 	}
 	if len(ru.CommonSites) > 0 {
@@ -84,6 +105,16 @@ func RollupMarkdown(w io.Writer, ru *rollup.Rollup, details []rollup.Detail) err
 		p.f("> **First OOM**: rank %d `%s`: requested **%s** with **%s** free, %s at `%s`.\n\n", f.Rank, deviceName(f.Device, firstOOMKind(ru)),
 			analysis.FormatBytes(f.RequestedBytes), analysis.FormatBytes(f.DeviceFreeBytes), mdText(phaseAt(f.Phase, f.Step)), mdCode(f.Site))
 	}
+	if lines, more := unreadableLines(ru); len(lines) > 0 {
+		p.f("> **%s**\n>\n", mdText(unreadableHead(ru)))
+		for _, l := range lines {
+			p.f("> - %s\n", mdText(l))
+		}
+		if more > 0 {
+			p.f("> - … %d more (every one: `--format json`)\n", more)
+		}
+		p.f("\n")
+	}
 	if len(ru.Ranks) > 0 {
 		rows, more := rowsOfInterest(ru, MaxListedRanks)
 		p.f("| rank | device | peak | peak in | largest at peak | OOM | leak/step | file |\n|---:|---|---:|---|---|---|---:|---|\n")
@@ -102,10 +133,22 @@ func RollupMarkdown(w io.Writer, ru *rollup.Rollup, details []rollup.Detail) err
 			p.f("\n%s more (every row: `--format json`).\n", plural(more, "device"))
 		}
 	}
+	if lines, more := sameProcessLines(ru); len(lines) > 0 {
+		p.f("\n### Other files of the same processes\n\n")
+		for _, l := range lines {
+			p.f("- %s\n", mdText(l))
+		}
+		if more > 0 {
+			p.f("- … %d more (every one: `--format json`)\n", more)
+		}
+	}
 	if len(ru.Outliers) > 0 {
 		p.f("\n### Outliers\n\n")
 		for _, o := range ru.Outliers {
 			p.f("- **%s**: %s\n", mdText(rowName(o.Rank, o.Device, rowKind(ru, o.Input, o.Device))), mdText(outlierText(o)))
+		}
+		if ru.OutliersMore > 0 {
+			p.f("- … %s\n", moreOutliers(ru.OutliersMore))
 		}
 	}
 	if len(ru.CommonSites) > 0 {

@@ -31,10 +31,35 @@ import (
 // Set TORCHMEM_SHARED to point at another copy of ../shared.
 func TestRealSnapshots(t *testing.T) {
 	dir := st.SharedDir(t, "snapshots")
-
 	checkTableCoversManifest(t, dir)
+	checkFactsTable(t, dir, realSnapshotFacts)
+}
 
-	for _, want := range realSnapshotFacts {
+// TestRecordedSnapshots does the same for the snapshots PyTorch 2.11 wrote
+// in ../shared/recorded (recordedSnapshotFacts, from snapshot_facts.py
+// --recorded), and fails when a snapshot there has no row.
+func TestRecordedSnapshots(t *testing.T) {
+	dir := st.SharedDir(t, "recorded")
+	var inDir, inTable []string
+	for _, f := range st.SharedRecorded(t) {
+		if strings.HasSuffix(f, ".pickle") || strings.HasSuffix(f, ".pickle.gz") {
+			inDir = append(inDir, f)
+		}
+	}
+	for _, f := range recordedSnapshotFacts {
+		inTable = append(inTable, f.File)
+	}
+	slices.Sort(inTable)
+	if diff := cmp.Diff(inDir, inTable); diff != "" {
+		t.Errorf("recorded/ and the facts table list different snapshots; rerun testdata/facts/snapshot_facts.py --recorded (-folder +table):\n%s", diff)
+	}
+	checkFactsTable(t, dir, recordedSnapshotFacts)
+}
+
+// checkFactsTable reads each file of a facts table from dir and compares
+// what the reader built with the row.
+func checkFactsTable(t *testing.T, dir string, table []fileFacts) {
+	for _, want := range table {
 		t.Run(want.File, func(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(dir, want.File)

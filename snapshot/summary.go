@@ -47,6 +47,14 @@ type DeviceSummary struct {
 	FirstTimeNS      int64          `json:"first_time_ns,omitempty"`
 	LastTimeNS       int64          `json:"last_time_ns,omitempty"`
 	EntriesWithStack int            `json:"entries_with_stack"`
+	// What the file records: the allocator's state at the dump (segments
+	// and blocks: a snapshot or segment list), the reserved bytes at the
+	// end (that state, or a trace's Total Reserved), the allocated bytes at
+	// the end (that state, or a trace that states its baseline). A figure
+	// the file does not record is 0 above and must not be shown as one.
+	StateRecorded     bool `json:"-"`
+	ReservedRecorded  bool `json:"-"`
+	AllocatedRecorded bool `json:"-"`
 }
 
 // AnnotationStats counts annotations, grouping names that differ only by a
@@ -85,6 +93,9 @@ func Summarize(s *Snapshot) Summary {
 		ds := DeviceSummary{Device: d.ID, Kind: d.Kind, Name: d.Name, CapacityBytes: d.CapacityBytes,
 			Segments: len(d.Segments), Blocks: map[string]int{}, ByAction: map[string]int{},
 			TraceEntries: len(d.Events), BaselineBytes: d.Baseline}
+		ds.StateRecorded = len(d.Segments) > 0 || s.Source.Format == FormatSnapshotPickle || s.Source.Format == FormatSegmentList
+		ds.ReservedRecorded = ds.StateRecorded || len(d.Reserved) > 0
+		ds.AllocatedRecorded = ds.StateRecorded || d.Baseline >= 0
 		for _, g := range d.Segments {
 			ds.ReservedBytes += g.TotalSize
 			ds.AllocatedBytes += g.AllocatedSize

@@ -1,16 +1,23 @@
 package snapshot
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // The facts asserted here were checked independently with python3's json
 // and gzip modules on the same files (chrome-trace.md §4 and the pairing,
-// replay and grouping recomputed by a throwaway script).
+// replay and grouping recomputed by a throwaway script); devices, events,
+// baselines, AccumulateGrad ops and PyTorch's step markers of every trace
+// are what testdata/facts/trace_facts.py prints. The forward and backward
+// counts of recorded/ are the programs' own: hf_scenarios.py runs 3 steps,
+// torchmem record --trace profiles 3 steps of rec_train.py.
 
 // devFact is what a test expects of one device.
 type devFact struct {
@@ -102,6 +109,44 @@ func TestTraceRealFiles(t *testing.T) {
 			annotations: map[AnnotationKind]int{AnnotationForward: 6, AnnotationBackward: 3, AnnotationUser: 30},
 			grads:       27,
 		},
+		{
+			file: "recorded/hf_llama_mixed_ckpt_train.memory_timeline.raw.json.gz", format: FormatMemoryTimeline, recording: RecordingProfiler,
+			devices:     []devFact{{0, DeviceCUDA, 13_944, 622_923_904}}, // 14,020 rows − 76 PREEXISTING
+			annotations: map[AnnotationKind]int{},
+			diags:       []string{"bytes_only", "memory_timeline"},
+		},
+		{
+			file: "recorded/hf_llama_mixed_ckpt_train.trace.json.gz", format: FormatChromeTrace, generation: "2024+", recording: RecordingProfilerStacks,
+			devices:     []devFact{{-1, DeviceCPU, 813, 0}, {0, DeviceCUDA, 9912, 650_187_776}},
+			annotations: map[AnnotationKind]int{AnnotationOptStep: 3, AnnotationZeroGrad: 3, AnnotationForward: 3, AnnotationBackward: 3},
+			grads:       225, // 75 parameters × 3 steps
+		},
+		{
+			file: "recorded/record_trace/trace_rank0_824.json.gz", format: FormatChromeTrace, generation: "2024+", recording: RecordingProfilerStacks,
+			devices:     []devFact{{-1, DeviceCPU, 6, 0}, {0, DeviceCUDA, 300, 739_525_120}},
+			annotations: map[AnnotationKind]int{AnnotationStep: 3, AnnotationOptStep: 3, AnnotationZeroGrad: 3, AnnotationForward: 3, AnnotationBackward: 3},
+			diags:       []string{"unmatched_frees"},
+			grads:       21, // 7 parameters × 3 steps
+		},
+	}
+	// Every real trace has a row (a new file in ../shared fails here).
+	rows := map[string]bool{}
+	for _, tc := range tests {
+		rows[tc.file] = true
+	}
+	for _, f := range st.SharedInputs(t) {
+		rel := filepath.ToSlash(f)
+		for _, sub := range []string{"/traces/", "/recorded/"} {
+			if i := strings.LastIndex(rel, sub); i >= 0 && strings.HasSuffix(rel, ".json.gz") {
+				name := rel[i+len(sub):]
+				if sub == "/recorded/" {
+					name = "recorded/" + name
+				}
+				if !rows[name] {
+					t.Errorf("no row for the trace %s: add one (testdata/facts/trace_facts.py)", name)
+				}
+			}
+		}
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {

@@ -37,10 +37,23 @@ type Arch struct {
 	FusedQKV  bool   `json:"fused_qkv,omitempty"` // one q/k/v projection matrix (GPT-2's c_attn)
 	// BlockNorms is the number of norms per block: 2 (before attention and
 	// before the MLP), 4 with Gemma 2's norms after each sublayer.
-	BlockNorms int64  `json:"block_norms"`
-	Dropout    bool   `json:"dropout,omitempty"` // dropout in training (keeps 1-byte masks)
-	Source     string `json:"source,omitempty"`  // where the facts came from (a config file, flags)
+	BlockNorms int64 `json:"block_norms"`
+	Dropout    bool  `json:"dropout,omitempty"` // dropout in training (keeps 1-byte masks)
+	// Family is the implementation whose tensors the step model counts:
+	// FamilyLlama (transformers' Llama, Mistral, Qwen2 code and their
+	// kin) or FamilyGPT2 (transformers' GPT-2).
+	Family string `json:"family"`
+	// Activation is the MLP's activation function as the config names it
+	// (hidden_act, activation_function); "" for the family's default.
+	Activation string `json:"activation,omitempty"`
+	Source     string `json:"source,omitempty"` // where the facts came from (a config file, flags)
 }
+
+// Families of implementations the step model knows.
+const (
+	FamilyLlama = "llama"
+	FamilyGPT2  = "gpt2"
+)
 
 // Tensor is one kind of parameter tensor of an Arch, repeated Count times
 // (once per layer for the blocks' tensors).
@@ -108,6 +121,12 @@ func (a *Arch) fill() {
 	}
 	if a.BlockNorms == 0 {
 		a.BlockNorms = 2
+	}
+	if a.Family == "" {
+		a.Family = FamilyLlama
+		if a.Norm == LayerNorm && !a.Gated {
+			a.Family = FamilyGPT2
+		}
 	}
 	if a.Norm == LayerNorm {
 		a.NormName = "layernorm"

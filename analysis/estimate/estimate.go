@@ -1,11 +1,16 @@
-// Package estimate answers "will it fit?" before a run: the memory of
-// training (or running) a decoder-only transformer from its architecture or
-// parameter count — parameters by precision, gradients, optimizer state,
-// activations per layer (Korthikanti et al. 2022), with LoRA/QLoRA, ZeRO
-// sharding and activation recomputation — and the cheapest combination of
-// techniques that makes it fit a GPU. Its Result is the JSON schema
-// torchmem.estimate/v1, which projections from a measured snapshot (package
-// analysis) fill too. It imports nothing of torchmem's.
+// Package estimate answers "will it fit?" before a run: the peak memory of
+// a training step (or of inference) of a decoder-only transformer from its
+// architecture or parameter count. It models what the real stack
+// allocates — transformers' blocks and causal-LM loss on float32 logits,
+// PyTorch's autocast weight copies, SDPA's kernels, AdamW's foreach
+// scratch, cuBLAS workspaces, peft's LoRA, gradient checkpointing, a
+// generation's KV cache — phase by phase, and is calibrated on measured
+// peaks (the README's table). It also states the textbook figures
+// (Korthikanti et al. 2022, the guide's floor), handles ZeRO sharding and
+// offload, and searches the cheapest combination of techniques that makes
+// a run fit a GPU. Its Result is the JSON schema torchmem.estimate/v1,
+// which projections from a measured snapshot (package analysis) fill too.
+// It imports nothing of torchmem's.
 package estimate
 
 import (
@@ -22,7 +27,10 @@ const SchemaID = "torchmem.estimate/v1"
 var Precisions = []string{"fp32", "bf16", "fp16", "int8", "int4"}
 
 // Optimizers, by their --optimizer names.
-var Optimizers = []string{"adamw", "adamw8bit", "paged-adamw8bit", "sgd", "sgd-momentum", "adafactor", "none"}
+// "adamw" is torch.optim.AdamW as PyTorch runs it by default on CUDA
+// (foreach); "adamw-fused" its fused=True kernel; "adamw-loop" a loop over
+// the parameters (foreach=False, or a hand-written AdamW).
+var Optimizers = []string{"adamw", "adamw-fused", "adamw-loop", "adamw8bit", "paged-adamw8bit", "sgd", "sgd-momentum", "adafactor", "none"}
 
 // Checkpointing modes (activation recomputation).
 var Checkpointing = []string{"none", "selective", "full"}
@@ -32,15 +40,25 @@ type Setup struct {
 	// Precision of the weights: fp32, bf16, fp16, int8 or int4 (int8/int4:
 	// a frozen, bitsandbytes-quantized base; compute in 16-bit).
 	Precision string `json:"precision"`
-	// Mixed keeps fp32 master weights beside 16-bit weights (16-bit
-	// compute and gradients).
+	// AMP is PyTorch's automatic mixed precision: fp32 weights, gradients
+	// and optimizer state, matmuls in bf16 under torch.autocast (which
+	// caches a 16-bit copy of every weight it casts).
+	AMP bool `json:"amp"`
+	// Mixed is DeepSpeed's and Megatron's mixed precision: 16-bit weights
+	// and gradients with fp32 master weights beside them.
 	Mixed bool `json:"mixed"`
 	// Optimizer is one of Optimizers; "none" is inference (no backward).
 	Optimizer     string `json:"optimizer"`
 	Batch         int64  `json:"batch"`
 	Seq           int64  `json:"seq"`
 	Checkpointing string `json:"checkpointing"`
-	Flash         bool   `json:"flash"`
+	// Attention is the implementation: sdpa (transformers' default),
+	// eager or flash (FlashAttention 2); Flash is the same as "flash".
+	Attention string `json:"attention"`
+	Flash     bool   `json:"flash"`
+	// NewTokens > 0 with Optimizer "none" generates that many tokens after
+	// a prompt of Seq tokens, keeping a KV cache.
+	NewTokens int64 `json:"new_tokens"`
 	// LoRARank > 0 trains rank-r adapters on every linear layer of the
 	// blocks; the base stays frozen at Precision (int4: QLoRA).
 	LoRARank int64 `json:"lora_rank"`
@@ -82,11 +100,35 @@ type Result struct {
 	MasterWeightsBytes      int64  `json:"master_weights_bytes"`
 	GradientsBytes          int64  `json:"gradients_bytes"`
 	OptimizerStateBytes     int64  `json:"optimizer_state_bytes"`
-	// ActivationsBytes is null when the architecture is unknown.
+	// ActivationsBytes is what the step's blocks and head keep for
+	// backward at its start (in inference: the largest working set of a
+	// forward); null when the architecture is unknown.
 	ActivationsBytes *int64 `json:"activations_bytes"`
 	// AttentionBytes is the part of the activations that grows with the
 	// square of the sequence (attention scores, softmax, dropout).
 	AttentionBytes *int64 `json:"attention_bytes"`
+	// ActivationsTextbookBytes is Korthikanti et al.'s count (2022, §4)
+	// generalised to this model: what a Megatron layer must keep, without
+	// the real stack's extra tensors.
+	ActivationsTextbookBytes *int64 `json:"activations_textbook_bytes"`
+	// LogitsBytes is the loss's (or, in inference, the head's) buffers of
+	// batch × seq × vocab at their largest.
+	LogitsBytes int64 `json:"logits_bytes"`
+	// AutocastCacheBytes is autocast's 16-bit copies of the weights, live
+	// from forward into backward.
+	AutocastCacheBytes int64 `json:"autocast_cache_bytes"`
+	// WorkspaceBytes is cuBLAS's workspaces (one per thread that runs
+	// matmuls: forward and autograd), held by the caching allocator.
+	WorkspaceBytes int64 `json:"workspace_bytes"`
+	// OptimizerStepBytes is the optimizer step's scratch (PyTorch's
+	// foreach AdamW: one tensor per parameter).
+	OptimizerStepBytes int64 `json:"optimizer_step_bytes"`
+	// KVCacheBytes is a generation's KV cache at its largest.
+	KVCacheBytes int64 `json:"kv_cache_bytes"`
+	// PeakPhase is the phase of the step where TotalBytes is reached;
+	// Phases the estimate at every phase considered.
+	PeakPhase string      `json:"peak_phase"`
+	Phases    []PhasePeak `json:"phases"`
 	// ActivationsFloorBytes is the guide's simpler rule: one hidden state
 	// per layer plus one layer's attention scores.
 	ActivationsFloorBytes *int64 `json:"activations_floor_bytes"`
@@ -99,6 +141,7 @@ type Result struct {
 	// OtherBytes is measured memory of none of the parts above
 	// (workspaces, optimizer-step scratch, unknown); 0 for formulas.
 	OtherBytes int64 `json:"other_bytes"`
+	// TotalBytes is the peak of the step: the largest of Phases.
 	TotalBytes int64 `json:"total_bytes"`
 	GPU        *GPU  `json:"gpu"`
 	// Fits is null without a GPU (or when the activations are unknown and
@@ -153,6 +196,13 @@ func (s *Setup) defaults() {
 	if s.Checkpointing == "" {
 		s.Checkpointing = "none"
 	}
+	if s.Flash {
+		s.Attention = "flash"
+	}
+	if s.Attention == "" {
+		s.Attention = "sdpa"
+	}
+	s.Flash = s.Attention == "flash"
 	if s.Batch == 0 {
 		s.Batch = 1
 	}
@@ -183,6 +233,16 @@ func (in *Inputs) check() error {
 		return fmt.Errorf("optimizer %q: want one of %s", s.Optimizer, strings.Join(Optimizers, ", "))
 	case !oneOf(s.Checkpointing, Checkpointing):
 		return fmt.Errorf("checkpointing %q: want one of %s", s.Checkpointing, strings.Join(Checkpointing, ", "))
+	case !oneOf(s.Attention, Attentions):
+		return fmt.Errorf("attention %q: want one of %s", s.Attention, strings.Join(Attentions, ", "))
+	case s.AMP && s.Precision != "fp32":
+		return fmt.Errorf("AMP keeps fp32 weights and computes in bf16 under autocast: drop --precision %s (or drop --amp for %s weights)", s.Precision, s.Precision)
+	case s.AMP && s.Mixed:
+		return fmt.Errorf("--amp (PyTorch: fp32 weights, autocast) and --mixed (DeepSpeed/Megatron: 16-bit weights, fp32 master copy) are different setups: give one")
+	case s.NewTokens < 0 || s.NewTokens > 1<<24:
+		return fmt.Errorf("new tokens %d: want 0 to %d", s.NewTokens, 1<<24)
+	case s.NewTokens > 0 && s.training():
+		return fmt.Errorf("generating %d new tokens is inference: give --optimizer none", s.NewTokens)
 	case s.Batch < 1 || s.Batch > 1<<20:
 		return fmt.Errorf("batch %d: want 1 to %d", s.Batch, 1<<20)
 	case s.Seq < 1 || s.Seq > 1<<24:
@@ -214,7 +274,7 @@ func (in *Inputs) check() error {
 		} else if err := in.Arch.Validate(); err != nil {
 			return err
 		}
-		if b := approxActivations(in.Arch, s); b > maxBytes {
+		if b := max(approxActivations(in.Arch, s), stepBound(in.Arch, *s)); b > maxBytes {
 			return fmt.Errorf("activations of %.3g bytes are beyond any device: give a smaller batch or sequence", b)
 		}
 		if s.LoRARank > 0 && (s.LoRARank > in.Arch.Hidden || in.Params > 0 && in.Arch.FFN <= 0) {
@@ -272,8 +332,8 @@ func Compute(in Inputs) (*Result, error) {
 	if err := in.check(); err != nil {
 		return nil, err
 	}
-	r := compute(in)
-	r.Formulas = Formulas(in.Setup)
+	r := computeSetup(in)
+	r.Formulas = Formulas(in)
 	r.Techniques = singles(in, r)
 	if in.GPU != nil {
 		planFor(in, r)
@@ -281,21 +341,18 @@ func Compute(in Inputs) (*Result, error) {
 	return r, nil
 }
 
-// compute is the arithmetic of one setup (no plan).
-func compute(in Inputs) *Result {
+// computeSetup is the arithmetic of one setup (no plan).
+func computeSetup(in Inputs) *Result {
 	s := in.Setup
 	r := &Result{Schema: SchemaID, Source: "formula", Architecture: in.Arch, Setup: s, GPU: in.GPU,
-		Plan: []Step{}, Techniques: []Step{}, Notes: []string{}}
+		Plan: []Step{}, Techniques: []Step{}, Notes: []string{}, Phases: []PhasePeak{}}
 	states(in, r)
 	if in.Arch != nil {
 		act := activations(in.Arch, s)
-		r.ActivationsBytes, r.AttentionBytes = &act.total, &act.quadratic
+		r.ActivationsTextbookBytes = &act.total
 		r.ActivationsFloorBytes, r.AttentionScoresLayerBytes = &act.floor, &act.scoresLayer
 	}
-	r.TotalBytes = r.ParametersBytes + r.MasterWeightsBytes + r.GradientsBytes + r.OptimizerStateBytes + r.WorkingBytes
-	if r.ActivationsBytes != nil {
-		r.TotalBytes += *r.ActivationsBytes
-	}
+	stepPeaks(in, r)
 	if in.GPU != nil {
 		fits := r.TotalBytes <= in.GPU.UsableBytes
 		if !fits || r.ActivationsBytes != nil {

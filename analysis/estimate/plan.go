@@ -21,8 +21,8 @@ func groups(in Inputs) []group {
 	s := in.Setup
 	gs := []group{{{id: "flash_attention", title: "fused attention (FlashAttention / SDPA)", cost: "none; usually faster", weight: 0,
 		apply: func(in *Inputs) bool {
-			ok := !in.Flash && in.Arch != nil
-			in.Flash = true
+			ok := in.Arch != nil && backendOf(in.Arch, in.Setup) != backendFused
+			in.Attention, in.Flash = "flash", true
 			return ok
 		}}}}
 	if !s.training() {
@@ -37,7 +37,7 @@ func groups(in Inputs) []group {
 			prec = append(prec, technique{id: "quantize_weights_" + p.prec, title: p.title, cost: p.cost, weight: p.w,
 				apply: func(in *Inputs) bool {
 					ok := in.weightBits() > bitsOf(p.prec)
-					in.Precision = p.prec
+					in.Precision, in.AMP = p.prec, false
 					return ok
 				}})
 		}
@@ -58,16 +58,16 @@ func groups(in Inputs) []group {
 					in.Checkpointing = "full"
 					return ok
 				}}},
-		group{{id: "mixed_precision_bf16", title: "bf16 mixed precision", cost: "minimal on GPUs with bf16", weight: 1,
+		group{{id: "mixed_precision_bf16", title: "bf16 autocast (PyTorch AMP)", cost: "minimal on GPUs with bf16", weight: 1,
 			apply: func(in *Inputs) bool {
-				ok := in.Precision == "fp32" && in.LoRARank == 0
-				in.Precision, in.Mixed = "bf16", true
+				ok := in.Precision == "fp32" && !in.AMP && in.LoRARank == 0
+				in.AMP = true
 				return ok
 			}}},
 		group{
 			{id: "optimizer_8bit", title: "8-bit AdamW (bitsandbytes)", cost: "minimal (slightly different numerics)", weight: 1,
 				apply: func(in *Inputs) bool {
-					ok := in.Optimizer == "adamw"
+					ok := in.Optimizer == "adamw" || in.Optimizer == "adamw-fused" || in.Optimizer == "adamw-loop"
 					in.Optimizer = "adamw8bit"
 					return ok
 				}},
@@ -95,12 +95,12 @@ func groups(in Inputs) []group {
 		gs = append(gs, group{
 			{id: "lora", title: "LoRA r=16 on a frozen bf16 base", cost: "fine-tuning only: trains adapters, not the model", weight: 27,
 				apply: func(in *Inputs) bool {
-					in.Precision, in.Mixed, in.LoRARank = "bf16", false, 16
+					in.Precision, in.Mixed, in.AMP, in.LoRARank = "bf16", false, false, 16
 					return true
 				}},
 			{id: "qlora", title: "QLoRA: r=16 adapters on a 4-bit base", cost: "fine-tuning only; slower matmuls (dequantization)", weight: 28,
 				apply: func(in *Inputs) bool {
-					in.Precision, in.Mixed, in.LoRARank = "int4", false, 16
+					in.Precision, in.Mixed, in.AMP, in.LoRARank = "int4", false, false, 16
 					return true
 				}}})
 	}
@@ -145,7 +145,7 @@ func (c combo) apply(in Inputs) (Inputs, bool) {
 }
 
 // total is the total bytes of inputs (activations unknown count as 0).
-func total(in Inputs) int64 { return compute(in).TotalBytes }
+func total(in Inputs) int64 { return computeSetup(in).TotalBytes }
 
 // singles lists each technique alone, with its saving (when it saves).
 func singles(in Inputs, base *Result) []Step {

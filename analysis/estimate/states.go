@@ -99,7 +99,7 @@ func optimizerBytes(in Inputs, trainable int64) int64 {
 	s := in.Setup
 	sb := s.stateBytes()
 	switch s.Optimizer {
-	case "adamw", "adamw8bit", "paged-adamw8bit":
+	case "adamw", "adamw-fused", "adamw-loop", "adamw8bit", "paged-adamw8bit":
 		return 2 * sb * trainable // exp_avg and exp_avg_sq
 	case "sgd-momentum":
 		return sb * trainable // momentum buffer

@@ -60,26 +60,52 @@ func ParseSize(s string) (int64, error) {
 
 // GPU is a device whose memory a plan must fit in.
 type GPU struct {
-	Name          string `json:"name"`
-	CapacityBytes int64  `json:"capacity_bytes"`
-	// UsableBytes is what a plan may fill: the capacity less UsableMargin
-	// for the CUDA context, cuBLAS workspaces and allocator slack, which
-	// PyTorch's allocated bytes do not count.
-	UsableBytes int64 `json:"usable_bytes"`
+	Name string `json:"name"`
+	// CapacityBytes is the memory the driver reports (nvidia-smi's total,
+	// torch.cuda.mem_get_info's): less than the nominal "80GB".
+	CapacityBytes int64 `json:"capacity_bytes"`
+	// UsableBytes is what a peak of allocated memory may reach: the
+	// capacity less the CUDA context and a share for the allocator's slack
+	// (UsableReason says how much of each).
+	UsableBytes  int64  `json:"usable_bytes"`
+	UsableReason string `json:"usable_reason"`
+	// Arch is the GPU's generation when known (hopper, ampere, …): it
+	// decides cuBLAS's workspace size.
+	Arch string `json:"arch,omitempty"`
 }
 
-// UsableMargin is the share of a GPU's memory an estimate keeps free.
+// ContextBytes is what a process's CUDA context and PyTorch's kernels
+// take of the device outside the caching allocator: about half a GiB
+// with CUDA's lazy module loading (not measured here; it varies with the
+// CUDA version and the kernels a program loads).
+const ContextBytes = 512 << 20
+
+// UsableMargin is the share of the rest an estimate keeps for the caching
+// allocator's slack: memory reserved in blocks that no tensor fills. In
+// the measured runs (recorded/estimate, no memory pressure) reserved
+// memory exceeded the allocated peak by 3–46%, median 12%; under pressure
+// the allocator releases its free cached blocks and retries before it
+// fails, so what a run needs beyond its peak is less — fragmentation —
+// which this share stands for. An estimate within it is tight.
 const UsableMargin = 0.05
 
-// gpuPresets are GPUs by name, with their nominal memory (the "80GB" of an
-// A100 80GB is 80 GiB of HBM; the total CUDA reports is 1–3% less, which
-// the usable margin covers).
-var gpuPresets = map[string]int64{
-	"t4": 16 << 30, "v100-16gb": 16 << 30, "v100-32gb": 32 << 30, "p100": 16 << 30,
-	"a10": 24 << 30, "a10g": 24 << 30, "l4": 24 << 30, "rtx3090": 24 << 30, "rtx4090": 24 << 30,
-	"rtx5090": 32 << 30, "a6000": 48 << 30, "l40s": 48 << 30, "a40": 48 << 30,
-	"a100-40gb": 40 << 30, "a100-80gb": 80 << 30, "h100-80gb": 80 << 30, "h100-94gb": 94 << 30,
-	"h200-141gb": 141 << 30, "mi250x": 128 << 30, "mi300x": 192 << 30, "b200": 180 << 30,
+// gpuPreset is a GPU by name: the memory its driver reports, in MiB.
+type gpuPreset struct {
+	mib  int64
+	arch string
+}
+
+// gpuPresets are GPUs by name. Totals are what nvidia-smi reports
+// (H100 81,559 MiB and H200 143,771 MiB seen on the measuring machines;
+// A100, A10, L4, L40S, T4 as published by a cloud provider's survey of its
+// GPUs; the others from public nvidia-smi/rocm-smi outputs).
+var gpuPresets = map[string]gpuPreset{
+	"t4": {15360, "turing"}, "v100-16gb": {16160, "volta"}, "v100-32gb": {32480, "volta"}, "p100": {16280, "pascal"},
+	"a10": {23028, "ampere"}, "a10g": {23028, "ampere"}, "l4": {23034, "ada"}, "rtx3090": {24576, "ampere"},
+	"rtx4090": {24564, "ada"}, "rtx5090": {32607, "blackwell"}, "a6000": {49140, "ampere"}, "l40s": {46068, "ada"},
+	"a40": {46068, "ampere"}, "a100-40gb": {40960, "ampere"}, "a100-80gb": {81920, "ampere"},
+	"h100-80gb": {81559, "hopper"}, "h100-94gb": {95830, "hopper"}, "h200-141gb": {143771, "hopper"},
+	"mi250x": {65520, "cdna2"}, "mi300x": {196592, "cdna3"}, "b200": {183359, "blackwell"},
 }
 
 // GPUNames lists the preset names, sorted.
@@ -106,8 +132,10 @@ func ParseGPU(s string) (*GPU, error) {
 	if k == "a100" {
 		k = "a100-80gb"
 	}
-	if n, ok := gpuPresets[k]; ok {
-		return newGPU(strings.ToUpper(k), n), nil
+	if p, ok := gpuPresets[k]; ok {
+		g := newGPU(strings.ToUpper(k), p.mib<<20)
+		g.Arch = p.arch
+		return g, nil
 	}
 	n, err := ParseSize(s)
 	if err != nil {
@@ -117,8 +145,15 @@ func ParseGPU(s string) (*GPU, error) {
 }
 
 func newGPU(name string, capacity int64) *GPU {
-	return &GPU{Name: name, CapacityBytes: capacity, UsableBytes: int64(float64(capacity) * (1 - UsableMargin))}
+	rest := max(capacity-ContextBytes, 0)
+	usable := int64(float64(rest) * (1 - UsableMargin))
+	return &GPU{Name: name, CapacityBytes: capacity, UsableBytes: usable,
+		UsableReason: fmt.Sprintf("%s − %s CUDA context − %.0f%% of the rest (allocator slack)",
+			formatGiB(capacity), formatGiB(ContextBytes), 100*UsableMargin)}
 }
+
+// formatGiB writes bytes in GiB with two decimals.
+func formatGiB(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
 
 // NewGPU describes a device of a known capacity (a snapshot's device).
 func NewGPU(name string, capacity int64) *GPU { return newGPU(name, capacity) }

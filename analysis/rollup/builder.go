@@ -24,15 +24,42 @@ const (
 
 // Builder rolls up results one at a time, in input order. It keeps a row
 // and a coarse curve per device and drops the rest, so each Result may be
-// discarded once added.
+// discarded once added. Files that torchmem record wrote for one process
+// (ProcessOf) make one rank: the preferred file's rows, with the others
+// listed as SameProcess.
 type Builder struct {
 	inputs   int
 	rows     []Row
 	curves   []curve // curves[i] belongs to rows[i]
 	empty    []string
-	ordered  int // inputs whose rank is their order
-	sites    map[string]*siteTally
+	ordered  int  // inputs whose rank is their order
 	siteCaps bool // maxSites was reached
+	// procs is the file kept for each recording process, also the other
+	// files of the process that the kept input's rows list, and dropped the
+	// inputs another file of their process replaced.
+	procs   map[procKey]procFile
+	also    map[int][]SameProcess
+	dropped map[int]bool
+	// unreadable are the inputs that could not be read.
+	unreadable []Unreadable
+}
+
+// procKey tells recording processes apart: by rank and process id.
+type procKey struct{ rank, pid int }
+
+// procFile is what the Builder keeps of a file of a recording process.
+type procFile struct {
+	input     int
+	kind      FileKind
+	path      string
+	allocated int64       // at the end, on its devices
+	ooms      []deviceOOM // its devices' OOMs
+}
+
+// deviceOOM identifies an OOM: its device, time and request.
+type deviceOOM struct {
+	device          int
+	timeUS, request int64
 }
 
 // siteTally counts one site over the rows.
@@ -43,7 +70,7 @@ type siteTally struct {
 
 // NewBuilder starts an empty roll-up.
 func NewBuilder() *Builder {
-	return &Builder{sites: map[string]*siteTally{}}
+	return &Builder{procs: map[procKey]procFile{}, also: map[int][]SameProcess{}, dropped: map[int]bool{}}
 }
 
 // Add takes the next input's result. Inputs are numbered in the order they
@@ -61,6 +88,7 @@ func (b *Builder) Add(r *analysis.Result) {
 		b.empty = append(b.empty, r.Input.Path)
 		return
 	}
+	var rows []Row
 	for _, d := range devs {
 		row := Row{Input: idx, Path: r.Input.Path, Rank: rank, RankFrom: from, Device: d.Device, Kind: d.Kind,
 			CapacityBytes: d.Capacity, PeakBytes: d.Peak.AllocatedBytes, PeakReservedBytes: d.Peak.ReservedBytes,
@@ -74,10 +102,101 @@ func (b *Builder) Add(r *analysis.Result) {
 		}
 		row.Leaks, row.LeakCount = deviceLeaks(r.Leaks, d.Device)
 		row.TopSites = append(row.TopSites, d.TopSites[:min(len(d.TopSites), rowSites)]...)
-		b.tallySites(row.TopSites)
-		b.rows = append(b.rows, row)
-		b.curves = append(b.curves, newCurve(d.Phases))
+		rows = append(rows, row)
 	}
+	if p, ok := ProcessOf(r.Input.Path); ok && p.Rank == rank { // unless the file states another rank
+		for i := range rows {
+			rows[i].Pid = p.Pid
+		}
+		if !b.keepProcess(p, newProcFile(idx, p.Kind, r, devs)) {
+			return
+		}
+	}
+	for _, row := range rows {
+		b.rows = append(b.rows, row)
+		b.curves = append(b.curves, newCurve(devPhases(devs, row.Device)))
+	}
+}
+
+// Fail lists an input that could not be read, with why (one line; its
+// path need not be in it). It takes no input number: the roll-up's inputs
+// are the results added.
+func (b *Builder) Fail(path, why string) {
+	u := Unreadable{Path: path, Error: why}
+	if r, ok := rankFromPath(path); ok {
+		u.Rank = &r
+	}
+	b.unreadable = append(b.unreadable, u)
+}
+
+// AddUnreadable lists an input that an earlier roll-up could not read.
+func (b *Builder) AddUnreadable(u Unreadable) { b.unreadable = append(b.unreadable, u) }
+
+// Results is how many results were added.
+func (b *Builder) Results() int { return b.inputs }
+
+// keepProcess files f under its process p and says whether its rows are
+// the process's: the first file of a process is, and a later one replaces
+// the kept one when preferred (an OOM snapshot over the snapshot at exit);
+// the file not kept is listed with the kept one's rows.
+func (b *Builder) keepProcess(p Process, f procFile) bool {
+	key := procKey{p.Rank, p.Pid}
+	kept, seen := b.procs[key]
+	if !seen {
+		b.procs[key] = f
+		return true
+	}
+	if kept.path == f.path { // the same file given twice: two inputs, as any other
+		return true
+	}
+	if f.kind.preference() >= kept.kind.preference() {
+		b.also[kept.input] = append(b.also[kept.input], f.sameAs(kept))
+		return false
+	}
+	b.dropped[kept.input] = true
+	b.also[f.input] = append(b.also[kept.input], kept.sameAs(f))
+	delete(b.also, kept.input)
+	b.procs[key] = f
+	return true
+}
+
+func newProcFile(idx int, kind FileKind, r *analysis.Result, devs []*analysis.DeviceResult) procFile {
+	f := procFile{input: idx, kind: kind, path: r.Input.Path}
+	for _, d := range devs {
+		f.allocated += d.AtEnd.AllocatedBytes
+		if d.OOM != nil {
+			f.ooms = append(f.ooms, deviceOOM{d.Device, d.OOM.TimeUS, d.OOM.RequestedBytes})
+		}
+	}
+	return f
+}
+
+// sameAs says what f is beside kept, the file kept for its process: a
+// snapshot whose history holds the OOM of kept (an OOM snapshot) was
+// dumped after that OOM.
+func (f procFile) sameAs(kept procFile) SameProcess {
+	s := SameProcess{Input: f.input, Path: f.path, What: WhatSnapshot, AllocatedBytes: f.allocated}
+	switch {
+	case f.kind == KindTrace:
+		s.What = WhatTrace
+	case kept.kind == KindOOMSnapshot:
+		for _, o := range kept.ooms {
+			if slices.Contains(f.ooms, o) {
+				s.What = WhatAfterOOM
+			}
+		}
+	}
+	return s
+}
+
+// devPhases are the phase spans of device dev.
+func devPhases(devs []*analysis.DeviceResult, dev int) []analysis.PhaseSpan {
+	for _, d := range devs {
+		if d.Device == dev {
+			return d.Phases
+		}
+	}
+	return nil
 }
 
 // accelerators are the devices a roll-up compares: every device but the
@@ -124,27 +243,41 @@ func deviceLeaks(leaks []analysis.Leak, device int) ([]RowLeak, int) {
 	return out[:min(n, rowLeaks)], n
 }
 
-func (b *Builder) tallySites(sites []analysis.Site) {
-	for _, s := range sites {
-		t := b.sites[s.Site]
-		if t == nil {
-			if len(b.sites) >= maxSites {
-				b.siteCaps = true
-				continue
-			}
-			t = &siteTally{category: s.Category}
-			b.sites[s.Site] = t
+// tallySites counts the kept rows' largest sites, in input order.
+func (b *Builder) tallySites() map[string]*siteTally {
+	sites := map[string]*siteTally{}
+	for _, row := range b.rows {
+		if b.dropped[row.Input] {
+			continue
 		}
-		t.bytes = append(t.bytes, s.Bytes)
+		for _, s := range row.TopSites {
+			t := sites[s.Site]
+			if t == nil {
+				if len(sites) >= maxSites {
+					b.siteCaps = true
+					continue
+				}
+				t = &siteTally{category: s.Category}
+				sites[s.Site] = t
+			}
+			t.bytes = append(t.bytes, s.Bytes)
+		}
 	}
+	return sites
 }
 
 // Rollup finishes the roll-up of the results added so far.
 func (b *Builder) Rollup() *Rollup {
-	ru := &Rollup{Inputs: b.inputs, Ranks: b.rows, Outliers: []Outlier{}, CommonSites: []CommonSite{}, Notes: []string{}}
-	order := make([]int, len(b.rows))
-	for i := range order {
-		order[i] = i
+	ru := &Rollup{Inputs: b.inputs, Ranks: b.rows, Outliers: []Outlier{}, CommonSites: []CommonSite{}, Notes: []string{},
+		Unreadable: slices.Clip(b.unreadable)}
+	if ru.Unreadable == nil {
+		ru.Unreadable = []Unreadable{}
+	}
+	order := make([]int, 0, len(b.rows))
+	for i, row := range b.rows {
+		if !b.dropped[row.Input] {
+			order = append(order, i)
+		}
 	}
 	slices.SortStableFunc(order, func(i, j int) int {
 		x, y := &b.rows[i], &b.rows[j]
@@ -154,6 +287,9 @@ func (b *Builder) Rollup() *Rollup {
 	curves := make([]curve, len(order))
 	for k, i := range order {
 		rows[k], curves[k] = b.rows[i], b.curves[i]
+		if also := b.also[rows[k].Input]; len(also) > 0 {
+			rows[k].SameProcess = slices.SortedFunc(slices.Values(also), func(x, y SameProcess) int { return cmp.Compare(x.Input, y.Input) })
+		}
 	}
 	ru.Ranks = rows
 	if ru.Ranks == nil {
@@ -169,15 +305,19 @@ func (b *Builder) Rollup() *Rollup {
 			}
 		}
 		ru.Worst = &Worst{Input: rows[w].Input, Path: rows[w].Path, Rank: rows[w].Rank, Device: rows[w].Device, PeakBytes: rows[w].PeakBytes}
-		med := median(peaks)
-		ru.MedianPeakBytes = int64(med)
-		if med > 0 {
-			ru.Imbalance = round4(float64(rows[w].PeakBytes) / med)
+		ru.MedianPeakBytes = int64(median(peaks))
+		others := median(slices.Delete(peaks, w, w+1))
+		ru.OthersMedianPeakBytes = int64(others)
+		switch {
+		case len(rows) == 1 && rows[0].PeakBytes > 0:
+			ru.Imbalance = 1
+		case others > 0:
+			ru.Imbalance = round4(float64(rows[w].PeakBytes) / others)
 		}
-		ru.Outliers = outliers(rows)
+		ru.Outliers, ru.OutliersMore = outliers(rows)
 	}
 	ru.OOMs, ru.FirstOOM = firstOOM(rows)
-	ru.CommonSites = b.commonSites(len(rows))
+	ru.CommonSites = b.commonSites(b.tallySites(), len(rows))
 	ru.Notes = b.notes(rows)
 	ru.Heat = newHeat(rows, curves)
 	return ru
@@ -185,9 +325,9 @@ func (b *Builder) Rollup() *Rollup {
 
 // commonSites are the sites among the largest on at least half of n rows
 // (and on two at least), on most rows first, then by their largest bytes.
-func (b *Builder) commonSites(n int) []CommonSite {
+func (b *Builder) commonSites(sites map[string]*siteTally, n int) []CommonSite {
 	out := []CommonSite{}
-	for site, t := range b.sites {
+	for site, t := range sites {
 		if len(t.bytes) < 2 || 2*len(t.bytes) < n {
 			continue
 		}

@@ -10,7 +10,8 @@ import (
 )
 
 // BudgetImbalance is the budget key of a roll-up's imbalance: the largest
-// peak over the median peak (torchmem check --budget imbalance=1.2).
+// peak over the median peak of the other devices (torchmem check --budget
+// imbalance=1.2).
 const BudgetImbalance = "imbalance"
 
 // ParseImbalance reads an imbalance budget: a ratio of at least 1 ("1.2",
@@ -19,20 +20,21 @@ func ParseImbalance(value string) (float64, error) {
 	v := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(value), "x"), "×")
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 1 {
-		return 0, fmt.Errorf("budget %s=%q: want a ratio of the largest peak to the median peak, at least 1, like 1.2", BudgetImbalance, value)
+		return 0, fmt.Errorf("budget %s=%q: want a ratio of the largest peak to the median peak of the others, at least 1, like 1.2", BudgetImbalance, value)
 	}
 	return f, nil
 }
 
 // CheckImbalance checks the roll-up's imbalance against limit: it fails
-// when the largest peak is more than limit times the median peak. Actual
-// and Limit are bytes: the worst rank's peak and limit × the median.
-// With fewer than two devices there is nothing to compare: skipped.
+// when the largest peak is more than limit times the median peak of the
+// other devices. Actual and Limit are bytes: the worst rank's peak and
+// limit × that median. With fewer than two devices there is nothing to
+// compare: skipped.
 func CheckImbalance(ru *Rollup, limit float64) *analysis.CheckResult {
 	cr := &analysis.CheckResult{Schema: analysis.CheckSchemaID, Checks: []analysis.CheckItem{},
 		Input: analysis.Input{Path: fmt.Sprintf("roll-up of %d inputs", ru.Inputs), Format: "rollup"}}
 	it := analysis.CheckItem{Name: "imbalance budget", Kind: analysis.CheckKindBudget, Key: BudgetImbalance, Device: -1}
-	if len(ru.Ranks) < 2 || ru.Worst == nil || ru.MedianPeakBytes <= 0 {
+	if len(ru.Ranks) < 2 || ru.Worst == nil || ru.OthersMedianPeakBytes <= 0 {
 		it.Status = analysis.CheckSkip
 		it.Message = fmt.Sprintf("%d device(s) with memory: no imbalance to measure", len(ru.Ranks))
 		cr.Add(it)
@@ -40,16 +42,16 @@ func CheckImbalance(ru *Rollup, limit float64) *analysis.CheckResult {
 	}
 	it.Device = ru.Worst.Device
 	it.Actual = ru.Worst.PeakBytes
-	it.Limit = int64(math.Min(limit*float64(ru.MedianPeakBytes), math.MaxInt64))
-	ratio := float64(ru.Worst.PeakBytes) / float64(ru.MedianPeakBytes)
+	it.Limit = int64(math.Min(limit*float64(ru.OthersMedianPeakBytes), math.MaxInt64))
+	ratio := float64(ru.Worst.PeakBytes) / float64(ru.OthersMedianPeakBytes)
 	it.Status = analysis.CheckPass
 	word := "within"
 	if ratio > limit {
 		it.Status, word = analysis.CheckFail, "over"
 	}
-	it.Message = fmt.Sprintf("imbalance %.2f× %s the budget of %.2f×: rank %d's peak %s against the median peak %s of %s (allowed %s)",
-		ratio, word, limit, ru.Worst.Rank, analysis.FormatBytes(ru.Worst.PeakBytes), analysis.FormatBytes(ru.MedianPeakBytes),
-		plural(len(ru.Ranks), "device"), analysis.FormatBytes(it.Limit))
+	it.Message = fmt.Sprintf("imbalance %.2f× %s the budget of %.2f×: rank %d's peak %s against the median peak %s of the other %s (allowed %s)",
+		ratio, word, limit, ru.Worst.Rank, analysis.FormatBytes(ru.Worst.PeakBytes), analysis.FormatBytes(ru.OthersMedianPeakBytes),
+		plural(len(ru.Ranks)-1, "device"), analysis.FormatBytes(it.Limit))
 	cr.Add(it)
 	return cr
 }

@@ -73,7 +73,8 @@ func keepBest(list []candidate, c candidate) []candidate {
 
 // Details returns the results to show in full after ru, the roll-up of the
 // results offered, in input order: the worst rank's, the first OOM's and
-// those asked for.
+// those asked for (each a row of ru: another file of a row's process is
+// not shown).
 func (k *Keeper) Details(ru *Rollup) []Detail {
 	want := map[int]bool{}
 	if ru.Worst != nil {
@@ -82,11 +83,17 @@ func (k *Keeper) Details(ru *Rollup) []Detail {
 	if ru.FirstOOM != nil {
 		want[ru.FirstOOM.Input] = true
 	}
+	rows := map[int]bool{} // inputs with rows: not another file of a row's process
+	for _, r := range ru.Ranks {
+		rows[r.Input] = true
+	}
 	seen := map[int]bool{}
 	var out []Detail
 	for _, d := range k.asked {
-		seen[d.Input] = true
-		out = append(out, d)
+		if rows[d.Input] {
+			seen[d.Input] = true
+			out = append(out, d)
+		}
 	}
 	for _, list := range [][]candidate{k.peak, k.oomTime, k.oomRnk} {
 		for _, c := range list {

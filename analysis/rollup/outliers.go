@@ -28,14 +28,18 @@ const (
 	// spreadFloor is the smallest spread assumed, as a share of the median
 	// (2%) or, for the mix, of the whole peak.
 	spreadFloor = 0.02
+	// maxOutliers is how many outliers a roll-up lists, the farthest: at
+	// thousands of ranks a fault shared by many would list them all.
+	maxOutliers = 16
 )
 
 // outliers finds the rows whose peak or category mix stands apart,
-// largest deviation first (peaks before mixes at equal deviation).
-func outliers(rows []Row) []Outlier {
+// largest deviation first (peaks before mixes at equal deviation): the
+// maxOutliers farthest, and how many more there are.
+func outliers(rows []Row) ([]Outlier, int) {
 	out := []Outlier{}
 	if len(rows) < minOutlierRows {
-		return out
+		return out, 0
 	}
 	peaks := make([]float64, len(rows))
 	for i, r := range rows {
@@ -91,10 +95,10 @@ func outliers(rows []Row) []Outlier {
 			Distance: round4(dist[i]), Category: &cat, Share: round4(shares[i][most]), MedianShare: round4(medShare[most])}, dist[i]})
 	}
 	slices.SortStableFunc(found, func(a, b scored) int { return cmp.Compare(b.dev, a.dev) })
-	for _, f := range found {
+	for _, f := range found[:min(len(found), maxOutliers)] {
 		out = append(out, f.o)
 	}
-	return out
+	return out, len(found) - len(out)
 }
 
 // shareOf is each category's share of the total.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,7 +24,16 @@ import (
 // analysis.MaxResultBytes (an analysis is held, then decoded). An analysis
 // without an input path takes path.
 // Errors name path and the byte offset where the problem is.
+// A file that holds no analysis at all (an empty array, a roll-up without
+// inputs) is an error.
 func ReadSummaries(r io.Reader, path string, limit int64, add func(*analysis.Result) error) error {
+	return ReadSummariesListing(r, path, limit, add, nil)
+}
+
+// ReadSummariesListing is ReadSummaries that also hands on, to unreadable,
+// the inputs a roll-up lists as unreadable (ignored when it is nil), so
+// that a roll-up merged again lists them again.
+func ReadSummariesListing(r io.Reader, path string, limit int64, add func(*analysis.Result) error, unreadable func(Unreadable)) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var in io.Reader = br
 	if head, _ := br.Peek(2); len(head) == 2 && head[0] == 0x1f && head[1] == 0x8b {
@@ -33,7 +43,11 @@ func ReadSummaries(r io.Reader, path string, limit int64, add func(*analysis.Res
 		}
 		in = zr
 	}
-	sr := &summaryReader{path: path, limit: min(limit, analysis.MaxResultBytes), add: add, budget: &budgetReader{r: in}}
+	sr := &summaryReader{path: path, limit: min(limit, analysis.MaxResultBytes), budget: &budgetReader{r: in}, unreadable: unreadable}
+	sr.add = func(r *analysis.Result) error {
+		sr.added++
+		return add(r)
+	}
 	sr.dec = jsontext.NewDecoder(sr.budget)
 	n := 0
 	for {
@@ -41,6 +55,9 @@ func ReadSummaries(r io.Reader, path string, limit int64, add func(*analysis.Res
 			if _, err := sr.dec.ReadToken(); errors.Is(err, io.EOF) {
 				if n == 0 {
 					return &snapshot.Error{Path: path, Offset: -1, Msg: "no torchmem JSON in the file (empty)"}
+				}
+				if sr.added == 0 {
+					return &snapshot.Error{Path: path, Offset: -1, Msg: "no analysis in the file (an empty list, or a roll-up without inputs)"}
 				}
 				return nil
 			} else if err != nil {
@@ -61,6 +78,9 @@ type summaryReader struct {
 	add    func(*analysis.Result) error
 	dec    *jsontext.Decoder
 	budget *budgetReader
+	added  int // analyses handed on
+	// unreadable, when set, gets a roll-up's unreadable inputs.
+	unreadable func(Unreadable)
 }
 
 // value reads one value: an analysis, a roll-up, or (at the top) an array of them.
@@ -116,9 +136,23 @@ func (sr *summaryReader) object() error {
 			continue
 		}
 		sr.budget.allow(sr.dec.InputOffset(), sr.limit)
-		if key == "rollup" { // built again from the inputs
-			if err := sr.dec.SkipValue(); err != nil {
+		if key == "rollup" { // built again from the inputs; its unreadable inputs stay so
+			if sr.unreadable == nil {
+				if err := sr.dec.SkipValue(); err != nil {
+					return sr.fail(err)
+				}
+				continue
+			}
+			v, err := sr.dec.ReadValue()
+			if err != nil {
 				return sr.fail(err)
+			}
+			var ru struct{ Unreadable []Unreadable }
+			if err := json.Unmarshal(v, &ru); err != nil {
+				return sr.errorf(start, "rollup.unreadable: want a list of {path, rank, error}: %v", err)
+			}
+			for _, u := range ru.Unreadable {
+				sr.unreadable(u)
 			}
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -73,6 +74,9 @@ func TestReadSummaries(t *testing.T) {
 		{"analysis with inputs", []byte(`{"inputs": [` + a + `], "schema": "torchmem.analysis/v1"}`), 1 << 20, []string{"a.pickle"}, "an analysis with inputs"},
 		{"analysis with a member named inputs", []byte(`{"schema": "torchmem.analysis/v1", "inputs": [1]}`), 1 << 20, []string{"s.json"}, ""}, // fields may be added
 		{"too many devices", []byte(`{"schema": "torchmem.analysis/v1", "devices": [` + strings.Repeat(`{"device": 0},`, 256) + `{"device": 1}]}`), 1 << 20, nil, "more than 256 devices at byte offset"},
+		{"an empty list", []byte("[]"), 1 << 20, nil, "s.json: no analysis in the file"},
+		{"a roll-up without inputs", []byte(rollup()), 1 << 20, nil, "s.json: no analysis in the file"},
+		{"empty lists and roll-ups", []byte("[] " + rollup() + " []"), 1 << 20, nil, "s.json: no analysis in the file"},
 		{"bad categories", []byte(`{"schema": "torchmem.analysis/v1", "devices": [{"peak": {"categories": {"x": "y"}}}]}`), 1 << 20, nil, "not a valid torchmem analysis"},
 	}
 	for _, tc := range tests {
@@ -121,5 +125,36 @@ func TestReadSummariesSameRollup(t *testing.T) {
 	}
 	if !reflect.DeepEqual(want.Heat, got.Heat) {
 		t.Errorf("heat map from JSON differs")
+	}
+}
+
+// TestReadSummariesListing: the inputs a roll-up lists as unreadable are
+// handed on, after its readable inputs, so that merging a roll-up again
+// lists them again; a roll-up whose list is not one is an error.
+func TestReadSummariesListing(t *testing.T) {
+	a := analysisJSON(t, "rank0.pickle")
+	doc := `{"schema": "torchmem.rollup/v1", "inputs": [` + a + `], "rollup": {"ranks": [], "unreadable": [` +
+		`{"path": "run/snapshot_rank5_12.pickle", "rank": 5, "error": "truncated pickle at byte offset 4096"},` +
+		`{"path": "x.json", "rank": null, "error": "schema \"torchmem.diff/v1\""}]}}`
+	var got []string
+	err := ReadSummariesListing(strings.NewReader(doc), "r.json", 1<<20, func(r *analysis.Result) error {
+		got = append(got, "input "+r.Input.Path)
+		return nil
+	}, func(u Unreadable) {
+		rank := "null"
+		if u.Rank != nil {
+			rank = fmt.Sprint(*u.Rank)
+		}
+		got = append(got, fmt.Sprintf("unreadable %s rank %s: %s", u.Path, rank, u.Error))
+	})
+	want := []string{"input rank0.pickle", "unreadable run/snapshot_rank5_12.pickle rank 5: truncated pickle at byte offset 4096",
+		`unreadable x.json rank null: schema "torchmem.diff/v1"`}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("%q, %v; want %q", got, err, want)
+	}
+	bad := strings.Replace(doc, `"unreadable": [`, `"unreadable": 7, "x": [`, 1)
+	err = ReadSummariesListing(strings.NewReader(bad), "r.json", 1<<20, func(*analysis.Result) error { return nil }, func(Unreadable) {})
+	if err == nil || !strings.Contains(err.Error(), "r.json: rollup.unreadable: want a list") {
+		t.Errorf("error %v", err)
 	}
 }

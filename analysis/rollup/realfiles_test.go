@@ -53,6 +53,7 @@ func TestRealMultiDevice(t *testing.T) {
 		results   []*analysis.Result
 		rows      []rowFact
 		median    float64
+		others    float64 // the median peak of the rows other than the worst
 		outliers  []string
 		notes     int
 		heatTimed bool
@@ -61,7 +62,7 @@ func TestRealMultiDevice(t *testing.T) {
 			{0, 0, FromOrder, threeDevPeaks[0], false},
 			{0, 1, FromOrder, threeDevPeaks[1], true},
 			{0, 2, FromOrder, threeDevPeaks[2], false},
-		}, float64(threeDevPeaks[2]),
+		}, float64(threeDevPeaks[2]), float64(threeDevPeaks[0]+threeDevPeaks[2]) / 2,
 			// Device 0 alone holds the model's parameters (trainers.py:121
 			// __init__, on no other device: a pipeline split).
 			[]string{"input 0 device 0 category_mix parameter"}, 0, true},
@@ -70,7 +71,7 @@ func TestRealMultiDevice(t *testing.T) {
 			{0, 1, FromOrder, threeDevPeaks[1], true},
 			{0, 2, FromOrder, threeDevPeaks[2], false},
 			{1, 1, FromDistributedInfo, ddpPeak, false}, // its CPU device is no row
-		}, float64(threeDevPeaks[0]+threeDevPeaks[2]) / 2,
+		}, float64(threeDevPeaks[0]+threeDevPeaks[2]) / 2, float64(threeDevPeaks[0]), // ddpPeak < [0] < [2]
 			// The OOM device's 78 GiB is 5.6× the median; the trace's
 			// memory is mostly allocated before its window (unknown).
 			[]string{"input 0 device 1 peak", "input 1 device 1 category_mix unknown"}, 1, true}, // wall clocks in both
@@ -88,8 +89,10 @@ func TestRealMultiDevice(t *testing.T) {
 			if w := ru.Worst; w == nil || w.Input != 0 || w.Device != 1 || w.PeakBytes != threeDevPeaks[1] {
 				t.Errorf("worst %+v; want the snapshot's device 1, %d bytes", w, threeDevPeaks[1])
 			}
-			if imb := round4(float64(threeDevPeaks[1]) / tc.median); ru.MedianPeakBytes != int64(tc.median) || ru.Imbalance != imb {
-				t.Errorf("median %d, imbalance %v; want %d, %v", ru.MedianPeakBytes, ru.Imbalance, int64(tc.median), imb)
+			if imb := round4(float64(threeDevPeaks[1]) / tc.others); ru.MedianPeakBytes != int64(tc.median) ||
+				ru.OthersMedianPeakBytes != int64(tc.others) || ru.Imbalance != imb {
+				t.Errorf("median %d, of the others %d, imbalance %v; want %d, %d, %v", ru.MedianPeakBytes, ru.OthersMedianPeakBytes,
+					ru.Imbalance, int64(tc.median), int64(tc.others), imb)
 			}
 			f := ru.FirstOOM
 			if ru.OOMs != 1 || f == nil || f.Input != 0 || f.Device != 1 || f.By != "time" || f.TimeUS != threeDevOOMUS {

@@ -27,12 +27,19 @@ type Rollup struct {
 	Worst *Worst `json:"worst"`
 	// MedianPeakBytes is the median of the rows' peaks.
 	MedianPeakBytes int64 `json:"median_peak_bytes"`
-	// Imbalance is the largest peak over the median peak (1 when all are
-	// alike; 0 without rows or with a median of 0).
+	// OthersMedianPeakBytes is the median peak of the rows other than the
+	// worst: what the worst rank is compared with (0 with one row).
+	OthersMedianPeakBytes int64 `json:"others_median_peak_bytes"`
+	// Imbalance is the largest peak over the median peak of the other rows
+	// (1 when all are alike, and with one row; 0 without rows or when the
+	// others' median is 0). The worst row is left out of the median it is
+	// compared with: with two ranks, it is the one's peak over the other's.
 	Imbalance float64 `json:"imbalance"`
 	// Outliers are the rows whose peak or category mix stands apart from
-	// the others', largest deviation first.
-	Outliers []Outlier `json:"outliers"`
+	// the others', largest deviation first: the maxOutliers farthest, and
+	// OutliersMore says how many more stand out less.
+	Outliers     []Outlier `json:"outliers"`
+	OutliersMore int       `json:"outliers_more"`
 	// OOMs is how many rows ran out of memory.
 	OOMs int `json:"ooms"`
 	// FirstOOM is the OOM that came first (null when none).
@@ -43,6 +50,9 @@ type Rollup struct {
 	// Notes say what limits trust in the roll-up (ranks guessed from the
 	// order, ranks seen twice, inputs without device memory).
 	Notes []string `json:"notes"`
+	// Unreadable are the inputs that could not be read, with the reason,
+	// in input order: the roll-up is of the others.
+	Unreadable []Unreadable `json:"unreadable"`
 	// Heat is memory over time for every row, coarse, for the HTML report;
 	// not part of the JSON.
 	Heat *Heat `json:"-"`
@@ -76,6 +86,11 @@ type Row struct {
 	// TopSites are the device's largest allocation sites (at most three),
 	// at the OOM when there is one, else at the peak.
 	TopSites []analysis.Site `json:"top_sites"`
+	// Pid is the process that wrote the input, when its name says it (the
+	// files of torchmem record), and SameProcess the other files of that
+	// process, which are no rows of their own.
+	Pid         int           `json:"pid,omitempty"`
+	SameProcess []SameProcess `json:"same_process,omitempty"`
 }
 
 // CategoryBytes is a category and its bytes.
@@ -156,6 +171,16 @@ type FirstOOM struct {
 	// (microseconds since the epoch), else "rank": the lowest rank's.
 	By string `json:"by"`
 	RowOOM
+}
+
+// Unreadable is an input that could not be read.
+type Unreadable struct {
+	Path string `json:"path"`
+	// Rank is the rank its file name states (null when it states none).
+	Rank *int `json:"rank"`
+	// Error says what is wrong with it: one line, with the byte offset
+	// where known.
+	Error string `json:"error"`
 }
 
 // CommonSite is an allocation site among the largest on many rows.

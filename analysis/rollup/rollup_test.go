@@ -77,8 +77,12 @@ func TestFaultyJob(t *testing.T) {
 			if w := ru.Worst; w == nil || w.Rank != 3 || w.Device != 3 || w.PeakBytes != peaks[3] {
 				t.Errorf("worst %+v; want rank 3 with %d", w, peaks[3])
 			}
-			if ru.MedianPeakBytes != int64(med) || ru.Imbalance != round4(float64(peaks[3])/med) {
-				t.Errorf("median %d, imbalance %v; want %d, %v", ru.MedianPeakBytes, ru.Imbalance, int64(med), round4(float64(peaks[3])/med))
+			// The worst rank is compared with the median of the seven others
+			// (sorted, the fourth of the peaks below rank 3's).
+			others := float64(sorted[3])
+			if ru.MedianPeakBytes != int64(med) || ru.OthersMedianPeakBytes != int64(others) || ru.Imbalance != round4(float64(peaks[3])/others) {
+				t.Errorf("median %d, of the others %d, imbalance %v; want %d, %d, %v", ru.MedianPeakBytes, ru.OthersMedianPeakBytes,
+					ru.Imbalance, int64(med), int64(others), round4(float64(peaks[3])/others))
 			}
 			// Rank 3 (twice the activations), 6 (stopped in step 1) and 1
 			// (leaking) stand out by their peaks, farthest first; the five

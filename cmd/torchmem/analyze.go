@@ -14,6 +14,7 @@ import (
 func newAnalyzeCmd(g *globals) *cobra.Command {
 	var format, ranks, gpu string
 	var device, top int
+	var strict bool
 	cmd := &cobra.Command{
 		Use:   "analyze FILE|FOLDER...",
 		Short: "Explain what filled GPU memory, in which phase, and what to change",
@@ -37,12 +38,19 @@ parallel, one per core, and rolled up — a table of ranks (rank from a
 trace's distributedInfo, else rank3, rank-3, rank_3 or _3.pickle in the file
 name, else the order) with each one's peak, phase and step, largest
 category, OOM and leaks; the worst rank; the imbalance (largest peak over
-the median); the ranks that stand out and by how much; the first OOM (by
+the median peak of the others); the ranks that stand out and by how much; the first OOM (by
 time when the files share a clock, else the lowest rank); the sites most
 ranks share. Then the worst rank and the first OOM in full (--rank for
 others). --format json writes schema torchmem.rollup/v1:
 {"inputs": [each an analysis], "rollup": {…}}; 'torchmem merge' builds the
-same roll-up from such JSON files.`,
+same roll-up from such JSON files.
+
+The files torchmem record wrote for one process (oom_snapshot_rank{R}_{pid},
+snapshot_rank{R}_{pid}, trace_rank{R}_{pid}) are one rank: its OOM snapshot,
+else its snapshot, else its trace, with the others listed beside it. An
+input that cannot be read is listed in the roll-up with its reason and the
+others are rolled up: exit status 3 (2 when none could be read; --strict
+stops at the first).`,
 		Example: `  torchmem analyze oom_snapshot.pickle
   torchmem analyze --format markdown oom_snapshot.pickle > ticket.md
   torchmem analyze --format json --device 1 trace.json.gz > base.json
@@ -76,11 +84,14 @@ same roll-up from such JSON files.`,
 				if err != nil {
 					return err
 				}
-				out.textTop = textTop
-				if err := g.analyzeAll(paths, opts, out.add); err != nil {
+				out.textTop, out.strict = textTop, strict
+				if err := g.analyzeAll(paths, opts, out.add, out.fail); err != nil {
 					return err
 				}
-				return out.finish()
+				if err := out.finish(g.stderr); err != nil {
+					return err
+				}
+				return out.status(g.stderr)
 			}
 			var results []*analysis.Result
 			for _, path := range paths {
@@ -100,6 +111,7 @@ same roll-up from such JSON files.`,
 	cmd.Flags().IntVarP(&device, "device", "d", -1, "analyse only this device (default: all)")
 	cmd.Flags().IntVar(&top, "top", 10, "how many allocation sites to list (text shows 5 unless given)")
 	rankFlag(cmd, &ranks)
+	strictFlag(cmd, &strict)
 	gpuFlag(cmd, &gpu)
 	return cmd
 }

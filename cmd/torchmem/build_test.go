@@ -85,9 +85,11 @@ func TestMakeBuildIsStatic(t *testing.T) {
 
 // TestReleaseFiles checks what make release wrote into
 // $TORCHMEM_RELEASE_DIR for version $TORCHMEM_RELEASE_VERSION (.ci/run
-// runs make release, then this test): one static binary per platform, named
-// with the version; SHA256SUMS with each binary's checksum; and the
-// linux/amd64 binary's --version.
+// runs make wheels, which is make release and the wheels, then this test):
+// one static binary per platform, named with the version; SHA256SUMS with
+// each binary's checksum, and each wheel's (tools/wheel's
+// TestReleaseWheels checks what the wheels hold); and the linux/amd64
+// binary's --version.
 func TestReleaseFiles(t *testing.T) {
 	dir, version := os.Getenv("TORCHMEM_RELEASE_DIR"), os.Getenv("TORCHMEM_RELEASE_VERSION")
 	if (dir == "") != (version == "") {
@@ -111,11 +113,25 @@ func TestReleaseFiles(t *testing.T) {
 		want = append(want, fmt.Sprintf("torchmem-%s-%s-%s", version, p.os, p.arch))
 	}
 	slices.Sort(want)
-	if got := dirFiles(t, dir); !slices.Equal(got, want) {
-		t.Fatalf("%s holds %q, want %q", dir, got, want)
+	var got, wheels []string
+	for _, name := range dirFiles(t, dir) {
+		if strings.HasSuffix(name, ".whl") {
+			wheels = append(wheels, name)
+		} else {
+			got = append(got, name)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s holds %q (and wheels), want %q", dir, got, want)
 	}
 
 	sums := readSums(t, filepath.Join(dir, "SHA256SUMS"))
+	for _, name := range wheels {
+		if sum, ok := sums[name]; !ok || sum != sha256File(t, filepath.Join(dir, name)) {
+			t.Errorf("SHA256SUMS: %s %q, the file's is %s", name, sum, sha256File(t, filepath.Join(dir, name)))
+		}
+		delete(sums, name)
+	}
 	for _, p := range platforms {
 		name := fmt.Sprintf("torchmem-%s-%s-%s", version, p.os, p.arch)
 		path := filepath.Join(dir, name)

@@ -18,10 +18,10 @@ import (
 
 func newCheckCmd(g *globals) *cobra.Command {
 	var (
-		format, baseline, tolerance, config, junit, sourceRoot string
-		budgets                                                []string
-		device                                                 int
-		github, allowOOM, updateBaseline                       bool
+		format, baseline, tolerance, floor, config, junit, sourceRoot string
+		budgets                                                       []string
+		device                                                        int
+		github, allowOOM, updateBaseline                              bool
 	)
 	cmd := &cobra.Command{
 		Use:   "check FILE|FOLDER...",
@@ -44,14 +44,18 @@ Budgets (--budget KEY=VALUE, repeatable; sizes like 20GiB, 512MiB, 0 — GiB is
                      phase:data, phase:unknown (skipped when the run has none)
   growth_per_step    the largest bytes per step of any leak finding
   leaks              how many medium/high-confidence leaks (a count)
-  imbalance          the largest peak over the median peak of all the
+  imbalance          the largest peak over the median peak of the other
                      devices of all FILEs (a ratio like 1.2; see analyze)
 
 --baseline is an earlier analysis (JSON of torchmem analyze, or a snapshot),
 compared like with like: the overall peak, and for every phase both runs have,
 that phase's peak and each category at it, may not grow by more than
---tolerance (5% or 5: percent of the baseline; 256MiB: absolute; default 0:
-any growth fails). A failed check names the allocation sites that grew most.
+--tolerance (5% or 5: percent of the baseline, at most 1000%; 256MiB:
+absolute; default 0) nor by more than --floor, the noise floor (16MiB: bytes;
+1%: of the baseline's peak on the device; default 16MiB,1%: the larger of
+16 MiB and 1% of the peak; 0: every byte counts). A failed check names the
+allocation sites that grew most, matched as diff matches them (by their user
+frame, else by file and function when the code moved to another line).
 --update-baseline writes FILE's analysis to the --baseline path instead of
 comparing with it (after the other checks pass).
 
@@ -67,6 +71,7 @@ to the config file):
   budgets: {peak: 20GiB, activation: 8GiB, growth_per_step: 0, "phase:forward": 12GiB}
   baseline: base.json
   tolerance: 5%
+  floor: 16MiB,1%
   device: 0
 
 Exit status: 0 every check passed, 1 a check failed, 2 bad input or usage.
@@ -118,6 +123,9 @@ working directory.`,
 				if tolerance == "" && c.Tolerance != nil {
 					tolerance = *c.Tolerance
 				}
+				if floor == "" && c.Floor != nil {
+					floor = *c.Floor
+				}
 				if !cmd.Flags().Changed("device") && c.Device != nil {
 					opts.Device = *c.Device
 				}
@@ -155,6 +163,14 @@ working directory.`,
 					return &exitError{exitInput, fmt.Errorf("--tolerance: %w", err)}
 				}
 				opts.Tolerance = t
+			}
+			opts.Floor = analysis.DefaultFloor
+			if floor != "" {
+				f, err := analysis.ParseFloor(floor)
+				if err != nil {
+					return &exitError{exitInput, fmt.Errorf("--floor: %w", err)}
+				}
+				opts.Floor = f
 			}
 			opts.AllowOOM = allowOOM
 			if len(opts.Budgets) == 0 && imbalanceLimit == 0 && baseline == "" && allowOOM {
@@ -215,7 +231,7 @@ working directory.`,
 				if err := check(g.budget.fit(r)); err != nil {
 					return err
 				}
-			} else if err := g.loadAll(paths, g.checkLoader(aopts), check); err != nil {
+			} else if err := g.loadAll(paths, g.checkLoader(aopts), check, nil); err != nil {
 				return err
 			}
 			if imbalanceLimit > 0 {
@@ -228,6 +244,7 @@ working directory.`,
 	cmd.Flags().StringArrayVarP(&budgets, "budget", "b", nil, "an upper bound KEY=VALUE, e.g. peak=20GiB (repeatable; see above for keys)")
 	cmd.Flags().StringVar(&baseline, "baseline", "", "fail when memory grew against this analysis (torchmem analyze --format json)")
 	cmd.Flags().StringVar(&tolerance, "tolerance", "", "allowed growth over the baseline: 5% or 256MiB (default 0)")
+	cmd.Flags().StringVar(&floor, "floor", "", "growth over the baseline that is noise: 16MiB, 1% of the peak, or both (default 16MiB,1%)")
 	cmd.Flags().StringVar(&config, "config", "", "read budgets, baseline, tolerance and device from this YAML file")
 	cmd.Flags().IntVarP(&device, "device", "d", -1, "check only this device (default: all)")
 	cmd.Flags().StringVar(&junit, "junit", "", "also write JUnit XML to this file")

@@ -12,10 +12,13 @@ import (
 // realOOMs are the real files with an oom trace entry, and its device, as
 // testdata/facts/snapshot_facts.py counts them with Python's own pickle
 // (snapshot/realfiles_test.go holds the full facts). No real chrome trace
-// has one.
+// has one. record_oom's two dumps (the OOM observer's and the one at exit)
+// hold the same oom entry, event 619 of device 0.
 var realOOMs = map[string]int{
 	"genC_torch2.2_nesta_OOM_pickle_named_json.pickle":        0,
 	"genF_torch2.8_constructorsun_OOM_expandable_3dev.pickle": 1,
+	"oom_snapshot_rank0_590.pickle":                           0,
+	"snapshot_rank0_590.pickle":                               0,
 }
 
 // TestCheckEveryRealFile: check fails on exactly the real files that ran

@@ -47,7 +47,7 @@ func (g *globals) checkLoader(opts analysis.Options) func(string) ([]*analysis.R
 			err = g.readSummaries(path, limit, func(r *analysis.Result) error {
 				rs = append(rs, r)
 				return nil
-			})
+			}, nil)
 			return rs, err
 		case path == "-" || isAnalysisFile(path):
 			r, err := g.loadResult(path, opts)
@@ -83,6 +83,6 @@ func (g *globals) loadBaselines(path string, opts analysis.Options) (*rollup.Bas
 	err = g.readSummaries(path, limit, func(r *analysis.Result) error {
 		b.Add(g.budget.fit(r))
 		return nil
-	})
+	}, nil)
 	return b, err
 }

@@ -74,10 +74,25 @@ func TestCheckExitCodes(t *testing.T) {
 		{"low-confidence leaks do not count", []string{"check", "--budget", "leaks=1", "-d", "0", new}, exitOK, "1 medium/high-confidence leak (growing_list at train.py:120 <module>), within the\n        budget of 1"},
 		{"baseline within tolerance", []string{"check", "--baseline", base, "--tolerance", "70%", "-d", "0", new}, exitOK, "PASS: 10 of 12 checks passed, 2 skipped"},
 		{"baseline regression", []string{"check", "--baseline", base, "--tolerance", "5%", "-d", "0", new}, exitFailed,
-			"peak allocated grew vs the baseline: 10.0 GiB → 11.0 GiB (+10.0%), more than the\n        5% tolerance (at most 10.5 GiB)\n" +
+			"peak allocated grew vs the baseline: 10.0 GiB → 11.0 GiB (+10.0%), more than the\n        5% tolerance and the 102 MiB noise floor (at most 10.5 GiB)\n" +
 				"        grew most: model.py:70 forward | mlp 0 B → 768 MiB (+768 MiB)\n" +
 				"                   model.py:60 forward 1.00 GiB → 1.25 GiB (+256 MiB)\n"},
 		{"absolute tolerance", []string{"check", "--baseline", base, "--tolerance", "1GiB", "-d", "0", new}, exitOK, "within the 1.00 GiB tolerance"},
+		// The noise floor: 1% of the baseline's 10 GiB peak (102 MiB) by
+		// default. The activations grew by exactly 1.00 GiB (1.50 → 2.50
+		// GiB): a floor of 1 GiB lets them pass, one of 1023 MiB not.
+		{"default noise floor", []string{"check", "--baseline", base, "-d", "0", new}, exitFailed,
+			"  baseline ../../testdata/gate/base.json, tolerance 0%, noise floor the larger of 16.0 MiB and 1% of\n    the baseline's peak\n"},
+		{"growth under the floor passes", []string{"check", "--baseline", base, "--floor", "1GiB", "-d", "0", new}, exitOK,
+			"activation at the optimizer peak vs the baseline: 1.50 GiB → 2.50 GiB (+66.7%),\n        under the 1.00 GiB noise floor\n"},
+		{"growth over the floor fails", []string{"check", "--baseline", base, "--floor", "1023MiB", "-d", "0", new}, exitFailed,
+			"activation at the optimizer peak grew vs the baseline: 1.50 GiB → 2.50 GiB\n        (+66.7%), more than the 0% tolerance and the 1023 MiB noise floor (at most 2.50 GiB)\n"},
+		{"floor as a share of the peak", []string{"check", "--baseline", base, "--floor", "10%", "-d", "0", new}, exitOK,
+			"noise floor 10% of the baseline's peak\n"},
+		{"floor 0 counts every byte", []string{"check", "--baseline", base, "--floor", "0", "--tolerance", "7.2%", "-d", "0", new}, exitFailed,
+			"  baseline ../../testdata/gate/base.json, tolerance 7.2%\n"},
+		{"floor in the config", []string{"check", "--config", cfg("floor.yaml", "baseline: "+absBase+"\nfloor: 2GiB,1%\ndevice: 0\n"), new}, exitOK,
+			"noise floor the larger of 2.00 GiB and\n    1% of the baseline's peak\n"},
 		{"default tolerance is 0", []string{"check", "--baseline", base, base}, exitOK, "within the 0% tolerance"},
 		{"config", []string{"check", "--config", gateFile("torchmem.yaml"), new}, exitFailed, "FAIL: 9 of 17 checks failed"},
 		{"flags override the config", []string{"check", "--config", gateFile("torchmem.yaml"), "--budget", "activation=3GiB", "--tolerance", "70%", "--budget", "phase:forward=11GiB",
@@ -90,6 +105,14 @@ func TestCheckExitCodes(t *testing.T) {
 		{"bad size", []string{"check", "--budget", "peak=20 gigs", new}, exitInput, `--budget: budget peak="20 gigs": want a size like 20GiB`},
 		{"no equals", []string{"check", "--budget", "peak", new}, exitInput, "want KEY=VALUE"},
 		{"bad tolerance", []string{"check", "--baseline", base, "--tolerance", "a bit", new}, exitInput, `--tolerance: tolerance "a bit"`},
+		{"absurd tolerance", []string{"check", "--baseline", base, "--tolerance", "1e308%", new}, exitInput,
+			`--tolerance: tolerance "1e308%": want a percentage from 0% to 1000% like 5% (more lets a measure grow 11-fold: set a --budget instead)`},
+		{"tolerance past float64", []string{"check", "--baseline", base, "--tolerance", "1e400", new}, exitInput, `--tolerance: tolerance "1e400": want a percentage from 0%`},
+		{"tolerance past 1 PiB", []string{"check", "--baseline", base, "--tolerance", "2PiB", new}, exitInput, `(at most 1 PiB)`},
+		{"bad floor", []string{"check", "--baseline", base, "--floor", "some", new}, exitInput, `--floor: floor "some": want a size like 16MiB`},
+		{"floor over 100%", []string{"check", "--baseline", base, "--floor", "150%", new}, exitInput, `--floor: floor "150%": want a percentage of the peak from 0% to 100%`},
+		{"floor with two sizes", []string{"check", "--baseline", base, "--floor", "1MiB,2MiB", new}, exitInput, `give at most one size and one percentage`},
+		{"bad floor in the config", []string{"check", "--config", cfg("badfloor.yaml", "floor: -1%\n"), "--baseline", base, new}, exitInput, `--floor: floor "-1%"`},
 		{"nothing to check", []string{"check", "--allow-oom", new}, exitInput, "nothing to check: with --allow-oom, give --budget, --baseline or --config"},
 		{"update-baseline without a baseline", []string{"check", "--update-baseline", new}, exitInput, "--update-baseline: give one FILE and the --baseline path"},
 		{"update-baseline of two files", []string{"check", "--update-baseline", "--baseline", filepath.Join(dir, "b.json"), new, base}, exitInput, "--update-baseline: give one FILE"},

@@ -20,6 +20,7 @@ type checkConfig struct {
 	// Baseline is relative to the config file's folder.
 	Baseline  string  `yaml:"baseline"`
 	Tolerance *string `yaml:"tolerance"`
+	Floor     *string `yaml:"floor"`
 	Device    *int    `yaml:"device"`
 	AllowOOM  *bool   `yaml:"allow_oom"`
 }

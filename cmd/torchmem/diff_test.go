@@ -37,10 +37,13 @@ func writeTemp(t *testing.T, dir, name string, data []byte) string {
 }
 
 // simSnapshot writes a small training run of the allocator simulator; batch
-// scales its activations.
+// scales its activations. Its sizes are a small real model's (hidden 1024,
+// sequence 512: 96 MiB of parameters, about 100 MiB of activations per
+// sample), so that a batch twice as large grows by far more than check's
+// noise floor.
 func simSnapshot(t *testing.T, dir, name string, batch int64) string {
 	t.Helper()
-	c := st.TrainConfig{Layers: 2, Hidden: 256, Seq: 128, Batch: batch, Heads: 4, Steps: 2, NoBwdStack: true}
+	c := st.TrainConfig{Layers: 2, Hidden: 1024, Seq: 512, Batch: batch, Heads: 8, Steps: 2, NoBwdStack: true}
 	return writeTemp(t, dir, name, st.Marshal(st.Train(c).Snapshot(), 4))
 }
 

@@ -29,11 +29,18 @@ func newEstimateCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "estimate",
 		Short: "Will it fit? Memory of training a transformer, before the run or from a measured one",
-		Long: `estimate computes the GPU memory of training (or running) a decoder-only
-transformer from its facts — a parameter count (--params 7B), a Hugging Face
-config.json (--config), or its dimensions (--hidden, --layers, --heads, --ffn,
---vocab) — and says whether it fits a GPU (--gpu) and, if not, the cheapest
-combination of techniques that makes it fit, each with its saving and cost.
+		Long: `estimate computes the peak GPU memory of a training step (or of inference)
+of a decoder-only transformer from its facts — a parameter count (--params
+7B), a Hugging Face config.json (--config: ` + strings.Join(estimate.ModelTypes, ", ") + `), or its
+dimensions (--hidden, --layers, --heads, --ffn, --vocab) — and says whether it
+fits a GPU (--gpu) and, if not, the cheapest combination of techniques that
+makes it fit, each with its saving and cost. With an architecture it counts
+what transformers and PyTorch allocate, phase by phase; the README's table
+says how close that came to measured peaks.
+
+Precisions: fp32; --amp (PyTorch AMP: fp32 weights, bf16 autocast); --precision
+bf16 (16-bit weights and AdamW state); --precision bf16 --mixed (DeepSpeed /
+Megatron: 16-bit weights, fp32 master weights); int8/int4 frozen bases.
 
 --from SNAPSHOT projects a measured run instead: --at says the batch size and
 sequence length it ran at, --batch/--seq the ones to project to; total_bytes
@@ -45,8 +52,10 @@ Optimizers: ` + strings.Join(estimate.Optimizers, ", ") + `.
 GPUs: ` + wrapList(estimate.GPUNames(), 72, "      ") + `.
 
 ` + estimate.Help,
-		Example: `  torchmem estimate --params 7B --precision bf16 --mixed --gpu 24GiB
-  torchmem estimate --config config.json --batch 8 --seq 4096 --flash --gpu A100-80GB
+		Example: `  torchmem estimate --config config.json --amp --batch 8 --seq 2048 --gpu H100
+  torchmem estimate --params 7B --precision bf16 --mixed --gpu 24GiB
+  torchmem estimate --config config.json --batch 8 --seq 4096 --attention eager --gpu A100-80GB
+  torchmem estimate --config config.json --precision bf16 --optimizer none --batch 32 --seq 4096 --new-tokens 256
   torchmem estimate --config config.json --precision int4 --lora 16 --gpu 24GiB
   torchmem estimate --params 7B --precision bf16 --mixed --zero 3 --world 8 --gpu H100-80GB
   torchmem estimate --from snapshot.pickle --at batch=4,seq=128 --seq 256`,
@@ -81,12 +90,15 @@ GPUs: ` + wrapList(estimate.GPUNames(), 72, "      ") + `.
 	fl.BoolVar(&f.plainMLP, "plain-mlp", false, "a plain GELU MLP (GPT) instead of a gated SwiGLU one (Llama)")
 	fl.BoolVar(&f.tied, "tied", false, "output head tied to the token embeddings")
 	fl.StringVar(&f.setup.Precision, "precision", "fp32", "weights: fp32, bf16, fp16, int8, int4 (frozen)")
-	fl.BoolVar(&f.setup.Mixed, "mixed", false, "mixed precision: 16-bit compute and gradients, fp32 master weights")
+	fl.BoolVar(&f.setup.AMP, "amp", false, "PyTorch AMP: fp32 weights, gradients and optimizer state, bf16 compute under\ntorch.autocast (which keeps a 16-bit copy of every weight into backward)")
+	fl.BoolVar(&f.setup.Mixed, "mixed", false, "DeepSpeed/Megatron mixed precision: 16-bit weights and gradients with fp32\nmaster weights (with --precision bf16 or fp16)")
 	fl.StringVar(&f.setup.Optimizer, "optimizer", "adamw", "optimizer, listed above (none: inference)")
 	fl.Int64Var(&f.setup.Batch, "batch", 1, "micro-batch size per GPU")
 	fl.Int64Var(&f.setup.Seq, "seq", 2048, "sequence length")
 	fl.StringVar(&f.setup.Checkpointing, "checkpointing", "none", "activation recomputation: "+strings.Join(estimate.Checkpointing, ", "))
-	fl.BoolVar(&f.setup.Flash, "flash", false, "fused attention (FlashAttention / SDPA): no seq² scores kept")
+	fl.StringVar(&f.setup.Attention, "attention", "sdpa", "attention: sdpa (transformers' default; fused kernels in 16-bit), eager, flash")
+	fl.BoolVar(&f.setup.Flash, "flash", false, "FlashAttention 2 (--attention flash): no seq² scores kept")
+	fl.Int64Var(&f.setup.NewTokens, "new-tokens", 0, "inference (--optimizer none): generate N tokens after a --seq-token prompt,\nwith a KV cache")
 	fl.Int64Var(&f.lora, "lora", 0, "rank-R LoRA adapters on a frozen base (int4: QLoRA)")
 	fl.IntVar(&f.setup.ZeRO, "zero", 0, "ZeRO stage 0-3 (DeepSpeed; FSDP's full sharding is stage 3)")
 	fl.Int64Var(&f.setup.World, "world", 1, "data-parallel GPUs the ZeRO stage shards over")
@@ -97,6 +109,7 @@ GPUs: ` + wrapList(estimate.GPUNames(), 72, "      ") + `.
 	_ = cmd.RegisterFlagCompletionFunc("precision", cobra.FixedCompletions(estimate.Precisions, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("optimizer", cobra.FixedCompletions(estimate.Optimizers, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("checkpointing", cobra.FixedCompletions(estimate.Checkpointing, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("attention", cobra.FixedCompletions(estimate.Attentions, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("gpu", cobra.FixedCompletions(estimate.GPUNames(), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -111,6 +124,17 @@ func formulaEstimate(cmd *cobra.Command, f *estimateFlags) (*estimate.Result, er
 	in.LoRARank = f.lora
 	if f.at != "" {
 		return nil, usageError("--at needs --from SNAPSHOT")
+	}
+	for _, n := range []struct {
+		flag string
+		v    int64
+	}{{"batch", f.setup.Batch}, {"seq", f.setup.Seq}, {"world", f.setup.World}} {
+		if n.v <= 0 {
+			return nil, usageError("--%s %d: want a positive number", n.flag, n.v)
+		}
+	}
+	if cmd.Flags().Changed("flash") && cmd.Flags().Changed("attention") && f.setup.Flash && f.setup.Attention != "flash" {
+		return nil, usageError("--flash and --attention %s disagree: give one", snapshot.OneLine(f.setup.Attention))
 	}
 	if f.params != "" {
 		n, err := estimate.ParseCount(f.params)
@@ -224,7 +248,7 @@ func writeEstimate(w io.Writer, format string, r *estimate.Result) error {
 // projectRun is estimate --from: a measured run projected to --batch/--seq.
 func projectRun(g *globals, cmd *cobra.Command, f *estimateFlags) (*estimate.Result, error) {
 	for _, name := range []string{"params", "config", "hidden", "layers", "heads", "kv-heads", "ffn", "vocab",
-		"precision", "mixed", "optimizer", "checkpointing", "flash", "lora", "zero", "world", "offload-optimizer"} {
+		"precision", "amp", "mixed", "optimizer", "checkpointing", "attention", "flash", "new-tokens", "lora", "zero", "world", "offload-optimizer"} {
 		if cmd.Flags().Changed(name) {
 			return nil, usageError("--%s describes a model to estimate: with --from the measured run says it", name)
 		}

@@ -2,7 +2,8 @@
 // job leaves behind: CUDA memory snapshots and profiler chrome traces. It says
 // what filled the GPU, in which phase, what leaked and what to change.
 //
-// Exit codes: 0 ok, 1 a check or regression failed, 2 bad input or usage.
+// Exit codes: 0 ok, 1 a check or regression failed, 2 bad input or usage,
+// 3 some of the inputs of a roll-up could not be read (the others were).
 package main
 
 import (

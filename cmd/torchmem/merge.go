@@ -22,6 +22,7 @@ func isSummary(head []byte) bool {
 func newMergeCmd(g *globals) *cobra.Command {
 	var format, out, ranks string
 	var top int
+	var strict bool
 	cmd := &cobra.Command{
 		Use:   "merge SUMMARY|FOLDER|-...",
 		Short: "Roll up the JSON analyses of many ranks without their snapshots",
@@ -38,7 +39,10 @@ them, found by content), or - for a stream of concatenated JSON documents on
 standard input. Roll-ups (schema torchmem.rollup/v1) are read for their
 inputs, so roll-ups merge too. Each summary may take at most
 --max-input-bytes. Summaries are read one at a time and only the roll-up's
-rows are kept: --format json writes each input back out as it is read.`,
+rows are kept: --format json writes each input back out as it is read.
+A summary that cannot be read (or holds no analysis: [], a roll-up without
+inputs) is listed in the roll-up with its reason and the others are rolled
+up: exit status 3 (2 when none could be read; --strict stops at the first).`,
 		Example: `  # in each rank's job, after the dump:
   torchmem analyze --format json oom_snapshot_rank$RANK.pickle > summaries/rank$RANK.json
   # anywhere, later:
@@ -83,16 +87,19 @@ rows are kept: --format json writes each input back out as it is read.`,
 				}
 				ro.textTop = top
 			}
+			ro.strict = strict
 			for _, path := range paths {
-				if err := g.readSummaries(path, limit, func(r *analysis.Result) error { return ro.add(g.budget.fit(r)) }); err != nil {
-					return err
+				if err := g.readSummaries(path, limit, func(r *analysis.Result) error { return ro.add(g.budget.fit(r)) }, ro.b.AddUnreadable); err != nil {
+					if err := ro.fail(path, err); err != nil {
+						return err
+					}
 				}
 			}
-			if err := ro.finish(); err != nil {
+			if err := ro.finish(g.stderr); err != nil {
 				return err
 			}
 			if out == "-" {
-				return nil
+				return ro.status(g.stderr)
 			}
 			if err := writeFileAtomic(out, page.Bytes()); err != nil {
 				var pe *os.PathError
@@ -102,12 +109,13 @@ rows are kept: --format json writes each input back out as it is read.`,
 				return &exitError{exitInput, fmt.Errorf("-o %s: %w", out, err)}
 			}
 			fmt.Fprintf(g.stderr, "wrote %s (%s)\n", out, analysis.FormatBytes(int64(page.Len())))
-			return nil
+			return ro.status(g.stderr)
 		},
 	}
 	formatFlag(cmd, &format, "text", "text", "markdown", "json", "html")
 	cmd.Flags().StringVarP(&out, "output", "o", "-", "the file to write (- for stdout)")
 	rankFlag(cmd, &ranks)
+	strictFlag(cmd, &strict)
 	cmd.Flags().IntVar(&top, "top", 5, "how many allocation sites text lists for a rank shown in full (at most what the summaries hold)")
 	return cmd
 }
@@ -117,10 +125,16 @@ func rankFlag(cmd *cobra.Command, ranks *string) {
 	cmd.Flags().StringVar(ranks, "rank", "", "with several inputs: also show these ranks in full after the roll-up, e.g. 0,3,7, or all (default: the worst and the first OOM)")
 }
 
-// readSummaries reads one input of merge: a file or standard input.
-func (g *globals) readSummaries(path string, limit int64, add func(*analysis.Result) error) error {
+// strictFlag adds --strict: an input that cannot be read ends the run.
+func strictFlag(cmd *cobra.Command, strict *bool) {
+	cmd.Flags().BoolVar(strict, "strict", false, "with several inputs: stop at the first that cannot be read (exit 2) instead of listing it in the roll-up (exit 3)")
+}
+
+// readSummaries reads one input of merge: a file or standard input. The
+// inputs a roll-up lists as unreadable go to unreadable (when not nil).
+func (g *globals) readSummaries(path string, limit int64, add func(*analysis.Result) error, unreadable func(rollup.Unreadable)) error {
 	if path == "-" {
-		return rollup.ReadSummaries(g.stdin, "-", limit, add)
+		return rollup.ReadSummariesListing(g.stdin, "-", limit, add, unreadable)
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -134,5 +148,5 @@ func (g *globals) readSummaries(path string, limit int64, add func(*analysis.Res
 	if st, err := f.Stat(); err == nil && st.IsDir() {
 		return &snapshot.Error{Path: path, Offset: -1, Msg: "is a directory"}
 	}
-	return rollup.ReadSummaries(f, path, limit, add)
+	return rollup.ReadSummariesListing(f, path, limit, add, unreadable)
 }

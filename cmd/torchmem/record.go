@@ -2,7 +2,6 @@ package main
 
 import (
 	_ "embed"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -41,23 +40,36 @@ history (torch.cuda.memory._record_memory_history) and writes into DIR:
 
   oom_snapshot_rank{R}_{pid}.pickle  when CUDA runs out of memory, before the
                                      error reaches the program
-  snapshot_rank{R}_{pid}.pickle      at exit, and on SIGUSR1 while it runs
+  snapshot_rank{R}_{pid}.pickle      at exit, on SIGUSR1 while it runs, and
+                                     on a SIGTERM the program does not handle
   trace_rank{R}_{pid}.json.gz        with --trace: a profiler trace of optimizer
                                      steps 2 to 5
 
 R is the process's RANK (or LOCAL_RANK) as torchrun sets it. Send SIGUSR1 to
 torchmem to have every recording process dump its snapshot now.
 
+DIR is checked before CMD starts: it is created, or is an existing folder
+(not a link) that is empty or holds only what record writes, and can be
+written; anything else exits 2 at once. Files are written under new names
+and renamed over theirs: a link planted in DIR is never written through.
+
 When CMD ends, torchmem analyses what was written (the OOM snapshot first),
 prints the summary on stderr, writes DIR/report.html, and exits with CMD's own
-exit status (128+N when a signal N killed it, as shells do). Without torch or
-CUDA it says in one line why nothing was recorded.
+exit status (128+N when a signal N killed it, as shells do). With several
+recording processes (torchrun's workers) the summary is their roll-up, as
+'torchmem analyze DIR' prints it: the worst rank and its peak, the
+imbalance, the first OOM by time, the ranks that stand out, and the files
+that could not be read; report.html is the roll-up page, linking each
+process's own page, report_rank{R}_{pid}.html. Without torch or CUDA it says
+in one line why nothing was recorded.
 
 The program is not otherwise changed: stdin, stdout and stderr are its own,
 arguments pass as they are, and SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGUSR2
 sent to torchmem are passed on (SIGINT and SIGQUIT typed at a terminal reach
-the program directly). A process killed by a signal it does not handle
-(SIGKILL, SIGTERM by default) writes no exit snapshot: send SIGUSR1 first.`,
+the program directly). A SIGTERM that the program does not handle (torchrun
+and batch schedulers stop jobs with it) makes the hook dump the snapshot
+first, then the signal ends the process as it would have. A process killed
+by SIGKILL writes no exit snapshot: send SIGUSR1 first.`,
 		Example: `  torchmem record -- python train.py --lr 3e-4
   torchmem record -o oom-run --stacks all -- torchrun --nproc-per-node 8 train.py
   torchmem record --trace --no-analyze -- python train.py`,
@@ -87,23 +99,14 @@ the program directly). A process killed by a signal it does not handle
 // runRecord runs the command with the hook, then reports what was recorded.
 // Its error carries the command's exit status.
 func runRecord(g *globals, o recordOptions, args []string, stdin io.Reader, stdout io.Writer) error {
-	created := false
 	if o.dir == "" {
 		o.dir = "torchmem-" + time.Now().Format("20060102-150405")
 	}
-	dir, err := filepath.Abs(o.dir)
-	if err == nil {
-		if _, serr := os.Stat(dir); errors.Is(serr, os.ErrNotExist) {
-			created = true
-		}
-		err = os.MkdirAll(dir, 0o755)
-	}
+	dir, err := openRecordDir(o.dir)
 	if err != nil {
-		return &exitError{exitInput, fmt.Errorf("record: %w", err)}
+		return err
 	}
-	if created {
-		defer os.Remove(dir) // only when nothing was written into it
-	}
+	defer dir.close()
 	state, err := os.MkdirTemp("", "torchmem-hook-")
 	if err != nil {
 		return &exitError{exitInput, fmt.Errorf("record: %w", err)}
@@ -113,7 +116,7 @@ func runRecord(g *globals, o recordOptions, args []string, stdin io.Reader, stdo
 		return &exitError{exitInput, fmt.Errorf("record: %w", err)}
 	}
 
-	env := recordEnv(os.Environ(), state, dir, o)
+	env := recordEnv(os.Environ(), state, dir.path, o)
 	exit, err := runChild(args, env, stdin, stdout, g.stderr, state)
 	if err != nil {
 		return err

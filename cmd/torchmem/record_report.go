@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/torchmem/torchmem/analysis"
@@ -15,16 +13,17 @@ import (
 
 // recordKinds says what each kind of recorded file is.
 var recordKinds = map[string]string{
-	"oom":    "out of memory, dumped before the error was raised",
-	"exit":   "at exit",
-	"signal": "on SIGUSR1",
-	"trace":  "profiler trace",
+	"oom":     "out of memory, dumped before the error was raised",
+	"exit":    "at exit",
+	"signal":  "on SIGUSR1",
+	"sigterm": "on SIGTERM, before the signal ended the process",
+	"trace":   "profiler trace",
 }
 
 // reportRecording tells, on stderr, what a recorded run wrote: the analysis
 // of its most telling file (an OOM snapshot first) with DIR/report.html, and
 // the list of files; or, in one line, why nothing was recorded.
-func reportRecording(g *globals, o recordOptions, dir string, st hookStatus, exit childExit) {
+func reportRecording(g *globals, o recordOptions, dir *recordDir, st hookStatus, exit childExit) {
 	w := g.stderr
 	files := st.files()
 	if len(files) == 0 {
@@ -37,27 +36,46 @@ func reportRecording(g *globals, o recordOptions, dir string, st hookStatus, exi
 	for _, e := range st.errors() {
 		fmt.Fprintf(w, "torchmem: the recording hook reported %s\n", clip(snapshot.OneLine(e), 60))
 	}
+	processes := recordProcesses(files)
 	var page bytes.Buffer
-	if !o.noAnalyze {
+	var rr *recordRollup
+	switch {
+	case o.noAnalyze:
+	case processes > 1:
+		// Every process's files, rolled up as analyze DIR does.
+		rr = rollupRecorded(g, w, dir, o.dir, files)
+		page = rr.page
+	default:
 		// Named as the user named DIR (the command ran in this folder too).
 		page = analyseRecorded(g, w, filepath.Join(o.dir, filepath.Base(files[0].path)))
 	}
 	fmt.Fprintf(w, "torchmem: the command %s; files in %s:\n", exit, snapshot.OneLine(o.dir))
 	for i, f := range files {
 		what := recordKinds[f.kind]
-		if i == 0 && page.Len() > 0 {
+		switch {
+		case rr != nil && rr.pages[filepath.Join(o.dir, filepath.Base(f.path))] != "":
+			what += fmt.Sprintf(" (rank %d in the roll-up above)", f.rank)
+		case rr == nil && i == 0 && page.Len() > 0:
 			what += " (analysed above)"
 		}
 		fmt.Fprintf(w, "  %-36s %s\n", filepath.Base(f.path), what)
 	}
-	if page.Len() > 0 {
-		if err := writeFileAtomic(filepath.Join(dir, "report.html"), page.Bytes()); err != nil {
-			fmt.Fprintf(w, "torchmem: report.html: %v\n", withoutTempName(err))
-		} else {
-			fmt.Fprintf(w, "  %-36s the HTML report of the file analysed above (%s)\n", "report.html",
-				analysis.FormatBytes(int64(page.Len())))
-		}
+	if page.Len() == 0 {
+		return
 	}
+	if err := dir.write("report.html", page.Bytes()); err != nil {
+		fmt.Fprintf(w, "torchmem: report.html: %v\n", err)
+		return
+	}
+	if rr == nil {
+		fmt.Fprintf(w, "  %-36s the HTML report of the file analysed above (%s)\n", "report.html",
+			analysis.FormatBytes(int64(page.Len())))
+		return
+	}
+	fmt.Fprintf(w, "  %-36s the roll-up of the %d processes (%s), linking each one's own page:\n", "report.html",
+		processes, analysis.FormatBytes(int64(page.Len())))
+	fmt.Fprintf(w, "  %-36s the HTML report of each process's file analysed above (%d of %d)\n", "report_rank{R}_{pid}.html",
+		len(rr.files), processes)
 }
 
 // analyseRecorded prints the analysis of a recorded file and returns its
@@ -78,15 +96,6 @@ func analyseRecorded(g *globals, w io.Writer, path string) bytes.Buffer {
 		page.Reset()
 	}
 	return page
-}
-
-// withoutTempName drops the temporary file's name from a write error.
-func withoutTempName(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // clip shortens s to at most n characters, marking the cut.

@@ -322,7 +322,7 @@ func TestRecordWithStandin(t *testing.T) {
 			callArgs: `[["all"],{"context":"all","max_entries":100000,"stacks":"python"}]`,
 			stderr: func(string, int) string {
 				return "torchmem: the command was killed by SIGKILL (exit status 137, 128+9 as shells report it)\n" +
-					"torchmem: nothing was recorded: killed before its exit dump (SIGUSR1 dumps while it runs)\n"
+					"torchmem: nothing was recorded: killed before its exit dump, by a signal the hook cannot catch such as SIGKILL (SIGUSR1 dumps while it runs)\n"
 			},
 		},
 		{
@@ -436,8 +436,8 @@ for _ in range(7):
 }
 
 // TestRecordChildProcesses: processes the command starts (torchrun's
-// workers) load the hook too; each rank writes its own snapshot, and rank 0's
-// is analysed.
+// workers) load the hook too; each rank writes its own snapshot, and the
+// ranks are rolled up (TestRecordRollsUpRanks has the roll-up itself).
 func TestRecordChildProcesses(t *testing.T) {
 	py := needPython(t)
 	f := newStandin(t)
@@ -460,16 +460,17 @@ for rank in ("1", "0"):
 			t.Fatalf("%q: %v", line, err)
 		}
 		pids[rank] = pid
-		want = append(want, fmt.Sprintf("snapshot_rank%s_%d.pickle", rank, pid))
+		want = append(want, fmt.Sprintf("snapshot_rank%s_%d.pickle", rank, pid), fmt.Sprintf("report_rank%s_%d.html", rank, pid))
 	}
 	want = append(want, "report.html")
 	sort.Strings(want)
 	if got := dirFiles(t, out); !slices.Equal(got, want) {
 		t.Errorf("files %q, want %q", got, want)
 	}
-	rank0 := fmt.Sprintf("snapshot_rank0_%d.pickle", pids["0"])
-	if !strings.Contains(stderr, fileLine(rank0, "at exit (analysed above)")) {
-		t.Errorf("rank 0 is not the one analysed:\n%s", stderr)
+	for rank, pid := range pids {
+		if line := fileLine(fmt.Sprintf("snapshot_rank%s_%d.pickle", rank, pid), "at exit (rank "+rank+" in the roll-up above)"); !strings.Contains(stderr, line) {
+			t.Errorf("stderr lacks %q:\n%s", line, stderr)
+		}
 	}
 }
 

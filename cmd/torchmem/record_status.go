@@ -19,7 +19,7 @@ type hookEvent struct {
 	Time    float64 `json:"time"`
 	Version string  `json:"version"` // python, torch
 	API     string  `json:"api"`     // recording: string or legacy
-	Kind    string  `json:"kind"`    // dump: oom, exit, signal, trace
+	Kind    string  `json:"kind"`    // dump: oom, exit, signal, sigterm, trace
 	Path    string  `json:"path"`    // dump
 	Rank    int     `json:"rank"`    // dump
 	Why     string  `json:"why"`     // not_recording
@@ -74,7 +74,7 @@ func (st hookStatus) has(event string) bool {
 func (st hookStatus) usr1Pids() []int {
 	ended := map[int]bool{}
 	for _, e := range st.events {
-		if e.Event == "not_recording" || e.Event == "dump" && e.Kind == "exit" {
+		if e.Event == "not_recording" || e.Event == "dump" && (e.Kind == "exit" || e.Kind == "sigterm") {
 			ended[e.Pid] = true
 		}
 	}
@@ -90,8 +90,9 @@ func (st hookStatus) usr1Pids() []int {
 // recordedFile is a file a hook wrote, as its last dump event says.
 type recordedFile struct {
 	path string
-	kind string // oom, exit, signal, trace
+	kind string // oom, exit, signal, sigterm, trace
 	rank int
+	pid  int
 	time float64
 }
 
@@ -102,7 +103,7 @@ func (st hookStatus) files() []recordedFile {
 	last := map[string]recordedFile{}
 	for _, e := range st.events {
 		if e.Event == "dump" && e.Path != "" {
-			last[e.Path] = recordedFile{path: e.Path, kind: e.Kind, rank: e.Rank, time: e.Time}
+			last[e.Path] = recordedFile{path: e.Path, kind: e.Kind, rank: e.Rank, pid: e.Pid, time: e.Time}
 		}
 	}
 	var out []recordedFile
@@ -161,7 +162,7 @@ func (st hookStatus) whyNothing() string {
 	if errs := st.errors(); len(errs) > 0 {
 		return "no snapshot could be written: " + strings.Join(errs, "; ")
 	}
-	return "killed before its exit dump (SIGUSR1 dumps while it runs)"
+	return "killed before its exit dump, by a signal the hook cannot catch such as SIGKILL (SIGUSR1 dumps while it runs)"
 }
 
 // errors are the hooks' error reports, once each.

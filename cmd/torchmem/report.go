@@ -14,6 +14,7 @@ import (
 
 func newReportCmd(g *globals) *cobra.Command {
 	var out, gpu string
+	var strict bool
 	cmd := &cobra.Command{
 		Use:   "report FILE|FOLDER...",
 		Short: "Write a self-contained HTML report to open in a browser or attach to a ticket",
@@ -36,7 +37,9 @@ page shows their roll-up first (see 'torchmem analyze'): the ranks side by
 side — a ranks×time heat map of allocated memory and each rank's peak by
 category against the median — then the table of ranks, each rank's details
 on demand, the ranks that stand out, the sites most ranks share. It stays
-under 2 MB for any number of ranks.`,
+under 2 MB for any number of ranks. The files of one process of torchmem
+record are one rank; an input that cannot be read is listed on the page
+and the others are rolled up (exit status 3; --strict stops at the first).`,
 		Example: `  torchmem report oom_snapshot.pickle -o oom.html
   torchmem report trace.json.gz -o - > trace.html
   torchmem report run42/ -o run42.html`,
@@ -55,18 +58,21 @@ under 2 MB for any number of ranks.`,
 				return err
 			}
 			var page bytes.Buffer
+			var partial *rollupOutput // a roll-up, whose status ends the run
 			if len(paths) > 1 {
 				opts.NoTimeline = true
 				ro, err := newRollupOutput(&page, "html", "")
 				if err != nil {
 					return err
 				}
-				if err := g.analyzeAll(paths, opts, ro.add); err != nil {
+				ro.strict = strict
+				if err := g.analyzeAll(paths, opts, ro.add, ro.fail); err != nil {
 					return err
 				}
-				if err := ro.finish(); err != nil {
+				if err := ro.finish(g.stderr); err != nil {
 					return err
 				}
+				partial = ro
 			} else {
 				s, err := g.open(paths[0])
 				if err != nil {
@@ -78,8 +84,10 @@ under 2 MB for any number of ranks.`,
 				}
 			}
 			if out == "-" {
-				_, err := cmd.OutOrStdout().Write(page.Bytes())
-				return err
+				if _, err := cmd.OutOrStdout().Write(page.Bytes()); err != nil {
+					return err
+				}
+				return partial.status(g.stderr)
 			}
 			if err := g.budget.charge(page.Len()); err != nil {
 				return &exitError{exitInput, fmt.Errorf("-o %s: %w", out, err)}
@@ -94,11 +102,12 @@ under 2 MB for any number of ranks.`,
 			if !g.quiet {
 				fmt.Fprintf(g.stderr, "wrote %s (%s)\n", out, analysis.FormatBytes(int64(page.Len())))
 			}
-			return nil
+			return partial.status(g.stderr)
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "report.html", "the HTML file to write (- for stdout)")
 	_ = cmd.MarkFlagFilename("output", "html")
+	strictFlag(cmd, &strict)
 	gpuFlag(cmd, &gpu)
 	return cmd
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,18 +25,19 @@ const aheadPerWorker = 4
 // analyzeAll analyses paths on as many goroutines as there are cores, one
 // input each at a time, and hands every result to use in input order. Each
 // input's model is dropped as soon as it is analysed, so memory follows the
-// inputs being analysed at once, not all of them. The first input that
-// fails, in input order, stops the run with its error.
-func (g *globals) analyzeAll(paths []string, opts analysis.Options, use func(*analysis.Result) error) error {
+// inputs being analysed at once, not all of them. An input that cannot be
+// read is handed to fail, in input order, and the run goes on unless fail
+// returns an error; without fail, the first stops the run with its error.
+func (g *globals) analyzeAll(paths []string, opts analysis.Options, use func(*analysis.Result) error, fail func(string, error) error) error {
 	return g.loadAll(paths, func(path string) ([]*analysis.Result, error) {
 		r, err := g.analyzeOne(path, opts)
 		return []*analysis.Result{r}, err
-	}, use)
+	}, use, fail)
 }
 
 // loadAll is analyzeAll with load turning each path into its results (an
 // analysis of a snapshot, or the analyses a JSON file holds).
-func (g *globals) loadAll(paths []string, load func(string) ([]*analysis.Result, error), use func(*analysis.Result) error) error {
+func (g *globals) loadAll(paths []string, load func(string) ([]*analysis.Result, error), use func(*analysis.Result) error, fail func(string, error) error) error {
 	workers := min(runtime.GOMAXPROCS(0), len(paths))
 	g.boundMemoryFor(paths, workers)
 	type done struct {
@@ -84,9 +86,13 @@ func (g *globals) loadAll(paths []string, load func(string) ([]*analysis.Result,
 	for i := range paths {
 		d := <-slots[i]
 		err = d.err
-		for _, r := range d.rs {
-			if err == nil {
-				err = use(g.budget.fit(r))
+		if err != nil && fail != nil {
+			err = fail(paths[i], err)
+		} else {
+			for _, r := range d.rs {
+				if err == nil {
+					err = use(g.budget.fit(r))
+				}
 			}
 		}
 		if err != nil {
@@ -171,7 +177,16 @@ type rollupOutput struct {
 	js      *report.RollupJSON
 	// textTop is how many sites text lists for each rank shown in full.
 	textTop int
+	// strict makes an input that cannot be read end the run; otherwise it
+	// is listed in the roll-up, and its error (the first few) kept for
+	// stderr.
+	strict   bool
+	failed   int
+	failures []string
 }
+
+// maxFailureLines is how many unreadable inputs stderr names one by one.
+const maxFailureLines = 8
 
 // newRollupOutput starts a roll-up in format on w; ranks is the --rank
 // flag: the ranks shown in full besides the worst and the first OOM.
@@ -217,16 +232,86 @@ func (o *rollupOutput) add(r *analysis.Result) error {
 	return nil
 }
 
-// finish writes the roll-up.
-func (o *rollupOutput) finish() error {
-	ru := o.b.Rollup()
-	switch o.format {
-	case "json":
-		return o.js.Finish(ru)
-	case "markdown":
-		return report.RollupMarkdown(o.w, ru, o.keep.Details(ru))
-	case "html":
-		return report.RollupHTML(o.w, ru, report.HTMLOptions{Version: o.version})
+// fail takes an input that could not be read: with strict, its error ends
+// the run; otherwise the roll-up lists it and the run goes on.
+func (o *rollupOutput) fail(path string, err error) error {
+	var ee *exitError
+	if o.strict || errors.As(err, &ee) && ee.code != exitInput {
+		return err
 	}
-	return report.RollupText(o.w, ru, o.keep.Details(ru), o.textTop)
+	o.failed++
+	if len(o.failures) < maxFailureLines {
+		o.failures = append(o.failures, snapshot.OneLine(err.Error()))
+	}
+	o.b.Fail(path, failReason(path, err))
+	return nil
+}
+
+// failReason is an input's error without its path, which the roll-up
+// shows beside it.
+func failReason(path string, err error) string {
+	var se *snapshot.Error
+	if errors.As(err, &se) && se.Path == path {
+		return snapshot.OneLine(strings.TrimPrefix(se.Error(), snapshot.OneLine(path)+": "))
+	}
+	return snapshot.OneLine(strings.TrimPrefix(err.Error(), path+": "))
+}
+
+// status is how the run ends once the roll-up is written: nil when every
+// input was read, else the unreadable inputs on w (the first few) and exit
+// status 3.
+func (o *rollupOutput) status(w io.Writer) error {
+	if o == nil || o.failed == 0 {
+		return nil
+	}
+	o.tellFailures(w)
+	return &exitError{exitPartial, fmt.Errorf("%s of %d could not be read (listed in the roll-up; --strict stops at the first)",
+		plural(o.failed, "input"), o.failed+o.b.Results())}
+}
+
+// tellFailures names the unreadable inputs on w, the first few.
+func (o *rollupOutput) tellFailures(w io.Writer) {
+	for _, f := range o.failures {
+		fmt.Fprintf(w, "torchmem: %s\n", f)
+	}
+	if more := o.failed - len(o.failures); more > 0 {
+		fmt.Fprintf(w, "torchmem: … %s more could not be read\n", plural(more, "input"))
+	}
+}
+
+// finish writes the roll-up: nothing when no input could be read (exit 2,
+// naming them).
+func (o *rollupOutput) finish(stderr io.Writer) error {
+	if o.b.Results() == 0 && o.failed > 0 {
+		if o.failed == 1 {
+			return &exitError{exitInput, errors.New(o.failures[0])}
+		}
+		o.tellFailures(stderr)
+		return &exitError{exitInput, fmt.Errorf("none of the %d inputs could be read", o.failed)}
+	}
+	ru := o.b.Rollup()
+	if o.format == "json" {
+		return o.js.Finish(ru)
+	}
+	return o.render(o.w, o.format, ru, nil)
+}
+
+// render writes the roll-up ru in format (not json) on w; pages are the
+// inputs' own pages that an HTML roll-up links.
+func (o *rollupOutput) render(w io.Writer, format string, ru *rollup.Rollup, pages map[string]string) error {
+	switch format {
+	case "markdown":
+		return report.RollupMarkdown(w, ru, o.keep.Details(ru))
+	case "html":
+		return report.RollupHTML(w, ru, report.HTMLOptions{Version: o.version, RankPages: pages})
+	}
+	return report.RollupText(w, ru, o.keep.Details(ru), o.textTop)
+}
+
+// plural is "1 input", "3 inputs".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -229,15 +229,19 @@ func TestRollupRealFiles(t *testing.T) {
 		t.Errorf("ranks %+v; want 3 devices of rank 0 and the trace's rank 1 from distributedInfo", ru.Ranks)
 	}
 	if ru.Worst.Input != 0 || ru.Worst.Device != 1 || ru.FirstOOM.Device != 1 || ru.FirstOOM.By != "time" ||
-		ru.FirstOOM.TimeUS != 1757253257949855 || ru.Imbalance != 5.6003 {
-		t.Errorf("worst %+v, first OOM %+v, imbalance %v; want device 1 of the snapshot, OOM at 1757253257949855 by time, 5.6003", ru.Worst, ru.FirstOOM, ru.Imbalance)
+		ru.FirstOOM.TimeUS != 1757253257949855 || ru.Imbalance != 9.9407 {
+		// 9.9407: device 1's 84,063,358,976 B over the median of the three
+		// other rows (6,629,508,096, 8,456,489,984 and 21,564,660,224 B).
+		t.Errorf("worst %+v, first OOM %+v, imbalance %v; want device 1 of the snapshot, OOM at 1757253257949855 by time, 9.9407", ru.Worst, ru.FirstOOM, ru.Imbalance)
 	}
 }
 
 // TestRollupInputs: a folder is every snapshot and trace below it, gzip or
 // not, found by content (not by name) and in name order; torchmem's own
 // JSON, logs and configs beside them are left out by analyze and are what
-// merge takes. Bad inputs are one-line errors with exit status 2.
+// merge takes. Bad inputs are one-line errors with exit status 2 (a bad
+// rank among good ones too with --strict; TestRollupSurvivesBadInputs has
+// the roll-up without it).
 func TestRollupInputs(t *testing.T) {
 	t.Chdir(t.TempDir())
 	job := writeFaultyJob(t, ".")
@@ -292,7 +296,7 @@ func TestRollupInputs(t *testing.T) {
 		{"folder without summaries", []string{"merge", "job/deeper"}, "job/deeper: no torchmem JSON"},
 		{"a snapshot given to merge", []string{"merge", "job/oom_snapshot_rank1.pickle"}, "job/oom_snapshot_rank1.pickle: bad JSON"},
 		{"stdin twice", []string{"analyze", "-", "-"}, "standard input given twice"},
-		{"one bad rank among many", []string{"analyze", "job", "job/train.log"}, "job/train.log: not a PyTorch memory snapshot"},
+		{"one bad rank among many, --strict", []string{"analyze", "--strict", "job", "job/train.log"}, "job/train.log: not a PyTorch memory snapshot"},
 		{"bad --rank", []string{"analyze", "--rank", "x", "job"}, `--rank "x"`},
 		{"missing summary", []string{"merge", "nothere.json"}, "nothere.json: no such file or directory"},
 	}

@@ -20,6 +20,9 @@ const (
 	exitOK     = 0
 	exitFailed = 1 // a check or regression failed
 	exitInput  = 2 // bad input or usage
+	// exitPartial: several inputs were rolled up, and some of them could
+	// not be read (the roll-up of the others is written and lists them).
+	exitPartial = 3
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -138,7 +141,8 @@ func newRootCmd(g *globals) *cobra.Command {
 (prof.export_chrome_trace) — and says what filled the GPU, in which phase,
 what leaked and what to change. Inputs are never executed.
 
-Exit codes: 0 ok, 1 a check or regression failed, 2 bad input or usage.`,
+Exit codes: 0 ok, 1 a check or regression failed, 2 bad input or usage,
+3 some inputs of a roll-up could not be read (the others were rolled up).`,
 		Example: `  torchmem analyze oom_snapshot.pickle
   torchmem report oom_snapshot.pickle -o report.html
   torchmem analyze --format markdown trace.json.gz > ticket.md

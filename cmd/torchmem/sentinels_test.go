@@ -17,15 +17,19 @@ import (
 // CPU and on cuda:0; the memory timeline (export_memory_timeline raw) is a
 // list of (time, action, bytes, category) rows; and a CPU's Total Reserved
 // is always 0 (docs/chrome-trace.md: the host allocator caches nothing), in
-// hta_ddp, tracelens_resnet18 and tracelens_rocm_norm_layers. Every other
+// hta_ddp, tracelens_resnet18, tracelens_rocm_norm_layers and PyTorch
+// 2.11's traces in recorded/ (813 and 6 CPU events, all 0). Every other
 // device has dump-time segments or a Total Reserved on every event.
 var noReserved = map[string]bool{
-	"hta_ddp_training_gpu_memory.json.gz cpu":                true,
-	"kineto_resnet50_legacy_v100.json.gz cpu":                true,
-	"kineto_resnet50_legacy_v100.json.gz cuda":               true,
-	"hta_memory_timeline_categories.raw.json.gz cuda":        true,
-	"tracelens_resnet18_train_cpu_memory_stacks.json.gz cpu": true,
-	"tracelens_rocm_norm_layers.json.gz cpu":                 true,
+	"hta_ddp_training_gpu_memory.json.gz cpu":                    true,
+	"kineto_resnet50_legacy_v100.json.gz cpu":                    true,
+	"kineto_resnet50_legacy_v100.json.gz cuda":                   true,
+	"hta_memory_timeline_categories.raw.json.gz cuda":            true,
+	"tracelens_resnet18_train_cpu_memory_stacks.json.gz cpu":     true,
+	"tracelens_rocm_norm_layers.json.gz cpu":                     true,
+	"hf_llama_mixed_ckpt_train.trace.json.gz cpu":                true,
+	"trace_rank0_824.json.gz cpu":                                true,
+	"hf_llama_mixed_ckpt_train.memory_timeline.raw.json.gz cuda": true,
 }
 
 // sentinelText matches what no text, Markdown or HTML report may say: an

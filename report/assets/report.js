@@ -145,43 +145,75 @@
     }
   };
 
-  // fitPhaseNames draws a phase's name on its band of the timeline only
-  // where the name fits inside the band as drawn now — at this width of
-  // the window and this zoom — and clear of the name drawn before it, so
-  // that two names never run into each other ("datzero_grad"); a band too
-  // narrow for its name is named by the tooltip. It runs after every
-  // drawing, resize and zoom, and sets the option again only on a change.
+  // labelFitter draws the names on the timeline only where they fit, at
+  // this width of the window and this zoom, so that no two run into each
+  // other ("datzero_grad", step labels a few pixels apart): the OOM's mark
+  // always; a phase's name where it fits inside its band, clear of the
+  // marks and names drawn before it; a step's label (drawn along its line,
+  // rotated, at the top) where it is clear of all those. What is not drawn
+  // is named by the tooltip. It runs after every drawing, resize and zoom,
+  // and sets the option again only on a change.
   var measure = document.createElement('canvas').getContext('2d');
-  function phaseNameFitter(chart, opt) {
-    var k = -1;
-    opt.series.forEach(function (s, j) { if (s.name === 'phases' && s.markArea) k = j; });
-    if (k < 0) return function () {};
-    var data = opt.series[k].markArea.data, label = opt.series[k].markArea.label || {};
-    var names = data.map(function (pair) { return pair[0].name || ''; });
-    var shown = names.slice();
+  var stepLabelWidth = 14; // a rotated 10px label, left of its line, and a gap
+  function labelFitter(chart, opt) {
+    var kp = -1, km = -1;
+    opt.series.forEach(function (s, j) {
+      if (s.name === 'phases' && s.markArea) kp = j;
+      if (s.name === 'marks' && s.markLine) km = j;
+    });
+    if (kp < 0 && km < 0) return function () {};
+    var areas = kp >= 0 ? opt.series[kp].markArea.data : [], label = kp >= 0 ? opt.series[kp].markArea.label || {} : {};
+    var lines = km >= 0 ? opt.series[km].markLine.data : [];
+    var names = areas.map(function (pair) { return pair[0].name || ''; });
+    var shown = names.slice(), drawn = lines.map(function () { return true; });
+    var isOOM = function (l) { return !!(l.label && l.label.formatter === 'OOM'); };
+    var isStep = function (l) { return l.xAxis !== undefined && !isOOM(l); };
     return function () {
       var grid = chart.getModel().getComponent('grid', 0);
       if (!grid || !grid.coordinateSystem) return;
-      var rect = grid.coordinateSystem.getRect(), lastEnd = -Infinity, changed = false;
+      var rect = grid.coordinateSystem.getRect(), boxes = [], changed = false;
+      var px = function (v) { return chart.convertToPixel({ xAxisIndex: 0 }, v); };
+      var clear = function (a, b) {
+        return boxes.every(function (bx) { return b <= bx[0] || a >= bx[1]; });
+      };
+      lines.forEach(function (l) {
+        var x = px(l.xAxis);
+        if (isOOM(l) && x >= rect.x && x <= rect.x + rect.width) boxes.push([x - stepLabelWidth, x + 2]);
+      });
       measure.font = (label.fontSize || 12) + 'px sans-serif';
       var next = names.map(function (name, i) {
         if (!name) return '';
-        var a = chart.convertToPixel({ xAxisIndex: 0 }, data[i][0].xAxis),
-          b = chart.convertToPixel({ xAxisIndex: 0 }, data[i][1].xAxis);
+        var a = px(areas[i][0].xAxis), b = px(areas[i][1].xAxis);
         a = Math.max(Math.min(a, b), rect.x);
         b = Math.min(Math.max(a, b), rect.x + rect.width);
         var w = measure.measureText(name).width + 6, mid = (a + b) / 2;
-        if (!(b - a >= w) || mid - w / 2 < lastEnd) return '';
-        lastEnd = mid + w / 2;
+        if (!(b - a >= w) || !clear(mid - w / 2, mid + w / 2)) return '';
+        boxes.push([mid - w / 2, mid + w / 2]);
         return name;
       });
+      var nextDrawn = lines.map(function (l) {
+        if (!isStep(l)) return true;
+        var x = px(l.xAxis);
+        if (x < rect.x || x > rect.x + rect.width || !clear(x - stepLabelWidth, x + 2)) return false;
+        boxes.push([x - stepLabelWidth, x + 2]);
+        return true;
+      });
       next.forEach(function (name, i) { if (name !== shown[i]) changed = true; });
+      nextDrawn.forEach(function (d, i) { if (d !== drawn[i]) changed = true; });
       if (!changed) return;
       shown = next;
+      drawn = nextDrawn;
       var upd = opt.series.map(function () { return {}; });
-      upd[k] = { markArea: { data: data.map(function (pair, i) {
-        return [Object.assign({}, pair[0], { name: next[i] }), pair[1]];
-      }) } };
+      if (kp >= 0) {
+        upd[kp] = { markArea: { data: areas.map(function (pair, i) {
+          return [Object.assign({}, pair[0], { name: next[i] }), pair[1]];
+        }) } };
+      }
+      if (km >= 0) {
+        upd[km] = { markLine: { data: lines.map(function (l, i) {
+          return drawn[i] ? l : Object.assign({}, l, { label: Object.assign({}, l.label, { show: false }) });
+        }) } };
+      }
       chart.setOption({ series: upd });
     };
   }
@@ -206,7 +238,7 @@
       chart.setOption(opt);
       instances.push(chart);
       if (kind === 'timeline') {
-        var fit = phaseNameFitter(chart, opt);
+        var fit = labelFitter(chart, opt);
         fit();
         chart.on('datazoom', fit);
         refits.push(fit);

@@ -38,6 +38,11 @@ type LeakConfig struct {
 	// point running a Lightning-style prediction loop): deep library stacks,
 	// the loop in the library, the user's code in predict_step.
 	Framework bool
+	// NoAnnotations records no Optimizer.step/zero_grad annotations, as
+	// PyTorch before 2.5 (no external_annotations) or a training thread
+	// other than the one that started the recording (the annotation
+	// callback is thread-local) writes the file.
+	NoAnnotations bool
 	// Functional writes the model as plain functions (fmodel.py: def
 	// model(x, ws) whose loop `for w in ws.layers: h = block(h, w)` sits at
 	// fmodel.py:140, def block(x, w) at fmodel.py:60–72) called with its

@@ -110,7 +110,7 @@ func (m *leakModel) backwardRetained() {
 
 // zeroGrad frees the gradients (set_to_none=True).
 func (m *leakModel) zeroGrad() {
-	m.s.Annotate(0, "Optimizer.zero_grad#AdamW.zero_grad", func() {
+	m.annotate("Optimizer.zero_grad#AdamW.zero_grad", func() {
 		for _, g := range m.grads {
 			m.s.Free(0, g)
 		}
@@ -122,7 +122,7 @@ func (m *leakModel) zeroGrad() {
 // temporary per parameter.
 func (m *leakModel) optimizerStep() {
 	s := m.s
-	s.Annotate(0, "Optimizer.step#AdamW.step", func() {
+	m.annotate("Optimizer.step#AdamW.step", func() {
 		if m.state == nil {
 			init := m.stack("zeros_like", s.F("torch/optim/adamw.py", 174, "_init_group"), s.F("torch/optim/adamw.py", 209, "step"), s.F("torch/optim/optimizer.py", 485, "wrapper"), s.F(m.script, 99, "<module>"))
 			for _, p := range m.params {
@@ -135,6 +135,16 @@ func (m *leakModel) optimizerStep() {
 			s.Free(0, t)
 		}
 	})
+}
+
+// annotate runs fn inside the record_function range name, which the file
+// holds unless the configuration records no annotations.
+func (m *leakModel) annotate(name string, fn func()) {
+	if m.c.NoAnnotations {
+		fn()
+		return
+	}
+	m.s.Annotate(0, name, fn)
 }
 
 // step runs fn as iteration n, inside ProfilerStep#n when configured.

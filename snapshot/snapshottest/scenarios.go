@@ -131,3 +131,23 @@ func Train(c TrainConfig) *Sim {
 func (c TrainConfig) Describe() string {
 	return fmt.Sprintf("%d layers, hidden %d, seq %d, batch %d, %d steps", c.Layers, c.Hidden, c.Seq, c.Batch, c.Steps)
 }
+
+// ManyDevices simulates n devices each running the same three steps (a
+// 4 MiB and a 1 MiB tensor per ProfilerStep#k): a run on n ranks' local
+// devices, or a hostile file of many devices, for tests and benchmarks of
+// work per device.
+func ManyDevices(n int) *Sim {
+	s := NewSim()
+	fwd := s.Stack(s.F("model.py", 9, "forward"), s.F("train.py", 3, "<module>"))
+	for d := range n {
+		for step := range 3 {
+			s.Annotate(d, fmt.Sprint("ProfilerStep#", step), func() {
+				a := s.Alloc(d, 4<<20, fwd)
+				b := s.Alloc(d, 1<<20, fwd)
+				s.Free(d, b)
+				s.Free(d, a)
+			})
+		}
+	}
+	return s
+}

@@ -40,13 +40,18 @@ func SharedFile(t testing.TB, sub, name string) string {
 	return p
 }
 
-// SharedInputs lists every real snapshot and trace, sorted.
+// SharedInputs lists every real snapshot and trace, sorted: the public
+// files of snapshots/ and traces/, and PyTorch's own recordings in
+// recorded/ (snapshots, gzipped or not, in the folder and its record_*
+// and estimate/ folders; chrome traces and memory timelines). Tests that
+// run over every real file read this list, so a file added to ../shared is
+// covered without a change to them.
 func SharedInputs(t testing.TB) []string {
 	t.Helper()
 	var files []string
-	for _, sub := range []string{"snapshots", "traces"} {
-		dir := SharedDir(t, sub)
-		for _, pat := range []string{"*.pickle", "*.pkl", "*.json.gz"} {
+	for _, g := range sharedGlobs {
+		dir := SharedDir(t, g.sub)
+		for _, pat := range g.patterns {
 			m, _ := filepath.Glob(filepath.Join(dir, pat))
 			files = append(files, m...)
 		}
@@ -56,6 +61,33 @@ func SharedInputs(t testing.TB) []string {
 	}
 	sort.Strings(files)
 	return files
+}
+
+// SharedRecorded lists the real files of recorded/ (SharedInputs' part of
+// it), sorted, as paths relative to recorded/ ("record_train/x.pickle").
+func SharedRecorded(t testing.TB) []string {
+	t.Helper()
+	dir := SharedDir(t, "recorded")
+	var files []string
+	for _, pat := range sharedGlobs[2].patterns {
+		m, _ := filepath.Glob(filepath.Join(dir, pat))
+		for _, f := range m {
+			rel, _ := filepath.Rel(dir, f)
+			files = append(files, filepath.ToSlash(rel))
+		}
+	}
+	sort.Strings(files)
+	return files
+}
+
+// sharedGlobs are the real inputs of each folder of ../shared.
+var sharedGlobs = []struct {
+	sub      string
+	patterns []string
+}{
+	{"snapshots", []string{"*.pickle", "*.pkl", "*.json.gz"}},
+	{"traces", []string{"*.pickle", "*.pkl", "*.json.gz"}},
+	{"recorded", []string{"*.pickle.gz", "*.json.gz", "*/*.pickle", "*/*.pickle.gz", "*/*.json.gz"}},
 }
 
 func missing(t testing.TB, format string, args ...any) {

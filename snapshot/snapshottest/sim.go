@@ -42,6 +42,10 @@ type Sim struct {
 	peak     map[int]int64 // highest allocated bytes (blocks) per device
 	peakReq  map[int]int64 // highest requested bytes of the live blocks per device
 	Stream   int64
+	// Pool is the memory pool allocations are served from: (0, 0) the
+	// default; a CUDA graph's capture (torch.cuda.graph) allocates from
+	// its private pool (n, 0), in segments of its own.
+	Pool [2]int64
 	// StepAllocated is device 0's allocated bytes (blocks, as
 	// memory_allocated() counts) before the first step of a scenario that
 	// has steps ([0]) and after each step k ([k]), for test assertions.
@@ -96,6 +100,7 @@ type simSeg struct {
 	size   int64
 	small  bool
 	pool   [2]int64
+	stream int64 // the stream that allocated it
 	stack  *List
 	blocks []*simBlock
 }
@@ -200,7 +205,7 @@ func (s *Sim) Alloc(d int, size int64, stack *List) uint64 {
 	var bestSeg *simSeg
 	var bestIdx int
 	for _, g := range dv.segs {
-		if g.small != small {
+		if g.small != small || g.pool != s.Pool {
 			continue
 		}
 		for i, b := range g.blocks {
@@ -221,7 +226,7 @@ func (s *Sim) Alloc(d int, size int64, stack *List) uint64 {
 		segSize := segmentSize(rounded)
 		addr := s.nextAddr
 		s.nextAddr += uint64(segSize) + 0x200000
-		g := &simSeg{addr: addr, size: segSize, small: small, stack: stack}
+		g := &simSeg{addr: addr, size: segSize, small: small, stack: stack, pool: s.Pool, stream: s.Stream}
 		s.entry(d, "segment_alloc", addr, segSize, stack)
 		best = &simBlock{addr: addr, size: segSize, state: "inactive"}
 		g.blocks = []*simBlock{best}
@@ -386,7 +391,7 @@ func (s *Sim) Snapshot() *Dict {
 				segType = "small"
 			}
 			sd := D("device", s.DeviceBase+d, "address", g.addr, "total_size", g.size, "allocated_size", alloc,
-				"active_size", active, "requested_size", req, "stream", s.Stream, "segment_type", segType,
+				"active_size", active, "requested_size", req, "stream", g.stream, "segment_type", segType,
 				"segment_pool_id", Tuple{g.pool[0], g.pool[1]}, "is_expandable", s.Expandable)
 			st := g.stack
 			if st == nil {

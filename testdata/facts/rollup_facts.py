@@ -12,7 +12,14 @@ torchmem, with Python's own pickle, gzip and json modules:
   - the DDP trace (hta_ddp_training_gpu_memory): distributedInfo, and per
     CUDA device the highest "Total Allocated" of its [memory] events;
   - for the roll-up of both files analysed together: the worst row, the
-    median peak, the imbalance and the first OOM.
+    median peak, the imbalance (the worst peak over the median peak of the
+    other rows) and the first OOM;
+  - the folders torchmem record wrote (recorded/record_ddp, record_oom):
+    each rank's peak as above, the imbalance of the two DDP ranks, and of
+    the OOM run's two files (one process) the OOM's request and time in
+    each, its peak and the allocated bytes at the exit dump (its active
+    blocks); the peak of the trace run's snapshot and the allocated bytes at
+    the end of its trace.
 
 Run from the repository root:  python3 testdata/facts/rollup_facts.py [SHARED_DIR]
 """
@@ -72,9 +79,37 @@ def main():
     rows = [p for p, _ in snap.values()] + list(peaks.values())
     worst = max(rows)
     med = statistics.median(rows)
-    print(f"together: rows {len(rows)} worst {worst} median {med} imbalance {round(worst / med, 4)}")
+    others = list(rows)
+    others.remove(worst)
+    imb = round(worst / statistics.median(others), 4)
+    print(f"together: rows {len(rows)} worst {worst} median {med} imbalance {imb}")
     ooms = sorted((t, d) for d, (_, t) in snap.items() if t is not None)
     print(f"together: ooms {len(ooms)} first device {ooms[0][1]} at {ooms[0][0]}")
+
+    rec = os.path.join(shared, "recorded")
+    ddp = {}
+    for name in sorted(os.listdir(os.path.join(rec, "record_ddp"))):
+        (peak, _), = snapshot_facts(os.path.join(rec, "record_ddp", name)).values()
+        ddp[name] = peak
+        print(f"record_ddp {name}: peak {peak}")
+    p0, p1 = ddp.values()
+    print(f"record_ddp: imbalance {round(max(p0, p1) / min(p0, p1), 4)}")
+    for name in sorted(os.listdir(os.path.join(rec, "record_oom"))):
+        with open(os.path.join(rec, "record_oom", name), "rb") as f:
+            data = pickle.load(f)
+        ooms = [(e["size"], e["time_us"]) for t in data["device_traces"] for e in t if e["action"] == "oom"]
+        alloc = sum(b["size"] for s in data["segments"] for b in s["blocks"] if b["state"] == "active_allocated")
+        (peak, _), = snapshot_facts(os.path.join(rec, "record_oom", name)).values()
+        print(f"record_oom {name}: peak {peak} ooms (size, time_us) {ooms} allocated at the dump {alloc}")
+    for name in sorted(os.listdir(os.path.join(rec, "record_trace"))):
+        if name.endswith(".pickle"):
+            (peak, _), = snapshot_facts(os.path.join(rec, "record_trace", name)).values()
+            print(f"record_trace {name}: peak {peak}")
+        else:
+            with gzip.open(os.path.join(rec, "record_trace", name), "rt") as f:
+                mem = [e for e in json.load(f)["traceEvents"] if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1]
+            last = max(mem, key=lambda e: e["ts"])["args"]["Total Allocated"]
+            print(f"record_trace {name}: CUDA Total Allocated at its last [memory] event {last}")
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ The script never writes files. It also checks the invariants it relies on
 and reports violations on stderr (exit status 1).
 """
 
+import gzip
 import hashlib
 import json
 import os
@@ -87,9 +88,14 @@ def frame_key(fr, where):
     return (fr["filename"], line, fr["name"])
 
 
-def facts(path):
-    with open(path, "rb") as f:
-        data = pickle.load(f)
+def load(path):
+    """The pickle at path, gunzipped when its name ends in .gz."""
+    with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
+        return pickle.load(f)
+
+
+def facts(path, name=None):
+    data = load(path)
     if isinstance(data, dict):
         fmt = "snapshot.FormatSnapshotPickle"
         segments = data.get("segments", [])
@@ -101,7 +107,7 @@ def facts(path):
         segments, traces, annotations, settings = data, [], [], None
     else:
         raise SystemExit(f"{path}: top level is {type(data).__name__}")
-    name = os.path.basename(path)
+    name = name or os.path.basename(path)
 
     frames = set()
 
@@ -410,12 +416,11 @@ def block_replay(data, dev):
             "PeakRequested": peak[2], "Mismatches": mismatches, "Unsized": unknown, "Blocks": blocks}
 
 
-def allocated_facts(path):
+def allocated_facts(path, name=None):
     """The realAllocatedFacts rows of one file: every device with a trace or
     segments."""
-    with open(path, "rb") as f:
-        data = pickle.load(f)
-    name = os.path.basename(path)
+    data = load(path)
+    name = name or os.path.basename(path)
     segments = data.get("segments", []) if isinstance(data, dict) else data
     traces = data.get("device_traces", []) if isinstance(data, dict) else []
     devs = sorted({g["device"] for g in segments} | {d for d, t in enumerate(traces) if t})
@@ -456,9 +461,9 @@ def oom_facts(blocks, i):
             "Attention": sum(b["size"] for b in attention), "AttentionRequested": sum(b["req"] for b in attention)}
 
 
-def go_allocated(rows):
-    out = ["// Produced by: python3 testdata/facts/snapshot_facts.py --analysis",
-           "var realAllocatedFacts = []allocatedFacts{"]
+def go_allocated(rows, prefix="real", flags="--analysis"):
+    out = [f"// Produced by: python3 testdata/facts/snapshot_facts.py {flags}",
+           f"var {prefix}AllocatedFacts = []allocatedFacts{{"]
     for name, dev, r in rows:
         out.append(f'\t{{File: "{name}", Device: {dev}, EndAllocated: {r["EndAllocated"]}, '
                    f'EndRequested: {r["EndRequested"]}, PeakAllocated: {r["PeakAllocated"]}, '
@@ -468,7 +473,7 @@ def go_allocated(rows):
     out.append("// At each oom entry: allocated (blocks) and requested bytes, and the blocks")
     out.append("// made by Module.to (module.py _apply/convert frames) and by attention")
     out.append("// (scaled_dot_product frames).")
-    out.append("var realOOMFacts = []oomFacts{")
+    out.append(f"var {prefix}OOMFacts = []oomFacts{{")
     for name, dev, r in rows:
         for o in r["OOMs"]:
             out.append(f'\t{{File: "{name}", Device: {dev}, Event: {o["Event"]}, Allocated: {o["Allocated"]}, '
@@ -510,29 +515,46 @@ def go_literal(f):
     return "\n".join(out)
 
 
+def recorded_names(folder):
+    """The snapshots of recorded/: its *.pickle.gz and those of its
+    subfolders (record_*/*.pickle, estimate/*.small.pickle.gz), as paths
+    relative to it."""
+    names = []
+    for root, _, files in os.walk(folder):
+        for n in files:
+            if n.endswith((".pickle", ".pickle.gz")):
+                names.append(os.path.relpath(os.path.join(root, n), folder))
+    return sorted(names)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(os.path.dirname(here))
     args = sys.argv[1:]
     analysis = "--analysis" in args
-    args = [a for a in args if a != "--analysis"]
-    folder = args[0] if args else os.path.join(repo, "..", "shared", "snapshots")
+    recorded = "--recorded" in args
+    args = [a for a in args if a not in ("--analysis", "--recorded")]
+    folder = args[0] if args else os.path.join(repo, "..", "shared", "recorded" if recorded else "snapshots")
     manifest = os.path.join(folder, "MANIFEST.json")
-    if os.path.exists(manifest):
+    if recorded:
+        names = recorded_names(folder)
+    elif os.path.exists(manifest):
         with open(manifest) as f:
             names = sorted(m["file"] for m in json.load(f))
     else:
         names = sorted(n for n in os.listdir(folder) if n.endswith((".pickle", ".pkl")))
+    prefix = "recorded" if recorded else "real"
+    flags = " ".join(f for f in ("--recorded" if recorded else "", "--analysis" if analysis else "") if f)
     if analysis:
         rows = []
         for n in names:
-            rows += allocated_facts(os.path.join(folder, n))
-        print(go_allocated(rows))
+            rows += allocated_facts(os.path.join(folder, n), n)
+        print(go_allocated(rows, prefix, flags))
     else:
-        print("// Produced by: python3 testdata/facts/snapshot_facts.py")
-        print("var realSnapshotFacts = []fileFacts{")
+        print(("// Produced by: python3 testdata/facts/snapshot_facts.py " + flags).rstrip())
+        print(f"var {prefix}SnapshotFacts = []fileFacts{{")
         for n in names:
-            print(go_literal(facts(os.path.join(folder, n))))
+            print(go_literal(facts(os.path.join(folder, n), n)))
         print("}")
     for p in problems:
         print("snapshot_facts.py:", p, file=sys.stderr)

@@ -14,8 +14,12 @@
 #   torch >= 2.1, the boolean one of 2.0; 1.13 keeps live blocks' stacks
 #   only), an out-of-memory observer that
 #   dumps DIR/oom_snapshot_rank{R}_{pid}.pickle before the error propagates,
-#   a dump to DIR/snapshot_rank{R}_{pid}.pickle at exit and on SIGUSR1, and,
-#   with --trace, a profiler trace of a few optimizer steps.
+#   a dump to DIR/snapshot_rank{R}_{pid}.pickle at exit, on SIGUSR1, and on
+#   a SIGTERM that the program leaves unhandled (then the signal is raised
+#   again with its default action, which ends the process), and,
+#   with --trace, a profiler trace of a few optimizer steps. Every file is
+#   written under a new temporary name and renamed over its own, so a link
+#   planted in DIR is replaced, never written through.
 # - What it did (or why it recorded nothing) goes to a status file in its
 #   folder, one JSON object a line, which torchmem reads after the command.
 #
@@ -80,32 +84,50 @@ def _torchmem_hook():
     except ValueError:
         max_entries = 100000
     stacks = os.environ.get("TORCHMEM_RECORD_STACKS", "python")
+    umask = os.umask(0)  # read it: set it back at once (start-up, one thread)
+    os.umask(umask)
+    file_mode = 0o666 & ~umask  # what open() would give the files
     trace_steps = os.environ.get("TORCHMEM_RECORD_TRACE", "") == "1"
 
     status("python")
 
     rec = {"torch": None, "recording": False, "profiler": None, "trace_done": False}
 
+    def new_temp(name, suffix):
+        """A new file in DIR that no one else made (O_EXCL, never through a
+        link), renamed over its real name once written: a link planted in
+        DIR at either name is replaced, never followed."""
+        import tempfile
+
+        fd, tmp = tempfile.mkstemp(prefix=".torchmem-%s-" % name, suffix=suffix, dir=out_dir)
+        try:
+            os.fchmod(fd, file_mode)
+        except Exception:
+            pass
+        return fd, tmp
+
     def dump(kind):
         """Write torch's snapshot to DIR, through a temporary name."""
         torch = rec["torch"]
         name = "%s_rank%s_%d.pickle" % ("oom_snapshot" if kind == "oom" else "snapshot", rank, pid)
         path = os.path.join(out_dir, name)
-        tmp = os.path.join(out_dir, ".%s.tmp" % name)
+        tmp = None
         try:
             import pickle
 
             snap = torch.cuda.memory._snapshot()
-            with open(tmp, "wb") as f:
+            fd, tmp = new_temp(name, ".tmp")
+            with os.fdopen(fd, "wb") as f:
                 pickle.dump(snap, f)
             os.replace(tmp, path)
             status("dump", kind=kind, path=path, rank=int(rank))
         except Exception as err:
             status("error", what="dump " + kind, error=describe(err))
-            try:
-                os.remove(tmp)
-            except OSError:
-                pass
+            if tmp is not None:
+                try:
+                    os.remove(tmp)
+                except OSError:
+                    pass
 
     def on_oom(device, alloc, device_total, device_free):
         # Called by the caching allocator right before it raises
@@ -149,14 +171,24 @@ def _torchmem_hook():
         except Exception as err:
             status("error", what="trace", error="this torch has no global optimizer step hook: " + describe(err))
             return
-        path = os.path.join(out_dir, "trace_rank%s_%d.json.gz" % (rank, pid))
+        name = "trace_rank%s_%d.json.gz" % (rank, pid)
+        path = os.path.join(out_dir, name)
 
         def ready(prof):
+            tmp = None
             try:
-                prof.export_chrome_trace(path)
+                fd, tmp = new_temp(name, ".json.gz")  # .gz: torch compresses
+                os.close(fd)
+                prof.export_chrome_trace(tmp)
+                os.replace(tmp, path)
                 status("dump", kind="trace", path=path, rank=int(rank))
             except Exception as err:
                 status("error", what="trace export", error=describe(err))
+                if tmp is not None:
+                    try:
+                        os.remove(tmp)
+                    except OSError:
+                        pass
             rec["trace_done"] = True  # the step hook stays, idle: removing it
             # while the optimizer runs its hooks would break their loop
 
@@ -218,6 +250,20 @@ def _torchmem_hook():
 
         return handler
 
+    def on_term(signum, frame):
+        # SIGTERM with no handler of the program's (torchrun and batch
+        # schedulers stop jobs with it): dump, then let the signal do what it
+        # would have done — end the process, as killed by SIGTERM.
+        import signal
+
+        if rec["recording"] and os.getpid() == pid:
+            dump("sigterm")
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        except Exception:
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
     def at_exit():
         if os.getpid() != pid:
             return  # a forked child: the snapshot is its parent's
@@ -259,8 +305,14 @@ def _torchmem_hook():
                 prev = signal.getsignal(signal.SIGUSR1)
                 signal.signal(signal.SIGUSR1, on_usr1(prev))
                 status("sigusr1")
+                # Only where SIGTERM would end the process unhandled: a
+                # program's own handler (set before or after) or an ignored
+                # SIGTERM is left as it is.
+                if hasattr(signal, "SIGTERM") and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                    signal.signal(signal.SIGTERM, on_term)
+                    status("sigterm")
         except Exception as err:
-            status("error", what="SIGUSR1 handler", error=describe(err))
+            status("error", what="signal handlers", error=describe(err))
         try:
             if torch.cuda.is_initialized():
                 on_cuda_init()

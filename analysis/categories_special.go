@@ -1,0 +1,139 @@
+package analysis
+
+import "github.com/torchmem/torchmem/snapshot"
+
+// RuleGradMovedWithModel classifies the gradients Module.to()/.cuda()
+// moves with the model after a step: torch/nn/modules/module.py _apply
+// copies each parameter at one line and, right after it, the parameter's
+// .grad — a block of the same size — at another.
+const RuleGradMovedWithModel = "gradient_moved_with_model"
+
+// movedGradients finds the gradients that Module.to moved: the blocks made
+// in _apply at a line whose every allocation comes right after one of the
+// same size at the parameters' line (the line most blocks of _apply were
+// made at). A module's buffers, moved at a third line after its
+// parameters, follow one another and fail the test. Without Python frames
+// nothing tells a moved gradient from its parameter.
+func movedGradients(h *History, facts []blockFacts) map[int]bool {
+	ev := h.Device.Events
+	type alloc struct{ ev, block int }
+	var seq []alloc // allocations in _apply, in order, and the one before each
+	count := map[int64]int{}
+	for i := range ev {
+		if ev[i].Action != snapshot.ActionAlloc {
+			continue
+		}
+		if bi := h.openAt[i]; bi >= 0 && facts[bi].m.applyLine != 0 {
+			seq = append(seq, alloc{i, int(bi)})
+			count[facts[bi].m.applyLine]++
+		}
+	}
+	if len(count) < 2 {
+		return nil
+	}
+	var paramLine int64
+	for l, n := range count {
+		if n > count[paramLine] || n == count[paramLine] && l < paramLine {
+			paramLine = l
+		}
+	}
+	// A line is the gradients' when each of its allocations directly
+	// follows (no other allocation between) one at the parameters' line of
+	// the same requested size.
+	gradLine := map[int64]bool{}
+	for l := range count {
+		gradLine[l] = l != paramLine
+	}
+	for k, a := range seq {
+		l := facts[a.block].m.applyLine
+		if l == paramLine || !gradLine[l] {
+			continue
+		}
+		ok := k > 0 && seq[k-1].ev == prevAllocEvent(h, a.ev)
+		if ok {
+			p := seq[k-1].block
+			ok = facts[p].m.applyLine == paramLine && h.Blocks[p].Requested == h.Blocks[a.block].Requested
+		}
+		if !ok {
+			gradLine[l] = false
+		}
+	}
+	out := map[int]bool{}
+	for _, a := range seq {
+		if gradLine[facts[a.block].m.applyLine] {
+			out[a.block] = true
+		}
+	}
+	return out
+}
+
+// prevAllocEvent is the allocation event before event i (−1).
+func prevAllocEvent(h *History, i int) int {
+	for j := i - 1; j >= 0; j-- {
+		if h.Device.Events[j].Action == snapshot.ActionAlloc {
+			return j
+		}
+	}
+	return -1
+}
+
+// Rules for the buffers of training frameworks (Megatron-LM, and verl on
+// it): the distributed data-parallel gradient buffer is gradients, the
+// parameter buffer beside it parameters, and the distributed optimizer's
+// fp32 main parameters optimizer state (master weights).
+const (
+	RuleFrameworkGradBuffer  = "framework_grad_buffer"
+	RuleFrameworkParamBuffer = "framework_param_buffer"
+	RuleFrameworkMainParams  = "framework_main_params"
+)
+
+// frameworkBuffers classifies the blocks of Megatron's buffers into out:
+// in param_and_grad_buffer.py the gradient buffer is allocated at the last
+// of its lines (after the parameter buffer, when there is one); a function
+// named for the main parameters makes the optimizer's fp32 copies.
+func frameworkBuffers(facts []blockFacts, out map[int]decision) {
+	last := int64(0)
+	for i := range facts {
+		last = max(last, facts[i].m.bufferLine)
+	}
+	for i := range facts {
+		switch m := &facts[i].m; {
+		case m.bufferLine == last && last > 0:
+			out[i] = decision{Gradient, RuleFrameworkGradBuffer, High}
+		case m.bufferLine > 0:
+			out[i] = decision{Parameter, RuleFrameworkParamBuffer, High}
+		case m.mainParams:
+			out[i] = decision{OptimizerState, RuleFrameworkMainParams, High}
+		}
+	}
+}
+
+// decision is a block's category, the rule that decided it and its
+// confidence.
+type decision struct {
+	cat  Category
+	rule string
+	conf Confidence
+}
+
+// specialKinds decides the blocks that a rule of their own explains before
+// the general rules of phases, lifetimes and pairing run (and that pairing
+// must not take for weights or gradients): frameworks' buffers, CUDA
+// graphs' pools, gradients moved with the model and cuBLAS workspaces, the
+// later taking precedence.
+func (h *History) specialKinds(facts []blockFacts) map[int]decision {
+	out := map[int]decision{}
+	frameworkBuffers(facts, out)
+	for bi := range graphPoolBlocks(h) {
+		if !facts[bi].m.cublas {
+			out[bi] = decision{CUDAGraphPool, RuleCUDAGraphPool, High}
+		}
+	}
+	for bi := range movedGradients(h, facts) {
+		out[bi] = decision{Gradient, RuleGradMovedWithModel, High}
+	}
+	for bi := range workspaceBlocks(h, facts) {
+		out[bi] = decision{Workspace, RuleCublasWorkspaceFirstMatmul, Medium}
+	}
+	return out
+}

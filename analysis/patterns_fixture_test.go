@@ -1,0 +1,496 @@
+package analysis
+
+import (
+	"fmt"
+	"testing"
+
+	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+)
+
+// Fixtures of the patterns real programs produce, each run with the stacks
+// real recordings hold: Python frames with PyTorch's module calls, the
+// user's files only, C++ frames only (stacks="all" without Python frames),
+// no frames at all.
+
+// frameKinds are the stack shapes each fixture is recorded with.
+var frameKinds = []string{"module frames", "user frames", "C++ frames", "no frames"}
+
+// fx records a fixture with one stack shape.
+type fx struct {
+	s    *st.Sim
+	kind string
+}
+
+// stack builds the stack the fixture's shape records for an allocation:
+// cpp are the C++ frames of the op (innermost first), torch PyTorch's and
+// libraries' Python frames, user the user's own.
+func (x fx) stack(cpp []string, torch, user []*st.Dict) *st.List {
+	var fs []*st.Dict
+	switch x.kind {
+	case "module frames":
+		fs = append(append(fs, torch...), user...)
+	case "user frames":
+		fs = append(fs, user...)
+	case "C++ frames":
+		for _, n := range cpp {
+			fs = append(fs, x.s.F("", 0, n))
+		}
+	default:
+		return nil
+	}
+	return x.s.Stack(fs...)
+}
+
+// The C++ frames of a few ops, innermost first (the allocator's and the
+// dispatcher's plumbing left out).
+var (
+	cppAddmm     = []string{"at::native::structured_addmm_out_cuda::impl(at::Tensor const&, at::Tensor const&, at::Tensor const&)", "at::_ops::addmm::call(at::Tensor const&, at::Tensor const&, at::Tensor const&)", "torch::autograd::THPVariable_linear(_object*, _object*, _object*)"}
+	cppWorkspace = append([]string{"at::cuda::getNewWorkspace()", "at::cuda::getCurrentCUDABlasHandle()"}, cppAddmm...)
+	cppMmBwd     = []string{"at::native::structured_mm_out_cuda::impl(at::Tensor const&, at::Tensor const&, at::Tensor const&)", "torch::autograd::generated::MmBackward0::apply(std::vector<at::Tensor>&&)", "torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::GraphTask>&, torch::autograd::Node*)", "torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)"}
+	cppAdam      = []string{"at::native::zeros_like(at::Tensor const&)", "torch::autograd::THPVariable_zeros_like(_object*, _object*, _object*)"}
+)
+
+// trainRun records a small training script: weights made before the
+// recording, then steps of forward (annotated), backward (the autograd
+// thread: no Python frames), AdamW's step and zero_grad(set_to_none=True).
+// The first matmul of the main thread and of the autograd thread each take
+// a cuBLAS workspace of ws bytes and keep it (Hopper: 32 MiB, and
+// cuBLASLt's 1 MiB after it); every gradient is freed by zero_grad.
+type trainRun struct {
+	layers      int
+	hidden      int64
+	tokens      int64
+	steps       int
+	ws          int64 // cuBLAS workspace size (0: none in the recording)
+	lt          bool  // cuBLASLt's 1 MiB workspace after the main thread's
+	inference   bool  // forward only, under no_grad: no backward, no optimizer
+	frozen      int   // frozen weights (no gradient, no state) of hidden² fp32 each, made before the trained ones
+	weightBytes int64 // set by run: the weights' requested bytes
+}
+
+func (c *trainRun) run(x fx) {
+	s := x.s
+	h := c.hidden
+	user := func(line int, name string) *st.Dict { return s.F("train.py", line, name) }
+	model := func(l int) *st.Dict { return s.F("model.py", 40+l, "forward") }
+	call := s.F("torch/nn/modules/module.py", 1787, "_call_impl")
+	linear := s.F("torch/nn/modules/linear.py", 125, "forward")
+	initSt := x.stack([]string{"at::native::empty_cuda(c10::ArrayRef<long>)"}, []*st.Dict{s.F("torch/nn/modules/linear.py", 106, "__init__")}, []*st.Dict{s.F("model.py", 31, "__init__"), user(10, "<module>")})
+	s.NoTrace = true
+	for range c.frozen {
+		s.Alloc(0, 4*h*h, initSt)
+	}
+	var weights []int64
+	for l := 0; l < c.layers; l++ {
+		s.Alloc(0, h*h*4, initSt)
+		weights = append(weights, h*h*4)
+		c.weightBytes += h * h * 4
+	}
+	s.NoTrace = false
+	var grads, state []uint64
+	firstFwd, firstBwd := true, true
+	for step := 0; step < c.steps; step++ {
+		x0 := s.Alloc(0, c.tokens*8, x.stack([]string{"at::native::randint(long, c10::ArrayRef<long>)"}, nil, []*st.Dict{user(20, "<module>")}))
+		var saved []uint64
+		s.Annotate(0, "## forward ##", func() {
+			for l := 0; l < c.layers; l++ {
+				fwd := x.stack(cppAddmm, []*st.Dict{linear, call}, []*st.Dict{model(l), user(21, "<module>")})
+				saved = append(saved, s.Alloc(0, c.tokens*h*4, fwd))
+				if firstFwd && c.ws > 0 {
+					wsStack := fwd
+					if x.kind == "C++ frames" {
+						wsStack = x.stack(cppWorkspace, nil, nil)
+					}
+					s.Alloc(0, c.ws, wsStack)
+					if c.lt {
+						s.Alloc(0, 1<<20, wsStack)
+					}
+				}
+				firstFwd = false
+			}
+		})
+		if c.inference {
+			for _, a := range saved {
+				s.Free(0, a)
+			}
+			s.Free(0, x0)
+			continue
+		}
+		s.Annotate(0, "backward", func() {
+			bwd := x.stack(cppMmBwd, nil, nil) // the autograd thread: no Python frames
+			for l := c.layers - 1; l >= 0; l-- {
+				g := s.Alloc(0, c.tokens*h*4, bwd) // the input's gradient
+				if firstBwd && c.ws > 0 {
+					wsStack := bwd
+					if x.kind == "C++ frames" {
+						wsStack = x.stack(append([]string{"at::cuda::getNewWorkspace()", "at::cuda::getCurrentCUDABlasHandle()"}, cppMmBwd...), nil, nil)
+					}
+					s.Alloc(0, c.ws, wsStack)
+					firstBwd = false
+				}
+				grads = append(grads, s.Alloc(0, weights[l], bwd))
+				s.Free(0, g)
+				s.Free(0, saved[l])
+			}
+		})
+		s.Free(0, x0)
+		s.Annotate(0, "Optimizer.step#AdamW.step", func() {
+			if state == nil {
+				opt := x.stack(cppAdam, []*st.Dict{s.F("torch/optim/adamw.py", 180, "_init_group"), s.F("torch/optim/adamw.py", 230, "step")}, []*st.Dict{user(23, "<module>")})
+				for _, w := range weights {
+					state = append(state, s.Alloc(0, w, opt), s.Alloc(0, w, opt))
+				}
+			}
+		})
+		s.Annotate(0, "Optimizer.zero_grad#AdamW.zero_grad", func() {
+			for _, g := range grads {
+				s.Free(0, g)
+			}
+			grads = nil
+		})
+	}
+}
+
+// TestWorkspacesFixture: the cuBLAS workspaces of the main and the autograd
+// thread — 32 MiB on Hopper (with cuBLASLt's 1 MiB), 8,519,680 B before —
+// are workspace whatever the stacks: never activation or gradient (no
+// gradient is left at the end: zero_grad frees them all), and no
+// suggestion is about gradients or smaller batches for them.
+func TestWorkspacesFixture(t *testing.T) {
+	for _, kind := range frameKinds {
+		for _, c := range []trainRun{
+			{layers: 2, hidden: 512, tokens: 1024, steps: 3, ws: 32 << 20, lt: true},
+			{layers: 6, hidden: 256, tokens: 4096, steps: 2, ws: cublasWorkspaceSize},
+			{layers: 3, hidden: 1024, tokens: 512, steps: 4, ws: 32 << 20, lt: true, inference: true},
+		} {
+			t.Run(fmt.Sprintf("%s, %d layers, workspace %d, inference %v", kind, c.layers, c.ws, c.inference), func(t *testing.T) {
+				x := fx{st.NewSim(), kind}
+				c.run(x)
+				snap := leakReadSim(t, x.s)
+				r := Analyze(snap, DefaultOptions())
+				d := r.Devices[0]
+				want := 2 * c.ws
+				if c.inference {
+					want = c.ws
+				}
+				if c.lt {
+					want += 1 << 20
+				}
+				if got := d.AtEnd.Categories[Workspace]; got != want {
+					t.Errorf("workspace at the end %d, want %d (%v)", got, want, d.AtEnd.Categories)
+				}
+				if g := d.AtEnd.Categories[Gradient]; g != 0 {
+					t.Errorf("%d B of gradients at the end: zero_grad freed them all", g)
+				}
+				if a := d.AtEnd.Categories[Activation] + d.AtEnd.Categories[Unknown]; a != 0 {
+					t.Errorf("%d B of activations or unknown at the end: only weights, state and workspaces live", a)
+				}
+				for _, sg := range r.Suggestions {
+					if sg.ID == "set_to_none" || sg.ID == "reduce_batch_size" {
+						t.Errorf("suggestion %s: %s", sg.ID, sg.Because)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestAutocastModelFacts: the fp32 run and the bf16-autocast run of one
+// model give the same parameter count and optimizer ratio — autocast's
+// copies are never parameters — in every stack shape; where C++ frames show
+// autocast's casts the copies are autocast_cache, and no copy is ∝ batch or
+// seq in the what-if.
+func TestAutocastModelFacts(t *testing.T) {
+	for _, stacks := range []st.StackKind{st.StacksModule, st.StacksUser, st.StacksUserCpp, st.StacksCpp, st.StacksNone} {
+		for _, layers := range []int{2, 6} {
+			t.Run(fmt.Sprintf("%s, %d layers", stacks, layers), func(t *testing.T) {
+				c := st.DefaultLeakConfig
+				c.Layers, c.Stacks, c.Steps = layers, stacks, 4
+				var models [2]InferredModel
+				for i, autocast := range []bool{false, true} {
+					c.Autocast = autocast
+					s := leakReadSim(t, st.TrainLoopHealthy(c))
+					r := Analyze(s, DefaultOptions())
+					if r.WhatIf == nil {
+						t.Fatal("no what-if")
+					}
+					models[i] = r.WhatIf.Model
+					h := BuildHistory(s, s.Device(0))
+					var copies int64
+					for bi := range h.Blocks {
+						b := &h.Blocks[bi]
+						if b.Category == AutocastCache {
+							copies += b.Size
+							if p := h.partOf(b, false, false); p == partQuad || p == partLinear {
+								t.Errorf("autocast copy %d B in the what-if's part %d", b.Size, p)
+							}
+						}
+					}
+					// C++ frames show autocast's cast; Python frames alone
+					// do not, and the copies saved for backward look like
+					// fp32 activations of half a weight's size.
+					if autocast && (stacks == st.StacksCpp || stacks == st.StacksUserCpp) && copies == 0 {
+						t.Error("no autocast copy found")
+					}
+					if !autocast && copies != 0 {
+						t.Errorf("fp32: %d B of autocast copies", copies)
+					}
+				}
+				if models[0].ParameterCount != models[1].ParameterCount || models[0].StatePerParameterByte != models[1].StatePerParameterByte {
+					t.Errorf("fp32 %d parameters, ratio %v; autocast %d, %v", models[0].ParameterCount, models[0].StatePerParameterByte,
+						models[1].ParameterCount, models[1].StatePerParameterByte)
+				}
+			})
+		}
+	}
+}
+
+// TestGradientsMovedWithModel: Module.to() after a step copies each
+// parameter and, right after it at another line of _apply, its .grad: those
+// are gradients, with the fix "drop the gradients before moving" (its
+// saving the what-if's) — not parameters that earn a quantization. The
+// buffers moved after the parameters stay parameters. Only module.py's
+// _apply frames tell a gradient from its parameter: with the user's frames,
+// C++ frames or none, every block stays a parameter.
+func TestGradientsMovedWithModel(t *testing.T) {
+	for _, kind := range frameKinds {
+		for _, layers := range []int{2, 8} {
+			t.Run(fmt.Sprintf("%s, %d layers", kind, layers), func(t *testing.T) {
+				x := fx{st.NewSim(), kind}
+				s := x.s
+				apply := func(line int) *st.List {
+					return x.stack([]string{"at::native::_to_copy(at::Tensor const&)", "torch::autograd::THPVariable_to(_object*, _object*, _object*)"},
+						[]*st.Dict{s.F("torch/nn/modules/module.py", 1341, "convert"), s.F("torch/nn/modules/module.py", line, "_apply"),
+							s.F("torch/nn/modules/module.py", 915, "_apply"), s.F("torch/nn/modules/module.py", 1355, "to")},
+						[]*st.Dict{s.F("train.py", 60, "<module>")})
+				}
+				var params, grads int64
+				for l := 0; l < layers; l++ {
+					w, b := int64(1024*(l+1)*4096), int64(4096*(l+1))
+					for _, n := range []int64{w, b} {
+						s.Alloc(0, n, apply(942)) // param_applied = fn(param)
+						s.Alloc(0, n, apply(958)) // grad_applied = fn(param.grad)
+						params += n
+						grads += n
+					}
+					s.Alloc(0, int64(4096*(l+1)), apply(963)) // running statistics: buffers
+					s.Alloc(0, int64(4096*(l+1)), apply(963))
+					params += 2 * 4096 * int64(l+1)
+				}
+				snap := leakReadSim(t, s)
+				r := Analyze(snap, DefaultOptions())
+				end := r.Devices[0].AtEnd.Categories
+				var sg *Suggestion
+				for i := range r.Suggestions {
+					if r.Suggestions[i].ID == "drop_grads_before_move" {
+						sg = &r.Suggestions[i]
+					}
+					if id := r.Suggestions[i].ID; id == "quantize_weights" && kind == "module frames" {
+						t.Errorf("suggestion %s for moved gradients", id)
+					}
+				}
+				if kind != "module frames" {
+					if end[Gradient] != 0 || sg != nil {
+						t.Errorf("%d B gradients, suggestion %v: nothing tells them apart", end[Gradient], sg)
+					}
+					return
+				}
+				if got := requestedAtEndOf(BuildHistory(snap, snap.Device(0))); got[Gradient] != grads || got[Parameter] != params {
+					t.Errorf("gradient %d, parameter %d requested; want %d, %d", got[Gradient], got[Parameter], grads, params)
+				}
+				if sg == nil || sg.EstimatedSavingsBytes != end[Gradient] {
+					t.Fatalf("suggestion %+v, want drop_grads_before_move saving %d", sg, end[Gradient])
+				}
+				for _, p := range r.WhatIf.Suggestions {
+					if p.ID == sg.ID && p.SavingBytes != sg.EstimatedSavingsBytes {
+						t.Errorf("what-if saves %d, the suggestion %d", p.SavingBytes, sg.EstimatedSavingsBytes)
+					}
+				}
+			})
+		}
+	}
+}
+
+// requestedAtEndOf is requestedAtEnd's requested bytes.
+func requestedAtEndOf(h *History) Categories {
+	c, _ := requestedAtEnd(h)
+	return c
+}
+
+// TestKVCacheNamesAround: a serving engine's _initialize_kv_caches profiles
+// the model and captures its CUDA graphs before it allocates the cache:
+// only the cache's own allocations are kv_cache — not the profiling
+// forward's tensors, nor what the graph capture keeps. Only library frames
+// name the cache.
+func TestKVCacheNamesAround(t *testing.T) {
+	for _, kind := range frameKinds {
+		for _, layers := range []int{2, 16} {
+			t.Run(fmt.Sprintf("%s, %d layers", kind, layers), func(t *testing.T) {
+				x := fx{st.NewSim(), kind}
+				s := x.s
+				around := []*st.Dict{s.F("vllm/v1/engine/core.py", 180, "_initialize_kv_caches"), s.F("vllm/v1/engine/core.py", 90, "__init__")}
+				user := []*st.Dict{s.F("serve.py", 5, "main")}
+				fwd := x.stack(cppAddmm, append([]*st.Dict{s.F("vllm/model_executor/models/llama.py", 300, "forward"), s.F("torch/nn/modules/module.py", 1787, "_call_impl"),
+					s.F("vllm/v1/worker/gpu_model_runner.py", 2500, "profile_run")}, around...), user)
+				for range 4 {
+					s.Free(0, s.Alloc(0, 64<<20, fwd)) // the profiling forward
+				}
+				capture := x.stack(cppAddmm, append([]*st.Dict{s.F("vllm/model_executor/models/llama.py", 300, "forward"), s.F("torch/nn/modules/module.py", 1787, "_call_impl"),
+					s.F("torch/cuda/graphs.py", 250, "__enter__"), s.F("vllm/v1/worker/gpu_model_runner.py", 2800, "capture_model")}, around...), user)
+				for range 3 {
+					s.Alloc(0, 8<<20, capture) // kept by the captured graphs
+				}
+				alloc := x.stack([]string{"at::native::zeros(c10::ArrayRef<long>)"}, append([]*st.Dict{s.F("vllm/v1/worker/gpu_model_runner.py", 2990, "_allocate_kv_cache_tensors"),
+					s.F("vllm/v1/worker/gpu_model_runner.py", 3160, "initialize_kv_cache")}, around...), user)
+				var cache int64
+				for range layers {
+					s.Alloc(0, 32<<20, alloc)
+					cache += 32 << 20
+				}
+				snap := leakReadSim(t, s)
+				h := BuildHistory(snap, snap.Device(0))
+				got := requestedAtEndOf(h)[KVCache]
+				want := cache
+				if kind != "module frames" {
+					want = 0 // the library's frames are gone
+				}
+				if got != want {
+					t.Errorf("kv_cache %d B, want the cache's %d", got, want)
+				}
+			})
+		}
+	}
+}
+
+// TestUseCacheInTraining: a training run whose model builds a KV cache
+// (transformers with use_cache left on) is told so and to pass
+// use_cache=False, saving the cache (the what-if's saving): the cache is
+// kv_cache, not activations.
+func TestUseCacheInTraining(t *testing.T) {
+	for _, kind := range frameKinds {
+		for _, layers := range []int{2, 8} {
+			t.Run(fmt.Sprintf("%s, %d layers", kind, layers), func(t *testing.T) {
+				x := fx{st.NewSim(), kind}
+				s := x.s
+				user := []*st.Dict{s.F("finetune.py", 30, "<module>")}
+				attn := []*st.Dict{s.F("transformers/models/llama/modeling_llama.py", 250, "forward"), s.F("torch/nn/modules/module.py", 1787, "_call_impl")}
+				kv := x.stack([]string{"at::native::cat(c10::ArrayRef<at::Tensor>)"}, append([]*st.Dict{s.F("transformers/cache_utils.py", 120, "update")}, attn...), user)
+				act := x.stack(cppAddmm, attn, user)
+				bwd := x.stack(cppMmBwd, nil, nil)
+				var cacheBytes int64
+				for step := 0; step < 3; step++ {
+					var saved, cache []uint64
+					s.Annotate(0, "## forward ##", func() {
+						for range layers {
+							saved = append(saved, s.Alloc(0, 16<<20, act))
+							cache = append(cache, s.Alloc(0, 4<<20, kv), s.Alloc(0, 4<<20, kv))
+						}
+					})
+					cacheBytes = int64(2*layers) * 4 << 20
+					s.Annotate(0, "backward", func() {
+						for _, a := range saved {
+							s.Free(0, s.Alloc(0, 16<<20, bwd))
+							s.Free(0, a)
+						}
+						for _, c := range cache {
+							s.Free(0, c)
+						}
+					})
+				}
+				snap := leakReadSim(t, s)
+				r := Analyze(snap, DefaultOptions())
+				var sg *Suggestion
+				for i := range r.Suggestions {
+					if r.Suggestions[i].ID == "use_cache_off" {
+						sg = &r.Suggestions[i]
+					}
+				}
+				if kind != "module frames" { // only transformers' frames name the cache
+					if sg != nil {
+						t.Errorf("use_cache_off without the cache's frames: %s", sg.Because)
+					}
+					return
+				}
+				if got := r.Devices[0].Peak.Categories[KVCache]; got != cacheBytes {
+					t.Errorf("kv_cache at the peak %d, want %d", got, cacheBytes)
+				}
+				if sg == nil || sg.EstimatedSavingsBytes != cacheBytes {
+					t.Fatalf("use_cache_off %+v, want a saving of %d", sg, cacheBytes)
+				}
+				for _, p := range r.WhatIf.Suggestions {
+					if p.ID == sg.ID && p.SavingBytes != sg.EstimatedSavingsBytes {
+						t.Errorf("what-if %d, suggestion %d", p.SavingBytes, sg.EstimatedSavingsBytes)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestDeviceCastsAreNotInput: a dtype cast on the device — aten::_to_copy
+// inside the op that uses its result (autocast's casts of an activation),
+// no copy from the host — is not input, whatever phase the stacks let the
+// analysis see; and the identical casts of every step get one category.
+// A copy to the device from the user's code (Tensor.to with a device) is
+// input; Tensor.to with a dtype alone (C++ frames: dispatch_to's
+// ScalarType overload) is not.
+func TestDeviceCastsAreNotInput(t *testing.T) {
+	for _, kind := range frameKinds {
+		for _, steps := range []int{2, 6} {
+			t.Run(fmt.Sprintf("%s, %d steps", kind, steps), func(t *testing.T) {
+				x := fx{st.NewSim(), kind}
+				s := x.s
+				user := []*st.Dict{s.F("infer.py", 40, "<module>")}
+				cast := x.stack([]string{"at::native::empty_cuda(c10::ArrayRef<long>)", "at::native::_to_copy(at::Tensor const&, std::optional<c10::ScalarType>)",
+					"at::_ops::_to_copy::call(at::Tensor const&)", "at::native::linear(at::Tensor const&, at::Tensor const&)", "at::_ops::linear::call(at::Tensor const&, at::Tensor const&)"},
+					[]*st.Dict{s.F("torch/nn/modules/linear.py", 125, "forward")}, []*st.Dict{s.F("model.py", 30, "forward"), user[0]})
+				out := x.stack(cppAddmm, []*st.Dict{s.F("torch/nn/modules/linear.py", 125, "forward")}, []*st.Dict{s.F("model.py", 30, "forward"), user[0]})
+				toDev := x.stack([]string{"at::native::_to_copy(at::Tensor const&, std::optional<c10::Device>)", "at::_ops::to::call(at::Tensor const&)",
+					"torch::autograd::dispatch_to(at::Tensor const&, c10::Device, bool, bool, std::optional<c10::MemoryFormat>)", "torch::autograd::THPVariable_to(_object*, _object*, _object*)"},
+					nil, []*st.Dict{s.F("infer.py", 38, "<module>")})
+				// batch.half(): a cast of what is on the device already
+				half := x.stack([]string{"at::native::_to_copy(at::Tensor const&, std::optional<c10::ScalarType>)", "at::_ops::_to_copy::call(at::Tensor const&)",
+					"torch::autograd::dispatch_to(at::Tensor const&, c10::ScalarType, bool, bool, std::optional<c10::MemoryFormat>)", "torch::autograd::THPVariable_to(_object*, _object*, _object*)"},
+					nil, []*st.Dict{s.F("infer.py", 39, "<module>")})
+				var prev uint64
+				for range steps {
+					batch := s.Alloc(0, 1<<20, toDev) // batch.to("cuda")
+					hb := s.Alloc(0, 1<<19, half)     // batch.half()
+					c := s.Alloc(0, 2<<20, cast)      // the batch cast to bf16 for the matmul
+					s.Free(0, hb)
+					o := s.Alloc(0, 4<<20, out)
+					s.Free(0, c)
+					s.Free(0, batch)
+					if prev != 0 {
+						s.Free(0, prev)
+					}
+					prev = o
+				}
+				snap := leakReadSim(t, s)
+				h := BuildHistory(snap, snap.Device(0))
+				cats := map[Category]int{}
+				for bi := range h.Blocks {
+					b := &h.Blocks[bi]
+					switch b.Requested {
+					case 2 << 20:
+						cats[b.Category]++
+						if b.Category == InputData {
+							t.Errorf("a cast on the device counted as input (%s)", b.Rule)
+						}
+					case 1 << 20:
+						if kind == "C++ frames" && b.Category != InputData {
+							t.Errorf("batch.to(device) is %s (%s), want input", b.Category, b.Rule)
+						}
+					case 1 << 19:
+						if kind == "C++ frames" && b.Category == InputData {
+							t.Errorf("batch.half() on the device is input (%s)", b.Rule)
+						}
+					}
+				}
+				if len(cats) != 1 {
+					t.Errorf("identical casts got %d categories: %v", len(cats), cats)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,43 @@
+package analysis
+
+import "fmt"
+
+// shrinksStates reports whether a suggestion shrinks what a training run
+// keeps whatever its batch: parameters, gradients, optimizer state.
+func shrinksStates(id string) bool {
+	switch id {
+	case "mixed_precision_bf16", "shard_states", "optimizer_8bit", "paged_optimizer", "cpu_offload", "qlora", "quantize_weights":
+		return true
+	}
+	return false
+}
+
+// stateSuggestions are the suggestions about memory the run keeps for
+// other reasons than its activations: sharding when the states alone leave
+// no room at an OOM, gradients moved with the model, and a KV cache that
+// training builds and never reads.
+func stateSuggestions(ev *evidence, where string) []Suggestion {
+	var out []Suggestion
+	c := ev.cats
+	states := c[Parameter] + c[Gradient] + c[OptimizerState]
+	if ev.statesFirst && ev.training {
+		out = append(out, Suggestion{ID: "shard_states", Title: "Shard parameters, gradients and optimizer state across GPUs (FSDP / ZeRO-3)",
+			Because: fmt.Sprintf("at the OOM parameters, gradients and optimizer state hold %s %s and leave less room than the %s requested: no activation fix makes the step fit; sharded over 2 GPUs each keeps half of them",
+				FormatBytes(states), where, FormatBytes(ev.oom.RequestedBytes)),
+			EstimatedSavingsBytes: states / 2, Cost: "communication each step; needs more GPUs (the saving grows with their number)",
+			How: "from torch.distributed.fsdp import fully_shard  # FSDP2, PyTorch ≥ 2.4\nfor block in model.layers:\n    fully_shard(block)\nfully_shard(model)\n# DeepSpeed: \"zero_optimization\": {\"stage\": 3}"})
+	}
+	if ev.movedGrads > 0 {
+		out = append(out, Suggestion{ID: "drop_grads_before_move", Title: "Drop the gradients before moving the model",
+			Because:               fmt.Sprintf("Module.to() moved %s of gradients with the model %s: each parameter's .grad is copied beside it", FormatBytes(ev.movedGrads), where),
+			EstimatedSavingsBytes: ev.movedGrads, Cost: "none (the next backward makes them again)",
+			How: "model.zero_grad(set_to_none=True)  # or optimizer.zero_grad(set_to_none=True)\nmodel.to(device)"})
+	}
+	if kv := c[KVCache]; kv > 0 && ev.backward {
+		out = append(out, Suggestion{ID: "use_cache_off", Title: "Turn off the KV cache in training (use_cache=False)",
+			Because:               fmt.Sprintf("the run trains and its model builds a key/value cache of %s %s that nothing reads: transformers builds one when use_cache is left on", FormatBytes(kv), where),
+			EstimatedSavingsBytes: kv, Cost: "none in training",
+			How: "model.config.use_cache = False  # or model(input_ids, labels=labels, use_cache=False)"})
+	}
+	return out
+}
