@@ -198,8 +198,12 @@ func (sr *summaryReader) object() error {
 // then a copy of it). Past sr.limit bytes it fails.
 func (sr *summaryReader) copyValue(enc *jsontext.Encoder, buf *bytes.Buffer, start int64) error {
 	depth := 0
+	at := sr.dec.InputOffset() // where the value starts: a cut one is named there
 	for {
 		tok, err := sr.dec.ReadToken()
+		if errors.Is(err, io.ErrUnexpectedEOF) && !sr.budget.over {
+			return sr.errorf(at, "truncated JSON")
+		}
 		if err != nil {
 			return sr.fail(err)
 		}
