@@ -183,7 +183,7 @@ func (h *History) reservedKnown() bool {
 // deviceResult assembles the result of one device from its history.
 func deviceResult(h *History, opts Options) DeviceResult {
 	d := h.Device
-	sites := newSiteCache(h.Snap)
+	sites := h.newSiteCache()
 	end := h.EndIndex()
 	dr := DeviceResult{Device: d.ID, Kind: string(d.Kind), Capacity: d.CapacityBytes,
 		Phases: h.Phases.Spans, Steps: h.Steps, TopSites: []Site{}}

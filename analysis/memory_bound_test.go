@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/snapshot"
+	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // The memory a file can make torchmem take, per byte of input after gzip or
@@ -128,5 +129,40 @@ func TestMemoryPerInputByte(t *testing.T) {
 				t.Errorf("read and analysis allocate %d bytes for %d bytes of input, more than %d a byte", read+analysed, len(c.data), allocatedBytesPerInputByte)
 			}
 		})
+	}
+}
+
+// TestMemoryPerInputByteManyDevices: a file of the most devices, each with
+// its own stacks — 256 devices of 500 allocations, every one at a stack of
+// its own (128,000 stacks of two of 800 frames) — allocates within
+// allocatedBytesPerInputByte too: the memos of a device's stacks follow
+// the stacks it uses, not the file's stack table (a table per device cost
+// devices × stacks: 13 GB for 62 MB of 512,000 stacks).
+func TestMemoryPerInputByteManyDevices(t *testing.T) {
+	s := st.NewSim()
+	var frames []*st.Dict
+	for i := range 800 {
+		frames = append(frames, s.F(fmt.Sprintf("m%d.py", i), i, "f"))
+	}
+	k := 0
+	for d := range snapshot.DefaultMaxDevices {
+		for range 500 {
+			s.Alloc(d, 512, s.Stack(frames[k%800], frames[(k/800)%800]))
+			k++
+		}
+	}
+	data := st.Marshal(s.Snapshot(), 4)
+	snap, err := snapshot.Read(bytes.NewReader(data), "devices.pickle", int64(len(data)), snapshot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Stacks) < 128_000 {
+		t.Fatalf("%d stacks, want 128,000", len(snap.Stacks))
+	}
+	n := allocated(func() { Analyze(snap, DefaultOptions()) })
+	per := float64(n) / float64(len(data))
+	t.Logf("%d bytes, %d stacks on %d devices: analysis allocates %.1f a byte", len(data), len(snap.Stacks), len(snap.Devices), per)
+	if per > allocatedBytesPerInputByte {
+		t.Errorf("analysis allocates %.1f bytes a byte of input, more than %d", per, allocatedBytesPerInputByte)
 	}
 }

@@ -202,7 +202,7 @@ func (h *History) EndIndex() int { return len(h.Device.Events) - 1 }
 // events backwards from the dump-time segments. Phases are left to
 // ComputePhases.
 func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
-	h := &History{Snap: s, Device: d, markers: newStackMemo(s, markersOf), firstOOM: -1}
+	h := &History{Snap: s, Device: d, markers: newStackMemo(s, stackUses(d), markersOf), firstOOM: -1}
 	n := len(d.Events)
 	h.openAt = make([]int32, n)
 	h.closeAt = make([]int32, n)
