@@ -153,7 +153,7 @@ Exit codes: 0 ok, 1 a check or regression failed, 2 bad input or usage,
 		Version:       versionLine(),
 	}
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
-	root.PersistentFlags().StringVar(&g.maxInput, "max-input-bytes", "", "stop when an input expands past this size after gzip/base64 decoding (default 8GiB)")
+	root.PersistentFlags().StringVar(&g.maxInput, "max-input-bytes", "", "stop when an input expands past this size after gzip/base64 decoding (default 8GiB; a gzip file, 64MiB + 128x its size)")
 	root.PersistentFlags().BoolVarP(&g.quiet, "quiet", "q", false, "no progress line and no notes on stderr (errors and warnings only)")
 	root.AddCommand(newInfoCmd(g), newAnalyzeCmd(g), newGenCmd(g), newDiffCmd(g), newCheckCmd(g), newReportCmd(g),
 		newEstimateCmd(g), newRecordCmd(g), newMergeCmd(g))
