@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -39,13 +38,7 @@ func jsonKeysOutside(v any, skip map[string]bool, out *[]string) {
 // allocator settings AllocConf/MaxSplitSize/…), device −1 (host memory)
 // is null as in analyze.
 func TestInfoSaysOnlyWhatItKnows(t *testing.T) {
-	files := st.SharedInputs(t)
-	for _, f := range []string{shared(t, "recorded", "hf_llama_mixed_ckpt_train.memory_timeline.raw.json.gz"),
-		shared(t, "recorded", "hf_llama_mixed_ckpt_train.trace.json.gz")} {
-		if !slices.Contains(files, f) { // SharedInputs lists recorded/ now
-			files = append(files, f)
-		}
-	}
+	files := st.SharedInputs(t) // recorded/ included: its memory timeline and trace
 	var timelines, traces, snapshots int
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
