@@ -60,11 +60,14 @@ test:
 
 # Benchmarks (speed and allocations): the largest real snapshot and trace,
 # then generated inputs of about 10 MB, 100 MB and 1 GB (written once into
-# $$TORCHMEM_BENCH_DIR or the temp folder; about 2 GB of disk).
+# $$TORCHMEM_BENCH_DIR or the temp folder; about 4 GB of disk); last, the
+# torchmem command against CPython loading the same generated snapshots
+# and trace, alternated, as a table (README, Performance).
 bench:
 	$(GO) test -run '^$$' -bench 'Largest|Reference' -benchmem -benchtime 5x ./snapshot/
 	$(GO) test -run '^$$' -bench 'AnalyzeGenerated' -benchmem -benchtime 2x -timeout 60m ./analysis/
 	$(GO) test -run '^$$' -bench 'Build' -benchmem ./analysis/rollup/
+	$(GO) test -run '^$$' -bench 'AgainstPython' -benchtime 1x -timeout 60m ./cmd/torchmem/
 
 # The roll-up at scale, apart from bench (minutes, about 6 GB of disk in
 # $$TORCHMEM_BENCH_DIR or the temp folder): 256 generated ranks of 20 MB

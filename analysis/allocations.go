@@ -60,7 +60,7 @@ func (h *History) allocationsAt(sites *siteCache, i int) *AllocationsAt {
 		at.Largest = append(at.Largest, h.allocation(sites, bi))
 	}
 	for k := i; k >= 0 && len(at.Recent) < allocationsRecent; k-- {
-		if bi := h.openAt[k]; bi >= 0 && !h.Blocks[bi].Untracked {
+		if bi := h.openAt(k); bi >= 0 && !h.Blocks[bi].Untracked {
 			at.Recent = append(at.Recent, h.allocation(sites, int(bi)))
 		}
 	}

@@ -167,7 +167,7 @@ func (h *History) sizeBlocks(dumped []bool) {
 	}
 	var s blockSizing
 	for i := range h.Device.Events {
-		if bi := h.closeAt[i]; bi >= 0 && large(bi) {
+		if bi := h.closeAt(i); bi >= 0 && large(bi) {
 			b := &h.Blocks[bi]
 			if gi, ok := guessed[b.Addr]; ok && gi == bi {
 				if follows(bi); guessed[b.Addr] == bi {
@@ -188,7 +188,7 @@ func (h *History) sizeBlocks(dumped []bool) {
 		case snapshot.ActionSegmentFree:
 			lay.removeSegment(e.Addr)
 		}
-		bi := h.openAt[i]
+		bi := h.openAt(i)
 		if bi < 0 {
 			continue
 		}

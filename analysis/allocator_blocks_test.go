@@ -43,8 +43,9 @@ func TestBlockSizesFollowTheAllocator(t *testing.T) {
 				snap := read(t, s, r.drop)
 				h := BuildHistory(snap, snap.Devices[0])
 				want := s.AllocatedAfter(0)[r.drop:]
-				if len(want) != len(h.Allocated) {
-					t.Fatalf("%d events, the simulator recorded %d", len(h.Allocated), len(want))
+				got := allocatedCurve(h)
+				if len(want) != len(got) {
+					t.Fatalf("%d events, the simulator recorded %d", len(got), len(want))
 				}
 				if h.sizing.mismatch != 0 {
 					t.Errorf("%d blocks live at the dump sized otherwise than the simulator", h.sizing.mismatch)
@@ -59,14 +60,14 @@ func TestBlockSizesFollowTheAllocator(t *testing.T) {
 				}
 				bad := 0
 				for i, w := range want {
-					if d := w - h.Allocated[i]; d < 0 || d > slack || slack == 0 && d != 0 {
+					if d := w - got[i]; d < 0 || d > slack || slack == 0 && d != 0 {
 						if bad++; bad <= 3 {
-							t.Errorf("after event %d: allocated %d, the simulator %d (%d blocks unsized)", i, h.Allocated[i], w, h.sizing.unknown)
+							t.Errorf("after event %d: allocated %d, the simulator %d (%d blocks unsized)", i, got[i], w, h.sizing.unknown)
 						}
 					}
 				}
-				if end := len(want) - 1; h.Allocated[end] != s.Allocated(0) {
-					t.Errorf("at the end %d, the simulator %d", h.Allocated[end], s.Allocated(0))
+				if end := len(want) - 1; got[end] != s.Allocated(0) || h.AllocatedAt(end) != got[end] {
+					t.Errorf("at the end %d (AllocatedAt %d), the simulator %d", got[end], h.AllocatedAt(end), s.Allocated(0))
 				}
 			})
 		}
@@ -167,11 +168,11 @@ func TestSnapshotAndTraceCompare(t *testing.T) {
 			var fromSnap []int64
 			for i, e := range hs.Device.Events {
 				if e.Action == snapshot.ActionAlloc || e.Action == snapshot.ActionFreeRequested {
-					fromSnap = append(fromSnap, hs.Allocated[i])
+					fromSnap = append(fromSnap, hs.AllocatedAt(i))
 				}
 			}
-			if !slices.Equal(fromSnap, ht.Allocated) {
-				t.Errorf("the curves differ: %d points from the snapshot, %d from the trace", len(fromSnap), len(ht.Allocated))
+			if fromTrace := allocatedCurve(ht); !slices.Equal(fromSnap, fromTrace) {
+				t.Errorf("the curves differ: %d points from the snapshot, %d from the trace", len(fromSnap), len(fromTrace))
 			}
 			rs, rt := Analyze(snap, DefaultOptions()), Analyze(tr, DefaultOptions())
 			ds, dt := rs.Devices[0], rt.Devices[len(rt.Devices)-1]
@@ -256,4 +257,13 @@ func TestAllocatedUnitPerFormat(t *testing.T) {
 			}
 		})
 	}
+}
+
+// allocatedCurve is the allocated bytes after every event of h.
+func allocatedCurve(h *History) []int64 {
+	out := make([]int64, 0, h.NumEvents())
+	for _, v := range h.allocatedRange(0, h.NumEvents()-1) {
+		out = append(out, v)
+	}
+	return out
 }

@@ -203,7 +203,7 @@ func deviceResult(h *History, opts Options) DeviceResult {
 	dr.NoHistory = len(d.Events) == 0 || h.Snap.Recording == snapshot.RecordingState
 
 	peak, peakVal := -1, h.InitialAllocated
-	for i, v := range h.Allocated {
+	for i, v := range h.allocatedRange(0, end) {
 		if v > peakVal {
 			peak, peakVal = i, v
 		}

@@ -53,13 +53,13 @@ const (
 
 // blockFacts are the features of one block the rules read.
 type blockFacts struct {
-	pre            bool  // allocated before recording
-	never          bool  // never freed
-	ac, fc         uint8 // phase codes at alloc and free
-	aliveAfterSpan bool  // outlives the phase span it was allocated in
-	sameSpan       bool  // freed in the span it was allocated in
-	m              stackMarkers
-	pastOOM        bool // live at the OOM and never freed before it
+	pre            bool          // allocated before recording
+	never          bool          // never freed
+	ac, fc         uint8         // phase codes at alloc and free
+	aliveAfterSpan bool          // outlives the phase span it was allocated in
+	sameSpan       bool          // freed in the span it was allocated in
+	m              *stackMarkers // the stack's, in h.markers (a pointer: a long trace has millions of blocks)
+	pastOOM        bool          // live at the OOM and never freed before it
 	// throughForward: allocated outside the phases and live across the
 	// whole of the next forward span (the batch the forward reads).
 	throughForward bool
@@ -69,7 +69,7 @@ type blockFacts struct {
 func (h *History) facts(bi int) blockFacts {
 	b := &h.Blocks[bi]
 	p := h.Phases
-	f := blockFacts{pre: b.Alloc < 0, never: b.Free < 0, m: h.markers.get(b.Stack)}
+	f := blockFacts{pre: b.Alloc < 0, never: b.Free < 0, m: h.markers.ref(b.Stack)}
 	if o := h.firstOOM; o >= 0 && b.Alloc < o && b.Free > o {
 		// Freed while the OutOfMemoryError unwound: the free says nothing
 		// about what the block was; it lived to the OOM.

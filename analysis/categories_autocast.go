@@ -111,7 +111,7 @@ func markAutocastCache(h *History) {
 	isCand := map[int]bool{}
 	strong := map[int]bool{}
 	for _, i := range allocs {
-		bi := h.openAt[i]
+		bi := h.openAt(i)
 		if bi < 0 {
 			continue
 		}
@@ -137,7 +137,7 @@ func markAutocastCache(h *History) {
 			// the autograd engine's own work may come between)
 			continue
 		}
-		if prev >= 0 && ev[prev].Stack == ev[i].Stack && !isCand[int(h.openAt[prev])] {
+		if prev >= 0 && ev[prev].Stack == ev[i].Stack && !isCand[int(h.openAt(prev))] {
 			continue // the op's second allocation (its output came first)
 		}
 		isCand[int(bi)] = true

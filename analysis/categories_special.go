@@ -23,7 +23,7 @@ func movedGradients(h *History, facts []blockFacts) map[int]bool {
 		if ev[i].Action != snapshot.ActionAlloc {
 			continue
 		}
-		if bi := h.openAt[i]; bi >= 0 && facts[bi].m.applyLine != 0 {
+		if bi := h.openAt(i); bi >= 0 && facts[bi].m.applyLine != 0 {
 			seq = append(seq, alloc{i, int(bi)})
 			count[facts[bi].m.applyLine]++
 		}
@@ -97,7 +97,7 @@ func frameworkBuffers(facts []blockFacts, out map[int]decision) {
 		last = max(last, facts[i].m.bufferLine)
 	}
 	for i := range facts {
-		switch m := &facts[i].m; {
+		switch m := facts[i].m; {
 		case m.bufferLine == last && last > 0:
 			out[i] = decision{Gradient, RuleFrameworkGradBuffer, High}
 		case m.bufferLine > 0:

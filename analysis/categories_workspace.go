@@ -59,7 +59,7 @@ func workspaceBlocks(h *History, facts []blockFacts) map[int]bool {
 		}
 		prev := p
 		p = i
-		bi := h.openAt[i]
+		bi := h.openAt(i)
 		if bi < 0 {
 			continue
 		}
@@ -93,7 +93,7 @@ func workspaceBlocks(h *History, facts []blockFacts) map[int]bool {
 		found[int(bi)] = true
 		// cuBLASLt's workspace: the same op's next allocation, kept too.
 		if j := nextAllocOf(h, i); j >= 0 && ev[j].Stack == ev[i].Stack {
-			if bj := h.openAt[j]; bj >= 0 && facts[bj].never && h.Blocks[bj].Requested == cublasLtWorkspaceSize {
+			if bj := h.openAt(j); bj >= 0 && facts[bj].never && h.Blocks[bj].Requested == cublasLtWorkspaceSize {
 				found[int(bj)] = true
 			}
 		}

@@ -342,14 +342,14 @@ type stackMemo[T any] struct {
 	of   func(*snapshot.Snapshot, snapshot.StackID) T
 	done []bool
 	v    []T
-	m    map[snapshot.StackID]T // instead of done and v, for a few of many stacks
+	m    map[snapshot.StackID]*T // instead of done and v, for a few of many stacks
 }
 
 // newStackMemo memoises of for a device that looks up at most about uses
 // stacks (its events and blocks).
 func newStackMemo[T any](s *snapshot.Snapshot, uses int, of func(*snapshot.Snapshot, snapshot.StackID) T) *stackMemo[T] {
 	if len(s.Stacks) > 4*uses+4096 {
-		return &stackMemo[T]{s: s, of: of, m: map[snapshot.StackID]T{}}
+		return &stackMemo[T]{s: s, of: of, m: map[snapshot.StackID]*T{}}
 	}
 	return &stackMemo[T]{s: s, of: of, done: make([]bool, len(s.Stacks)), v: make([]T, len(s.Stacks))}
 }
@@ -360,19 +360,30 @@ func (c *stackMemo[T]) get(st snapshot.StackID) T {
 		var zero T
 		return zero
 	}
+	return *c.ref(st)
+}
+
+// ref is get's value in place: it stays valid, and the same, while c
+// lives (the zero value's for a stack the snapshot does not have). A map
+// memo holds each value on its own for this.
+func (c *stackMemo[T]) ref(st snapshot.StackID) *T {
+	if int(st) >= len(c.s.Stacks) {
+		return new(T)
+	}
 	if c.m != nil {
-		v, ok := c.m[st]
+		p, ok := c.m[st]
 		if !ok {
-			v = c.of(c.s, st)
-			c.m[st] = v
+			p = new(T)
+			*p = c.of(c.s, st)
+			c.m[st] = p
 		}
-		return v
+		return p
 	}
 	if !c.done[st] {
 		c.v[st] = c.of(c.s, st)
 		c.done[st] = true
 	}
-	return c.v[st]
+	return &c.v[st]
 }
 
 // stackUses is about how many stacks a device's memos look up: one per

@@ -134,10 +134,8 @@ func groupLeaks(h *History, steps []stepRange) []Leak {
 	capacity := h.Device.CapacityBytes
 	if capacity > 0 {
 		last := sc.steps[len(sc.steps)-1]
-		var peak int64
-		for i := last.start; i <= last.end; i++ {
-			peak = max(peak, h.Allocated[i])
-		}
+		peak, _ := h.peakIn(last.start, last.end)
+		peak = max(peak, 0)
 		for i := range out {
 			l := &out[i]
 			if l.Kind == LeakReferenceCycle || l.BytesPerStep <= 0 {

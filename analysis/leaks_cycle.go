@@ -98,7 +98,7 @@ func (sc *leakScan) cycleFinding() (Leak, bool) {
 			hi++
 		}
 		for i := lo; i <= hi; i++ {
-			bi := sc.h.closeAt[i]
+			bi := sc.h.closeAt(i)
 			if bi < 0 {
 				continue
 			}

@@ -168,7 +168,7 @@ func (sc *leakScan) forwardAllocated(k int) int64 {
 	var t int64
 	st := sc.steps[k]
 	for i := st.start; i <= st.end; i++ {
-		if bi := sc.h.openAt[i]; bi >= 0 && sc.forwardish(int(bi)) {
+		if bi := sc.h.openAt(i); bi >= 0 && sc.forwardish(int(bi)) {
 			t += sc.h.Blocks[bi].Size
 		}
 	}

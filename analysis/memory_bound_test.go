@@ -20,18 +20,18 @@ const (
 	// bytes of pickle (5.7 bytes a byte).
 	modelBytesPerInputByte = 8
 	// allocatedBytesPerInputByte bounds what reading and analysing the file
-	// allocate in all, an upper bound on their peak (97 a byte for those
-	// trace entries; real snapshots and traces peak at 0.74–0.80× their
-	// size in RSS, README "Performance").
+	// allocate in all, an upper bound on their peak (75 a byte for those
+	// trace entries; generated training snapshots and traces peak at
+	// 0.57–0.75× their size in RSS, README "Performance").
 	allocatedBytesPerInputByte = 128
 )
 
 // cpuNanosPerInputByte bounds the CPU time of reading and analysing a file,
 // per byte of input after gzip (SECURITY.md states it; TestSecurityBounds
 // checks it; TestCPUPerInputByte measures it where the process's CPU time
-// can be read): measured 144 at most (pickle trace entries of 7 bytes, a
-// 40-byte event each), 5–9 for bytes the reader only steps over (a gzip
-// bomb's filler). With the default limits a file of S bytes decodes at
+// can be read): measured 148–218 at a load of 5 on 2 cores (pickle trace
+// entries of 7 bytes, a 40-byte event each), 5–11 for bytes the reader
+// only steps over (a gzip bomb's filler). With the default limits a file of S bytes decodes at
 // most 8 GiB, a gzip file at most 64 MiB plus 128×S (snapshot.Options): a
 // 9 MB gzip bomb stops after 1.2 GB, 7.4 CPU-seconds (it read on to 8 GiB).
 const cpuNanosPerInputByte = 300

@@ -32,12 +32,7 @@ func (h *History) phasePeaks(sites *siteCache, topN int) []PhasePeak {
 	for _, sp := range h.Phases.Spans {
 		v, ev := sp.PeakAllocatedBytes, sp.StartEvent
 		if sp.Events > 0 {
-			v = h.AllocatedAt(sp.StartEvent)
-			for k := sp.StartEvent + 1; k <= sp.EndEvent; k++ {
-				if h.Allocated[k] > v {
-					v, ev = h.Allocated[k], k
-				}
-			}
+			v, ev = h.peakIn(sp.StartEvent, sp.EndEvent)
 		}
 		b := at[sp.Phase]
 		if b == nil {

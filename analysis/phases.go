@@ -47,10 +47,14 @@ const NoStep = -1
 // other sources are numbered from 1 in the file (events outside them 0);
 // without steps every event is step 0.
 type Phases struct {
-	code  []uint8
-	step  []int32
-	span  []int32
-	Spans []PhaseSpan
+	code []uint8
+	// step is the step of every event while the phases are computed; then
+	// steps replace it, and spanOrder indexes the spans (a few entries for
+	// a run of millions of events).
+	step      []int32
+	steps     []stepRun // the runs of events of one step, in event order
+	spanOrder []int32   // the spans with events, by their first event
+	Spans     []PhaseSpan
 	// Sources says what the phases were derived from ("annotations",
 	// "frames", "autograd threads", "lifetimes").
 	Sources []string
@@ -67,23 +71,57 @@ func (p *Phases) At(i int) Phase {
 	return codePhase[p.code[i]]
 }
 
+// stepRun is a run of consecutive events of one step, from event start.
+type stepRun struct{ start, step int32 }
+
 // StepAt returns the step of event i.
 func (p *Phases) StepAt(i int) int {
-	if i < 0 || i >= len(p.step) {
-		if i < 0 && len(p.step) > 0 {
-			return int(p.step[0])
+	if p.step != nil || len(p.steps) == 0 {
+		if i < 0 || i >= len(p.step) {
+			if i < 0 && len(p.step) > 0 {
+				return int(p.step[0])
+			}
+			return 0
 		}
+		return int(p.step[i])
+	}
+	if i >= len(p.code) {
 		return 0
 	}
-	return int(p.step[i])
+	k := sort.Search(len(p.steps), func(k int) bool { return int(p.steps[k].start) > i }) - 1
+	return int(p.steps[max(k, 0)].step)
 }
 
 // SpanAt returns the index in Spans of the span holding event i (−1).
 func (p *Phases) SpanAt(i int) int {
-	if i < 0 || i >= len(p.span) {
+	if i < 0 || i >= len(p.code) {
 		return -1
 	}
-	return int(p.span[i])
+	o := p.spanOrder
+	k := sort.Search(len(o), func(k int) bool { return p.Spans[o[k]].StartEvent > i }) - 1
+	if k < 0 || p.Spans[o[k]].EndEvent < i {
+		return -1
+	}
+	return int(o[k])
+}
+
+// compact replaces the step of every event by its runs and indexes the
+// spans by their first event, once both are final (StepAt and SpanAt).
+func (p *Phases) compact() {
+	for i, st := range p.step {
+		if i == 0 || st != p.step[i-1] {
+			p.steps = append(p.steps, stepRun{int32(i), st})
+		}
+	}
+	for si, sp := range p.Spans {
+		if sp.Events > 0 {
+			p.spanOrder = append(p.spanOrder, int32(si))
+		}
+	}
+	sort.Slice(p.spanOrder, func(a, b int) bool {
+		return p.Spans[p.spanOrder[a]].StartEvent < p.Spans[p.spanOrder[b]].StartEvent
+	})
+	p.step = nil
 }
 
 var stepRE = regexp.MustCompile(`ProfilerStep\s*#\s*(\d+)`)
@@ -155,13 +193,27 @@ func innermost(events []snapshot.Event, ivs []interval) []int32 {
 	if len(ivs) == 0 {
 		return out
 	}
-	order := make([]int32, 0, len(events))
+	// A device's events are in time order: sort them only when they are
+	// not (the sort costs more than the sweep, and a copy of the indexes).
+	var order []int32
+	last := int64(math.MinInt64)
 	for i := range events {
-		if events[i].HasTime() {
-			order = append(order, int32(i))
+		if t := events[i].TimeNS; events[i].HasTime() {
+			if t < last {
+				order = make([]int32, 0, len(events))
+				break
+			}
+			last = t
 		}
 	}
-	sort.SliceStable(order, func(a, b int) bool { return events[order[a]].TimeNS < events[order[b]].TimeNS })
+	if order != nil {
+		for i := range events {
+			if events[i].HasTime() {
+				order = append(order, int32(i))
+			}
+		}
+		sort.SliceStable(order, func(a, b int) bool { return events[order[a]].TimeNS < events[order[b]].TimeNS })
+	}
 	byStart := make([]int, len(ivs))
 	for i := range byStart {
 		byStart[i] = i
@@ -169,7 +221,16 @@ func innermost(events []snapshot.Event, ivs []interval) []int32 {
 	sort.SliceStable(byStart, func(a, b int) bool { return ivs[byStart[a]].start < ivs[byStart[b]].start })
 	var active []int
 	next := 0
-	for _, ei := range order {
+	for k := 0; k < len(events); k++ {
+		ei := int32(k)
+		if order != nil {
+			if k >= len(order) {
+				break
+			}
+			ei = order[k]
+		} else if !events[k].HasTime() {
+			continue
+		}
 		t := events[ei].TimeNS
 		for next < len(byStart) && ivs[byStart[next]].start <= t {
 			active = append(active, byStart[next])
@@ -207,7 +268,7 @@ func innermost(events []snapshot.Event, ivs []interval) []int32 {
 func ComputePhases(h *History) *Phases {
 	s, d := h.Snap, h.Device
 	n := len(d.Events)
-	p := &Phases{code: make([]uint8, n), step: make([]int32, n), span: make([]int32, n)}
+	p := &Phases{code: make([]uint8, n), step: make([]int32, n)}
 	h.Phases = p
 	ann := h.ann
 	if ann == nil {
@@ -254,8 +315,7 @@ func ComputePhases(h *History) *Phases {
 			}
 		}
 	}
-	filled := resolveHints(hints, d.Events, phaseIvs)
-	copy(p.code, filled)
+	resolveHints(hints, d.Events, phaseIvs, p.code)
 	p.nestAutogradInForward(h)
 	p.forwardByCalls(h, hints)
 	for _, src := range []struct {
@@ -275,6 +335,7 @@ func ComputePhases(h *History) *Phases {
 	p.buildSpans(h)
 	h.measureSteps()
 	p.addEmptySpans(h, phaseIvs, annIdx, stepIvs)
+	p.compact()
 	return p
 }
 
@@ -322,10 +383,10 @@ func freesCarryAllocStacks(h *History) bool {
 // sides agree; after forward (or before the first backward or optimizer
 // hint) it is backward. An annotated phase that ended (or began) between an
 // event and its nearest strong hint counts as that hint, even when it holds
-// no event of this device.
-func resolveHints(hints []hint, events []snapshot.Event, ivs []interval) []uint8 {
+// no event of this device. The phases are written into out (zeroed:
+// unknown).
+func resolveHints(hints []hint, events []snapshot.Event, ivs []interval, out []uint8) {
 	n := len(hints)
-	out := make([]uint8, n)
 	strong := func(h hint) bool { return h >= hintInit }
 	byEnd := make([]interval, 0, len(ivs))
 	byStart := make([]interval, 0, len(ivs))
@@ -352,11 +413,11 @@ func resolveHints(hints []hint, events []snapshot.Event, ivs []interval) []uint8
 		}
 	}
 	// next strong hint index after each position
-	nextIdx := make([]int, n+1)
+	nextIdx := make([]int32, n+1)
 	nextIdx[n] = -1
 	for i := n - 1; i >= 0; i-- {
 		if strong(hints[i]) {
-			nextIdx[i] = i
+			nextIdx[i] = int32(i)
 		} else {
 			nextIdx[i] = nextIdx[i+1]
 		}
@@ -372,7 +433,7 @@ func resolveHints(hints []hint, events []snapshot.Event, ivs []interval) []uint8
 		if prevIdx >= 0 {
 			prev = hints[prevIdx]
 		}
-		ni := nextIdx[i+1]
+		ni := int(nextIdx[i+1])
 		if ni >= 0 {
 			next = hints[ni]
 		}
@@ -420,7 +481,6 @@ func resolveHints(hints []hint, events []snapshot.Event, ivs []interval) []uint8
 			out[i] = codeBackward
 		}
 	}
-	return out
 }
 
 // buildSpans groups consecutive events of one phase and step into spans and
@@ -434,10 +494,8 @@ func (p *Phases) buildSpans(h *History) {
 		}
 		sp := PhaseSpan{Phase: codePhase[p.code[i]], Step: int(p.step[i]), StartEvent: i, EndEvent: j,
 			StartUS: h.TimeUS(i), EndUS: h.TimeUS(j), Events: j - i + 1}
-		for k := i; k <= j; k++ {
-			sp.PeakAllocatedBytes = max(sp.PeakAllocatedBytes, h.Allocated[k])
-			p.span[k] = int32(len(p.Spans))
-		}
+		peak, _ := h.peakIn(i, j)
+		sp.PeakAllocatedBytes = max(sp.PeakAllocatedBytes, peak)
 		p.Spans = append(p.Spans, sp)
 		i = j + 1
 	}
@@ -501,11 +559,6 @@ func (p *Phases) addEmptySpans(h *History, ivs []interval, annIdx []int32, stepI
 		return all[a].Events > all[b].Events
 	})
 	p.Spans = all
-	for si, sp := range p.Spans {
-		for k := sp.StartEvent; sp.Events > 0 && k <= sp.EndEvent; k++ {
-			p.span[k] = int32(si)
-		}
-	}
 }
 
 // nestAutogradInForward recodes as forward each run of backward events that

@@ -34,6 +34,8 @@ type Block struct {
 	// Stack is the allocation stack (the trace entry's, or the dump-time
 	// block's for blocks allocated before recording); FreeStack the free's.
 	Stack, FreeStack snapshot.StackID
+	meta             uint32 // Event.Meta of the allocation (memory timelines: "category:…")
+
 	// Untracked marks the part of a chrome trace's pre-window baseline that
 	// no event accounts for (a pseudo-block at address 0).
 	Untracked bool
@@ -41,12 +43,12 @@ type Block struct {
 	// other streams (active_pending_free) that the trace never touches: it
 	// holds memory but is not allocated at any event.
 	PendingAtStart bool
-	// Category, Rule and Confidence are set by classification.
+	// Category, Rule and Confidence are set by classification. (The
+	// fields are ordered so that the small ones share a word: a long trace
+	// has millions of blocks.)
 	Category   Category
 	Rule       string
 	Confidence Confidence
-
-	meta uint32 // Event.Meta of the allocation (memory timelines: "category:…")
 }
 
 // allocEnd is the event at which the block stops being allocated:
@@ -85,11 +87,6 @@ type History struct {
 	// InitialRequested is the requested bytes of the blocks allocated
 	// before the first event.
 	InitialRequested int64
-	// Allocated[i] and Reserved[i] are the bytes after event i.
-	Allocated, Reserved []int64
-	// Requested[i] is the requested bytes of the blocks allocated after
-	// event i (equal to Allocated in a chrome trace).
-	Requested []int64
 	// Phases holds the phase and step of every event and the phase spans.
 	Phases *Phases
 	// Steps is how the events divide into steps (the step pass).
@@ -99,11 +96,17 @@ type History struct {
 	// by analyze; made on first use for a history built alone).
 	texts *frameTexts
 
-	// openAt[i] / closeAt[i] are the blocks event i allocates / frees (−1).
-	openAt, closeAt []int32
-	// endAt[i] is the block whose allocation event i ends (free_requested,
-	// or free_completed without one; −1).
-	endAt []int32
+	// blockAt[i] is the block event i allocates, or whose free it
+	// requests or completes (−1): see openAt, endAt and closeAt.
+	blockAt []int32
+	// allocMarks[k] and reqMarks[k] are the allocated and requested bytes
+	// before event k·curveMark: the curves between two marks are replayed
+	// from the blocks (AllocatedAt, allocatedRange), so that the history
+	// keeps a few bytes an event, not the curves.
+	allocMarks, reqMarks []int64
+	// resPoints are the reserved bytes from each event that changes them
+	// (a snapshot's segment events; a chrome trace's Device.Reserved).
+	resPoints []snapshot.CounterPoint
 	// sizing is what sizeBlocks found.
 	sizing blockSizing
 	// extraClose lists blocks closed by an event that also opens one
@@ -144,23 +147,6 @@ func (h *History) TimeUS(i int) int64 {
 	return e.TimeNS / 1000
 }
 
-// AllocatedAt returns the allocated bytes after event i (i = −1: initial).
-func (h *History) AllocatedAt(i int) int64 {
-	if i < 0 || len(h.Allocated) == 0 {
-		return h.InitialAllocated
-	}
-	return h.Allocated[i]
-}
-
-// RequestedAt returns the requested bytes of the blocks allocated after
-// event i (i = −1: initial).
-func (h *History) RequestedAt(i int) int64 {
-	if i < 0 || len(h.Requested) == 0 {
-		return h.InitialRequested
-	}
-	return h.Requested[i]
-}
-
 // hasRequests reports whether the file's sizes are requests that the
 // allocator rounded into blocks (snapshots). A chrome trace's Bytes are the
 // blocks themselves; a memory timeline (export_memory_timeline) has no
@@ -183,14 +169,6 @@ func (h *History) requestedAt(i int) *int64 {
 	return &v
 }
 
-// ReservedAt returns the reserved bytes after event i (i = −1: initial).
-func (h *History) ReservedAt(i int) int64 {
-	if i < 0 || len(h.Reserved) == 0 {
-		return h.InitialReserved
-	}
-	return h.Reserved[i]
-}
-
 // EndIndex is the index of the last event (−1 when there are none).
 func (h *History) EndIndex() int { return len(h.Device.Events) - 1 }
 
@@ -204,10 +182,9 @@ func (h *History) EndIndex() int { return len(h.Device.Events) - 1 }
 func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 	h := &History{Snap: s, Device: d, markers: newStackMemo(s, stackUses(d), markersOf), firstOOM: -1}
 	n := len(d.Events)
-	h.openAt = make([]int32, n)
-	h.closeAt = make([]int32, n)
-	for i := range h.openAt {
-		h.openAt[i], h.closeAt[i] = -1, -1
+	h.blockAt = make([]int32, n)
+	for i := range h.blockAt {
+		h.blockAt[i] = -1
 	}
 	// Size the block table for the usual case: every allocation and every
 	// block live at the dump makes a block, frees without an allocation
@@ -251,7 +228,7 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 				bi := newBlock(Block{Size: e.Size, Requested: e.Size, Alloc: i, Free: -1, FreeRequested: -1, Stack: e.Stack, meta: e.Meta})
 				k := anonKey{e.Size, h.categoryMeta(e.Meta)}
 				anon[k] = append(anon[k], bi)
-				h.openAt[i] = bi
+				h.blockAt[i] = bi
 				h.anonymous++
 				continue
 			}
@@ -265,13 +242,14 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 			}
 			bi := newBlock(Block{Addr: e.Addr, Size: e.Size, Requested: e.Size, Alloc: i, Free: -1, FreeRequested: -1, Stack: e.Stack})
 			live[e.Addr] = bi
-			h.openAt[i] = bi
+			h.blockAt[i] = bi
 		case snapshot.ActionFreeRequested:
 			bi, ok := live[e.Addr]
 			if !ok {
 				bi = newBlock(Block{Addr: e.Addr, Size: e.Size, Requested: e.Size, Alloc: -1, Free: -1, FreeRequested: -1})
 				live[e.Addr] = bi
 			}
+			h.blockAt[i] = bi
 			h.Blocks[bi].FreeRequested = i
 			h.Blocks[bi].FreeStack = e.Stack
 		case snapshot.ActionFreeCompleted:
@@ -285,7 +263,7 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 					bi = newBlock(Block{Size: e.Size, Requested: e.Size, Alloc: -1, Free: -1, FreeRequested: -1, FreeStack: e.Stack, meta: e.Meta})
 				}
 				h.Blocks[bi].Free = i
-				h.closeAt[i] = bi
+				h.blockAt[i] = bi
 				continue
 			}
 			bi, ok := live[e.Addr]
@@ -297,7 +275,7 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 			if h.Blocks[bi].FreeStack == 0 {
 				h.Blocks[bi].FreeStack = e.Stack
 			}
-			h.closeAt[i] = bi
+			h.blockAt[i] = bi
 		}
 	}
 	if len(d.Preexisting) > 0 {
@@ -373,35 +351,28 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 			h.InitialAllocated = d.Baseline
 		}
 	}
-	h.endAt = make([]int32, n)
-	for i := range h.endAt {
-		h.endAt[i] = -1
-	}
-	for bi := range h.Blocks {
-		if e := h.Blocks[bi].allocEnd(); e >= 0 && !h.Blocks[bi].PendingAtStart {
-			h.endAt[e] = int32(bi)
-		}
-	}
-	h.Allocated = make([]int64, n)
-	h.Requested = make([]int64, n)
-	cur, req := h.InitialAllocated, int64(0)
+	req := int64(0)
 	for bi := range h.Blocks {
 		if b := &h.Blocks[bi]; b.LiveAt(-1) {
 			req += b.Requested
 		}
 	}
 	h.InitialRequested = req
+	h.allocMarks = make([]int64, 0, n/curveMark+2)
+	h.reqMarks = make([]int64, 0, n/curveMark+2)
+	cur := h.InitialAllocated
 	for i := range d.Events {
-		if bi := h.openAt[i]; bi >= 0 {
-			cur += h.Blocks[bi].Size
-			req += h.Blocks[bi].Requested
+		if i%curveMark == 0 {
+			h.allocMarks = append(h.allocMarks, cur)
+			h.reqMarks = append(h.reqMarks, req)
 		}
-		if bi := h.endAt[i]; bi >= 0 {
-			cur -= h.Blocks[bi].Size
-			req -= h.Blocks[bi].Requested
-		}
-		h.Allocated[i] = cur
-		h.Requested[i] = req
+		da, dr := h.deltaAt(i)
+		cur += da
+		req += dr
+	}
+	if n%curveMark == 0 { // the mark after the last event
+		h.allocMarks = append(h.allocMarks, cur)
+		h.reqMarks = append(h.reqMarks, req)
 	}
 	h.replayReserved()
 	return h
@@ -448,64 +419,6 @@ func (h *History) placePreexisting(newBlock func(Block) int32) {
 		if !used[i] {
 			newBlock(Block{Size: r.Size, Requested: r.Size, Alloc: -1, Free: -1, FreeRequested: -1, meta: r.Meta})
 		}
-	}
-}
-
-// replayReserved computes the reserved curve: from the chrome trace's
-// Total Reserved counter, or by undoing segment events from the dump-time
-// segments (reserved before = reserved after − allocated/mapped + freed/
-// unmapped).
-func (h *History) replayReserved() {
-	d := h.Device
-	n := len(d.Events)
-	h.Reserved = make([]int64, n)
-	if len(d.Reserved) > 0 {
-		pi := 0
-		cur := d.Reserved[0].Value
-		h.InitialReserved = cur
-		for i := 0; i < n; i++ {
-			for pi < len(d.Reserved) && d.Reserved[pi].Event <= i {
-				cur = d.Reserved[pi].Value
-				pi++
-			}
-			h.Reserved[i] = cur
-		}
-		return
-	}
-	var end int64
-	for gi := range d.Segments {
-		end += d.Segments[gi].TotalSize
-	}
-	var sum int64
-	delta := func(e *snapshot.Event) int64 {
-		switch e.Action {
-		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
-			return e.Size
-		case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
-			return -e.Size
-		}
-		return 0
-	}
-	for i := range d.Events {
-		sum += delta(&d.Events[i])
-	}
-	start := end - sum
-	cur, low := start, start
-	for i := range d.Events {
-		cur += delta(&d.Events[i])
-		low = min(low, cur)
-	}
-	if low < 0 {
-		// The dump lacks segments the trace created (or a ring overflow
-		// lost a segment_free): shift so that the curve never goes below 0.
-		start -= low
-		h.reservedClamped = true
-	}
-	h.InitialReserved = start
-	cur = start
-	for i := range d.Events {
-		cur += delta(&d.Events[i])
-		h.Reserved[i] = cur
 	}
 }
 

@@ -325,8 +325,9 @@ const (
 	PhaseBeforeRecording Phase = "before_recording"
 )
 
-// Category is what a block of memory is.
-type Category int
+// Category is what a block of memory is (a byte: each block has one; −1
+// stands for any where a pass takes one).
+type Category int8
 
 // Categories: PyTorch's memory-profiler categories in its plot order, then
 // kinds that profiler has no name for — an inference server's key/value

@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"math"
 	"strconv"
 	"strings"
 
@@ -193,12 +192,7 @@ func (h *History) measureSteps() {
 		i, j := st.StartEvent, st.EndEvent
 		st.StartUS, st.EndUS = h.TimeUS(i), h.TimeUS(j)
 		st.StartAllocatedBytes, st.EndAllocatedBytes = h.AllocatedAt(i-1), h.AllocatedAt(j)
-		st.PeakAllocatedBytes, st.PeakEvent = math.MinInt64, i
-		for e := i; e <= j; e++ {
-			if h.Allocated[e] > st.PeakAllocatedBytes {
-				st.PeakAllocatedBytes, st.PeakEvent = h.Allocated[e], e
-			}
-		}
+		st.PeakAllocatedBytes, st.PeakEvent = h.peakIn(i, j)
 	}
 }
 

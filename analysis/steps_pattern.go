@@ -156,7 +156,7 @@ func parameterSweeps(h *History) []anchor {
 		cur = anchor{}
 	}
 	for i := range ev {
-		bi := h.openAt[i]
+		bi := h.openAt(i)
 		if ev[i].Action != snapshot.ActionAlloc || bi < 0 {
 			continue
 		}
@@ -188,7 +188,7 @@ func fullSweeps(h *History, sweeps []anchor, params map[int64]bool) []anchor {
 	for k, a := range sweeps {
 		sets[k] = map[int64]bool{}
 		for i := a.first; i <= a.last; i++ {
-			if bi := h.openAt[i]; bi >= 0 && h.Device.Events[i].Action == snapshot.ActionAlloc && params[h.Blocks[bi].Size] {
+			if bi := h.openAt(i); bi >= 0 && h.Device.Events[i].Action == snapshot.ActionAlloc && params[h.Blocks[bi].Size] {
 				sets[k][h.Blocks[bi].Size] = true
 			}
 		}
@@ -310,9 +310,10 @@ func (p *Phases) recodeAroundBackward(h *History, start int, a anchor) {
 		}
 	}
 	low := start
-	for k := start; k < a.first; k++ {
-		if h.Allocated[k] < h.Allocated[low] {
-			low = k
+	var lowest int64
+	for k, v := range h.allocatedRange(start, a.first-1) {
+		if k == start || v < lowest {
+			low, lowest = k, v
 		}
 	}
 	fwd := a.first // the forward's first allocation: no copy of the batch

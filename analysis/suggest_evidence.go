@@ -113,10 +113,12 @@ func gatherEvidence(h *History, dr *DeviceResult) *evidence {
 	for _, sp := range h.Phases.Spans {
 		if sp.Phase == PhaseForward && sp.PeakAllocatedBytes > fwdPeak {
 			fwdPeak = sp.PeakAllocatedBytes
-			for k := max(sp.StartEvent, 0); sp.Events > 0 && k <= sp.EndEvent && k < len(h.Allocated); k++ {
-				if h.Allocated[k] == fwdPeak {
-					fwdIdx = k
-					break
+			if sp.Events > 0 {
+				for k, v := range h.allocatedRange(max(sp.StartEvent, 0), sp.EndEvent) {
+					if v == fwdPeak {
+						fwdIdx = k
+						break
+					}
 				}
 			}
 		}

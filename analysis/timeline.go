@@ -10,7 +10,7 @@ const DefaultMaxTimelinePoints = 20000
 // events, the events of the lowest and the highest allocated value, plus the
 // peak and the OOM event, so that extremes stay exact.
 func (h *History) buildTimeline(peak, oom, maxPoints int) *Timeline {
-	n := len(h.Allocated)
+	n := len(h.Device.Events)
 	if maxPoints <= 0 {
 		maxPoints = DefaultMaxTimelinePoints
 	}
@@ -26,12 +26,13 @@ func (h *History) buildTimeline(peak, oom, maxPoints int) *Timeline {
 		for s := 0; s < n; s += size {
 			e := min(n, s+size)
 			lo, hi := s, s
-			for i := s; i < e; i++ {
-				if h.Allocated[i] < h.Allocated[lo] {
-					lo = i
+			var low, high int64
+			for i, v := range h.allocatedRange(s, e-1) {
+				if i == s || v < low {
+					lo, low = i, v
 				}
-				if h.Allocated[i] > h.Allocated[hi] {
-					hi = i
+				if i == s || v > high {
+					hi, high = i, v
 				}
 			}
 			pick = append(pick, min(lo, hi))
@@ -68,19 +69,22 @@ func (h *History) buildTimeline(peak, oom, maxPoints int) *Timeline {
 		}
 	}
 	pi := 0
+	alloc := h.InitialAllocated
 	for i := 0; i < n && pi < len(pick); i++ {
-		if bi := h.openAt[i]; bi >= 0 {
+		da, _ := h.deltaAt(i)
+		alloc += da
+		if bi := h.openAt(i); bi >= 0 {
 			cur[h.Blocks[bi].Category] += h.Blocks[bi].Size
 		}
-		if bi := h.endAt[i]; bi >= 0 {
+		if bi := h.endAt(i); bi >= 0 {
 			cur[h.Blocks[bi].Category] -= h.Blocks[bi].Size
 		}
 		if pick[pi] != i {
 			continue
 		}
 		t.TimeUS[pi] = h.TimeUS(i)
-		t.Allocated[pi] = h.Allocated[i]
-		t.Reserved[pi] = h.Reserved[i]
+		t.Allocated[pi] = alloc
+		t.Reserved[pi] = h.ReservedAt(i)
 		for c := range cur {
 			t.ByCategory[c][pi] = cur[c]
 		}

@@ -140,9 +140,18 @@ func whatIf(h *History, dr *DeviceResult, sugg []Suggestion, capacity int64) *Wh
 		return nil
 	}
 	c := buildCurves(h, 0)
+	var w *WhatIf
+	c.resolve(func() { w = c.whatIf(dr, sugg, capacity) })
+	return w
+}
+
+// whatIf is whatIf on the curves of the device (see curves.resolve).
+func (c *curves) whatIf(dr *DeviceResult, sugg []Suggestion, capacity int64) *WhatIf {
+	h := c.h
 	peak, pj := c.peak(unit())
 	w := &WhatIf{Device: dr.Device, MeasuredPeakBytes: peak, Suggestions: []Projection{}, Scaling: []ScalePoint{}, Notes: []string{}}
-	w.LinearBytes, w.AttentionBytes = c.v[partLinear][pj]+c.v[partKV][pj], c.v[partQuad][pj]
+	at := c.at(pj)
+	w.LinearBytes, w.AttentionBytes = at[partLinear]+at[partKV], at[partQuad]
 	w.FixedBytes = peak - w.LinearBytes - w.AttentionBytes
 	if capacity > 0 {
 		w.CapacityBytes = capacity
@@ -333,34 +342,21 @@ func requested(h *History, j int, cat Category) int64 {
 	return n
 }
 
-// argmax is the index where a part's curve is largest.
-func (c *curves) argmax(p part) int {
-	best, bj := int64(-1), 0
-	for j, v := range c.v[p] {
-		if v > best {
-			best, bj = v, j
-		}
-	}
-	return bj
-}
-
 // near reports whether x is within 3% of want.
 func near(x, want float64) bool { return math.Abs(x-want) <= 0.03*want }
 
 // inferModel reads the model's facts from the curves.
 func inferModel(h *History, c *curves) InferredModel {
+	final := c.at(c.end())
 	m := InferredModel{ParameterBytes: c.maxOf(partParam), GradientBytes: c.maxOf(partGrad, partStaleGrad),
-		OptimizerStateBytes: c.v[partOpt][len(c.v[partOpt])-1]}
+		OptimizerStateBytes: final[partOpt]}
 	if m.OptimizerStateBytes == 0 { // freed by the end: the largest it was
 		m.OptimizerStateBytes = c.maxOf(partOpt)
 	}
 	m.ActivationBytes = c.maxOf(partLinear, partQuad)
 	m.KVCacheBytes = c.maxOf(partKV)
-	for j := range c.v[0] {
-		if c.v[partLinear][j]+c.v[partQuad][j] == m.ActivationBytes {
-			m.AttentionBytes = c.v[partQuad][j]
-			break
-		}
+	if act, sum := c.partsAtMax(partLinear, partQuad); sum == m.ActivationBytes {
+		m.AttentionBytes = act[partQuad]
 	}
 	if len(h.Snap.GradAccumulations) > 0 {
 		m.DType = "fp32"
@@ -377,8 +373,8 @@ func inferModel(h *History, c *curves) InferredModel {
 	// The ratio of the tensors' own bytes: the allocator's blocks round
 	// parameters allocated before the recording differently.
 	paramReq := requested(h, c.argmax(partParam), Parameter)
-	optJ := len(c.v[partOpt]) - 1
-	if c.v[partOpt][optJ] == 0 {
+	optJ := c.end()
+	if final[partOpt] == 0 {
 		optJ = c.argmax(partOpt)
 	}
 	r := float64(requested(h, optJ, OptimizerState)) / float64(max(paramReq, 1))

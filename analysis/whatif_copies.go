@@ -40,7 +40,7 @@ func (h *History) weightCopies() []bool {
 	// one stack or not, once the next allocation shows whether the run
 	// goes on (followed).
 	consider := func(i int, first, followed bool) {
-		bi := h.openAt[i]
+		bi := h.openAt(i)
 		b := &h.Blocks[bi]
 		if b.Category == Parameter || b.Untracked || params[2*b.Requested] == 0 {
 			return
@@ -56,7 +56,7 @@ func (h *History) weightCopies() []bool {
 	}
 	prev, prevFirst := -1, false
 	for i := range ev {
-		if ev[i].Action != snapshot.ActionAlloc || h.openAt[i] < 0 {
+		if ev[i].Action != snapshot.ActionAlloc || h.openAt(i) < 0 {
 			continue
 		}
 		first := prev < 0 || ev[prev].Stack != ev[i].Stack

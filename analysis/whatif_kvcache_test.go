@@ -26,21 +26,22 @@ func TestWhatIfKVCacheScales(t *testing.T) {
 				snap := read(t, s, 0)
 				h := BuildHistory(snap, snap.Devices[0])
 				c := buildCurves(h, 0)
-				end := len(c.v[0]) - 1
+				end := c.end()
+				last := c.at(end)
 				want := simBlocks(t, h, cache)
-				kv := c.v[partKV][end]
+				kv := last[partKV]
 				if pool && kv != 0 || !pool && kv != want {
 					t.Fatalf("KV part at the end %d B, cache %d B (a pool: %v)", kv, want, pool)
 				}
 				// At the end, batch ×2 adds one more of each part that scales
 				// with the batch — the KV cache among them unless it is a pool
 				// — and checkpointing keeps 35% of the activations only.
-				act := float64(c.v[partLinear][end] + c.v[partQuad][end])
-				if got, want := c.at(end, scaled(2, 1))-c.at(end, unit()), act+float64(kv); math.Abs(got-want) > 1 {
+				act := float64(last[partLinear] + last[partQuad])
+				if got, want := c.value(end, scaled(2, 1))-c.value(end, unit()), act+float64(kv); math.Abs(got-want) > 1 {
 					t.Errorf("batch ×2 adds %.0f B at the end, want %.0f (activations %.0f, KV part %d)", got, want, act, kv)
 				}
 				ck := effects()["activation_checkpointing"].f
-				if got, want := c.at(end, unit())-c.at(end, ck), 0.65*act; math.Abs(got-want) > 1 {
+				if got, want := c.value(end, unit())-c.value(end, ck), 0.65*act; math.Abs(got-want) > 1 {
 					t.Errorf("checkpointing lowers the end by %.0f B, want %.0f (the activations' 65%% only)", got, want)
 				}
 				if m := inferModel(h, c); !pool && m.KVCacheBytes < want {

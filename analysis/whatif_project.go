@@ -53,6 +53,14 @@ func Project(s *snapshot.Snapshot, opts Options, at, to Size, gpu *estimate.GPU)
 		return nil, errors.New("no allocation history to project (a state-only snapshot has none)")
 	}
 	c := buildCurves(h, at.Seq)
+	var e *estimate.Result
+	c.resolve(func() { e = c.project(r, kb, ks, at, to, gpu) })
+	return e, nil
+}
+
+// project is Project on the curves of the measured device (see
+// curves.resolve), r its analysis.
+func (c *curves) project(r *Result, kb, ks float64, at, to Size, gpu *estimate.GPU) *estimate.Result {
 	measured, mj := c.peak(unit())
 	base := scaled(kb, ks)
 	peak, j := c.peak(base)
@@ -77,13 +85,14 @@ func Project(s *snapshot.Snapshot, opts Options, at, to Size, gpu *estimate.GPU)
 	if m.DType == "" {
 		e.Notes = append(e.Notes, "parameter count: parameter bytes ÷ 4 (fp32 assumed; the file does not say the dtype)")
 	}
-	e.ParametersBytes = c.v[partParam][j]
-	e.GradientsBytes = c.v[partGrad][j] + c.v[partStaleGrad][j]
-	e.OptimizerStateBytes = c.v[partOpt][j]
+	v := c.at(j)
+	e.ParametersBytes = v[partParam]
+	e.GradientsBytes = v[partGrad] + v[partStaleGrad]
+	e.OptimizerStateBytes = v[partOpt]
 	// A KV cache grows with batch × tokens: it is part of "other" (neither
 	// weights nor activations), scaled as the projection scales it.
-	e.OtherBytes = c.v[partFixed][j] + saturate(kb*ks*float64(c.v[partKV][j]))
-	lin, quad := kb*ks*float64(c.v[partLinear][j]), kb*ks*ks*float64(c.v[partQuad][j])
+	e.OtherBytes = v[partFixed] + saturate(kb*ks*float64(v[partKV]))
+	lin, quad := kb*ks*float64(v[partLinear]), kb*ks*ks*float64(v[partQuad])
 	act, attn := saturate(lin+quad), saturate(quad)
 	e.ActivationsBytes, e.AttentionBytes = &act, &attn
 	e.TotalBytes = peak
@@ -146,7 +155,7 @@ func Project(s *snapshot.Snapshot, opts Options, at, to Size, gpu *estimate.GPU)
 	if k := max(kb*ks, ks); k >= 4 {
 		e.Notes = append(e.Notes, fmt.Sprintf("a ×%g projection: what the measured step did not allocate (new kernels' workspaces, a different attention backend) is not in it", k))
 	}
-	return e, nil
+	return e
 }
 
 func ratio(to, at int64) float64 {

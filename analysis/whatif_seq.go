@@ -55,7 +55,7 @@ func (h *History) seqSquared(seq int64) []bool {
 		if ev[i].Action != snapshot.ActionAlloc {
 			continue
 		}
-		bi := h.openAt[i]
+		bi := h.openAt(i)
 		if bi < 0 {
 			continue
 		}

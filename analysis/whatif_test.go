@@ -20,11 +20,10 @@ func TestWhatIfPartsSumToAllocated(t *testing.T) {
 				continue
 			}
 			h := BuildHistory(s, d)
-			c := buildCurves(h, 0)
-			for j := range c.v[0] {
+			for j, v := range statesOf(buildCurves(h, 0)) {
 				var sum int64
-				for p := range c.v {
-					sum += c.v[p][j]
+				for p := range v {
+					sum += v[p]
 				}
 				if want := h.AllocatedAt(j - 1); sum != want {
 					t.Errorf("%s device %d: parts sum to %d after event %d, allocated %d", path, d.ID, sum, j-1, want)
@@ -33,6 +32,18 @@ func TestWhatIfPartsSumToAllocated(t *testing.T) {
 			}
 		}
 	}
+}
+
+// statesOf is the parts of every state of c (0: before the first event …
+// n: after the last), from one replay.
+func statesOf(c *curves) [][numParts]int64 {
+	out := make([][numParts]int64, c.end()+1)
+	c.resolve(func() {
+		for j := range out {
+			out[j] = c.at(j)
+		}
+	})
+	return out
 }
 
 // simRun simulates a training run and returns its snapshot's history and
@@ -124,10 +135,8 @@ func TestWhatIfSuggestions(t *testing.T) {
 	}
 	h := BuildHistory(s, s.Devices[0])
 	c := buildCurves(h, 0)
-	var stale, staleRequested int64
-	for _, v := range c.v[partStaleGrad] {
-		stale = max(stale, v)
-	}
+	var staleRequested int64
+	stale := c.maxOf(partStaleGrad)
 	for bi := range h.staleGradients() {
 		staleRequested += h.Blocks[bi].Requested
 	}

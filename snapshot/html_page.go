@@ -103,7 +103,7 @@ func readBase64Pickle(in *bufio.Reader, src Source, opts Options, off int64) (*S
 	off++
 	q := &quotedReader{r: in}
 	dec := &base64Reader{r: q, corrupt: -1}
-	s, err := readPickle(bufio.NewReaderSize(dec, 64<<10), src, opts)
+	s, err := readPickle(bufio.NewReaderSize(dec, 64<<10), src, opts, -1)
 	switch {
 	case dec.corrupt >= 0:
 		return nil, &Error{Path: src.Path, Offset: off + dec.corrupt, Msg: "bad base64 in the embedded snapshot"}

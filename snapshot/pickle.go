@@ -15,8 +15,16 @@ import (
 )
 
 // readPickle decodes a snapshot pickle with torchmem's streaming decoder.
-// Bytes after STOP are ignored (trace_plot pads the pickle with NULs).
-func readPickle(in *bufio.Reader, src Source, opts Options) (snap *Snapshot, err error) {
+// Bytes after STOP are ignored (trace_plot pads the pickle with NULs). size
+// is the pickle's length when known (−1 otherwise): the trace is reserved
+// from it (plist.addEvent).
+func readPickle(in *bufio.Reader, src Source, opts Options, size int64) (snap *Snapshot, err error) {
+	return readPickleWith(in, src, opts, size, nil)
+}
+
+// readPickleWith is readPickle; tune, when not nil, sees the machine before
+// it runs (tests turn its fast paths off and count what they took).
+func readPickleWith(in *bufio.Reader, src Source, opts Options, size int64, tune func(*vm)) (snap *Snapshot, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			snap, err = nil, &Error{Path: src.Path, Offset: -1, Msg: fmt.Sprintf("internal error while decoding (please report): %v", r)}
@@ -29,10 +37,14 @@ func readPickle(in *bufio.Reader, src Source, opts Options) (snap *Snapshot, err
 	defer ra.stop()
 	b := NewBuilder(src)
 	sch := newSchema(b)
+	sch.inputBytes = size
 	opts = opts.withDefaults()
-	m := &vm{in: newInbuf(ra), opts: opts, path: src.Path, sch: sch, strs: make(map[string]string, 1024),
+	m := &vm{in: newInbuf(ra), opts: opts, path: src.Path, sch: sch,
 		stack: make([]value, 0, 4096), maxStack: maxStackValues(opts)}
 	sch.m = m
+	if tune != nil {
+		tune(m)
+	}
 	root, err := m.run()
 	if err != nil {
 		return nil, err

@@ -1,12 +1,14 @@
 package snapshot
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestStreamingMatchesReference decodes every real snapshot with the
@@ -68,4 +70,46 @@ func canonical(s *Snapshot) *Snapshot {
 	}
 	out.Frames, out.Stacks = b.Snap.Frames, b.Snap.Stacks
 	return &out
+}
+
+// TestGeneratedTrainingMatchesReference decodes the benchmarks' generated
+// training runs (both shapes: fresh frames lists whose free_completed
+// shares its free_requested's list, and lists shared through the memo)
+// with the streaming decoder and with gopickle, and requires the same
+// model and the size of an entry that each shape is made to have.
+func TestGeneratedTrainingMatchesReference(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		cfg            st.TrainingConfig
+		minEntry, maxE float64
+	}{
+		{"fresh lists", st.TrainingConfig{TargetBytes: 3 << 20}, 140, 220},
+		{"shared lists", st.TrainingConfig{TargetBytes: 3 << 20, SharedStacks: true, Gen: 'E'}, 50, 70},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			entries, err := st.WriteTraining(&buf, c.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fast, err := Read(bytes.NewReader(buf.Bytes()), "train.pickle", int64(buf.Len()), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(fast.Devices[0].Events); n != entries {
+				t.Fatalf("read %d entries, the generator wrote %d", n, entries)
+			}
+			if per := float64(buf.Len()) / float64(entries); per < c.minEntry || per > c.maxE {
+				t.Errorf("%.0f bytes an entry, want %.0f–%.0f", per, c.minEntry, c.maxE)
+			}
+			ref, err := ReadReference(bytes.NewReader(buf.Bytes()), "train.pickle")
+			if err != nil {
+				t.Fatal(err)
+			}
+			fast.Source, ref.Source = Source{}, Source{}
+			if diff := cmp.Diff(canonical(ref), canonical(fast), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("streaming decoder differs from gopickle (-ref +fast):\n%s", diff)
+			}
+		})
+	}
 }

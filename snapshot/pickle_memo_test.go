@@ -1,15 +1,21 @@
 package snapshot
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestMemoTableRoundTrip: every kind of value comes back from the memo as
-// it went in, scalars and IDs stored inline in the slot.
+// it went in, scalars and IDs stored inline in the slot, short strings by
+// the index of their text (each text once, however many slots hold it).
 func TestMemoTableRoundTrip(t *testing.T) {
 	var m memoTable
+	long := strings.Repeat("x", memoShortString+1)
 	vals := []value{
 		{k: kNone}, {k: kBool, n: 1}, {k: kBool}, {k: kInt, n: -1}, {k: kInt, n: 1<<55 - 1},
 		{k: kInt, n: -1 << 55}, {k: kInt, n: 1 << 60}, {k: kUint, n: -1}, {k: kFrame, n: 7},
-		{k: kStack, n: 9}, {k: kGone}, strVal(kStr, "alloc"),
+		{k: kStack, n: 9}, {k: kGone}, strVal(kStr, "alloc"), strVal(kStr, "N/A"), strVal(kStr, "N/A"),
+		strVal(kStr, long),
 	}
 	for i, v := range vals {
 		m.set(i, v)
@@ -20,7 +26,7 @@ func TestMemoTableRoundTrip(t *testing.T) {
 			t.Errorf("slot %d: got %+v, want %+v", i, got, want)
 		}
 	}
-	if inline := len(vals) - m.nobjs; inline != 9 {
-		t.Errorf("%d values stored inline, want 9 (all but the two ints beyond 56 bits and the string)", inline)
+	if inline := len(vals) - m.nobjs; inline != 12 || m.texts.n != 2 {
+		t.Errorf("%d values stored inline, %d texts of short strings; want 12 (all but the two ints beyond 56 bits and the long string) and 2", inline, m.texts.n)
 	}
 }

@@ -1,8 +1,9 @@
 package snapshot
 
 // Containers reduced into the model are reused for the next ones, unless the
-// memo or DUP shared them (gets > 0): a long trace then decodes with a few
-// thousand allocations instead of millions.
+// memo or DUP shared them (gets > 0) with something that may still use
+// them: a long trace then decodes with a few thousand allocations instead
+// of millions.
 
 // newDict returns an empty dict, reusing one already reduced into the model.
 func (m *vm) newDict() *pdict {
@@ -34,10 +35,11 @@ func (m *vm) newList() *plist {
 	return &plist{}
 }
 
-// recycleList keeps a frames list whose stack was interned for reuse.
-func (m *vm) recycleList(l *plist) {
-	if len(m.freeLists) < 4096 && l.gets == 0 && len(l.items)+l.nEvents+len(l.blocks)+len(l.segs)+len(l.annots) == 0 {
-		l.frames, l.memo, l.stack = l.frames[:0], 0, 0
+// reuseList keeps a frames list whose stack was interned, and to which
+// nothing refers any more (see schema.stackOf), for reuse.
+func (m *vm) reuseList(l *plist) {
+	if len(m.freeLists) < 4096 && len(l.items)+l.nEvents+len(l.blocks)+len(l.segs)+len(l.annots) == 0 {
+		l.frames, l.memo, l.stack, l.gets, l.entryRefs = l.frames[:0], 0, 0, 0, 0
 		m.freeLists = append(m.freeLists, l)
 	}
 }

@@ -47,10 +47,13 @@ type schema struct {
 	expanded   int64 // bytes of strings handled for records (see charge)
 	rendered   int64 // bytes of text rendered from values (see render)
 	err        error // the first bound the file broke; the machine stops on it
+	// inputBytes is the size of the pickle when known (a file not
+	// gzipped), else −1: the trace's slice is reserved from it.
+	inputBytes int64
 }
 
 func newSchema(b *Builder) *schema {
-	return &schema{b: b, unknownKey: map[string]int{}, unknownAct: map[string]int{}}
+	return &schema{b: b, unknownKey: map[string]int{}, unknownAct: map[string]int{}, inputBytes: -1}
 }
 
 // appendItem appends v to list l, reducing it into the model when it is a
@@ -89,7 +92,11 @@ func (s *schema) appendItem(l *plist, v value) {
 			l.frames = append(l.frames, id)
 			return
 		case shapeEntry:
-			l.addEvent(s.event(d))
+			at := int64(-1)
+			if m != nil {
+				at = m.off
+			}
+			l.addEvent(s.event(d), at, s.inputBytes)
 			s.consumed(d)
 			return
 		case shapeBlock:
@@ -210,15 +217,29 @@ func (s *schema) frame(d *pdict) FrameID {
 }
 
 // stack interns a frames list (or returns an interned one).
-func (s *schema) stack(v value) StackID {
+func (s *schema) stack(v value) StackID { return s.stackOf(v, false) }
+
+// stackOf is stack; entry says that a trace entry consumes this reference
+// to the list. A list all of whose references trace entries consumed (the
+// one it was made with and each memo fetch or DUP: PyTorch shares a
+// free_requested's list with its free_completed) is reused for the next
+// list; a list another record holds a reference to never is.
+func (s *schema) stackOf(v value, entry bool) StackID {
 	m := s.m
 	switch v.k {
 	case kStack:
 		return StackID(v.n)
 	case kList:
 		l := v.list()
+		if entry {
+			l.entryRefs++
+		}
 		if l.stack > 0 { // fetched before its first reduction
-			return l.stack - 1
+			id := l.stack - 1
+			if m != nil && entry && l.entryRefs == 1+l.gets {
+				m.reuseList(l)
+			}
+			return id
 		}
 		if len(l.items) > 0 {
 			// Frames that were not dicts with filename: skip them.
@@ -229,7 +250,9 @@ func (s *schema) stack(v value) StackID {
 		s.hold(-listBytes)
 		if m != nil {
 			m.replaceMemo(l.memo, value{k: kStack, n: int64(id)})
-			m.recycleList(l)
+			if l.gets == 0 {
+				m.reuseList(l)
+			}
 		}
 		return id
 	}
@@ -268,7 +291,7 @@ func (s *schema) event(d *pdict) Event {
 			e.TimeNS = asInt(v) * 1000
 			s.feats |= featTimeUS
 		case "frames":
-			e.Stack = s.stack(v)
+			e.Stack = s.stackOf(v, true)
 		case "compile_context":
 			compile = asString(v)
 			s.feats |= featCompileContext

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"encoding/binary"
 	"math/big"
+	"slices"
 	"unsafe"
 )
 
@@ -87,7 +88,7 @@ func (d *pdict) has(key string) bool { _, ok := d.get(key); return ok }
 type plist struct {
 	items   []value
 	memo    int
-	gets    int     // times fetched from the memo: shared when > 0, never recycled
+	gets    int     // times fetched from the memo or DUP: shared when > 0
 	stack   StackID // the stack its frames became + 1, 0 before (see schema.stack)
 	frames  []FrameID
 	events  []Event   // the current chunk of trace entries
@@ -96,6 +97,13 @@ type plist struct {
 	blocks  []Block
 	segs    []Segment
 	annots  []rawAnnotation
+	// entryRefs counts the references to it trace entries consumed (see
+	// schema.stackOf).
+	entryRefs int
+	// evStart is the input offset of the first trace entry; evSized that
+	// the trace's slice was reserved (see addEvent).
+	evStart int64
+	evSized bool
 }
 
 // decodeLong decodes a little-endian two's-complement integer.
@@ -161,23 +169,56 @@ func kindName(k kind) string {
 	return "value"
 }
 
-// addEvent appends a trace entry. Entries are kept in chunks that are never
+// addEvent appends a trace entry decoded at input offset at, of an input
+// of total bytes (−1: unknown). Entries are kept in chunks that are never
 // copied while decoding (a growing slice would copy the whole trace again
-// and again); allEvents joins them once at the end.
-func (l *plist) addEvent(e Event) {
+// and again). Once reserveAfter entries show how many bytes an entry
+// takes, one slice is reserved for those and for what the rest of the
+// input holds at that rate, so that allEvents need not join the chunks
+// (a join holds the trace twice); an input whose entries get denser than
+// that falls back to chunks.
+func (l *plist) addEvent(e Event, at, total int64) {
+	if l.nEvents == 0 {
+		l.evStart = at
+	}
 	if len(l.events) == cap(l.events) {
 		if l.events != nil {
 			l.evDone = append(l.evDone, l.events)
 		}
-		l.events = make([]Event, 0, min(max(256, l.nEvents), 1<<16))
+		if n := l.nEvents; !l.evSized && n >= reserveAfter && total > at {
+			l.evSized = true
+			per := max((at-l.evStart)/int64(n), minEntryBytes)
+			rest := (total - at) / per
+			l.events = make([]Event, 0, int64(n)+rest+rest/16+1)
+			for _, c := range l.evDone {
+				l.events = append(l.events, c...)
+			}
+			l.evDone = nil
+		} else {
+			l.events = make([]Event, 0, min(max(256, l.nEvents), 1<<16))
+		}
 	}
 	l.events = append(l.events, e)
 	l.nEvents++
 }
 
+// reserveAfter is how many trace entries addEvent reads before it reserves
+// the whole trace; minEntryBytes the fewest bytes of input it counts an
+// entry to take (PyTorch's densest: about 58), so that a file whose first
+// entries are tiny cannot make it reserve more than 2.5 bytes of events a
+// byte of input.
+const (
+	reserveAfter  = 1 << 14
+	minEntryBytes = 16
+)
+
 // allEvents returns the trace entries of the list as one slice.
 func (l *plist) allEvents() []Event {
 	if len(l.evDone) == 0 {
+		if spare := cap(l.events) - len(l.events); spare > len(l.events)/8 {
+			// Reserved for more than came (other devices' traces followed).
+			return slices.Clip(slices.Clone(l.events))
+		}
 		return l.events
 	}
 	out := make([]Event, 0, l.nEvents)

@@ -60,14 +60,20 @@ type vm struct {
 	opts      Options
 	path      string
 	sch       *schema
-	strs      map[string]string // interned short strings
 	buf       []byte
 	curOp     byte
 	freeDicts []*pdict
 	freeLists []*plist
 	frameRun  []FrameID // scratch of appendFrameRun
-	held      int64     // bytes of containers and dict entries outside the model (see hold)
-	maxStack  int       // the most values the stack may hold (MaxValues and MaxValueBytes)
+	fast      struct {  // entryFast: its scratch, whether it is off, what it took
+		dict    pdict
+		frames  []FrameID
+		memo    []value
+		off     bool
+		entries int
+	}
+	held     int64 // bytes of containers and dict entries outside the model (see hold)
+	maxStack int   // the most values the stack may hold (MaxValues and MaxValueBytes)
 }
 
 func (m *vm) fail(format string, args ...any) error {
@@ -132,6 +138,8 @@ func (m *vm) memoPut(idx int, v value) error {
 	case kList:
 		if l := v.list(); l.memo == 0 {
 			l.memo = idx + 1
+		} else if l.memo != idx+1 {
+			l.gets++ // a second slot keeps it after its first is replaced: never reused
 		}
 	}
 	return nil
@@ -201,6 +209,12 @@ func (m *vm) run() (value, error) {
 			in.pos += 4
 			if err := m.pushMemo(int(idx)); err != nil {
 				return value{}, err
+			}
+			continue
+		}
+		if op == '}' && !m.fast.off && m.entryFast() {
+			if m.sch.err != nil {
+				return value{}, m.sch.err
 			}
 			continue
 		}

@@ -271,12 +271,16 @@ func readSniffed(in *bufio.Reader, src Source, opts Options) (*Snapshot, error) 
 	if len(head) == 0 {
 		return nil, &Error{Path: src.Path, Offset: 0, Msg: "empty after decompression"}
 	}
+	size := src.FileBytes // the pickle's, unless gzip expands it
+	if src.Gzipped {
+		size = -1
+	}
 	switch {
 	case head[0] == 0x80:
-		return readPickle(in, src, opts)
+		return readPickle(in, src, opts, size)
 	case head[0] == '}' || head[0] == ']' || head[0] == '(':
 		// Protocol 0/1 pickles have no PROTO opcode.
-		return readPickle(in, src, opts)
+		return readPickle(in, src, opts, size)
 	}
 	// Text: leading whitespace (any amount: it is skipped, not kept) and a
 	// UTF-8 byte-order mark.

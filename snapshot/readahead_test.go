@@ -109,7 +109,7 @@ func TestReadAheadPanicInsideDecoders(t *testing.T) {
 			return readChromeTrace(in, Source{Path: "p.json"}, Options{}, 0)
 		}, trace},
 		{"pickle", func(in *bufio.Reader) (*Snapshot, error) {
-			return readPickle(in, Source{Path: "p.pickle"}, Options{})
+			return readPickle(in, Source{Path: "p.pickle"}, Options{}, -1)
 		}, pickleHead},
 	}
 	for _, tc := range tests {

@@ -17,6 +17,8 @@ func TestSecurityBounds(t *testing.T) {
 		"DefaultMaxDepth":       DefaultMaxDepth,
 		"DefaultMaxMemo":        DefaultMaxMemo,
 		"memoBytesPerEntry":     memoBytesPerEntry,
+		"maxShortTexts":         maxShortTexts,
+		"shortTextBytes":        shortTextBytes,
 		"DefaultMaxValues":      DefaultMaxValues,
 		"DefaultMaxValueBytes":  DefaultMaxValueBytes,
 		"DefaultMaxDevices":     DefaultMaxDevices,

@@ -16,18 +16,20 @@ func newGenCmd(g *globals) *cobra.Command {
 	var out, size string
 	var protocol int
 	cmd := &cobra.Command{
-		Use:    "gen demo|big|bigtrace|faultyjob",
+		Use:    "gen demo|big|bigtrace|training|dense|faultyjob",
 		Short:  "Generate a snapshot made by torchmem's own allocator simulator",
 		Hidden: true,
 		Example: `  torchmem gen demo -o testdata/demo/oom_snapshot.pickle
   torchmem gen big --size 1GB -o /tmp/big.pickle
   torchmem gen bigtrace --size 1GB -o /tmp/big.json
+  torchmem gen training --size 1GB -o /tmp/train.pickle   # a training step repeated
+  torchmem gen dense --size 170MB -o /tmp/dense.pickle    # the same, frames lists shared
   torchmem gen faultyjob -o /tmp/job   # 8 ranks' snapshots, oom_snapshot_rankN.pickle`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var data []byte
 			switch args[0] {
-			case "big", "bigtrace":
+			case "big", "bigtrace", "training", "dense":
 				n, err := humanize.ParseBytes(size)
 				if err != nil {
 					return &exitError{exitInput, fmt.Errorf("gen big --size %q: %v", size, err)}
@@ -48,7 +50,15 @@ func newGenCmd(g *globals) *cobra.Command {
 					}
 					return err
 				}
-				entries, err := st.WriteBig(w, st.BigConfig{TargetBytes: int64(n), Seed: 1})
+				var entries int
+				switch args[0] {
+				case "big":
+					entries, err = st.WriteBig(w, st.BigConfig{TargetBytes: int64(n), Seed: 1})
+				case "training":
+					entries, err = st.WriteTraining(w, st.TrainingConfig{TargetBytes: int64(n)})
+				default:
+					entries, err = st.WriteTraining(w, st.TrainingConfig{TargetBytes: int64(n), SharedStacks: true, Gen: 'E'})
+				}
 				if err == nil && !g.quiet {
 					fmt.Fprintf(g.stderr, "wrote %d trace entries\n", entries)
 				}
@@ -71,7 +81,7 @@ func newGenCmd(g *globals) *cobra.Command {
 				}
 				return nil
 			default:
-				return &exitError{exitInput, fmt.Errorf("gen: unknown scenario %q (want demo, big, bigtrace or faultyjob)", args[0])}
+				return &exitError{exitInput, fmt.Errorf("gen: unknown scenario %q (want demo, big, bigtrace, training, dense or faultyjob)", args[0])}
 			}
 			if out == "" || out == "-" {
 				_, err := cmd.OutOrStdout().Write(data)

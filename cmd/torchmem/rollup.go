@@ -123,7 +123,7 @@ func inputSizes(paths []string) ([]int64, int64) {
 }
 
 // analyzeOne reads and analyses one input of many: no progress bar of its
-// own, no memory limit of its own (analyzeAll sets one for all).
+// own, no collector setting of its own (analyzeAll sets one for all).
 func (g *globals) analyzeOne(path string, opts analysis.Options) (*analysis.Result, error) {
 	sopts, err := g.options()
 	if err != nil {
@@ -144,7 +144,7 @@ func (g *globals) analyzeOne(path string, opts analysis.Options) (*analysis.Resu
 	return analysis.Analyze(s, opts), nil
 }
 
-// boundMemoryFor sets the memory limit for analysing paths, workers at a
+// boundMemoryFor sets the collector for analysing paths, workers at a
 // time: as boundMemory does for one input, from the sizes of the largest
 // inputs that can be analysed at once.
 func (g *globals) boundMemoryFor(paths []string, workers int) {

@@ -7,9 +7,13 @@ import (
 )
 
 // GeneratedFile returns the path of a generated input of about size bytes —
-// kind "snapshot" (WriteBig) or "trace" (WriteBigTrace) — writing it once
-// into a cache folder (TORCHMEM_BENCH_DIR, default the system temp folder).
-// Benchmarks use it so that large inputs are made by the project's own code.
+// kind "snapshot" (WriteBig), "trace" (WriteBigTrace), "training"
+// (WriteTraining: a training run whose iterations repeat, frames lists
+// fresh as PyTorch writes them) or "dense" (the same with frames lists
+// shared through the memo, PyTorch 2.5's keys: the densest real shape) —
+// writing it once into a cache folder (TORCHMEM_BENCH_DIR, default the
+// system temp folder). Benchmarks use it so that large inputs are made by
+// the project's own code.
 func GeneratedFile(kind string, size int64) (string, error) {
 	dir := os.Getenv("TORCHMEM_BENCH_DIR")
 	if dir == "" {
@@ -18,11 +22,15 @@ func GeneratedFile(kind string, size int64) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	ext := map[string]string{"snapshot": "pickle", "trace": "json"}[kind]
+	ext := map[string]string{"snapshot": "pickle", "trace": "json", "training": "pickle", "dense": "pickle"}[kind]
 	if ext == "" {
 		return "", fmt.Errorf("unknown kind %q", kind)
 	}
-	path := filepath.Join(dir, fmt.Sprintf("gen_%s_%d.%s", kind, size, ext))
+	name := kind
+	if kind == "training" || kind == "dense" {
+		name += trainingVersion // a changed generator writes new files
+	}
+	path := filepath.Join(dir, fmt.Sprintf("gen_%s_%d.%s", name, size, ext))
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
@@ -31,9 +39,14 @@ func GeneratedFile(kind string, size int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if kind == "snapshot" {
+	switch kind {
+	case "snapshot":
 		_, err = WriteBig(f, BigConfig{TargetBytes: size, Seed: 1})
-	} else {
+	case "training":
+		_, err = WriteTraining(f, TrainingConfig{TargetBytes: size})
+	case "dense":
+		_, err = WriteTraining(f, TrainingConfig{TargetBytes: size, SharedStacks: true, Gen: 'E'})
+	default:
 		_, err = WriteBigTrace(f, size, 1)
 	}
 	if cerr := f.Close(); err == nil {
