@@ -1,8 +1,9 @@
 package analysis
 
 import (
-	"github.com/torchmem/torchmem/result"
 	"sort"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // Bounds of AllocationsAt: the largest live blocks and the latest
@@ -42,7 +43,7 @@ func (h *History) allocationsAt(sites *siteCache, i int) *result.AllocationsAt {
 func (h *History) allocation(sites *siteCache, bi int) result.Allocation {
 	b := &h.Blocks[bi]
 	a := result.Allocation{Address: b.Addr, Size: b.Size, Requested: b.Requested, Category: b.Category, Rule: b.Rule,
-		AllocEvent: b.Alloc, FreeEvent: b.Free, Site: h.blockSite(sites, b), Stack: displayStack(h.Snap, b.Stack, allocationFrames)}
+		AllocEvent: b.Alloc, FreeEvent: b.Free, Site: h.blockSite(sites, b), Stack: h.displayStack(b.Stack, allocationFrames)}
 	if b.Alloc < 0 {
 		a.Phase, a.AllocEvent = result.PhaseBeforeRecording, -1
 	} else {

@@ -1,10 +1,11 @@
 package analysis
 
 import (
-	"github.com/torchmem/torchmem/result"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // The figures below are the output of testdata/facts/category_facts.py

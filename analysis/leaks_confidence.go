@@ -1,9 +1,10 @@
 package analysis
 
 import (
-	"github.com/torchmem/torchmem/result"
 	"math"
 	"sort"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // This file grades how certain a leak finding is, and holds the statistics

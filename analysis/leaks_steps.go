@@ -1,8 +1,9 @@
 package analysis
 
 import (
-	"github.com/torchmem/torchmem/result"
 	"sort"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // This file compares the steps of a leak scan: which blocks of a step outlive
@@ -13,7 +14,7 @@ import (
 // outlives the next step, and how it ends.
 func scanSurvivors(h *History, plan *stepPlan, steps []stepRange) *leakScan {
 	n := len(h.Device.Events)
-	sc := &leakScan{h: h, plan: plan, steps: steps, stepOf: make([]int32, n), sites: newSiteCache(h.Snap),
+	sc := &leakScan{h: h, plan: plan, steps: steps, stepOf: make([]int32, n), sites: h.newSiteCache(),
 		kept: make([][]int, len(steps)), held: make([][]int, len(steps)), guessed: h.anonymous > 0}
 	for i := range sc.stepOf {
 		sc.stepOf[i] = -1

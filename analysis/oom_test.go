@@ -1,10 +1,11 @@
 package analysis
 
 import (
-	"github.com/torchmem/torchmem/result"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // TestRealOOMs checks the post-mortem of the two real OOM snapshots.

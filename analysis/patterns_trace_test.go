@@ -2,9 +2,10 @@ package analysis
 
 import (
 	"fmt"
-	"github.com/torchmem/torchmem/result"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // Fixtures of the same patterns in torch.profiler's chrome traces: op

@@ -1,9 +1,10 @@
 package analysis
 
 import (
-	"github.com/torchmem/torchmem/result"
 	"slices"
 	"testing"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // recordedTruth is what is known to be true of one recording of

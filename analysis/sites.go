@@ -1,8 +1,9 @@
 package analysis
 
 import (
-	"github.com/torchmem/torchmem/result"
 	"sort"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // blockSite names the allocation site of a block: its first user frame, or
@@ -29,7 +30,7 @@ func (h *History) blockSiteRef(c *siteCache, b *Block) siteRef {
 // first user frame, "file.py:LINE function") and returns the n largest,
 // each with its dominant category.
 func (h *History) TopSites(i, n int) []result.Site {
-	return h.topSites(newSiteCache(h.Snap), i, n)
+	return h.topSites(h.newSiteCache(), i, n)
 }
 
 func (h *History) topSites(c *siteCache, i, n int) []result.Site {

@@ -1,8 +1,9 @@
 package analysis
 
 import (
-	"github.com/torchmem/torchmem/result"
 	"sort"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // small reports whether the segment belongs to the small pool (2 MiB

@@ -1,9 +1,10 @@
 package analysis
 
 import (
-	"github.com/torchmem/torchmem/result"
 	"slices"
 	"testing"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // TestStepsRealFiles checks the step plan of the real files whose loops

@@ -1,9 +1,10 @@
 package analysis
 
 import (
-	"github.com/torchmem/torchmem/result"
 	"path"
 	"strings"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // practices are what the run already does, read from its frames and

@@ -1,8 +1,9 @@
 package analysis
 
 import (
-	"github.com/torchmem/torchmem/result"
 	"sort"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // DefaultMaxTimelinePoints bounds Timeline when Options does not.

@@ -1,8 +1,9 @@
 package analysis
 
 import (
-	"github.com/torchmem/torchmem/result"
 	"testing"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // timelineFacts are PyTorch's own categories at the peak of its memory
@@ -62,7 +63,7 @@ func TestMemoryTimelineAgreesAtPeak(t *testing.T) {
 				}
 				if b.Category != result.Activation || !embedding || h.Phases.At(b.Alloc) != result.PhaseForward {
 					t.Errorf("the %d B tensor PyTorch calls parameter is %s (%s), made in %s by %s", b.Requested, b.Category, b.Rule,
-						h.Phases.At(b.Alloc), displayStack(s, b.Stack, 3))
+						h.Phases.At(b.Alloc), h.displayStack(b.Stack, 3))
 				}
 			}
 		}

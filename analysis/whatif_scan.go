@@ -1,10 +1,11 @@
 package analysis
 
 import (
-	"github.com/torchmem/torchmem/result"
 	"math"
 	"slices"
 	"sort"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // curves answers what the what-if asks of the parts of one device's

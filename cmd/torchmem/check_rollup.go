@@ -75,7 +75,7 @@ func (g *globals) loadBaselines(path string, opts analysis.Options) (*check.Base
 		if err != nil {
 			return nil, err
 		}
-		return check.OneBaseline(r), nil
+		return check.OneBaseline(g.budget.fit(r)), nil
 	}
 	limit, err := g.summaryLimit()
 	if err != nil {
@@ -83,7 +83,7 @@ func (g *globals) loadBaselines(path string, opts analysis.Options) (*check.Base
 	}
 	b := check.NewBaselines()
 	err = g.readSummaries(path, limit, func(r *result.Result) error {
-		b.Add(r)
+		b.Add(g.budget.fit(r))
 		return nil
 	}, nil)
 	return b, err

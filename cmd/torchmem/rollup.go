@@ -93,7 +93,7 @@ func (g *globals) loadAll(paths []string, load func(string) ([]*result.Result, e
 		} else {
 			for _, r := range d.rs {
 				if err == nil {
-					err = use(r)
+					err = use(g.budget.fit(r))
 				}
 			}
 		}
