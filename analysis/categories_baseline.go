@@ -67,8 +67,10 @@ func optimizerStateFactor(name string) int64 {
 
 // estimateBaseline splits the untracked pre-window baseline of a chrome
 // trace (memory allocated before the window that no event touches) by
-// category, from the parameter shapes of AccumulateGrad ops
-// (chrome-trace.md §2.5, "Sizing the baseline"). The pieces are estimates.
+// category, from the parameter shapes of AccumulateGrad ops (parameters:
+// the bytes of their inputs in a step; gradients as many when kept;
+// optimizer state a multiple the optimizer's class names). The pieces are
+// estimates.
 func estimateBaseline(h *History) {
 	idx := -1
 	for i := range h.Blocks {

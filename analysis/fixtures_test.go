@@ -333,7 +333,7 @@ func TestFixtureOOM(t *testing.T) {
 
 // TestFixtureStateOnly checks a dump without history (enabled="state"):
 // categories come from block frames, the peak is the dump. A block without
-// frames is unknown: nothing in such a file tells what it is (issue 14).
+// frames is unknown: nothing in such a file tells what it is.
 func TestFixtureStateOnly(t *testing.T) {
 	r := newRig()
 	r.s.StateOnly = true

@@ -9,7 +9,7 @@ import (
 	"github.com/torchmem/torchmem/snapshot"
 )
 
-// Frame helpers: the noise filter of snapshot-format.md §8, user-code
+// Frame helpers: the noise filter PyTorch's memory viewers apply, user-code
 // detection and allocation-site naming (the markers of a stack are in
 // markers.go).
 

@@ -8,7 +8,7 @@ import (
 	"github.com/torchmem/torchmem/result"
 )
 
-// TestLeakFamilies runs the families of programs issue 13 lists through
+// TestLeakFamilies runs the families of leaking training programs through
 // step detection and leak detection, each with 1, 2, 12 and 48 layers, in
 // fp32 and under bf16 autocast, with each kind of stack (module frames,
 // the user's files only, the user's files with C++ frames — the real

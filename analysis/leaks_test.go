@@ -268,7 +268,7 @@ func TestLeakFixtureSpecifics(t *testing.T) {
 		t.Errorf("growing list: %s", describeLeaks(ls))
 	}
 	// A list that keeps the logits of each of 6 steps holds 6 of them at
-	// the end (issue 14: the first and last steps count too).
+	// the end (the first and last steps count too).
 	six := c
 	six.Steps = 6
 	s = leakReadSim(t, snapshottest.TrainLoopGrowingList(six))

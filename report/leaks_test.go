@@ -60,7 +60,7 @@ func TestLeakTextGrouped(t *testing.T) {
 			t.Errorf("%q %d times, want once:\n%s", once, n, text)
 		}
 	}
-	// the fix of both saves what both hold (issue 14: the saving follows)
+	// the fix of both saves what both hold (the saving follows the findings)
 	if len(r.Suggestions) == 0 || r.Suggestions[0].ID != "detach_or_item" || r.Suggestions[0].EstimatedSavingsBytes != held {
 		t.Errorf("suggestions %+v, want detach_or_item saving %d first", r.Suggestions, held)
 	}

@@ -14,7 +14,7 @@ import (
 
 // This file reads the trace_plot pages of 2022–23: `let alloc_data = {…}`,
 // the JSON that torch/cuda/_memory_viz.py's PlotWriter wrote for its own
-// template before pages embedded the pickle (snapshot-format.md §1). Two
+// template before pages embedded the pickle (until 2023). Two
 // layouts exist:
 //
 //	{"actions": [e…], "elements": [{"size": n, "info": s}…],

@@ -9,8 +9,8 @@ import (
 
 // ctrlSanitizer passes JSON text through, replacing raw control bytes
 // (< 0x20) inside strings with spaces. Kineto writes names with fmt::print,
-// not a JSON library, and real traces carry raw tabs and newlines in strings
-// (pytorch/pytorch#130622), which a strict decoder rejects. Replacing byte
+// not a JSON library, and real traces carry raw tabs and newlines in their
+// names, which a strict decoder rejects. Replacing byte
 // for byte keeps every byte offset of the input exact for error messages.
 //
 // It also bounds what the decoder after it must hold, on the raw text:

@@ -208,7 +208,7 @@ func annotationKind(name string) AnnotationKind {
 }
 
 // generation names the snapshot generation from the features present
-// (snapshot-format.md §9).
+// (the generations of the package documentation).
 func (s *schema) generation(snap *Snapshot) string {
 	f := s.feats
 	switch {

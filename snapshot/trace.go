@@ -10,10 +10,10 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// This file is the Kineto chrome-trace reader (issue 3): it streams the
+// This file is the Kineto chrome-trace reader: it streams the
 // tokens of {"traceEvents": [...]} (or a bare array of events) and decodes
 // one event at a time into compact records; trace_build.go turns those into
-// the model. See shared/docs/chrome-trace.md for the format. Here is the
+// the model (the eras it tells apart: the package documentation). Here is the
 // reader itself and its errors; trace_top.go reads the top-level object,
 // trace_events.go the events, trace_tokens.go the tokens, and
 // trace_records.go files what they hold.

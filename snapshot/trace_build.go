@@ -81,9 +81,9 @@ type openSpan struct {
 
 type timeRange struct{ start, end int64 }
 
-// generation names the trace era from the fingerprints of chrome-trace.md
-// §1.9: "2021-legacy", "2022", "2023", "2024+", or "unknown" when the file
-// has none of them.
+// generation names the trace era from its fingerprints (the eras of the
+// package documentation): "2021-legacy", "2022", "2023", "2024+", or
+// "unknown" when the file has none of them.
 func (tr *traceReader) generation() string {
 	switch {
 	case tr.hasBase || tr.recordFnID:

@@ -12,8 +12,8 @@ import (
 )
 
 // The facts asserted here were checked independently with python3's json
-// and gzip modules on the same files (chrome-trace.md §4 and the pairing,
-// replay and grouping recomputed by a throwaway script); devices, events,
+// and gzip modules on the same files (the pairing, replay and grouping
+// recomputed by a throwaway script); devices, events,
 // baselines, AccumulateGrad ops and PyTorch's step markers of every trace
 // are what testdata/facts/trace_facts.py prints. The forward and backward
 // counts of recorded/ are the programs' own: hf_scenarios.py runs 3 steps,

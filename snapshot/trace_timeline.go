@@ -9,7 +9,7 @@ import (
 
 // This file reads the raw export of torch.profiler's export_memory_timeline
 // ("….raw.json.gz"): a JSON array of [t_ns, action, ±bytes, category] rows
-// written by torch/profiler/_memory_profiler.py (chrome-trace.md §2.1). It is
+// written by torch/profiler/_memory_profiler.py (MemoryProfileTimeline). It is
 // not a chrome trace, but it is the one file that carries PyTorch's own
 // memory categories, so it is read into the model: one device, no addresses.
 

@@ -156,7 +156,8 @@ func TestHelpHasExamples(t *testing.T) {
 
 // TestInfoTraceEnd: for a trace, info's allocated bytes at the end are the
 // pre-window baseline plus the net of the events — 4,096,614,400 on the HTA
-// DDP trace, the value chrome-trace.md §4 checked by hand.
+// DDP trace, the step-end Total Allocated of its [memory] events, checked
+// by hand with python3 (json and gzip).
 func TestInfoTraceEnd(t *testing.T) {
 	path := shared(t, "traces", "hta_ddp_training_gpu_memory.json.gz")
 	code, out, stderr := runCLI(nil, "info", "--format", "json", path)

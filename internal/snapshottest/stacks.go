@@ -25,7 +25,7 @@ const (
 	StacksNone
 	// StacksUserCpp: the user's own Python files and the C++ frames
 	// (stacks="all" where only the user's Python frames were kept): the
-	// shape of the real 12-layer autocast benchmark of issue 13.
+	// shape of a real 12-layer autocast benchmark.
 	StacksUserCpp
 )
 
