@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/internal/snapshottest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -134,7 +133,7 @@ func TestMemoryPerInputByte(t *testing.T) {
 }
 
 // allocated is snapshottest.HeapAllocated: the heap bytes f allocates.
-var allocated = snapshottest.HeapAllocated
+var allocated = st.HeapAllocated
 
 // TestMemoryPerInputByteManyDevices: a file of the most devices, each with
 // its own stacks — 256 devices of 500 allocations, every one at a stack of
