@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bufio"
 	"fmt"
+	"github.com/torchmem/torchmem/internal/load/readahead"
 	"os"
 	"runtime/debug"
 )
@@ -26,8 +27,8 @@ func readPickleWith(in *bufio.Reader, src Source, opts Options, size int64, tune
 			}
 		}
 	}()
-	ra := newReadAhead(in, nil)
-	defer ra.stop()
+	ra := readahead.NewReader(in, nil)
+	defer ra.Stop()
 	b := NewBuilder(src)
 	sch := newSchema(b)
 	sch.inputBytes = size

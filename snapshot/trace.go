@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/torchmem/torchmem/internal/load/readahead"
 )
 
 // This file is the Kineto chrome-trace reader: it streams the
@@ -33,7 +34,7 @@ func readChromeTrace(in *bufio.Reader, src Source, opts Options, lead int64) (s 
 	}()
 	tr = newTraceReader(in, src, opts)
 	tr.skip += lead
-	defer tr.ra.stop()
+	defer tr.ra.Stop()
 	return tr.read()
 }
 
@@ -65,7 +66,7 @@ func (e *rawEvent) reset() {
 type traceReader struct {
 	src  Source
 	opts Options
-	ra   *readAhead // reads through the sanitiser, on a goroutine of its own
+	ra   *readahead.Reader // reads through the sanitiser, on a goroutine of its own
 	san  *ctrlSanitizer
 	dec  *jsontext.Decoder
 	skip int64 // bytes skipped before the decoder (leading whitespace, a UTF-8 BOM)
@@ -137,7 +138,7 @@ func newTraceReader(in *bufio.Reader, src Source, opts Options) *traceReader {
 	}
 	san := newSanitizer(in, opts)
 	tr.san = san
-	tr.ra = newReadAhead(san, func() int64 { return san.replaced })
+	tr.ra = readahead.NewReader(san, func() int64 { return san.replaced })
 	tr.dec = jsontext.NewDecoder(tr.ra, jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
 	return tr
 }
@@ -190,7 +191,7 @@ func (tr *traceReader) wrap(err error) error {
 	if errors.As(err, &le) {
 		return tr.errAt(le.offset+tr.skip, "invalid chrome trace JSON: %s", le.Error())
 	}
-	end := tr.inputOffset(tr.ra.n) // bytes the decoder was given
+	end := tr.inputOffset(tr.ra.Delivered()) // bytes the decoder was given
 	var se *jsontext.SyntacticError
 	if errors.As(err, &se) {
 		off := tr.inputOffset(se.ByteOffset)

@@ -135,7 +135,7 @@ func (tr *traceReader) build() (*Snapshot, error) {
 	src.Format = FormatChromeTrace
 	src.Keys = tr.keys
 	src.Distributed = tr.dist
-	src.Bytes = tr.inputOffset(tr.ra.n)
+	src.Bytes = tr.inputOffset(tr.ra.Delivered())
 	src.Generation = tr.generation()
 	b := NewBuilder(src)
 	s := b.Snap
@@ -227,8 +227,8 @@ func (tr *traceReader) build() (*Snapshot, error) {
 	if len(tr.mem) == 0 {
 		s.Diag("no_memory_events", -1, "the trace has no [memory] events (recorded without profile_memory=True): no memory curve")
 	}
-	if tr.ra.cur.tag > 0 {
-		s.Diag("control_characters", -1, fmt.Sprintf("%d raw control characters inside JSON strings were read as spaces", tr.ra.cur.tag))
+	if tr.ra.Tag() > 0 {
+		s.Diag("control_characters", -1, fmt.Sprintf("%d raw control characters inside JSON strings were read as spaces", tr.ra.Tag()))
 	}
 	if tr.badTimes > 0 {
 		s.Diag("bad_timestamps", -1, fmt.Sprintf("%d events without a readable ts were skipped", tr.badTimes))

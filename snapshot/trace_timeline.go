@@ -128,7 +128,7 @@ func (tr *traceReader) readMemoryTimeline() (*Snapshot, error) {
 	if err := tr.checkEOF(); err != nil {
 		return nil, err
 	}
-	s.Source.Bytes = tr.inputOffset(tr.ra.n)
+	s.Source.Bytes = tr.inputOffset(tr.ra.Delivered())
 	slices.SortStableFunc(d.Events, func(x, y Event) int { return cmp.Compare(x.TimeNS, y.TimeNS) })
 	d.Baseline = baseline
 	d.Preexisting = pre

@@ -1,4 +1,8 @@
-package snapshot
+// Package readahead runs the Read calls of a reader on a goroutine of its
+// own, a few chunks ahead of the decoder that consumes them: the disk,
+// gunzip and a sanitiser take the second core instead of the decoder's
+// time. Used by the snapshot and chrome-trace readers.
+package readahead
 
 import (
 	"errors"
@@ -7,19 +11,19 @@ import (
 	"strings"
 )
 
-// readAhead runs the Read calls of a reader (the disk, gunzip, the chrome
+// Reader runs the Read calls of a reader (the disk, gunzip, the chrome
 // trace sanitiser) on a goroutine of its own, a few chunks ahead of the
 // decoder that consumes them, so that this work takes the second core
 // instead of the decoder's time. The bytes and errors the decoder sees are
 // exactly those of the reader; only their timing changes.
-type readAhead struct {
+type Reader struct {
 	full chan aheadChunk // chunks read, in order
 	free chan []byte     // buffers the consumer is done with
-	done chan struct{}   // closed by stop: the producer quits
+	done chan struct{}   // closed by Stop: the producer quits
 	gone chan struct{}   // closed by the producer as it returns
 	cur  aheadChunk      // the chunk being consumed
 	off  int             // bytes of cur consumed
-	n    int64           // bytes delivered to the consumer
+	n    int64           // bytes delivered to the consumer (Delivered)
 }
 
 // aheadChunk is one buffer of input and the error that ended it, if any.
@@ -37,11 +41,11 @@ const (
 	aheadChunks     = 4
 )
 
-// newReadAhead starts reading r on a goroutine. tag, when not nil, runs on
+// NewReader starts reading r on a goroutine. tag, when not nil, runs on
 // that goroutine after each chunk; its value travels with the chunk. The
-// caller must call stop when it stops reading.
-func newReadAhead(r io.Reader, tag func() int64) *readAhead {
-	ra := &readAhead{
+// caller must call Stop when it stops reading.
+func NewReader(r io.Reader, tag func() int64) *Reader {
+	ra := &Reader{
 		full: make(chan aheadChunk, aheadChunks),
 		free: make(chan []byte, aheadChunks),
 		done: make(chan struct{}),
@@ -55,8 +59,8 @@ func newReadAhead(r io.Reader, tag func() int64) *readAhead {
 }
 
 // produce fills free buffers from r and hands them over in order until r
-// fails or ends, or stop is called.
-func (ra *readAhead) produce(r io.Reader, tag func() int64) {
+// fails or ends, or Stop is called.
+func (ra *Reader) produce(r io.Reader, tag func() int64) {
 	defer close(ra.gone)
 	for {
 		var buf []byte
@@ -99,7 +103,7 @@ func safeRead(r io.Reader, p []byte) (n int, err error) {
 }
 
 // Read implements io.Reader on the chunks, in order.
-func (ra *readAhead) Read(p []byte) (int, error) {
+func (ra *Reader) Read(p []byte) (int, error) {
 	for ra.off == len(ra.cur.b) {
 		if ra.cur.err != nil {
 			return 0, ra.cur.err
@@ -115,11 +119,18 @@ func (ra *readAhead) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// stop tells the producer to quit and waits until it has: after stop, the
+// Stop tells the producer to quit and waits until it has: after Stop, the
 // readers below (their byte counts, the progress callback) are the
 // caller's again. A producer in the middle of a Read returns when that Read
 // does (at once for a file; for a pipe, when its writer writes or closes).
-func (ra *readAhead) stop() {
+func (ra *Reader) Stop() {
 	close(ra.done)
 	<-ra.gone
 }
+
+// Delivered is the number of bytes Read has handed to the consumer.
+func (ra *Reader) Delivered() int64 { return ra.n }
+
+// Tag is what the tag function said after reading the chunk being
+// consumed (0 before the first Read, or without a tag function).
+func (ra *Reader) Tag() int64 { return ra.cur.tag }
