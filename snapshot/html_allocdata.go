@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/torchmem/torchmem/internal/load/jsonlex"
 	"github.com/torchmem/torchmem/internal/units"
 )
 
@@ -49,12 +50,12 @@ type allocData struct {
 // allocReader decodes the JSON that follows the marker at input offset base.
 type allocReader struct {
 	dec  *jsontext.Decoder
-	san  *ctrlSanitizer
+	san  *jsonlex.Sanitizer
 	base int64
 	path string
 }
 
-func (r *allocReader) offset() int64 { return r.base + r.san.rawOffset(r.dec.InputOffset()) }
+func (r *allocReader) offset() int64 { return r.base + r.san.RawOffset(r.dec.InputOffset()) }
 
 func (r *allocReader) errorf(format string, args ...any) error {
 	return &Error{Path: r.path, Offset: r.offset(), Msg: "trace_plot alloc_data: " + fmt.Sprintf(format, args...)}
@@ -68,9 +69,9 @@ func (r *allocReader) wrap(err error) error {
 	if errors.Is(err, errTooLarge) {
 		return err
 	}
-	var le *errLimit
+	var le *jsonlex.LimitError
 	if errors.As(err, &le) {
-		return &Error{Path: r.path, Offset: r.base + le.offset, Msg: "trace_plot alloc_data: " + le.Error()}
+		return &Error{Path: r.path, Offset: r.base + le.Offset, Msg: "trace_plot alloc_data: " + le.Error()}
 	}
 	var se *jsontext.SyntacticError
 	if errors.As(err, &se) {
@@ -81,7 +82,7 @@ func (r *allocReader) wrap(err error) error {
 		if errors.Is(se.Err, io.ErrUnexpectedEOF) || errors.Is(se.Err, io.EOF) {
 			msg = "the page ends inside the JSON (truncated file?)"
 		}
-		return &Error{Path: r.path, Offset: r.base + r.san.rawOffset(se.ByteOffset), Msg: "trace_plot alloc_data: " + msg}
+		return &Error{Path: r.path, Offset: r.base + r.san.RawOffset(se.ByteOffset), Msg: "trace_plot alloc_data: " + msg}
 	}
 	return &Error{Path: r.path, Offset: r.offset(), Msg: "trace_plot alloc_data: " + err.Error()}
 }
@@ -90,7 +91,7 @@ func (r *allocReader) wrap(err error) error {
 // the model from it.
 func readAllocData(in *bufio.Reader, src Source, opts Options, base int64) (*Snapshot, error) {
 	opts = opts.withDefaults()
-	san := newSanitizer(in, opts)
+	san := jsonlex.NewSanitizer(in, opts.MaxDepth, opts.MaxStringBytes)
 	r := &allocReader{dec: jsontext.NewDecoder(san, jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true)), san: san, base: base, path: src.Path}
 	ad, err := r.read()
 	if err != nil {

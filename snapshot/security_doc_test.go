@@ -27,10 +27,6 @@ func TestSecurityBounds(t *testing.T) {
 		"expansionBase":         expansionBase,
 		"expansionPerByte":      expansionPerByte,
 		"maxLongBytes":          maxLongBytes,
-		"maxTokenBytes":         maxTokenBytes,
-		"maxDeepBytes":          maxDeepBytes,
-		"longGap":               longGap,
-		"keepSpace":             keepSpace,
 		"allocFrameBase":        allocFrameBase,
 		"allocFramesPerByte":    allocFramesPerByte,
 	})

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/torchmem/torchmem/internal/load/jsonlex"
 	"github.com/torchmem/torchmem/internal/load/readahead"
 )
 
@@ -67,7 +68,7 @@ type traceReader struct {
 	src  Source
 	opts Options
 	ra   *readahead.Reader // reads through the sanitiser, on a goroutine of its own
-	san  *ctrlSanitizer
+	san  *jsonlex.Sanitizer
 	dec  *jsontext.Decoder
 	skip int64 // bytes skipped before the decoder (leading whitespace, a UTF-8 BOM)
 
@@ -136,9 +137,9 @@ func newTraceReader(in *bufio.Reader, src Source, opts Options) *traceReader {
 		in.Discard(3)
 		tr.skip = 3
 	}
-	san := newSanitizer(in, opts)
+	san := jsonlex.NewSanitizer(in, opts.MaxDepth, opts.MaxStringBytes)
 	tr.san = san
-	tr.ra = readahead.NewReader(san, func() int64 { return san.replaced })
+	tr.ra = readahead.NewReader(san, func() int64 { return san.Replaced() })
 	tr.dec = jsontext.NewDecoder(tr.ra, jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
 	return tr
 }
@@ -154,7 +155,7 @@ func (tr *traceReader) offset() int64 {
 // inputOffset maps an offset of the text the decoder was given to the
 // offset in the (decompressed) input.
 func (tr *traceReader) inputOffset(dec int64) int64 {
-	return tr.san.rawOffset(dec) + tr.skip
+	return tr.san.RawOffset(dec) + tr.skip
 }
 
 // nextOffset is the input offset of the next value (after a PeekKind).
@@ -187,9 +188,9 @@ func (tr *traceReader) wrap(err error) error {
 	if errors.As(err, &e) {
 		return e
 	}
-	var le *errLimit
+	var le *jsonlex.LimitError
 	if errors.As(err, &le) {
-		return tr.errAt(le.offset+tr.skip, "invalid chrome trace JSON: %s", le.Error())
+		return tr.errAt(le.Offset+tr.skip, "invalid chrome trace JSON: %s", le.Error())
 	}
 	end := tr.inputOffset(tr.ra.Delivered()) // bytes the decoder was given
 	var se *jsontext.SyntacticError

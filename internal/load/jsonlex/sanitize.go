@@ -1,4 +1,7 @@
-package snapshot
+// Package jsonlex reads the JSON torchmem is given as it is written, not as
+// the standard wants it: a Sanitizer replaces the raw control bytes Kineto
+// leaves in strings and bounds what a decoder after it must hold.
+package jsonlex
 
 import (
 	"fmt"
@@ -7,24 +10,24 @@ import (
 	"sync"
 )
 
-// ctrlSanitizer passes JSON text through, replacing raw control bytes
+// Sanitizer passes JSON text through, replacing raw control bytes
 // (< 0x20) inside strings with spaces. Kineto writes names with fmt::print,
 // not a JSON library, and real traces carry raw tabs and newlines in their
 // names, which a strict decoder rejects. Replacing byte
 // for byte keeps every byte offset of the input exact for error messages.
 //
 // It also bounds what the decoder after it must hold, on the raw text:
-//   - nesting at Options.MaxDepth levels;
-//   - one string at Options.MaxStringBytes;
+//   - nesting at maxDepth levels (NewSanitizer);
+//   - one string at maxString bytes;
 //   - a value nested deepBytesDepth levels deep (an event's args and their
 //     values, read whole) at maxDeepBytes;
-//   - a run of whitespace: once more than longGap bytes pass without a
+//   - a run of whitespace: once more than LongGap bytes pass without a
 //     bracket or quote, runs of whitespace are cut to keepSpace bytes and a
-//     number or literal may not pass maxTokenBytes. The decoder keeps the
+//     number or literal may not pass MaxTokenBytes. The decoder keeps the
 //     text since its last token, so 5 GiB of spaces would otherwise be
 //     held whole. The cuts are recorded so that offsets stay exact
-//     (rawOffset).
-type ctrlSanitizer struct {
+//     (RawOffset).
+type Sanitizer struct {
 	r         io.Reader
 	inString  bool
 	escape    bool
@@ -53,27 +56,31 @@ type ctrlSanitizer struct {
 // raw offsets are larger by dropped bytes.
 type cut struct{ at, dropped int64 }
 
-// Bounds of the sanitiser (see ctrlSanitizer).
+// Bounds of the sanitiser (see Sanitizer).
 const (
-	longGap        = 64 << 10
+	LongGap        = 64 << 10
 	keepSpace      = 4 << 10
-	maxTokenBytes  = 64 << 10
+	MaxTokenBytes  = 64 << 10
 	deepBytesDepth = 4
 	maxDeepBytes   = 4 << 20
 )
 
-// newSanitizer bounds r with opts' limits.
-func newSanitizer(r io.Reader, opts Options) *ctrlSanitizer {
-	return &ctrlSanitizer{r: r, maxDepth: opts.MaxDepth, maxString: opts.MaxStringBytes}
+// NewSanitizer bounds r: nesting at maxDepth levels and one string at
+// maxString bytes (0: no limit).
+func NewSanitizer(r io.Reader, maxDepth int, maxString int64) *Sanitizer {
+	return &Sanitizer{r: r, maxDepth: maxDepth, maxString: maxString}
 }
 
-// errLimit is the error of JSON text past one of the sanitiser's bounds.
-type errLimit struct {
-	msg    string
-	offset int64 // in the raw input
+// Replaced is the number of control bytes replaced with spaces so far.
+func (s *Sanitizer) Replaced() int64 { return s.replaced }
+
+// LimitError is the error of JSON text past one of the sanitiser's bounds.
+type LimitError struct {
+	Msg    string
+	Offset int64 // in the raw input
 }
 
-func (e *errLimit) Error() string { return e.msg }
+func (e *LimitError) Error() string { return e.Msg }
 
 // sanOuter and sanInner mark the bytes the sanitiser must look at outside
 // and inside strings; it skips the others in a tight loop.
@@ -92,12 +99,12 @@ func init() {
 	}
 }
 
-func (s *ctrlSanitizer) fail(off int64, format string, args ...any) (int, error) {
-	s.err = &errLimit{msg: fmt.Sprintf(format, args...), offset: off}
+func (s *Sanitizer) fail(off int64, format string, args ...any) (int, error) {
+	s.err = &LimitError{Msg: fmt.Sprintf(format, args...), Offset: off}
 	return 0, s.err
 }
 
-func (s *ctrlSanitizer) Read(p []byte) (int, error) {
+func (s *Sanitizer) Read(p []byte) (int, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
@@ -142,12 +149,12 @@ func (s *ctrlSanitizer) Read(p []byte) (int, error) {
 		for i < len(b) && !sanOuter[b[i]] {
 			i++
 		}
-		if s.gap += int64(i - start); s.gap > longGap {
-			from := start // look from the gap's byte longGap on
-			if before < longGap {
-				from += int(longGap - before)
+		if s.gap += int64(i - start); s.gap > LongGap {
+			from := start // look from the gap's byte LongGap on
+			if before < LongGap {
+				from += int(LongGap - before)
 			}
-			if err := s.longGap(b, from, i); err != nil {
+			if err := s.LongGap(b, from, i); err != nil {
 				return 0, err
 			}
 		}
@@ -161,7 +168,7 @@ func (s *ctrlSanitizer) Read(p []byte) (int, error) {
 		case '[', '{':
 			depth++
 			if s.maxDepth > 0 && depth > s.maxDepth {
-				s.err = &errLimit{msg: fmt.Sprintf("JSON nested deeper than %d levels", s.maxDepth), offset: s.n + int64(i)}
+				s.err = &LimitError{Msg: fmt.Sprintf("JSON nested deeper than %d levels", s.maxDepth), Offset: s.n + int64(i)}
 				s.n += int64(i)
 				return i, s.err
 			}
@@ -187,10 +194,10 @@ func (s *ctrlSanitizer) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// longGap looks at b[from:to], the part of a gap between brackets and quotes
-// past longGap bytes: whitespace runs longer than keepSpace are marked to be
-// cut, and a number or literal may not pass maxTokenBytes.
-func (s *ctrlSanitizer) longGap(b []byte, from, to int) error {
+// LongGap looks at b[from:to], the part of a gap between brackets and quotes
+// past LongGap bytes: whitespace runs longer than keepSpace are marked to be
+// cut, and a number or literal may not pass MaxTokenBytes.
+func (s *Sanitizer) LongGap(b []byte, from, to int) error {
 	for j := from; j < to; {
 		c := b[j]
 		switch {
@@ -215,8 +222,8 @@ func (s *ctrlSanitizer) longGap(b []byte, from, to int) error {
 			s.space, s.token = 0, 0
 		default:
 			s.space = 0
-			if s.token++; s.token > maxTokenBytes {
-				_, err := s.fail(s.n+int64(j), "a JSON number or literal longer than %d bytes", maxTokenBytes)
+			if s.token++; s.token > MaxTokenBytes {
+				_, err := s.fail(s.n+int64(j), "a JSON number or literal longer than %d bytes", MaxTokenBytes)
 				return err
 			}
 		}
@@ -227,7 +234,7 @@ func (s *ctrlSanitizer) longGap(b []byte, from, to int) error {
 
 // compact removes the marked ranges from b, records the cuts and returns
 // the bytes left.
-func (s *ctrlSanitizer) compact(b []byte) int {
+func (s *Sanitizer) compact(b []byte) int {
 	w, r := 0, 0
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -250,8 +257,8 @@ func (s *ctrlSanitizer) compact(b []byte) int {
 	return w
 }
 
-// rawOffset maps an offset of the text passed on to the offset in the input.
-func (s *ctrlSanitizer) rawOffset(out int64) int64 {
+// RawOffset maps an offset of the text passed on to the offset in the input.
+func (s *Sanitizer) RawOffset(out int64) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := sort.Search(len(s.cuts), func(i int) bool { return s.cuts[i].at > out })
