@@ -118,12 +118,13 @@ type decision struct {
 
 // specialKinds decides the blocks that a rule of their own explains before
 // the general rules of phases, lifetimes and pairing run (and that pairing
-// must not take for weights or gradients): frameworks' buffers, CUDA
-// graphs' pools, gradients moved with the model and cuBLAS workspaces, the
-// later taking precedence.
+// must not take for weights or gradients): frameworks' buffers, DDP's
+// gradient buckets, CUDA graphs' pools, gradients moved with the model and
+// cuBLAS workspaces, the later taking precedence.
 func (h *History) specialKinds(facts []blockFacts) map[int]decision {
 	out := map[int]decision{}
 	frameworkBuffers(facts, out)
+	h.ddpBucketsByFrames(facts, out)
 	for bi := range graphPoolBlocks(h) {
 		if !facts[bi].m.cublas {
 			out[bi] = decision{CUDAGraphPool, RuleCUDAGraphPool, High}

@@ -65,7 +65,10 @@ type trainRun struct {
 	lt          bool  // cuBLASLt's 1 MiB workspace after the main thread's
 	inference   bool  // forward only, under no_grad: no backward, no optimizer
 	frozen      int   // frozen weights (no gradient, no state) of hidden² fp32 each, made before the trained ones
+	ddpCap      int64 // > 0: the model is wrapped in DistributedDataParallel with this bucket cap (ddpConstruct, ddpRebuild)
 	weightBytes int64 // set by run: the weights' requested bytes
+
+	ddpBuckets []ddpBucket // set by run: DDP's buckets in allocation order
 }
 
 func (c *trainRun) run(x fx) {
@@ -87,12 +90,18 @@ func (c *trainRun) run(x fx) {
 		c.weightBytes += h * h * 4
 	}
 	s.NoTrace = false
+	if c.ddpCap > 0 {
+		c.ddpConstruct(x, weights)
+	}
 	var grads, state []uint64
 	firstFwd, firstBwd := true, true
 	for step := 0; step < c.steps; step++ {
 		x0 := s.Alloc(0, c.tokens*8, x.stack([]string{"at::native::randint(long, c10::ArrayRef<long>)"}, nil, []*st.Dict{user(20, "<module>")}))
 		var saved []uint64
 		s.Annotate(0, "## forward ##", func() {
+			if c.ddpCap > 0 && step == 1 {
+				c.ddpRebuild(x, weights)
+			}
 			for l := 0; l < c.layers; l++ {
 				fwd := x.stack(cppAddmm, []*st.Dict{linear, call}, []*st.Dict{model(l), user(21, "<module>")})
 				saved = append(saved, s.Alloc(0, c.tokens*h*4, fwd))
