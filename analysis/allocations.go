@@ -70,7 +70,7 @@ func (h *History) allocationsAt(sites *siteCache, i int) *AllocationsAt {
 func (h *History) allocation(sites *siteCache, bi int) Allocation {
 	b := &h.Blocks[bi]
 	a := Allocation{Address: b.Addr, Size: b.Size, Requested: b.Requested, Category: b.Category, Rule: b.Rule,
-		AllocEvent: b.Alloc, FreeEvent: b.Free, Site: h.blockSite(sites, b), Stack: displayStack(h.Snap, b.Stack, allocationFrames)}
+		AllocEvent: b.Alloc, FreeEvent: b.Free, Site: h.blockSite(sites, b), Stack: h.displayStack(b.Stack, allocationFrames)}
 	if b.Alloc < 0 {
 		a.Phase, a.AllocEvent = PhaseBeforeRecording, -1
 	} else {

@@ -68,7 +68,7 @@ func analyze(s *snapshot.Snapshot, opts Options) (*Result, *History) {
 		Schema:        SchemaID,
 		AllocatedUnit: AllocatedUnit,
 		Input: Input{Path: s.Source.Path, Format: string(s.Source.Format), Generation: s.Source.Generation,
-			Bytes: s.Source.FileBytes, Recording: string(s.Recording)},
+			Bytes: s.Source.FileBytes, Recording: string(s.Recording), ReadBytes: s.Source.Bytes},
 		Devices:     []DeviceResult{},
 		Leaks:       []Leak{},
 		Suggestions: []Suggestion{},
@@ -104,6 +104,10 @@ func analyze(s *snapshot.Snapshot, opts Options) (*Result, *History) {
 		return hs[a].Device.Kind != snapshot.DeviceCPU && hs[b].Device.Kind == snapshot.DeviceCPU
 	})
 	accelerators := slices.ContainsFunc(hs, func(h *History) bool { return h.Device.Kind != snapshot.DeviceCPU })
+	texts := newFrameTexts(s) // shared by the devices' results, made one after the other
+	for _, h := range hs {
+		h.texts = texts
+	}
 	// Leak detection only reads the histories: it runs beside the rest.
 	leaks := make(chan []Leak, 1)
 	go func() { leaks <- DetectLeaks(s, hs) }()
@@ -179,7 +183,7 @@ func (h *History) reservedKnown() bool {
 // deviceResult assembles the result of one device from its history.
 func deviceResult(h *History, opts Options) DeviceResult {
 	d := h.Device
-	sites := newSiteCache(h.Snap)
+	sites := h.newSiteCache()
 	end := h.EndIndex()
 	dr := DeviceResult{Device: d.ID, Kind: string(d.Kind), Capacity: d.CapacityBytes,
 		Phases: h.Phases.Spans, Steps: h.Steps, TopSites: []Site{}}

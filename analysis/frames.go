@@ -224,8 +224,21 @@ var plumbing = []string{"CachingAllocator", "empty_generic", "empty_cuda", "_emp
 
 // displayStack renders a stack for a report, innermost first: the Python
 // frames (noise dropped) when there are any, else the C++ frames without
-// the allocator and dispatcher plumbing.
-func displayStack(s *snapshot.Snapshot, st snapshot.StackID, max int) []string {
+// the allocator and dispatcher plumbing. It is made once per file and
+// stack (frameTexts): every device's lists share it.
+func (h *History) displayStack(st snapshot.StackID, max int) []string {
+	t := h.frameTexts()
+	k := [2]int{int(st), max}
+	if out, ok := t.stacks[k]; ok {
+		return out
+	}
+	out := t.displayStack(st, max)
+	t.stacks[k] = out
+	return out
+}
+
+func (t *frameTexts) displayStack(st snapshot.StackID, max int) []string {
+	s := t.s
 	out := []string{}
 	var cpp []string
 	for _, id := range s.StackOf(st) {
@@ -235,7 +248,7 @@ func displayStack(s *snapshot.Snapshot, st snapshot.StackID, max int) []string {
 		}
 		if isPython(f) {
 			if len(out) < max {
-				out = append(out, frameString(f))
+				out = append(out, t.of(id))
 			}
 			continue
 		}
@@ -247,13 +260,58 @@ func displayStack(s *snapshot.Snapshot, st snapshot.StackID, max int) []string {
 			}
 		}
 		if !skip && len(cpp) < max {
-			cpp = append(cpp, frameString(f))
+			cpp = append(cpp, t.of(id))
 		}
 	}
 	if len(out) == 0 && cpp != nil {
 		return cpp
 	}
 	return out
+}
+
+// frameTexts is frameString of each frame of a file, made on first use
+// and shared: the stacks of a file's devices name the same frames, and a
+// text per stack and device (256 devices of 80 listed allocations with
+// stacks of 16 frames of 8 KB) took gigabytes. Used by one goroutine.
+type frameTexts struct {
+	s    *snapshot.Snapshot
+	text []string
+	done []bool
+	// stacks are the display stacks made so far, by stack and length.
+	stacks map[[2]int][]string
+	// training is trainingFrame of the file, once known.
+	training     string
+	trainingDone bool
+}
+
+// frameTexts is the texts shared by the file's devices (made for a
+// history built alone).
+func (h *History) frameTexts() *frameTexts {
+	if h.texts == nil {
+		h.texts = newFrameTexts(h.Snap)
+	}
+	return h.texts
+}
+
+// trainingFrame is trainingFrame of the file, found once for all its
+// devices (it reads every frame's name).
+func (t *frameTexts) trainingFrame() string {
+	if !t.trainingDone {
+		t.training, t.trainingDone = trainingFrame(t.s), true
+	}
+	return t.training
+}
+
+func newFrameTexts(s *snapshot.Snapshot) *frameTexts {
+	return &frameTexts{s: s, text: make([]string, len(s.Frames)), done: make([]bool, len(s.Frames)), stacks: map[[2]int][]string{}}
+}
+
+// of is the text of frame id.
+func (t *frameTexts) of(id snapshot.FrameID) string {
+	if !t.done[id] {
+		t.text[id], t.done[id] = frameString(&t.s.Frames[id]), true
+	}
+	return t.text[id]
 }
 
 // isModelFrame reports whether a frame enters a model: an nn.Module call
@@ -274,42 +332,73 @@ func isModelFrame(f *snapshot.Frame) bool {
 }
 
 // stackMemo memoises a function of a stack (siteOf, markersOf): each
-// stack's value is computed once, on first use.
+// stack's value is computed once, on first use. It is made for one device,
+// which uses a few of a file's stacks when the file has many devices: a
+// table of every stack of the file per device cost their product (256
+// devices of 2,000 stacks each, 62 MB: 13 GB allocated), so the memo is a
+// map when the file has far more stacks than the device can use.
 type stackMemo[T any] struct {
 	s    *snapshot.Snapshot
 	of   func(*snapshot.Snapshot, snapshot.StackID) T
 	done []bool
 	v    []T
+	m    map[snapshot.StackID]*T // instead of done and v, for a few of many stacks
 }
 
-func newStackMemo[T any](s *snapshot.Snapshot, of func(*snapshot.Snapshot, snapshot.StackID) T) *stackMemo[T] {
+// newStackMemo memoises of for a device that looks up at most about uses
+// stacks (its events and blocks).
+func newStackMemo[T any](s *snapshot.Snapshot, uses int, of func(*snapshot.Snapshot, snapshot.StackID) T) *stackMemo[T] {
+	if len(s.Stacks) > 4*uses+4096 {
+		return &stackMemo[T]{s: s, of: of, m: map[snapshot.StackID]*T{}}
+	}
 	return &stackMemo[T]{s: s, of: of, done: make([]bool, len(s.Stacks)), v: make([]T, len(s.Stacks))}
 }
 
 // get is of(stack), the zero value for a stack the snapshot does not have.
 func (c *stackMemo[T]) get(st snapshot.StackID) T {
-	if int(st) >= len(c.done) {
+	if int(st) >= len(c.s.Stacks) {
 		var zero T
 		return zero
+	}
+	return *c.ref(st)
+}
+
+// ref is get's value in place: it stays valid, and the same, while c
+// lives (the zero value's for a stack the snapshot does not have). A map
+// memo holds each value on its own for this.
+func (c *stackMemo[T]) ref(st snapshot.StackID) *T {
+	if int(st) >= len(c.s.Stacks) {
+		return new(T)
+	}
+	if c.m != nil {
+		p, ok := c.m[st]
+		if !ok {
+			p = new(T)
+			*p = c.of(c.s, st)
+			c.m[st] = p
+		}
+		return p
 	}
 	if !c.done[st] {
 		c.v[st] = c.of(c.s, st)
 		c.done[st] = true
 	}
-	return c.v[st]
+	return &c.v[st]
 }
 
-// ref is get's value in place: it stays valid, and the same, while c
-// lives (the zero value's for a stack the snapshot does not have).
-func (c *stackMemo[T]) ref(st snapshot.StackID) *T {
-	if int(st) >= len(c.done) {
-		return new(T)
+// stackUses is about how many stacks a device's memos look up: one per
+// event and per block of its segments.
+func stackUses(d *snapshot.Device) int {
+	n := len(d.Events)
+	for i := range d.Segments {
+		n += len(d.Segments[i].Blocks)
 	}
-	c.get(st)
-	return &c.v[st]
+	return n
 }
 
 // siteCache finds the allocation site of each stack (siteRefOf).
 type siteCache = stackMemo[siteRef]
 
-func newSiteCache(s *snapshot.Snapshot) *siteCache { return newStackMemo(s, siteRefOf) }
+func (h *History) newSiteCache() *siteCache {
+	return newStackMemo(h.Snap, stackUses(h.Device), siteRefOf)
+}

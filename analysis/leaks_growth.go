@@ -59,7 +59,8 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 	grow := map[string]int64{}
 	cacheGrow := map[string]int64{}
 	modelGrow := map[string]int64{} // grown inside a model call
-	cacheStacks, modelStacks := newStackMemo(h.Snap, stackInCache), newStackMemo(h.Snap, stackInModel)
+	uses := stackUses(h.Device)
+	cacheStacks, modelStacks := newStackMemo(h.Snap, uses, stackInCache), newStackMemo(h.Snap, uses, stackInModel)
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
 		if b.Untracked {

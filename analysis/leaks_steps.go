@@ -10,7 +10,7 @@ import "sort"
 // outlives the next step, and how it ends.
 func scanSurvivors(h *History, plan *StepPlan, steps []stepRange) *leakScan {
 	n := len(h.Device.Events)
-	sc := &leakScan{h: h, plan: plan, steps: steps, stepOf: make([]int32, n), sites: newSiteCache(h.Snap),
+	sc := &leakScan{h: h, plan: plan, steps: steps, stepOf: make([]int32, n), sites: h.newSiteCache(),
 		kept: make([][]int, len(steps)), held: make([][]int, len(steps)), guessed: h.anonymous > 0}
 	for i := range sc.stepOf {
 		sc.stepOf[i] = -1

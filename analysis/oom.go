@@ -146,7 +146,7 @@ func (h *History) oomAt(sites *siteCache, i, topN int) *OOM {
 		EventIndex:              i,
 		Site:                    site.name,
 		SiteFile:                site.file,
-		Stack:                   displayStack(h.Snap, e.Stack, 12),
+		Stack:                   h.displayStack(e.Stack, 12),
 		AllocatedBytes:          h.AllocatedAt(i),
 		AllocatedRequestedBytes: h.requestedAt(i),
 		ReservedBytes:           h.ReservedAt(i),

@@ -92,6 +92,10 @@ type History struct {
 	// Steps is how the events divide into steps (the step pass).
 	Steps *StepPlan
 
+	// texts are the frames' texts of the file, shared by its devices (set
+	// by analyze; made on first use for a history built alone).
+	texts *frameTexts
+
 	// blockAt[i] is the block event i allocates, or whose free it
 	// requests or completes (−1): see openAt, endAt and closeAt.
 	blockAt []int32
@@ -176,7 +180,7 @@ func (h *History) EndIndex() int { return len(h.Device.Events) - 1 }
 // events backwards from the dump-time segments. Phases are left to
 // ComputePhases.
 func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
-	h := &History{Snap: s, Device: d, markers: newStackMemo(s, markersOf), firstOOM: -1}
+	h := &History{Snap: s, Device: d, markers: newStackMemo(s, stackUses(d), markersOf), firstOOM: -1}
 	n := len(d.Events)
 	h.blockAt = make([]int32, n)
 	for i := range h.blockAt {

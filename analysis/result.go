@@ -62,6 +62,10 @@ type Input struct {
 	// Distributed is the rank that wrote the file, when the file says so (a
 	// chrome trace's distributedInfo); absent otherwise.
 	Distributed *Distributed `json:"distributed,omitempty"`
+	// ReadBytes is what torchmem read to make this result: the input after
+	// gzip or base64 for an analysis, the JSON for one read back. A run's
+	// output budget follows it; not part of the JSON.
+	ReadBytes int64 `json:"-"`
 }
 
 // Distributed is a process's place in a distributed job, as its file states it.

@@ -122,7 +122,7 @@ func TestReadResultBounds(t *testing.T) {
 		maxAlloc       uint64
 	}{
 		{"257 devices", devices, "more than 256 devices", 1 << 20},
-		{"5M array items", manyItems, "more than 4194304 array items", 64 << 20},
+		{"5M array items", manyItems, "more than 1048576 array items", 64 << 20},
 		{"2 MiB string", longString, "a string longer than 1048576 bytes", 16 << 20},
 		{"negative figure", negative, "allocated_bytes is -9000000000000000000 bytes", 1 << 20},
 		{"truncated", string(ok[:len(ok)/2]), "ends early", 1 << 20},

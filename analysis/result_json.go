@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/torchmem/torchmem/snapshot"
@@ -19,8 +21,10 @@ const (
 	// kilobytes to a few MB: a phase row per step and phase).
 	MaxResultBytes = 256 << 20
 	// MaxResultItems bounds the items of all its arrays together: an empty
-	// object of three bytes decodes to a struct of up to a kilobyte.
-	MaxResultItems = 4 << 20
+	// object of three bytes decodes to a struct of up to 176 bytes (a leak),
+	// and decoding grows the slices as it goes (real analyses hold tens of
+	// thousands of items: a site, a phase row per step and phase).
+	MaxResultItems = 1 << 20
 	// MaxResultString bounds one string (site names, evidence, verdicts).
 	MaxResultString = 1 << 20
 	// MaxFigureBytes is the largest byte figure an analysis may state (1
@@ -58,14 +62,26 @@ func compactJSON(r io.Reader, limit int64) ([]byte, error) {
 	}
 }
 
+// checkJSON applies compactJSON's bounds to data already in memory, with
+// its whitespace (the JSON torchmem writes is indented), copying nothing.
+func checkJSON(data []byte, limit int64) error {
+	c := jsonCompactor{limit: limit, checkOnly: true}
+	if err := c.feed(data); err != nil {
+		return err
+	}
+	return c.end()
+}
+
 // jsonCompactor is the state of compactJSON between chunks.
 type jsonCompactor struct {
-	out      []byte
-	limit    int64
-	off      int64 // input bytes seen
-	inString bool
-	escape   bool
-	strLen   int
+	out       []byte
+	checkOnly bool  // count the bytes kept, keep none
+	kept      int64 // bytes kept (without whitespace)
+	limit     int64
+	off       int64 // input bytes seen
+	inString  bool
+	escape    bool
+	strLen    int
 	// Containers open: '[' or '{'; for arrays, whether an item is due.
 	stack []frame
 	items int
@@ -83,8 +99,17 @@ type frame struct {
 }
 
 func (c *jsonCompactor) fail(format string, args ...any) error {
-	return fmt.Errorf("%s at byte offset %d", fmt.Sprintf(format, args...), c.off)
+	return &BoundError{Msg: fmt.Sprintf(format, args...), Offset: c.off}
 }
+
+// BoundError is JSON past one of the bounds of an analysis read back, at
+// its byte offset in the analysis.
+type BoundError struct {
+	Msg    string
+	Offset int64
+}
+
+func (e *BoundError) Error() string { return fmt.Sprintf("%s at byte offset %d", e.Msg, e.Offset) }
 
 // topObject reports whether the innermost container is the analysis's own
 // object (the document, or the one item of a top-level array).
@@ -97,7 +122,7 @@ func (c *jsonCompactor) feed(b []byte) error {
 	for i := 0; i < len(b); i, c.off = i+1, c.off+1 {
 		ch := b[i]
 		if c.inString {
-			c.out = append(c.out, ch)
+			c.keep(ch)
 			if c.strLen++; c.strLen > MaxResultString {
 				return c.fail("a string longer than %d bytes", MaxResultString)
 			}
@@ -122,10 +147,10 @@ func (c *jsonCompactor) feed(b []byte) error {
 		case ' ', '\t', '\r', '\n':
 			continue
 		}
-		if int64(len(c.out)) >= c.limit {
+		if c.kept >= c.limit {
 			return c.fail("more than %d bytes without whitespace", c.limit)
 		}
-		c.out = append(c.out, ch)
+		c.keep(ch)
 		n := len(c.stack)
 		if n > 0 && c.stack[n-1].kind == '[' && c.stack[n-1].pending && ch != ']' {
 			c.stack[n-1].pending = false
@@ -170,6 +195,14 @@ func (c *jsonCompactor) feed(b []byte) error {
 	return nil
 }
 
+// keep counts a byte outside whitespace, and keeps it unless checking only.
+func (c *jsonCompactor) keep(ch byte) {
+	c.kept++
+	if !c.checkOnly {
+		c.out = append(c.out, ch)
+	}
+}
+
 func (c *jsonCompactor) end() error {
 	if c.inString || len(c.stack) > 0 {
 		return c.fail("the JSON ends early (truncated file?)")
@@ -179,19 +212,48 @@ func (c *jsonCompactor) end() error {
 
 // checkFigures refuses a Result whose byte figures (integer fields whose
 // JSON name says bytes — allocated_bytes, bytes_per_step … — and
-// categories) are negative or beyond MaxFigureBytes: the gate and the diff
-// compute with them.
+// categories) are negative or beyond MaxFigureBytes, and words outside their
+// vocabulary (checkWord): the gate and the diff compute with the figures.
+// The path of the value at fault is built only for the error (building it
+// for every item allocated 900 bytes an item).
 func checkFigures(v reflect.Value, path string) error {
+	if err := figuresOK(v); err != nil {
+		return fmt.Errorf("%s%s", path, err.Error())
+	}
+	return nil
+}
+
+// figureError is a value at fault; path is built on the way out
+// (".devices", "[0]", ".peak" … in reverse).
+type figureError struct {
+	path []string
+	msg  string
+}
+
+func (e *figureError) Error() string {
+	var b strings.Builder
+	for i := len(e.path) - 1; i >= 0; i-- {
+		b.WriteString(e.path[i])
+	}
+	return b.String() + e.msg
+}
+
+func (e *figureError) in(seg string) *figureError {
+	e.path = append(e.path, seg)
+	return e
+}
+
+func figuresOK(v reflect.Value) *figureError {
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:
 		if v.IsNil() {
 			return nil
 		}
-		return checkFigures(v.Elem(), path)
+		return figuresOK(v.Elem())
 	case reflect.Slice:
 		for i := range v.Len() {
-			if err := checkFigures(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
+			if err := figuresOK(v.Index(i)); err != nil {
+				return err.in("[" + strconv.Itoa(i) + "]")
 			}
 		}
 	case reflect.Struct:
@@ -206,21 +268,24 @@ func checkFigures(v reflect.Value, path string) error {
 				continue
 			}
 			fv := v.Field(i)
+			if msg := checkWord(fv); msg != "" {
+				return &figureError{path: []string{"." + name}, msg: msg}
+			}
 			if fv.Kind() == reflect.Int64 && strings.Contains(name, "bytes") {
 				if n := fv.Int(); n < 0 || n > MaxFigureBytes {
-					return fmt.Errorf("%s.%s is %d bytes: not a figure torchmem writes (0 to 1 PiB)", path, name, n)
+					return &figureError{path: []string{"." + name}, msg: fmt.Sprintf(" is %d bytes: not a figure torchmem writes (0 to 1 PiB)", n)}
 				}
 				continue
 			}
-			if err := checkFigures(fv, path+"."+name); err != nil {
-				return err
+			if err := figuresOK(fv); err != nil {
+				return err.in("." + name)
 			}
 		}
 	case reflect.Array:
 		if v.Type() == reflect.TypeOf(Categories{}) {
 			for i := range v.Len() {
 				if n := v.Index(i).Int(); n < 0 || n > MaxFigureBytes {
-					return fmt.Errorf("%s.%s is %d bytes: not a figure torchmem writes (0 to 1 PiB)", path, Category(i), n)
+					return &figureError{path: []string{"." + Category(i).String()}, msg: fmt.Sprintf(" is %d bytes: not a figure torchmem writes (0 to 1 PiB)", n)}
 				}
 			}
 		}
@@ -228,11 +293,55 @@ func checkFigures(v reflect.Value, path string) error {
 	return nil
 }
 
-// validResult checks a decoded Result: its figures, and the bounds an
-// analysis holds to (devices).
+// validResult checks a decoded Result: its figures, its words (checkWord,
+// the input's format and the devices' kinds), and the bounds an analysis
+// holds to (devices).
 func validResult(res *Result) error {
 	if n := len(res.Devices); n > snapshot.DefaultMaxDevices {
 		return fmt.Errorf("%d devices, more than the limit of %d", n, snapshot.DefaultMaxDevices)
 	}
+	if !inVocabulary(res.Input.Format, inputFormats) {
+		return fmt.Errorf("analysis.input.format is %q: not a format torchmem reads", res.Input.Format)
+	}
+	if !inVocabulary(res.AllocatedUnit, []string{"", AllocatedUnit, AllocatedUnitTensor}) {
+		return fmt.Errorf("analysis.allocated_unit is %q: not a unit torchmem writes", res.AllocatedUnit)
+	}
+	for i, d := range res.Devices {
+		if !inVocabulary(d.Kind, deviceKinds) {
+			return fmt.Errorf("analysis.devices[%d].kind is %q: not a device kind torchmem writes", i, d.Kind)
+		}
+	}
 	return checkFigures(reflect.ValueOf(res).Elem(), "analysis")
+}
+
+// The words an analysis may hold where the renderers print a word from a
+// fixed set as it is (the other strings of a Result are text from the
+// input, escaped wherever they are printed); "" prints as nothing.
+var (
+	inputFormats = []string{"", string(snapshot.FormatSnapshotPickle), string(snapshot.FormatSegmentList), string(snapshot.FormatTracePlotHTML),
+		string(snapshot.FormatChromeTrace), string(snapshot.FormatMemoryTimeline)}
+	deviceKinds = []string{"", string(snapshot.DeviceCUDA), string(snapshot.DeviceROCm), string(snapshot.DeviceCPU), string(snapshot.DeviceXPU), string(snapshot.DeviceOther)}
+	phases      = []string{"", string(PhaseForward), string(PhaseBackward), string(PhaseOptimizer), string(PhaseZeroGrad), string(PhaseData),
+		string(PhaseUnknown), string(PhaseBeforeRecording)}
+	confidences = []string{"", string(High), string(Medium), string(Low)}
+)
+
+// checkWord words a Phase or a Confidence outside its vocabulary ("" when
+// v is neither, or a word of it).
+func checkWord(v reflect.Value) string {
+	switch v.Type() {
+	case reflect.TypeOf(Phase("")):
+		if !inVocabulary(v.String(), phases) {
+			return fmt.Sprintf(" is %q: not a phase torchmem writes", v.String())
+		}
+	case reflect.TypeOf(Confidence("")):
+		if !inVocabulary(v.String(), confidences) {
+			return fmt.Sprintf(" is %q: not a confidence torchmem writes", v.String())
+		}
+	}
+	return ""
+}
+
+func inVocabulary(w string, words []string) bool {
+	return slices.Contains(words, w)
 }

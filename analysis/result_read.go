@@ -62,7 +62,27 @@ func ReadResult(r io.Reader, path, schema string, limit int64) (*Result, error) 
 	if err := res.Validate(); err != nil {
 		return nil, bad("%v", err)
 	}
-	res.Input.Path = path
+	res.Input.Path, res.Input.ReadBytes = path, int64(len(data))
+	return &res, nil
+}
+
+// DecodeResult decodes one analysis already in memory (as torchmem merge
+// reads them from a stream) within ReadResult's bounds: at most
+// MaxResultBytes without whitespace and the other bounds of compactJSON,
+// checked before decoding and copying nothing (a *BoundError); then
+// Validate.
+func DecodeResult(data []byte) (*Result, error) {
+	if err := checkJSON(data, MaxResultBytes); err != nil {
+		return nil, err
+	}
+	var res Result
+	if err := json.Unmarshal(data, &res); err != nil {
+		return nil, fmt.Errorf("not a valid torchmem analysis: %v", err)
+	}
+	if err := res.Validate(); err != nil {
+		return nil, err
+	}
+	res.Input.ReadBytes = int64(len(data))
 	return &res, nil
 }
 

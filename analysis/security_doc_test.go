@@ -13,6 +13,9 @@ func TestSecurityBounds(t *testing.T) {
 	snapshottest.CheckSecurityBounds(t, "analysis.", map[string]int64{
 		"MaxResultBytes":             MaxResultBytes,
 		"MaxResultItems":             MaxResultItems,
+		"resultAllocPerByte":         resultAllocPerByte,
+		"resultAllocPerItem":         resultAllocPerItem,
+		"cpuNanosPerInputByte":       cpuNanosPerInputByte,
 		"MaxResultString":            MaxResultString,
 		"MaxFigureBytes":             MaxFigureBytes,
 		"modelBytesPerInputByte":     modelBytesPerInputByte,

@@ -26,7 +26,7 @@ func (h *History) blockSiteRef(c *siteCache, b *Block) siteRef {
 // first user frame, "file.py:LINE function") and returns the n largest,
 // each with its dominant category.
 func (h *History) TopSites(i, n int) []Site {
-	return h.topSites(newSiteCache(h.Snap), i, n)
+	return h.topSites(h.newSiteCache(), i, n)
 }
 
 func (h *History) topSites(c *siteCache, i, n int) []Site {

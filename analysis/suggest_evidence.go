@@ -187,7 +187,7 @@ func (h *History) trainingEvidence(ev *evidence, dr *DeviceResult) {
 			ev.training = true
 		}
 	}
-	if f := trainingFrame(h.Snap); f != "" {
+	if f := h.frameTexts().trainingFrame(); f != "" {
 		ev.training, ev.trainedBy = true, f
 	}
 	if ev.training && !ev.backward && !stepWithoutBackward && ev.phase == PhaseForward {

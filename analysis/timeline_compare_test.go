@@ -61,7 +61,7 @@ func TestMemoryTimelineAgreesAtPeak(t *testing.T) {
 				}
 				if b.Category != Activation || !embedding || h.Phases.At(b.Alloc) != PhaseForward {
 					t.Errorf("the %d B tensor PyTorch calls parameter is %s (%s), made in %s by %s", b.Requested, b.Category, b.Rule,
-						h.Phases.At(b.Alloc), displayStack(s, b.Stack, 3))
+						h.Phases.At(b.Alloc), h.displayStack(b.Stack, 3))
 				}
 			}
 		}

@@ -24,7 +24,7 @@ func Text(w io.Writer, r *analysis.Result) error {
 // TextTop is Text listing at most top allocation sites per device.
 func TextTop(w io.Writer, r *analysis.Result, top int) error {
 	p := &printer{w: w}
-	p.wrap("", "  ", fmt.Sprintf("%s — %s, %s", snapshot.OneLine(r.Input.Path), r.Input.Format, r.Input.Generation))
+	p.wrap("", "  ", fmt.Sprintf("%s — %s, %s", snapshot.OneLine(r.Input.Path), r.Input.Format, snapshot.OneLine(r.Input.Generation)))
 	p.wrap("", "", snapshot.OneLine(Headline(r)))
 	const tab = "           " // the indent of a wrapped device line
 	for _, d := range r.Devices {
@@ -83,7 +83,7 @@ func TextTop(w io.Writer, r *analysis.Result, top int) error {
 		for i, s := range r.Suggestions {
 			n := fmt.Sprintf("  %d. ", i+1)
 			indent := strings.Repeat(" ", len(n))
-			p.wrap(n, indent, fmt.Sprintf("%s — saves ~%s (%s)", s.Title, analysis.FormatBytes(s.EstimatedSavingsBytes), s.Cost))
+			p.wrap(n, indent, fmt.Sprintf("%s — saves ~%s (%s)", snapshot.OneLine(s.Title), analysis.FormatBytes(s.EstimatedSavingsBytes), snapshot.OneLine(s.Cost)))
 			p.wrap(indent+"because ", indent+"  ", snapshot.OneLine(s.Because))
 		}
 	}
@@ -286,7 +286,7 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 	p := &printer{w: w}
 	p.f("## torchmem: `%s`\n\n", mdCode(FileName(r.Input.Path)))
 	p.f("**%s**\n\n", mdText(Headline(r)))
-	p.f("Input: %s, generation %s, %s; recorded: %s.\n", r.Input.Format, mdText(r.Input.Generation), analysis.FormatBytes(r.Input.Bytes), r.Input.Recording)
+	p.f("Input: %s, generation %s, %s; recorded: %s.\n", r.Input.Format, mdText(r.Input.Generation), analysis.FormatBytes(r.Input.Bytes), mdText(r.Input.Recording))
 	for _, d := range r.Devices {
 		p.f("\n### %s\n\n", deviceTitle(d))
 		if o := d.OOM; o != nil {

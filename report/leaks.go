@@ -89,7 +89,7 @@ func (g *leakGroup) title() string {
 	if len(g.leaks) > 1 {
 		what = fmt.Sprintf("at %d sites", len(g.leaks))
 	}
-	return fmt.Sprintf("[%s] %s on %s %s, %s: %s per step, %s held", l.Confidence, l.Kind, deviceRef(l.Device), what,
+	return fmt.Sprintf("[%s] %s on %s %s, %s: %s per step, %s held", l.Confidence, snapshot.OneLine(l.Kind), deviceRef(l.Device), what,
 		snapshot.OneLine(g.steps), analysis.FormatBytes(per), analysis.FormatBytes(held))
 }
 

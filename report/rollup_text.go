@@ -124,7 +124,7 @@ func RollupMarkdown(w io.Writer, ru *rollup.Rollup, details []rollup.Detail) err
 				oom = fmt.Sprintf("%s requested, %s free, %s at `%s`", analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFreeBytes), mdText(phaseAt(o.Phase, o.Step)), mdCode(o.Site))
 			}
 			if len(r.Leaks) > 0 {
-				leak = fmt.Sprintf("%s %s", analysis.FormatBytes(r.Leaks[0].BytesPerStep), r.Leaks[0].Kind)
+				leak = fmt.Sprintf("%s %s", analysis.FormatBytes(r.Leaks[0].BytesPerStep), mdText(r.Leaks[0].Kind))
 			}
 			p.f("| %d | %s | %s | %s | %s %s | %s | %s | `%s` |\n", r.Rank, mdText(deviceName(r.Device, r.Kind)), analysis.FormatBytes(r.PeakBytes),
 				mdText(phaseStep(r.PeakPhase, r.PeakStep)), r.Largest.Category, analysis.FormatBytes(r.Largest.Bytes), oom, leak, mdCode(r.Path))

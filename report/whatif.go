@@ -86,10 +86,10 @@ func whatIfText(p *printer, r *analysis.Result) {
 	p.f("\nwhat if (%s: peak %s = %s fixed + %s ∝ batch·seq + %s ∝ batch·seq²)\n", deviceRef(w.Device),
 		analysis.FormatBytes(w.MeasuredPeakBytes), analysis.FormatBytes(w.FixedBytes), analysis.FormatBytes(w.LinearBytes), analysis.FormatBytes(w.AttentionBytes))
 	for _, s := range w.Suggestions {
-		p.f("  %-26s → %s (peak in %s)%s\n", s.ID, analysis.FormatBytes(s.PeakBytes), s.Phase, projectionNote(s, w))
+		p.f("  %-26s → %s (peak in %s)%s\n", snapshot.OneLine(s.ID), analysis.FormatBytes(s.PeakBytes), s.Phase, projectionNote(s, w))
 	}
 	if c := w.Combination; c != nil && (len(c.IDs) > 1 || c.Fits != nil) {
-		ids := strings.Join(c.IDs, " + ")
+		ids := snapshot.OneLine(strings.Join(c.IDs, " + "))
 		res := fmt.Sprintf("→ %s (peak in %s)%s", analysis.FormatBytes(c.PeakBytes), c.Phase, suffix(fitsWord(c.Fits, w)))
 		if utf8.RuneCountInString(ids)+utf8.RuneCountInString(res) > 86 {
 			p.f("  best      %s\n            %s\n", ids, res)

@@ -32,8 +32,12 @@ func NewBuilder(src Source) *Builder {
 	return b
 }
 
-// Frame interns a frame and returns its ID.
+// Frame interns a frame and returns its ID. A function or file name
+// longer than maxNameBytes is cut (cutName, cutPath).
 func (b *Builder) Frame(f Frame) FrameID {
+	if len(f.Name) > maxNameBytes || len(f.Filename) > maxNameBytes {
+		f.Name, f.Filename = cutName(f.Name), cutPath(f.Filename)
+	}
 	if id, ok := b.frameIdx[f]; ok {
 		return id
 	}
@@ -61,8 +65,10 @@ func (b *Builder) Stack(frames []FrameID) StackID {
 	return id
 }
 
-// String interns a metadata string and returns its index in Snapshot.Strings.
+// String interns a metadata string and returns its index in
+// Snapshot.Strings; one longer than maxNameBytes is cut (cutName).
 func (b *Builder) String(s string) uint32 {
+	s = cutName(s)
 	if id, ok := b.strIdx[s]; ok {
 		return id
 	}

@@ -341,6 +341,20 @@ func (ad *allocData) build(src Source, end int64) (*Snapshot, error) {
 			}
 		}
 	}
+	// PlotWriter made an element per allocation: the actions name it when
+	// it is allocated and when it is freed, and one live before recording
+	// only when it is freed. A page naming one more often is not one it
+	// wrote, and would make a 40-byte event of every 2 bytes ("0,0,0,…").
+	mentions := make([]uint8, n)
+	for _, e := range ad.initial {
+		mentions[e] = 1
+	}
+	for i, e := range ad.actions {
+		if mentions[e] == 2 {
+			return nil, bad("action %d names element %d a third time, or a second time though it was allocated before recording: not a page trace_plot wrote (it allocates and frees an element once)", i, e)
+		}
+		mentions[e]++
+	}
 	src.Format = FormatTracePlotHTML
 	src.Generation = "trace_plot 2022–23"
 	src.Keys = ad.keys

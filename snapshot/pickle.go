@@ -39,7 +39,7 @@ func readPickleWith(in *bufio.Reader, src Source, opts Options, size int64, tune
 	sch := newSchema(b)
 	sch.inputBytes = size
 	opts = opts.withDefaults()
-	m := &vm{in: newInbuf(ra), opts: opts, path: src.Path, sch: sch, strs: make(map[string]string, 1024),
+	m := &vm{in: newInbuf(ra), opts: opts, path: src.Path, sch: sch,
 		stack: make([]value, 0, 4096), maxStack: maxStackValues(opts)}
 	sch.m = m
 	if tune != nil {

@@ -149,6 +149,7 @@ func pairAnnotations(raw []rawAnnotation) []Annotation {
 	open := map[key][]int{}
 	var out []Annotation
 	for _, r := range raw {
+		r.name = cutName(r.name)
 		k := key{r.device, r.name}
 		switch strings.ToUpper(r.stage) {
 		case "START":

@@ -135,7 +135,7 @@ func (m *vm) entryFast() bool {
 				return false
 			}
 			n := int(buf[pos+1])
-			if n > 64 || int64(n) > m.opts.MaxStringBytes || len(buf)-pos < 2+n {
+			if n > memoShortString || int64(n) > m.opts.MaxStringBytes || len(buf)-pos < 2+n {
 				return false
 			}
 			v, pos = strVal(kStr, m.internShort(buf[pos+2:pos+2+n])), pos+2+n
@@ -188,6 +188,9 @@ func (m *vm) entryFast() bool {
 	if shapeOf(d) != shapeEntry {
 		return false
 	}
+	if m.memo.len()+len(memo) > m.opts.MaxMemo {
+		return false // the opcodes fail at the MEMOIZE past the limit
+	}
 	s := m.sch
 	l := m.stack[mark-1].list()
 	if len(m.stack) > mark {
@@ -215,7 +218,7 @@ func (m *vm) entryFast() bool {
 		memo[listSlot].n, d.vals[list].n = id, id
 	}
 	for _, v := range memo {
-		m.memoPut(m.memo.len(), v)
+		_ = m.memoPut(m.memo.len(), v) // within MaxMemo: checked above
 	}
 	m.fast.frames, m.fast.memo = frames, memo
 	m.off += int64(1 + pos - in.pos) // the EMPTY_DICT and what followed

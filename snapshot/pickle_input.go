@@ -161,24 +161,15 @@ func (m *vm) str(n uint64, what string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(b) <= 64 {
+	if len(b) <= memoShortString {
 		return m.internShort(b), nil
 	}
 	return string(b), nil
 }
 
-// internShort returns the text of b (at most 64 bytes), one string for
-// each text while the machine interns fewer than 2^20.
-func (m *vm) internShort(b []byte) string {
-	if s, ok := m.strs[string(b)]; ok {
-		return s
-	}
-	s := string(b)
-	if len(m.strs) < 1<<20 {
-		m.strs[s] = s
-	}
-	return s
-}
+// internShort returns the text of b (at most memoShortString bytes), one
+// string for each text: the memo's texts, which its slots point at.
+func (m *vm) internShort(b []byte) string { return m.memo.texts.intern(b) }
 
 func bswap(v uint64) uint64 {
 	var b [8]byte

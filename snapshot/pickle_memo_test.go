@@ -26,7 +26,7 @@ func TestMemoTableRoundTrip(t *testing.T) {
 			t.Errorf("slot %d: got %+v, want %+v", i, got, want)
 		}
 	}
-	if inline := len(vals) - len(m.objs); inline != 12 || len(m.strs) != 2 {
-		t.Errorf("%d values stored inline, %d texts of short strings; want 12 (all but the two ints beyond 56 bits and the long string) and 2", inline, len(m.strs))
+	if inline := len(vals) - m.nobjs; inline != 12 || m.texts.n != 2 {
+		t.Errorf("%d values stored inline, %d texts of short strings; want 12 (all but the two ints beyond 56 bits and the long string) and 2", inline, m.texts.n)
 	}
 }

@@ -56,12 +56,10 @@ type vm struct {
 	stack     []value
 	marks     []int
 	memo      memoTable
-	sparse    map[int]value // memo entries put far beyond the end (hostile or odd)
 	proto     int
 	opts      Options
 	path      string
 	sch       *schema
-	strs      map[string]string // interned short strings
 	buf       []byte
 	curOp     byte
 	freeDicts []*pdict
@@ -124,16 +122,14 @@ func (m *vm) popMark() ([]value, error) {
 	return items, nil
 }
 
-func (m *vm) memoPut(idx int, v value) {
-	switch {
-	case idx <= m.memo.len():
-		m.memo.set(idx, v)
-	default:
-		if m.sparse == nil {
-			m.sparse = make(map[int]value)
-		}
-		m.sparse[idx] = v
+// memoPut stores v at memo entry idx. Entries are indexes: one past the
+// last fills the ones before it, and no index reaches MaxMemo, so the memo
+// never holds more than MaxMemo entries of memoBytesPerEntry each.
+func (m *vm) memoPut(idx int, v value) error {
+	if idx < 0 || idx >= m.opts.MaxMemo {
+		return m.fail("%s of memo entry %d: more than %d memo entries, more than a snapshot of this size holds (limit snapshot.Options.MaxMemo)", opName(m.curOp), idx, m.opts.MaxMemo)
 	}
+	m.memo.set(idx, v)
 	switch v.k {
 	case kDict:
 		if d := v.dict(); d.memo == 0 {
@@ -146,6 +142,7 @@ func (m *vm) memoPut(idx int, v value) {
 			l.gets++ // a second slot keeps it after its first is replaced: never reused
 		}
 	}
+	return nil
 }
 
 func (m *vm) memoGet(idx int) (value, error) {
@@ -153,8 +150,6 @@ func (m *vm) memoGet(idx int) (value, error) {
 	ok := false
 	if idx >= 0 && idx < m.memo.len() {
 		v, ok = m.memo.get(idx)
-	} else if m.sparse != nil {
-		v, ok = m.sparse[idx]
 	}
 	if !ok {
 		return value{}, m.fail("%s of memo entry %d, which was never stored", opName(m.curOp), idx)
@@ -173,8 +168,6 @@ func (m *vm) replaceMemo(memo int, v value) {
 	idx := memo - 1
 	if idx < m.memo.len() {
 		m.memo.set(idx, v)
-	} else if m.sparse != nil {
-		m.sparse[idx] = v
 	}
 }
 
@@ -223,9 +216,6 @@ func (m *vm) run() (value, error) {
 			if m.sch.err != nil {
 				return value{}, m.sch.err
 			}
-			if m.memo.len() > m.opts.MaxMemo {
-				return value{}, m.fail("more than %d memo entries, more than a snapshot of this size holds (limit snapshot.Options.MaxMemo)", m.opts.MaxMemo)
-			}
 			continue
 		}
 		if op == '(' && len(m.marks) < m.opts.MaxDepth {
@@ -261,9 +251,6 @@ func (m *vm) run() (value, error) {
 		}
 		if m.heldBytes() > m.opts.MaxValueBytes {
 			return value{}, m.fail("pickle values that are not snapshot records hold more than %d bytes: not a snapshot PyTorch wrote (limit snapshot.Options.MaxValueBytes)", m.opts.MaxValueBytes)
-		}
-		if m.memo.len() > m.opts.MaxMemo {
-			return value{}, m.fail("more than %d memo entries, more than a snapshot of this size holds (limit snapshot.Options.MaxMemo)", m.opts.MaxMemo)
 		}
 	}
 }
@@ -546,7 +533,7 @@ func (m *vm) step(op byte) error {
 		if err != nil {
 			return err
 		}
-		m.memoPut(m.memo.len(), *t)
+		return m.memoPut(m.memo.len(), *t)
 	case 'q', 'r', 'p': // BINPUT, LONG_BINPUT, PUT
 		idx, err := m.memoIndex(op)
 		if err != nil {
@@ -556,7 +543,7 @@ func (m *vm) step(op byte) error {
 		if err != nil {
 			return err
 		}
-		m.memoPut(int(idx), *t)
+		return m.memoPut(int(idx), *t)
 	case 'h': // BINGET, the commonest opcode of a snapshot
 		if !m.in.fill(1) {
 			return m.readErr(m.in.failure(), "BINGET")
@@ -587,7 +574,7 @@ func (m *vm) pushMemo(idx int) error {
 		sl := m.memo.slot(idx)
 		switch sl & slotMask {
 		case slotObj:
-			v := m.memo.objs[uint32(sl&^slotMask)]
+			v := m.memo.obj(uint32(sl &^ slotMask))
 			switch v.k {
 			case kDict:
 				v.dict().gets++

@@ -14,18 +14,22 @@ import (
 // Options bound what an input may make a reader do.
 type Options struct {
 	// MaxInputBytes caps the bytes a reader will decode after gzip or base64
-	// expansion (default 8 GiB). A larger input stops with an error.
+	// expansion (default 8 GiB). A larger input stops with an error. Left
+	// to its default, a gzip input may also expand to at most
+	// gzipExpansionBase plus gzipExpansionRatio times its compressed size.
 	MaxInputBytes int64
 	// MaxStringBytes caps one string in a pickle (default 16 MiB; the longest
 	// strings of real snapshots, FX traces, are a few KB).
 	MaxStringBytes int64
 	// MaxDepth caps nesting of pickle marks and JSON containers (default 10,000).
 	MaxDepth int
-	// MaxMemo caps the pickle memo. The default follows the input: 8M
-	// entries (at most 32 bytes each), or one entry per 40 bytes of the file
-	// (per 4 bytes of a gzip file) when that is more. Real snapshots memoize
-	// about one object per 77 bytes, so a hostile file's memo costs at most
-	// 256 MiB or about 0.8× its own size.
+	// MaxMemo caps the pickle memo: its entries, and every index a pickle
+	// stores at (the entries before an index count too). The default
+	// follows the input: 8M entries (at most 32 bytes each), or one entry
+	// per 40 bytes of the file (per 4 bytes of a gzip file) when that is
+	// more. Real snapshots memoize about one object per 77 bytes, so a
+	// hostile file's memo costs at most 256 MiB, or 0.8× its own size (8×
+	// a gzip file's).
 	MaxMemo int
 	// MaxValues caps pickle values pending on the stack or in lists that are
 	// not snapshot records (default 1M; real snapshots keep a few thousand);
@@ -41,7 +45,8 @@ type Options struct {
 	// Progress, when set, is called now and then with the input bytes read so far.
 	Progress func(read int64)
 
-	memoAuto bool // MaxMemo was left to follow the input size
+	memoAuto  bool // MaxMemo was left to follow the input size
+	inputAuto bool // MaxInputBytes was left to its default
 }
 
 // Default limits.
@@ -57,7 +62,7 @@ const (
 
 func (o Options) withDefaults() Options {
 	if o.MaxInputBytes <= 0 {
-		o.MaxInputBytes = DefaultMaxInputBytes
+		o.MaxInputBytes, o.inputAuto = DefaultMaxInputBytes, true
 	}
 	if o.MaxStringBytes <= 0 {
 		o.MaxStringBytes = DefaultMaxStringBytes
@@ -126,25 +131,55 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// limitReader fails with errTooLarge once more than max bytes were read.
+// The most a gzip input may expand to when MaxInputBytes is left to its
+// default: a base, plus a ratio times its compressed size (the file's, or
+// what was read so far of standard input). Real files expand 7–30×
+// (the shared snapshots and traces); deflate allows about 1,032×, so a
+// 9 MB gzip could make the reader decode 8 GiB and spend over a minute
+// of CPU doing it. Past the bound the error names --max-input-bytes.
+const (
+	gzipExpansionBase  = 64 << 20
+	gzipExpansionRatio = 128
+)
+
+// limitReader fails with errTooLarge once more than max bytes were read,
+// or, when ratio is set, more than gzipExpansionBase plus ratio times the
+// compressed bytes (the larger of size and what compressed counted).
 type limitReader struct {
 	r   io.Reader
 	n   int64
 	max int64
+	// ratio bounds a gzip input's expansion (0: none); over records that
+	// it did.
+	ratio      int64
+	size       int64
+	compressed *countingReader
+	over       bool
+}
+
+// bound is the most bytes the reader may give now.
+func (l *limitReader) bound() int64 {
+	if l.ratio == 0 {
+		return l.max
+	}
+	return min(l.max, gzipExpansionBase+l.ratio*max(l.size, l.compressed.n))
 }
 
 var errTooLarge = errors.New("input too large")
 
 func (l *limitReader) Read(p []byte) (int, error) {
-	if l.n > l.max {
+	limit := l.bound()
+	if l.n > limit {
+		l.over = l.ratio > 0 && limit < l.max
 		return 0, errTooLarge
 	}
-	if rem := l.max + 1 - l.n; int64(len(p)) > rem {
+	if rem := limit + 1 - l.n; int64(len(p)) > rem {
 		p = p[:rem]
 	}
 	n, err := l.r.Read(p)
 	l.n += int64(n)
-	if l.n > l.max {
+	if limit = l.bound(); l.n > limit {
+		l.over = l.ratio > 0 && limit < l.max
 		return n, errTooLarge
 	}
 	return n, err
@@ -170,7 +205,10 @@ func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error)
 		}
 		zr.Multistream(true)
 		src.Gzipped = true
-		lim = &limitReader{r: zr, max: opts.MaxInputBytes}
+		lim = &limitReader{r: paddedGzip{zr}, max: opts.MaxInputBytes, size: size, compressed: cr}
+		if opts.inputAuto {
+			lim.ratio = gzipExpansionRatio
+		}
 		in = bufio.NewReaderSize(lim, 256<<10)
 	} else {
 		lim = &limitReader{r: br, max: opts.MaxInputBytes}
@@ -187,10 +225,20 @@ func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error)
 		opts.MaxMemo = int(min(max(int64(DefaultMaxMemo), size/per), 1<<31-1))
 	}
 	s, err := readSniffed(in, src, opts)
+	if err == nil && src.Gzipped {
+		err = gzipEnd(in, path)
+	}
+	if err == nil {
+		err = checkSizes(s)
+	}
 	if src.FileBytes < 0 {
 		src.FileBytes = cr.n
 	}
 	if err != nil {
+		if lim.over {
+			return nil, &Error{Path: path, Offset: -1, Msg: fmt.Sprintf("gzip input expands past %d bytes, %d times its %d compressed bytes and %d MiB more: more than files PyTorch writes expand (raise the limit with --max-input-bytes)",
+				lim.bound(), gzipExpansionRatio, max(lim.size, cr.n), gzipExpansionBase>>20)}
+		}
 		if errors.Is(err, errTooLarge) || (lim != nil && lim.n > lim.max) {
 			what := "input"
 			if src.Gzipped {
@@ -277,4 +325,37 @@ func skipLeadingSpace(in *bufio.Reader) (int64, error) {
 		in.Discard(k)
 		n += int64(k)
 	}
+}
+
+// gzipEnd reads a gzip input to its end once the reader has what it needs,
+// so that the checksum and length in the gzip trailer are checked: a
+// pickle's reader stops at its STOP opcode, before them, and read a
+// corrupt file as good. The rest counts against MaxInputBytes like the
+// data before it.
+func gzipEnd(in *bufio.Reader, path string) error {
+	_, err := io.Copy(io.Discard, in)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, gzip.ErrChecksum):
+		return &Error{Path: path, Offset: -1, Msg: "the gzip checksum or length does not match the data: the file is corrupt"}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &Error{Path: path, Offset: -1, Msg: "the gzip data end early, before the gzip trailer: the file is truncated"}
+	}
+	return err
+}
+
+// paddedGzip ends a gzip stream at bytes that are not a gzip member after
+// the last one (zero padding, as tape and some uploaders add), as gzip(1)
+// does: the members before them were read and checked whole. The first
+// member's header was read when the reader was made, so a bad header met
+// while reading is always one after a complete member.
+type paddedGzip struct{ zr *gzip.Reader }
+
+func (p paddedGzip) Read(b []byte) (int, error) {
+	n, err := p.zr.Read(b)
+	if errors.Is(err, gzip.ErrHeader) {
+		err = io.EOF
+	}
+	return n, err
 }

@@ -93,6 +93,7 @@ type traceReader struct {
 	grads      []gradRec
 
 	keys        []string
+	moreKeys    int // top-level keys past the 1,000 kept in keys
 	baseNS      int64
 	hasBase     bool
 	rocm        bool

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -49,7 +50,7 @@ func TestTraceBadInput(t *testing.T) {
 		{"traceEvents object", `{"schemaVersion": 1, "traceEvents": {"a": 1}}`, Options{}, "traceEvents is an object", -2},
 		{"event not an object", `{"traceEvents": [{"ph": "X"}, 2]}`, Options{}, "element 1 of traceEvents is a number", 30},
 		{"snapshot as JSON", `{"segments": [], "device_traces": [[]]}`, Options{}, "memory snapshot as JSON", 0},
-		{"other object", `{"username": "x", "token": "SECRET"}`, Options{}, `no traceEvents (keys: "username", "token")`, 0},
+		{"other object", `{"username": "x", "token": "SECRET"}`, Options{}, `no traceEvents (2 keys: "username", "token")`, 0},
 		{"array of numbers", `[1, 2, 3]`, Options{}, "a JSON array of a number", 1},
 		{"string", `["a"]`, Options{}, "a JSON array of a string", -2},
 		{"short timeline row", `[[1, 2]]`, Options{}, "row 0 has 2 fields", 1},
@@ -134,4 +135,43 @@ func gunzipFile(t testing.TB, path string) []byte {
 		t.Fatal(err)
 	}
 	return raw
+}
+
+// TestNoEventsErrorEchoesLittle: a JSON object without traceEvents whose
+// keys look like secrets (tokens used as names, up to the 1,000 the reader
+// keeps and past them) gets one short line that says how many keys there
+// are and names at most three, each cut to eight bytes: no key whole.
+// (The error named five keys of 40 bytes: a GitHub token whole.)
+func TestNoEventsErrorEchoesLittle(t *testing.T) {
+	token := func(i int) string { return fmt.Sprintf("ghp_%036d", i) } // a GitHub token's shape, 40 bytes
+	for _, n := range []int{1, 4, 100, 1500} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			var b strings.Builder
+			b.WriteString("{")
+			for i := range n {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				fmt.Fprintf(&b, "%q: %q", token(i), "value-"+token(i))
+			}
+			b.WriteString("}")
+			_, err := Read(strings.NewReader(b.String()), "keys.json", int64(b.Len()), Options{})
+			e := wantInputError(t, err, "keys.json", fmt.Sprintf("(%d key", n))
+			msg := e.Error()
+			if len(msg) > 200 {
+				t.Errorf("error of %d bytes: %q", len(msg), msg)
+			}
+			if named := strings.Count(msg, `"ghp_`); named != min(n, 3) {
+				t.Errorf("%d keys named, want %d: %q", named, min(n, 3), msg)
+			}
+			for i := range n {
+				if strings.Contains(msg, token(i)[:9]) {
+					t.Fatalf("more than 8 bytes of key %d echoed: %q", i, msg)
+				}
+			}
+			if strings.Contains(msg, "value") {
+				t.Errorf("a value echoed: %q", msg)
+			}
+		})
+	}
 }

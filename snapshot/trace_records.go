@@ -62,8 +62,12 @@ type gradRec struct {
 	dtype    string
 }
 
-// intern returns the index of a name in tr.names.
+// intern returns the index of a name in tr.names; a name longer than
+// maxNameBytes is kept cut (cutName).
 func (tr *traceReader) intern(b []byte) int32 {
+	if len(b) > maxNameBytes {
+		b = []byte(cutName(string(b)))
+	}
 	if id, ok := tr.nameIdx[string(b)]; ok {
 		return id
 	}

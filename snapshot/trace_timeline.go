@@ -27,12 +27,6 @@ var memoryTimelineCategories = [...]string{
 	"PARAMETER", "OPTIMIZER_STATE", "INPUT", "TEMPORARY", "ACTIVATION", "GRADIENT", "AUTOGRAD_DETAIL", "UNKNOWN",
 }
 
-type mtRow struct {
-	t, bytes int64
-	action   int64
-	cat      uint32 // interned "category:…" string
-}
-
 // readMemoryTimeline reads the rows of a top-level array whose '[' was
 // consumed. PREEXISTING rows (t = −1) become the device Baseline, each kept
 // with its category in Device.Preexisting; CREATE and
@@ -46,7 +40,7 @@ func (tr *traceReader) readMemoryTimeline() (*Snapshot, error) {
 	s := b.Snap
 	s.Recording = RecordingProfiler
 	dec := tr.dec
-	var rows []mtRow
+	d := b.Device(0, DeviceCUDA)
 	var baseline int64
 	var pre []Preexisting
 	catIDs := map[int64]uint32{}
@@ -105,13 +99,24 @@ func (tr *traceReader) readMemoryTimeline() (*Snapshot, error) {
 		}
 		switch action {
 		case mtPreexisting:
+			// Memory that exists has a size: the rows add up to the
+			// baseline, and a negative or huge one would wrap the sum.
+			if nbytes < 0 || nbytes > maxDeviceBytes-baseline {
+				return nil, tr.errAt(off, "memory timeline row %d: PREEXISTING memory of %d bytes, or of more than %d in all: not a file PyTorch wrote", row, nbytes, int64(maxDeviceBytes))
+			}
 			baseline += nbytes
 			if nbytes > 0 {
 				pre = append(pre, Preexisting{Size: nbytes, Meta: id})
 			}
 		case mtCreate, mtDestroy, mtIncrementVersion:
+			// Each row becomes its event at once (a 40-byte event for a
+			// row of at least 10 bytes): no row is held besides it.
 			if nbytes != 0 {
-				rows = append(rows, mtRow{t: t, bytes: nbytes, action: action, cat: id})
+				e := Event{TimeNS: t, Meta: id, Action: ActionAlloc, Size: nbytes}
+				if nbytes < 0 {
+					e.Action, e.Size = ActionFreeCompleted, -nbytes
+				}
+				d.Events = append(d.Events, e)
 			}
 		default:
 			badActions++
@@ -124,18 +129,9 @@ func (tr *traceReader) readMemoryTimeline() (*Snapshot, error) {
 		return nil, err
 	}
 	s.Source.Bytes = tr.inputOffset(tr.ra.n)
-	slices.SortStableFunc(rows, func(x, y mtRow) int { return cmp.Compare(x.t, y.t) })
-	d := b.Device(0, DeviceCUDA)
+	slices.SortStableFunc(d.Events, func(x, y Event) int { return cmp.Compare(x.TimeNS, y.TimeNS) })
 	d.Baseline = baseline
 	d.Preexisting = pre
-	d.Events = make([]Event, 0, len(rows))
-	for _, r := range rows {
-		e := Event{TimeNS: r.t, Meta: r.cat, Action: ActionAlloc, Size: r.bytes}
-		if r.bytes < 0 {
-			e.Action, e.Size = ActionFreeCompleted, -r.bytes
-		}
-		d.Events = append(d.Events, e)
-	}
 	s.Diag("memory_timeline", 0, "a torch.profiler export_memory_timeline raw file, not a chrome trace: one device (assumed cuda:0), events carry PyTorch's categories as Meta \"category:…\"; PREEXISTING rows (memory allocated before profiling) keep theirs")
 	s.Diag("bytes_only", 0, "device 0: the memory timeline has no addresses: the curve and categories are right but block lifetimes are unknown")
 	if badActions > 0 {

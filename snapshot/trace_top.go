@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -22,6 +23,8 @@ func (tr *traceReader) readTopObject() error {
 				key = key[:200]
 			}
 			tr.keys = append(tr.keys, key)
+		} else {
+			tr.moreKeys++
 		}
 		switch name {
 		case "traceEvents":
@@ -77,8 +80,10 @@ func (tr *traceReader) readTopObject() error {
 	return nil
 }
 
-// noEventsError explains a JSON object without traceEvents. It names at most
-// a few keys (never values: user metadata can hold secrets).
+// noEventsError explains a JSON object without traceEvents. It names how
+// many keys the object has and the first few, each cut to keyEchoBytes:
+// never a value, and never a whole key, since user metadata can hold
+// secrets and a key may be one (a token used as a name).
 func (tr *traceReader) noEventsError() error {
 	has := func(k string) bool {
 		for _, x := range tr.keys {
@@ -91,20 +96,40 @@ func (tr *traceReader) noEventsError() error {
 	if has("segments") || has("device_traces") {
 		return tr.errAt(0, "a JSON object with segments/device_traces (a memory snapshot as JSON?), not a chrome trace: no traceEvents")
 	}
-	ks := tr.keys
-	more := ""
-	if len(ks) > 5 {
-		ks, more = ks[:5], ", …"
-	}
-	q := make([]string, len(ks))
-	for i, k := range ks {
-		if len(k) > 40 {
-			k = k[:40]
-		}
-		q[i] = fmt.Sprintf("%q", k)
-	}
-	return tr.errAt(0, "not a chrome trace: the JSON object has no traceEvents (keys: %s%s)", strings.Join(q, ", "), more)
+	return tr.errAt(0, "not a chrome trace: the JSON object has no traceEvents (%s)", keysEcho(tr.keys, tr.moreKeys))
 }
+
+// keysEcho words the keys of an object for an error: how many, and the
+// first keysEchoed of them cut to keyEchoBytes ("3 keys: "schemaVe…",
+// "deviceP…", "traceNa…""); more keys than were kept count as more.
+func keysEcho(keys []string, more int) string {
+	n := len(keys) + more
+	if n == 0 {
+		return "no keys"
+	}
+	q := make([]string, 0, keysEchoed)
+	for _, k := range keys[:min(len(keys), keysEchoed)] {
+		if len(k) > keyEchoBytes {
+			k = strings.ToValidUTF8(k[:keyEchoBytes], "") + "…"
+		}
+		q = append(q, strconv.Quote(k))
+	}
+	what := fmt.Sprintf("%d keys", n)
+	if n == 1 {
+		what = "1 key"
+	}
+	if n > len(q) {
+		return fmt.Sprintf("%s, the first %d: %s, …", what, len(q), strings.Join(q, ", "))
+	}
+	return what + ": " + strings.Join(q, ", ")
+}
+
+// An error about a JSON object's keys names at most keysEchoed of them,
+// each cut to keyEchoBytes (a token's prefix, not the token).
+const (
+	keysEchoed   = 3
+	keyEchoBytes = 8
+)
 
 // readDeviceProperties keeps id, name and totalGlobalMem of each device. It
 // reads token by token: the list is never held whole, and what is not an

@@ -20,7 +20,9 @@ import (
 // as many as r holds one after the other, gzip-compressed or not, and hands
 // each analysis to add in order. A roll-up is read as it streams, so its
 // size is not held in memory; each analysis, and each other value, may take
-// at most limit bytes. An analysis without an input path takes path.
+// at most limit bytes with its whitespace, and no more than
+// analysis.MaxResultBytes (an analysis is held, then decoded). An analysis
+// without an input path takes path.
 // Errors name path and the byte offset where the problem is.
 // A file that holds no analysis at all (an empty array, a roll-up without
 // inputs) is an error.
@@ -41,7 +43,7 @@ func ReadSummariesListing(r io.Reader, path string, limit int64, add func(*analy
 		}
 		in = zr
 	}
-	sr := &summaryReader{path: path, limit: limit, budget: &budgetReader{r: in}, unreadable: unreadable}
+	sr := &summaryReader{path: path, limit: min(limit, analysis.MaxResultBytes), budget: &budgetReader{r: in}, unreadable: unreadable}
 	sr.add = func(r *analysis.Result) error {
 		sr.added++
 		return add(r)
@@ -108,15 +110,16 @@ func (sr *summaryReader) value(top bool) error {
 
 // object reads an analysis or a roll-up. Their members are read one at a
 // time: a roll-up's inputs are handed on one by one; an analysis is
-// gathered and decoded whole.
+// gathered, without its whitespace, and decoded whole.
 func (sr *summaryReader) object() error {
 	start := sr.dec.InputOffset()
 	if _, err := sr.dec.ReadToken(); err != nil {
 		return sr.fail(err)
 	}
 	var schema string
-	var whole bytes.Buffer // the analysis's members, as read
-	whole.WriteByte('{')
+	var whole bytes.Buffer // the analysis's members, compact
+	enc := jsontext.NewEncoder(&whole)
+	enc.WriteToken(jsontext.BeginObject)
 	streamed := 0
 	for sr.dec.PeekKind() == '"' {
 		name, err := sr.dec.ReadToken()
@@ -133,42 +136,48 @@ func (sr *summaryReader) object() error {
 			continue
 		}
 		sr.budget.allow(sr.dec.InputOffset(), sr.limit)
-		v, err := sr.dec.ReadValue()
-		if err != nil {
-			return sr.fail(err)
-		}
-		if key == "schema" {
-			if err := json.Unmarshal(v, &schema); err != nil {
-				return sr.errorf(start, "schema is not a string")
-			}
-		}
 		if key == "rollup" { // built again from the inputs; its unreadable inputs stay so
-			if sr.unreadable != nil {
-				var ru struct{ Unreadable []Unreadable }
-				if err := json.Unmarshal(v, &ru); err != nil {
-					return sr.errorf(start, "rollup.unreadable: want a list of {path, rank, error}: %v", err)
+			if sr.unreadable == nil {
+				if err := sr.dec.SkipValue(); err != nil {
+					return sr.fail(err)
 				}
-				for _, u := range ru.Unreadable {
-					sr.unreadable(u)
-				}
+				continue
+			}
+			v, err := sr.dec.ReadValue()
+			if err != nil {
+				return sr.fail(err)
+			}
+			var ru struct{ Unreadable []Unreadable }
+			if err := json.Unmarshal(v, &ru); err != nil {
+				return sr.errorf(start, "rollup.unreadable: want a list of {path, rank, error}: %v", err)
+			}
+			for _, u := range ru.Unreadable {
+				sr.unreadable(u)
 			}
 			continue
 		}
-		if int64(whole.Len()+len(v)) > sr.limit {
-			return sr.errorf(start, "an analysis past the limit of %d bytes (raise it with --max-input-bytes)", sr.limit)
+		if key == "schema" {
+			if sr.dec.PeekKind() != '"' {
+				return sr.errorf(start, "schema is not a string")
+			}
+			v, err := sr.dec.ReadToken()
+			if err != nil {
+				return sr.fail(err)
+			}
+			schema = v.String()
+			enc.WriteToken(jsontext.String(key))
+			enc.WriteToken(jsontext.String(schema))
+			continue
 		}
-		if whole.Len() > 1 {
-			whole.WriteByte(',')
+		enc.WriteToken(jsontext.String(key))
+		if err := sr.copyValue(enc, &whole, start); err != nil {
+			return err
 		}
-		q, _ := jsontext.AppendQuote(nil, key)
-		whole.Write(q)
-		whole.WriteByte(':')
-		whole.Write(v)
 	}
 	if _, err := sr.dec.ReadToken(); err != nil { // '}'
 		return sr.fail(err)
 	}
-	whole.WriteByte('}')
+	enc.WriteToken(jsontext.EndObject)
 	switch schema {
 	case SchemaID:
 		return nil
@@ -183,20 +192,54 @@ func (sr *summaryReader) object() error {
 	return sr.errorf(start, "schema %q: want %s (torchmem analyze --format json) or %s", schema, analysis.SchemaID, SchemaID)
 }
 
+// copyValue copies the next value token by token into enc, which writes
+// to buf: what is held is the value without its whitespace, never the
+// text as read as well (ReadValue kept the value in the decoder's buffer,
+// then a copy of it). Past sr.limit bytes it fails.
+func (sr *summaryReader) copyValue(enc *jsontext.Encoder, buf *bytes.Buffer, start int64) error {
+	depth := 0
+	at := sr.dec.InputOffset() // where the value starts: a cut one is named there
+	for {
+		tok, err := sr.dec.ReadToken()
+		if errors.Is(err, io.ErrUnexpectedEOF) && !sr.budget.over {
+			return sr.errorf(at, "truncated JSON")
+		}
+		if err != nil {
+			return sr.fail(err)
+		}
+		switch tok.Kind() {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		}
+		if err := enc.WriteToken(tok); err != nil {
+			return sr.errorf(sr.dec.InputOffset(), "bad JSON: %v", err)
+		}
+		if int64(buf.Len()) > sr.limit {
+			return sr.errorf(start, "an analysis past the limit of %d bytes (raise it with --max-input-bytes up to %d)", sr.limit, int64(analysis.MaxResultBytes))
+		}
+		if depth == 0 {
+			return nil
+		}
+	}
+}
+
 // inputs hands on the analyses of a roll-up's inputs array.
 func (sr *summaryReader) inputs() (int, error) {
 	if _, err := sr.dec.ReadToken(); err != nil {
 		return 0, sr.fail(err)
 	}
 	n := 0
+	var buf bytes.Buffer
 	for sr.dec.PeekKind() == '{' {
 		start := sr.dec.InputOffset()
 		sr.budget.allow(start, sr.limit)
-		v, err := sr.dec.ReadValue()
-		if err != nil {
-			return n, sr.fail(err)
+		buf.Reset()
+		if err := sr.copyValue(jsontext.NewEncoder(&buf), &buf, start); err != nil {
+			return n, err
 		}
-		if err := sr.decode(v, start); err != nil {
+		if err := sr.decode(buf.Bytes(), start); err != nil {
 			return n, err
 		}
 		n++
@@ -207,19 +250,21 @@ func (sr *summaryReader) inputs() (int, error) {
 	return n, nil
 }
 
-// decode decodes one analysis and hands it on.
+// decode decodes one analysis (within analysis.DecodeResult's bounds)
+// and hands it on.
 func (sr *summaryReader) decode(v []byte, at int64) error {
-	var res analysis.Result
-	if err := json.Unmarshal(v, &res); err != nil {
-		return sr.errorf(at, "not a valid torchmem analysis: %v", err)
+	res, err := analysis.DecodeResult(v)
+	var be *analysis.BoundError
+	if errors.As(err, &be) {
+		return sr.errorf(at+be.Offset, "not a valid torchmem analysis: %s", be.Msg)
 	}
-	if err := res.Validate(); err != nil {
+	if err != nil {
 		return sr.errorf(at, "%v", err)
 	}
 	if res.Input.Path == "" {
 		res.Input.Path = sr.path
 	}
-	return sr.add(&res)
+	return sr.add(res)
 }
 
 // fail words a decoder error; nil stays nil.

@@ -73,7 +73,7 @@ func TestReadSummaries(t *testing.T) {
 		{"analysis past the limit", []byte(a), int64(len(a) / 2), nil, "past the limit of"},
 		{"analysis with inputs", []byte(`{"inputs": [` + a + `], "schema": "torchmem.analysis/v1"}`), 1 << 20, []string{"a.pickle"}, "an analysis with inputs"},
 		{"analysis with a member named inputs", []byte(`{"schema": "torchmem.analysis/v1", "inputs": [1]}`), 1 << 20, []string{"s.json"}, ""}, // fields may be added
-		{"too many devices", []byte(`{"schema": "torchmem.analysis/v1", "devices": [` + strings.Repeat(`{"device": 0},`, 256) + `{"device": 1}]}`), 1 << 20, nil, "257 devices, more than the limit of 256"},
+		{"too many devices", []byte(`{"schema": "torchmem.analysis/v1", "devices": [` + strings.Repeat(`{"device": 0},`, 256) + `{"device": 1}]}`), 1 << 20, nil, "more than 256 devices at byte offset"},
 		{"an empty list", []byte("[]"), 1 << 20, nil, "s.json: no analysis in the file"},
 		{"a roll-up without inputs", []byte(rollup()), 1 << 20, nil, "s.json: no analysis in the file"},
 		{"empty lists and roll-ups", []byte("[] " + rollup() + " []"), 1 << 20, nil, "s.json: no analysis in the file"},

@@ -102,7 +102,7 @@ stops at the first).`,
 				if device >= 0 && s.Device(device) == nil {
 					return &exitError{exitInput, fmt.Errorf("%s: no device %d in this file", path, device)}
 				}
-				results = append(results, g.analyze(s, opts))
+				results = append(results, g.budget.fit(g.analyze(s, opts)))
 			}
 			return writeResults(cmd.OutOrStdout(), format, textTop, results)
 		},

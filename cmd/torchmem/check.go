@@ -199,6 +199,9 @@ working directory.`,
 			if err != nil {
 				return err
 			}
+			if err := refuseOverwritingInput("--junit", junit, append(paths, baseline)); err != nil {
+				return err
+			}
 			var results []*analysis.CheckResult
 			b := rollup.NewBuilder()
 			n := 0
@@ -225,7 +228,7 @@ working directory.`,
 				if err != nil {
 					return err
 				}
-				if err := check(r); err != nil {
+				if err := check(g.budget.fit(r)); err != nil {
 					return err
 				}
 			} else if err := g.loadAll(paths, g.checkLoader(aopts), check, nil); err != nil {
@@ -234,7 +237,7 @@ working directory.`,
 			if imbalanceLimit > 0 {
 				results = append(results, rollup.CheckImbalance(b.Rollup(), imbalanceLimit))
 			}
-			return writeChecks(cmd.OutOrStdout(), g.stderr, format, junit, github, sourceRoot, results)
+			return writeChecks(cmd.OutOrStdout(), g.stderr, g.budget, format, junit, github, sourceRoot, results)
 		},
 	}
 	formatFlag(cmd, &format, "text", "text", "markdown", "json")
@@ -263,13 +266,13 @@ const baselineTopSites = 1000
 // writeChecks writes the report and the CI outputs, and returns the exit
 // error when a check failed. A job summary that cannot be written is a
 // warning on stderr: the checks' verdict decides the exit status.
-func writeChecks(out, stderr io.Writer, format, junit string, github bool, sourceRoot string, results []*analysis.CheckResult) error {
+func writeChecks(out, stderr io.Writer, budget *runBudget, format, junit string, github bool, sourceRoot string, results []*analysis.CheckResult) error {
 	// The JUnit file first: a path that cannot be written is bad usage,
 	// reported before anything goes to stdout.
 	if junit != "" {
 		var b bytes.Buffer
-		if err := report.JUnit(&b, results); err != nil {
-			return err
+		if err := report.JUnit(budgetWriter{&b, budget}, results); err != nil {
+			return &exitError{exitInput, fmt.Errorf("--junit: %w", err)}
 		}
 		if err := os.WriteFile(junit, b.Bytes(), 0o644); err != nil {
 			return &exitError{exitInput, fmt.Errorf("--junit: %w", err)}
@@ -292,7 +295,7 @@ func writeChecks(out, stderr io.Writer, format, junit string, github bool, sourc
 			return err
 		}
 		if path := os.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
-			if err := appendSummary(path, results); err != nil {
+			if err := appendSummary(path, budget, results); err != nil {
 				fmt.Fprintf(stderr, "torchmem: warning: GITHUB_STEP_SUMMARY: %s (the job summary is not written; the checks' verdict stands)\n",
 					strings.ReplaceAll(err.Error(), "\n", " "))
 			}
@@ -310,12 +313,12 @@ func writeChecks(out, stderr io.Writer, format, junit string, github bool, sourc
 }
 
 // appendSummary appends the checks as Markdown to the job summary file.
-func appendSummary(path string, results []*analysis.CheckResult) error {
+func appendSummary(path string, budget *runBudget, results []*analysis.CheckResult) error {
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
-	werr := report.CheckMarkdown(f, results)
+	werr := report.CheckMarkdown(budgetWriter{f, budget}, results)
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
@@ -332,6 +335,7 @@ func writeBaseline(g *globals, out io.Writer, path, baseline string, aopts analy
 	if err != nil {
 		return err
 	}
+	g.budget.fit(r)
 	cr, err := analysis.Check(r, opts)
 	if err != nil {
 		return &exitError{exitInput, err}
@@ -343,8 +347,8 @@ func writeBaseline(g *globals, out io.Writer, path, baseline string, aopts analy
 		return &exitError{exitFailed, fmt.Errorf("baseline %s not updated: %d of %s failed", baseline, cr.Failed, report.Count(len(cr.Checks))+" checks")}
 	}
 	var b bytes.Buffer
-	if err := report.JSON(&b, []*analysis.Result{r}); err != nil {
-		return err
+	if err := report.JSON(budgetWriter{&b, g.budget}, []*analysis.Result{r}); err != nil {
+		return &exitError{exitInput, fmt.Errorf("--update-baseline %s: %w", baseline, err)}
 	}
 	if err := writeFileAtomic(baseline, b.Bytes()); err != nil {
 		return &exitError{exitInput, fmt.Errorf("--update-baseline %s: %w", baseline, err)}

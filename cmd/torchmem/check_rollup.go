@@ -73,7 +73,7 @@ func (g *globals) loadBaselines(path string, opts analysis.Options) (*rollup.Bas
 		if err != nil {
 			return nil, err
 		}
-		return rollup.OneBaseline(r), nil
+		return rollup.OneBaseline(g.budget.fit(r)), nil
 	}
 	limit, err := g.summaryLimit()
 	if err != nil {
@@ -81,7 +81,7 @@ func (g *globals) loadBaselines(path string, opts analysis.Options) (*rollup.Bas
 	}
 	b := rollup.NewBaselines()
 	err = g.readSummaries(path, limit, func(r *analysis.Result) error {
-		b.Add(r)
+		b.Add(g.budget.fit(r))
 		return nil
 	}, nil)
 	return b, err

@@ -52,7 +52,7 @@ diff reports; it does not judge: it exits 0 unless an input is bad (use
 				if err != nil {
 					return err
 				}
-				rs[i] = r
+				rs[i] = g.budget.fit(r)
 			}
 			if device >= 0 {
 				found := false

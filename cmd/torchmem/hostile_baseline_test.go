@@ -21,8 +21,11 @@ func TestHostileBaselines(t *testing.T) {
 	}
 	good := writeTemp(t, dir, "good.json", base)
 	for _, s := range []string{"\x1b[31m\a", "::error::pwned", "<img src=x onerror=alert(1)>", "\x9b31m\x9d\x9c", "\xff\xfe"} {
-		js := strings.Replace(string(base), `"phase": "forward"`, `"phase": `+rawJSONString(s), -1)
-		js = strings.Replace(js, `"format": "snapshot"`, `"format": `+rawJSONString(s), 1)
+		// Text strings; the words (phases, the format) are checked against
+		// their vocabulary instead (TestMergeHostileStrings).
+		js := strings.Replace(string(base), `"generation": "E (2.5–2.7)"`, `"generation": `+rawJSONString(s), 1)
+		js = strings.Replace(js, `"recording": "alloc and free"`, `"recording": `+rawJSONString(s), 1)
+		js = strings.Replace(js, `"site": "model.py:64 attention"`, `"site": `+rawJSONString(s), -1)
 		js = strings.Replace(js, `"kind": "step_growth"`, `"kind": `+rawJSONString(s), -1)
 		p := writeTemp(t, dir, "hostile.json", []byte(js))
 		for _, format := range []string{"text", "markdown"} {

@@ -26,6 +26,21 @@ func shared(t *testing.T, sub, name string) string {
 	return st.SharedFile(t, sub, name)
 }
 
+// relative returns path relative to the test's working folder, so that
+// output naming it is the same in every checkout with ../shared beside it.
+func relative(t *testing.T, path string) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(wd, path)
+	if err != nil {
+		return path
+	}
+	return rel
+}
+
 // runCLI runs torchmem in-process and returns exit code, stdout, stderr.
 func runCLI(stdin []byte, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer

@@ -69,10 +69,13 @@ up: exit status 3 (2 when none could be read; --strict stops at the first).`,
 			if err != nil {
 				return err
 			}
+			if err := refuseOverwritingInput("-o", out, paths); err != nil {
+				return err
+			}
 			var page bytes.Buffer
 			w := cmd.OutOrStdout()
 			if out != "-" {
-				w = &page // written whole, once complete
+				w = budgetWriter{&page, g.budget} // written whole, once complete
 			}
 			ro, err := newRollupOutput(w, format, ranks)
 			if err != nil {
@@ -86,7 +89,7 @@ up: exit status 3 (2 when none could be read; --strict stops at the first).`,
 			}
 			ro.strict = strict
 			for _, path := range paths {
-				if err := g.readSummaries(path, limit, ro.add, ro.b.AddUnreadable); err != nil {
+				if err := g.readSummaries(path, limit, func(r *analysis.Result) error { return ro.add(g.budget.fit(r)) }, ro.b.AddUnreadable); err != nil {
 					if err := ro.fail(path, err); err != nil {
 						return err
 					}

@@ -100,3 +100,27 @@ func writeThrough(path string, data []byte) error {
 func outputError(err error) error {
 	return fmt.Errorf("cannot write the output: %w", err)
 }
+
+// refuseOverwritingInput fails when out (-o of report or merge, check's
+// --junit) is one of the inputs, or a link or another name of one: the run
+// would replace the file it reads. It is checked before anything is read,
+// so that the input is never lost. "-" and paths that do not exist yet
+// name no input.
+func refuseOverwritingInput(flag, out string, inputs []string) error {
+	if out == "" || out == "-" {
+		return nil
+	}
+	ost, err := os.Stat(out)
+	if err != nil {
+		return nil
+	}
+	for _, in := range inputs {
+		if in == "-" {
+			continue
+		}
+		if ist, err := os.Stat(in); err == nil && os.SameFile(ost, ist) {
+			return &exitError{exitInput, fmt.Errorf("%s %s: is the input %s; the output would replace it", flag, out, in)}
+		}
+	}
+	return nil
+}

@@ -87,7 +87,7 @@ func analyseRecorded(g *globals, w io.Writer, path string) bytes.Buffer {
 		fmt.Fprintf(w, "torchmem: %s\n", snapshot.OneLine(err.Error()))
 		return page
 	}
-	r := g.analyze(s, analysis.DefaultOptions())
+	r := g.budget.fit(g.analyze(s, analysis.DefaultOptions()))
 	if err := writeResults(w, "text", 5, []*analysis.Result{r}); err != nil { // as analyze prints it
 		fmt.Fprintf(w, "torchmem: %v\n", err)
 	}

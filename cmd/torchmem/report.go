@@ -54,6 +54,9 @@ and the others are rolled up (exit status 3; --strict stops at the first).`,
 			if err != nil {
 				return err
 			}
+			if err := refuseOverwritingInput("-o", out, paths); err != nil {
+				return err
+			}
 			var page bytes.Buffer
 			var partial *rollupOutput // a roll-up, whose status ends the run
 			if len(paths) > 1 {
@@ -75,7 +78,7 @@ and the others are rolled up (exit status 3; --strict stops at the first).`,
 				if err != nil {
 					return err
 				}
-				r := g.analyze(s, opts)
+				r := g.budget.fit(g.analyze(s, opts))
 				if err := report.HTML(&page, r, report.HTMLOptions{Version: version}); err != nil {
 					return err
 				}
@@ -85,6 +88,9 @@ and the others are rolled up (exit status 3; --strict stops at the first).`,
 					return err
 				}
 				return partial.status(g.stderr)
+			}
+			if err := g.budget.charge(page.Len()); err != nil {
+				return &exitError{exitInput, fmt.Errorf("-o %s: %w", out, err)}
 			}
 			if err := writeFileAtomic(out, page.Bytes()); err != nil {
 				var pe *os.PathError

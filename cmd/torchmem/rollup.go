@@ -91,7 +91,7 @@ func (g *globals) loadAll(paths []string, load func(string) ([]*analysis.Result,
 		} else {
 			for _, r := range d.rs {
 				if err == nil {
-					err = use(r)
+					err = use(g.budget.fit(r))
 				}
 			}
 		}

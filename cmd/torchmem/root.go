@@ -53,6 +53,8 @@ type globals struct {
 	prog     *progress
 	// progressTo, set by tests, gets the progress line whatever stderr is.
 	progressTo io.Writer
+	// budget is the run's output budget (budget.go).
+	budget *runBudget
 }
 
 func (g *globals) options() (snapshot.Options, error) {
@@ -151,7 +153,7 @@ Exit codes: 0 ok, 1 a check or regression failed, 2 bad input or usage,
 		Version:       versionLine(),
 	}
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
-	root.PersistentFlags().StringVar(&g.maxInput, "max-input-bytes", "", "stop when an input expands past this size after gzip/base64 decoding (default 8GiB)")
+	root.PersistentFlags().StringVar(&g.maxInput, "max-input-bytes", "", "stop when an input expands past this size after gzip/base64 decoding (default 8GiB; a gzip file, 64MiB + 128x its size)")
 	root.PersistentFlags().BoolVarP(&g.quiet, "quiet", "q", false, "no progress line and no notes on stderr (errors and warnings only)")
 	root.AddCommand(newInfoCmd(g), newAnalyzeCmd(g), newGenCmd(g), newDiffCmd(g), newCheckCmd(g), newReportCmd(g),
 		newEstimateCmd(g), newRecordCmd(g), newMergeCmd(g))
@@ -190,9 +192,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 			code = exitInput
 		}
 	}()
-	g := &globals{stdin: stdin, stderr: stderr}
+	g := &globals{stdin: stdin, stderr: stderr, budget: newRunBudget()}
 	defer g.endProgress()
-	out := &outputWriter{w: stdout}
+	out := &outputWriter{w: budgetWriter{stdout, g.budget}}
 	root := newRootCmd(g)
 	root.SetArgs(args)
 	root.SetIn(stdin)
