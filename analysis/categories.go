@@ -148,7 +148,9 @@ func Classify(h *History) {
 		}
 		b.Category, b.Rule, b.Confidence = decide(f, b.Requested, paramPaired[i], gradPaired[i], pairing, run)
 	}
+	transientsAtOOM(h)
 	markAutocastCache(h)
+	markDDPBucketsBySize(h)
 	estimateBaseline(h)
 }
 

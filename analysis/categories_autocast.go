@@ -30,7 +30,10 @@ const RuleAutocastWeightCache = "autocast_weight_cache"
 // followed by another of the same stack; it lives until the end, until the
 // region exits (autocast_mode.py __exit__ in its free stack, or freed with
 // other copies in one burst, no allocation between), or until backward
-// frees the graph that saved it. A size class where more copies live at
+// frees the graph that saved it (then, with Python frames only, the run
+// must show autocast at work, e.g. backward casting the copies' gradients
+// to fp32: castsGradients). The projections keep these blocks fixed: this
+// is their one detector of weight copies. A size class where more copies live at
 // once than parameters of twice the size exist is not a cache (a
 // coincidence of sizes): none of it is marked. Without frames nothing tells
 // a copy apart.
@@ -172,11 +175,13 @@ func markAutocastCache(h *History) {
 	}
 	// Python frames alone say only "the first allocation of an op, half a
 	// weight's size": an fp32 run's activations saved for backward look the
-	// same. Freed in backward, they are copies only where the run shows
-	// autocast at work — its frames name it (torch/amp/autocast_mode.py,
-	// at::autocast), a cast is autocast's by its C++ frames or trace ops,
-	// or copies leave in one burst (the region's exit).
-	evidence := len(strong) > 0 || len(inBurst) > 0 || autocastInFrames(h.Snap)
+	// same (two nn.Linear of an nn.Sequential share one stack). Freed in
+	// backward, they are copies only where the run shows autocast at work —
+	// its frames name it (torch/amp/autocast_mode.py, at::autocast), a cast
+	// is autocast's by its C++ frames or trace ops, copies leave in one
+	// burst (the region's exit), or backward casts the gradients of the
+	// copies to fp32 (castsGradients).
+	evidence := len(strong) > 0 || len(inBurst) > 0 || autocastInFrames(h.Snap) || castsGradients(h)
 	ok := map[int]bool{}
 	for bi := range isCand {
 		b := &h.Blocks[bi]
@@ -305,4 +310,37 @@ func autocastInFrames(s *snapshot.Snapshot) bool {
 		}
 	}
 	return false
+}
+
+// castsGradients reports whether backward casts weight gradients to fp32,
+// as it does under autocast: a matmul's backward makes the gradient of the
+// weight's 16-bit copy (half the weight's bytes), the copy's
+// ToCopyBackward0 casts it to the fp32 gradient, and the autograd engine
+// frees the 16-bit one at once. So a gradient allocated in backward whose
+// next free (before any other allocation) ends a block of exactly half its
+// bytes, made earlier in backward, was cast; an fp32 or a pure 16-bit run
+// computes its gradients in their own dtype and casts none. It takes at
+// least half of the bytes of the gradients made in backward (the weights
+// autocast casts — linear and convolution weights — hold most of a model's
+// bytes) so that an isolated coincidence of sizes proves nothing.
+func castsGradients(h *History) bool {
+	ev := h.Device.Events
+	var grads, cast int64
+	for bi := range h.Blocks {
+		g := &h.Blocks[bi]
+		if g.Category != result.Gradient || g.Alloc < 0 || h.Phases.code[g.Alloc] != codeBackward || g.Requested <= 0 {
+			continue
+		}
+		grads += g.Requested
+		for j := g.Alloc + 1; j < len(ev) && ev[j].Action != snapshot.ActionAlloc; j++ {
+			if e := h.endAt(j); e >= 0 {
+				c := &h.Blocks[e]
+				if 2*c.Requested == g.Requested && c.Alloc >= 0 && c.Alloc < g.Alloc && h.Phases.code[c.Alloc] == codeBackward {
+					cast += g.Requested
+				}
+				break
+			}
+		}
+	}
+	return grads > 0 && 2*cast >= grads
 }

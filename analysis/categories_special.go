@@ -121,12 +121,13 @@ type decision struct {
 
 // specialKinds decides the blocks that a rule of their own explains before
 // the general rules of phases, lifetimes and pairing run (and that pairing
-// must not take for weights or gradients): frameworks' buffers, CUDA
-// graphs' pools, gradients moved with the model and cuBLAS workspaces, the
-// later taking precedence.
+// must not take for weights or gradients): frameworks' buffers, DDP's
+// gradient buckets, CUDA graphs' pools, gradients moved with the model and
+// cuBLAS workspaces, the later taking precedence.
 func (h *History) specialKinds(facts []blockFacts) map[int]decision {
 	out := map[int]decision{}
 	frameworkBuffers(facts, out)
+	h.ddpBucketsByFrames(facts, out)
 	for bi := range graphPoolBlocks(h) {
 		if !facts[bi].m.cublas {
 			out[bi] = decision{result.CUDAGraphPool, RuleCUDAGraphPool, result.High}
@@ -139,4 +140,49 @@ func (h *History) specialKinds(facts []blockFacts) map[int]decision {
 		out[bi] = decision{result.Workspace, RuleCublasWorkspaceFirstMatmul, result.Medium}
 	}
 	return out
+}
+
+// RuleForwardTransientAtOOM classifies a block made in forward and live
+// when the OOM struck whose siblings — the blocks of its stack and size
+// made in forward before — were all freed in the forward span that made
+// them: a temporary in use when the allocation failed, not an activation.
+// Identical tensors made the same way get the same category.
+const RuleForwardTransientAtOOM = "forward_transient_live_at_oom"
+
+// transientsAtOOM gives the forward blocks live at the OOM the category of
+// their siblings when every sibling was a forward temporary.
+func transientsAtOOM(h *History) {
+	type key struct {
+		stack snapshot.StackID
+		size  int64
+	}
+	live := map[key][]int{}
+	for i := range h.Blocks {
+		if b := &h.Blocks[i]; b.Rule == RuleForwardLiveAtOOM && len(h.Snap.StackOf(b.Stack)) > 0 {
+			k := key{b.Stack, b.Requested}
+			live[k] = append(live[k], i)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	transient := map[key]bool{} // every sibling so far a forward temporary
+	for i := range h.Blocks {
+		b := &h.Blocks[i]
+		k := key{b.Stack, b.Requested}
+		if _, ok := live[k]; !ok || b.Rule == RuleForwardLiveAtOOM {
+			continue
+		}
+		t, seen := transient[k]
+		transient[k] = (t || !seen) && b.Rule == RuleForwardTransient
+	}
+	for k, blocks := range live {
+		if !transient[k] {
+			continue
+		}
+		for _, i := range blocks {
+			b := &h.Blocks[i]
+			b.Category, b.Rule, b.Confidence = result.Temporary, RuleForwardTransientAtOOM, result.Medium
+		}
+	}
 }

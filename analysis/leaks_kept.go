@@ -45,12 +45,19 @@ func (sc *leakScan) keptFindings() []result.Leak {
 	}
 	// A graph keeps a good share of what its forward allocated (the saved
 	// activations); a list of a few outputs per step keeps little of it.
+	// With no phase known, what a step allocates stands for its forward's,
+	// the backward's included — the gradients of what forward saved, about
+	// as much again — so a graph keeps about half that share of it.
 	var fwdAlloc int64
 	for _, k := range graphSteps {
 		fwdAlloc += sc.forwardAllocated(k)
 	}
+	share := graphShareMin
+	if !sc.backward {
+		share /= 2
+	}
 	if len(graphSteps) >= minPatternSteps && float64(len(graphSteps)) >= patternShareMin*float64(E) &&
-		float64(fwd) >= forwardShareMin*float64(all) && float64(fwd) >= graphShareMin*float64(fwdAlloc) {
+		float64(fwd) >= forwardShareMin*float64(all) && float64(fwd) >= share*float64(fwdAlloc) {
 		return []result.Leak{sc.graphFinding(graphSteps)}
 	}
 	// Growing lists: one site leaving tensors step after step.

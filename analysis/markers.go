@@ -80,6 +80,12 @@ type stackMarkers struct {
 	// 8-bit matmuls, Linear4bit/Linear8bitLt): the run's base weights are
 	// quantized. peft: a parameter-efficient fine-tuning wrapper (peft).
 	quantizedWeights, peft bool
+	// ddpBucket: DistributedDataParallel's Reducer allocating its flat
+	// gradient buckets (c10d::Reducer::initialize_buckets; with Python
+	// frames only, torch/nn/parallel/distributed.py's _ddp_init_helper or
+	// _pre_forward as the innermost Python frame: the Reducer's
+	// construction and its one rebuild of the buckets).
+	ddpBucket bool
 }
 
 // markersOf computes the markers of a stack, scanning from the innermost
@@ -160,6 +166,8 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 				m.autocastCast = true
 			case strings.Contains(name, "at::autocast::clear_cache"):
 				m.autocastExit = true
+			case strings.Contains(name, "c10d::Reducer::initialize_buckets"):
+				m.ddpBucket = true
 			case strings.Contains(name, "dispatch_to("):
 				// Tensor.to's overloads: a Device argument moves the
 				// tensor; a ScalarType alone casts it where it is
@@ -180,6 +188,9 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 				fb = hintForward
 			}
 			continue
+		}
+		if !user && strings.HasSuffix(file, "torch/nn/parallel/distributed.py") && (name == "_ddp_init_helper" || name == "_pre_forward") {
+			m.ddpBucket = true
 		}
 		user = true
 		low := strings.ToLower(name)

@@ -16,7 +16,7 @@ const (
 	partGrad                  // gradients
 	partStaleGrad             // the previous step's gradients, alive in a forward until zero_grad frees them
 	partOpt                   // optimizer state
-	partFixed                 // unknown, workspaces, optimizer and zero_grad scratch: independent of the batch
+	partFixed                 // unknown, workspaces, autocast's weight copies, optimizer and zero_grad scratch: independent of the batch
 	partLinear                // activations, temporaries, autograd detail and inputs of a step: ∝ batch·seq
 	partQuad                  // the same allocated in attention code: ∝ batch·seq² (scores, softmax)
 	partKV                    // a generation's KV cache in a cache class: ∝ batch·seq, untouched by the activation techniques
@@ -60,6 +60,8 @@ func (h *History) partOf(b *Block, stale, seqSquared bool) part {
 		return partGrad
 	case result.OptimizerState:
 		return partOpt
+	case result.AutocastCache:
+		return partFixed // a weight's 16-bit copy: the weight's size, whatever the batch
 	case result.KVCache:
 		// A serving engine's pool (vLLM, SGLang) is sized by its memory
 		// fraction, not by the batch; a cache class (transformers') holds

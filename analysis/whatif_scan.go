@@ -82,13 +82,8 @@ func buildCurves(h *History, seq int64) *curves {
 		peaks: map[factors]peakAt{}, sums: map[partSet]peakSum{}, limits: map[factorQuery]float64{}, states: map[int][numParts]int64{}}
 	stale := h.staleGradients()
 	sq := h.seqSquared(seq)
-	copies := h.weightCopies()
 	for bi := range h.Blocks {
-		p := h.partOf(&h.Blocks[bi], stale[bi], sq[bi])
-		if copies[bi] && scales(p) {
-			p = partFixed // a weight's copy: the weight's size, whatever the batch
-		}
-		c.part[bi] = p
+		c.part[bi] = h.partOf(&h.Blocks[bi], stale[bi], sq[bi])
 	}
 	return c
 }

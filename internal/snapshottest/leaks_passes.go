@@ -88,7 +88,7 @@ func (m *leakModel) backward(saved []uint64) {
 			saved = saved[:len(saved)-1]
 			s.Free(0, tmp)
 		}
-		m.grads = append(m.grads, s.Alloc(0, m.params[i], bwd))
+		m.grads = append(m.grads, m.weightGrad(i, bwd))
 		s.Tick(20)
 	}
 	for _, b := range saved {
@@ -103,9 +103,23 @@ func (m *leakModel) backwardRetained() {
 	for i := len(m.params) - 1; i >= 0; i-- {
 		tmp := s.Alloc(0, m.params[i], bwd)
 		s.Free(0, tmp)
-		m.grads = append(m.grads, s.Alloc(0, m.params[i], bwd))
+		m.grads = append(m.grads, m.weightGrad(i, bwd))
 		s.Tick(20)
 	}
+}
+
+// weightGrad makes the gradient of parameter i at stack st. Under autocast
+// the matmul's backward computes the gradient of the weight's 16-bit copy
+// (half the weight's bytes), which the copy's ToCopyBackward0 casts to the
+// fp32 gradient; the 16-bit one is freed right after.
+func (m *leakModel) weightGrad(i int, st *List) uint64 {
+	if !m.c.Autocast {
+		return m.s.Alloc(0, m.params[i], st)
+	}
+	g16 := m.s.Alloc(0, m.params[i]/2, st)
+	g := m.s.Alloc(0, m.params[i], m.stack("backward: ToCopyBackward0"))
+	m.s.Free(0, g16)
+	return g
 }
 
 // zeroGrad frees the gradients (set_to_none=True).

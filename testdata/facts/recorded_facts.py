@@ -41,6 +41,16 @@ For every snapshot it prints a Go row of recordedTruth:
     allocated under transformers' cache_utils.py live at the snapshot's
     peak (snapshot_facts.py's replay: the first event of the highest
     allocated bytes);
+  - record_ddp (rec_ddp.py, DistributedDataParallel with its defaults):
+    DDPBuckets, the Reducer's flat gradient buckets over the run, in
+    allocation order. find_unused_parameters off: one bucket of every
+    gradient at construction (the sum of the parameters Module.to made),
+    rebuilt before the second iteration's forward in the order the
+    gradients became ready — the reverse of the registration order for an
+    nn.Sequential — a bucket closing once it holds 1 MiB (the first,
+    _DEFAULT_FIRST_BUCKET_BYTES) or bucket_cap_mb = 25 MiB (the others).
+    The script checks that the first was allocated and freed and the
+    rebuilt ones are live at the dump, with these requested sizes;
   - cuda_graph_inference: GraphOutput, the graph's static output
     (facts.json graph_output_bytes), the block live in the graph's private
     pool (segment_pool_id (1, 0)) besides its workspaces.
@@ -91,6 +101,37 @@ def module_to_params(data):
             live.pop(e["addr"], None)
     return sum(e["size"] for e in live.values() if any(
         f["filename"].endswith("torch/nn/modules/module.py") and f["name"] == "_apply" for f in e.get("frames", [])))
+
+
+def module_to_sizes(data):
+    """Requested bytes of the blocks Module.to made, in allocation order."""
+    return [e["size"] for e in data["device_traces"][0] if e["action"] == "alloc" and any(
+        f["filename"].endswith("torch/nn/modules/module.py") and f["name"] == "_apply" for f in e.get("frames", []))]
+
+
+def ddp_buckets(name, data):
+    """DDP's buckets of a rec_ddp.py rank (see the docstring), checked
+    against the file."""
+    sizes = module_to_sizes(data)
+    buckets, cur = [sum(sizes)], 0
+    for n in reversed(sizes):
+        cur += n
+        if cur >= ((1 << 20) if len(buckets) == 1 else (25 << 20)):
+            buckets.append(cur)
+            cur = 0
+    if cur:
+        buckets.append(cur)
+    trace = data["device_traces"][0]
+    first = [i for i, e in enumerate(trace) if e["action"] == "alloc" and e["size"] == buckets[0]]
+    freed = [i for i, e in enumerate(trace) if e["action"] == "free_completed" and e["size"] == buckets[0]]
+    if not first or not freed:
+        sf.problem(f"{name}: no block of the construction's bucket ({buckets[0]} B) allocated and freed")
+    live = collections.Counter(b["requested_size"] for s in data["segments"] for b in s["blocks"]
+                               if b["state"] == "active_allocated")
+    for n, k in collections.Counter(buckets[1:]).items():
+        if live[n] < k:
+            sf.problem(f"{name}: {k} rebuilt buckets of {n} B expected live at the dump, {live[n]} found")
+    return buckets
 
 
 def workspaces(data):
@@ -233,7 +274,10 @@ def main():
         else:  # torchmem record runs: the model moved to the GPU by Module.to
             p = module_to_params(data)
             row.update(Params=p, OptState=2 * p)
-        fields = ", ".join(f"{k}: {json.dumps(v)}" for k, v in row.items())
+            if name.startswith("record_ddp/"):
+                row["DDPBuckets"] = ddp_buckets(name, data)
+        fields = ", ".join(f"{k}: " + ("[]int64{" + ", ".join(map(str, v)) + "}" if isinstance(v, list) else json.dumps(v))
+                           for k, v in row.items())
         print(f"\t{{{fields}}},")
     print("}")
     t, cats, created = timeline_peak(shared)
