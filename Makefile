@@ -10,6 +10,8 @@ GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)"
 DIST    ?= dist
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 FUZZTIME ?= 10m
+# The folders of Go source gofmt checks (make test, make lint).
+GOFMT_DIRS := cmd snapshot internal analysis result diff check rollup report tools
 # The repository, for the wheels' Project-URL: the module's path.
 PROJECT_URL ?= https://$(shell $(GO) list -m 2>/dev/null)
 
@@ -53,7 +55,7 @@ wheels: release
 # tests that were skipped and why (tools/testlog): in CI, a skipped test
 # is one that cannot fail.
 test:
-	@test -z "$$(gofmt -l cmd snapshot analysis report tools)" || { echo "gofmt needed:"; gofmt -l cmd snapshot analysis report tools; exit 1; }
+	@test -z "$$(gofmt -l $(GOFMT_DIRS))" || { echo "gofmt needed:"; gofmt -l $(GOFMT_DIRS); exit 1; }
 	$(GO) vet ./...
 	$(GO) build -o /dev/null ./tools/testlog
 	@bash -o pipefail -c '$(GO) test -count=1 -timeout 20m -json ./... | $(GO) run ./tools/testlog'
@@ -66,7 +68,7 @@ test:
 bench:
 	$(GO) test -run '^$$' -bench 'Largest|Reference' -benchmem -benchtime 5x ./snapshot/
 	$(GO) test -run '^$$' -bench 'AnalyzeGenerated' -benchmem -benchtime 2x -timeout 60m ./analysis/
-	$(GO) test -run '^$$' -bench 'Build' -benchmem ./analysis/rollup/
+	$(GO) test -run '^$$' -bench 'Build' -benchmem ./rollup/
 	$(GO) test -run '^$$' -bench 'AgainstPython' -benchtime 1x -timeout 60m ./cmd/torchmem/
 
 # The roll-up at scale, apart from bench (minutes, about 6 GB of disk in
@@ -86,7 +88,7 @@ fuzz:
 			echo "== $$pkg $$t"; $(GO) test -run '^$$' -timeout 0 -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 0 $$pkg || exit 1; done; done
 
 lint:
-	@test -z "$$(gofmt -l cmd snapshot analysis report tools)" || { gofmt -l cmd snapshot analysis report tools; exit 1; }
+	@test -z "$$(gofmt -l $(GOFMT_DIRS))" || { gofmt -l $(GOFMT_DIRS); exit 1; }
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
@@ -97,7 +99,7 @@ demo: build
 
 # Regenerate the demo snapshot (a test checks it matches the generator).
 demo-file:
-	$(GO) run ./cmd/torchmem gen demo -o testdata/demo/oom_snapshot.pickle
+	$(GO) run ./tools/gen demo -o testdata/demo/oom_snapshot.pickle
 
 # Fetch the ECharts the HTML report embeds again, from npm (run by a
 # developer, not in CI); a test checks the file's SHA-256 (report/html.go).

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestBlockSizesFollowTheAllocator replays simulated runs whose allocator
@@ -186,44 +187,6 @@ func TestSnapshotAndTraceCompare(t *testing.T) {
 	}
 }
 
-// TestBaselineInRequestedBytes: a baseline written before torchmem counted
-// allocator blocks (no allocated_unit) is still compared, with a note that
-// its figures are requested bytes; a baseline in the run's unit gets no
-// note; one in another unit (a memory timeline's tensor sizes against a
-// snapshot's blocks) gets a note naming both.
-func TestBaselineInRequestedBytes(t *testing.T) {
-	for _, tc := range []struct {
-		base, run string
-		note      string // "" for none
-	}{
-		{"", AllocatedUnit, "the baseline counts requested bytes"},
-		{AllocatedUnit, AllocatedUnit, ""},
-		{AllocatedUnitTensor, AllocatedUnitTensor, ""},
-		{AllocatedUnit, AllocatedUnitTensor, "the baseline counts allocator blocks (a snapshot's or chrome trace's figures), this run tensor sizes"},
-		{AllocatedUnitTensor, AllocatedUnit, "the baseline counts tensor sizes (a memory timeline's figures), this run allocator blocks"},
-		{"", AllocatedUnitTensor, "the baseline counts requested bytes (written before torchmem counted allocator blocks), this run tensor sizes"},
-	} {
-		base, run := checkRun(), checkRun()
-		base.AllocatedUnit, run.AllocatedUnit = tc.base, tc.run
-		cr, err := Check(run, CheckOptions{Device: 0, Baseline: base, Tolerance: Tolerance{Percent: 5}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var notes []string
-		for _, it := range cr.Checks {
-			if strings.Contains(it.Name, "units vs baseline") {
-				notes = append(notes, it.Message)
-				if it.Status != CheckSkip {
-					t.Errorf("the units note is a %s check", it.Status)
-				}
-			}
-		}
-		if ok := tc.note == "" && len(notes) == 0 || len(notes) == 1 && strings.Contains(notes[0], tc.note); !ok || !cr.OK() {
-			t.Errorf("baseline unit %q, run %q: notes %q (want %q), ok %v", tc.base, tc.run, notes, tc.note, cr.OK())
-		}
-	}
-}
-
 // TestAllocatedUnitPerFormat: the JSON names the unit of its allocated
 // figures: allocator blocks for snapshots and chrome traces (requested
 // bytes beside them where the file has requests), the tensors' own sizes
@@ -233,10 +196,10 @@ func TestAllocatedUnitPerFormat(t *testing.T) {
 		sub, name, unit string
 		requested       bool
 	}{
-		{"snapshots", "genC_torch2.2_nesta_OOM_pickle_named_json.pickle", AllocatedUnit, true},
-		{"snapshots", "segments_list_memory_snapshot_muduard.pkl", AllocatedUnit, true},
-		{"traces", "hta_ddp_training_gpu_memory.json.gz", AllocatedUnit, false},
-		{"traces", "hta_memory_timeline_categories.raw.json.gz", AllocatedUnitTensor, false},
+		{"snapshots", "genC_torch2.2_nesta_OOM_pickle_named_json.pickle", result.AllocatedUnit, true},
+		{"snapshots", "segments_list_memory_snapshot_muduard.pkl", result.AllocatedUnit, true},
+		{"traces", "hta_ddp_training_gpu_memory.json.gz", result.AllocatedUnit, false},
+		{"traces", "hta_memory_timeline_categories.raw.json.gz", result.AllocatedUnitTensor, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := Analyze(openShared(t, tc.sub, tc.name), Options{TopSites: 1, NoTimeline: true})

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -50,35 +51,35 @@ func buildHistory(s *snapshot.Snapshot, d *snapshot.Device, ann *annIntervals) *
 
 // Analyze runs every pass over a snapshot or chrome trace and returns the
 // Result (schema torchmem.analysis/v1).
-func Analyze(s *snapshot.Snapshot, opts Options) *Result {
+func Analyze(s *snapshot.Snapshot, opts Options) *result.Result {
 	r, _ := analyze(s, opts)
 	return r
 }
 
 // analyze is Analyze that also returns the history of the device the
 // suggestions and the what-if are about (nil when no device has one).
-func analyze(s *snapshot.Snapshot, opts Options) (*Result, *History) {
+func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *History) {
 	if opts.TopSites <= 0 {
 		opts.TopSites = 10
 	}
 	if opts.MaxTimelinePoints <= 0 {
 		opts.MaxTimelinePoints = DefaultMaxTimelinePoints
 	}
-	r := &Result{
-		Schema:        SchemaID,
-		AllocatedUnit: AllocatedUnit,
-		Input: Input{Path: s.Source.Path, Format: string(s.Source.Format), Generation: s.Source.Generation,
+	r := &result.Result{
+		Schema:        result.SchemaID,
+		AllocatedUnit: result.AllocatedUnit,
+		Input: result.Input{Path: s.Source.Path, Format: string(s.Source.Format), Generation: s.Source.Generation,
 			Bytes: s.Source.FileBytes, Recording: string(s.Recording), ReadBytes: s.Source.Bytes},
-		Devices:     []DeviceResult{},
-		Leaks:       []Leak{},
-		Suggestions: []Suggestion{},
+		Devices:     []result.DeviceResult{},
+		Leaks:       []result.Leak{},
+		Suggestions: []result.Suggestion{},
 		Diagnostics: readerDiagnostics(s),
 	}
 	if s.Source.Format == snapshot.FormatMemoryTimeline {
-		r.AllocatedUnit = AllocatedUnitTensor
+		r.AllocatedUnit = result.AllocatedUnitTensor
 	}
 	if d := s.Source.Distributed; d != nil {
-		r.Input.Distributed = &Distributed{Rank: d.Rank, WorldSize: d.WorldSize, Backend: d.Backend}
+		r.Input.Distributed = &result.Distributed{Rank: d.Rank, WorldSize: d.WorldSize, Backend: d.Backend}
 	}
 	if r.Input.Format == string(snapshot.FormatSnapshotPickle) || r.Input.Format == string(snapshot.FormatSegmentList) || r.Input.Format == string(snapshot.FormatTracePlotHTML) {
 		r.Input.Format = "snapshot"
@@ -109,7 +110,7 @@ func analyze(s *snapshot.Snapshot, opts Options) (*Result, *History) {
 		h.texts = texts
 	}
 	// Leak detection only reads the histories: it runs beside the rest.
-	leaks := make(chan []Leak, 1)
+	leaks := make(chan []result.Leak, 1)
 	go func() { leaks <- DetectLeaks(s, hs) }()
 	bestOOM := false
 	for _, h := range hs {
@@ -129,7 +130,7 @@ func analyze(s *snapshot.Snapshot, opts Options) (*Result, *History) {
 	}
 	r.Leaks = <-leaks
 	if r.Leaks == nil {
-		r.Leaks = []Leak{}
+		r.Leaks = []result.Leak{}
 	}
 	r.Suggestions = suggest(best, r.Leaks)
 	if bestH != nil {
@@ -148,28 +149,13 @@ func analyze(s *snapshot.Snapshot, opts Options) (*Result, *History) {
 
 // nameHostDiagnostics words the notes about host memory (device −1 of a
 // chrome trace, "device -1: …" where they are written) as "cpu: …".
-func nameHostDiagnostics(r *Result) {
+func nameHostDiagnostics(r *result.Result) {
 	for i := range r.Diagnostics {
 		d := &r.Diagnostics[i]
 		if rest, ok := strings.CutPrefix(d.Message, "device -1:"); ok && d.Device == -1 {
-			d.Message = DeviceName(string(snapshot.DeviceCPU), -1) + ":" + rest
+			d.Message = result.DeviceName(string(snapshot.DeviceCPU), -1) + ":" + rest
 		}
 	}
-}
-
-// DeviceName names a device in reports: its kind and ordinal ("cuda:0",
-// "rocm:1"), or "cpu" for host memory, which has no ordinal.
-func DeviceName(kind string, id int) string {
-	if kind == string(snapshot.DeviceCPU) || id < 0 {
-		if kind == "" {
-			kind = string(snapshot.DeviceCPU)
-		}
-		return kind
-	}
-	if kind == "" {
-		kind = "device"
-	}
-	return fmt.Sprintf("%s:%d", kind, id)
 }
 
 // reservedKnown reports whether the file states the device's reserved
@@ -181,16 +167,16 @@ func (h *History) reservedKnown() bool {
 }
 
 // deviceResult assembles the result of one device from its history.
-func deviceResult(h *History, opts Options) DeviceResult {
+func deviceResult(h *History, opts Options) result.DeviceResult {
 	d := h.Device
 	sites := h.newSiteCache()
 	end := h.EndIndex()
-	dr := DeviceResult{Device: d.ID, Kind: string(d.Kind), Capacity: d.CapacityBytes,
-		Phases: h.Phases.Spans, Steps: h.Steps, TopSites: []Site{}}
+	dr := result.DeviceResult{Device: d.ID, Kind: string(d.Kind), Capacity: d.CapacityBytes,
+		Phases: h.Phases.Spans, Steps: h.Steps.StepPlan, TopSites: []result.Site{}}
 	if dr.Phases == nil {
-		dr.Phases = []PhaseSpan{}
+		dr.Phases = []result.PhaseSpan{}
 	}
-	dr.AtEnd = State{AllocatedBytes: h.AllocatedAt(end), RequestedBytes: h.requestedAt(end), ReservedBytes: h.ReservedAt(end), Categories: h.CategoriesAt(end)}
+	dr.AtEnd = result.State{AllocatedBytes: h.AllocatedAt(end), RequestedBytes: h.requestedAt(end), ReservedBytes: h.ReservedAt(end), Categories: h.CategoriesAt(end)}
 	if len(d.Segments) > 0 {
 		var res int64
 		for gi := range d.Segments {
@@ -211,7 +197,7 @@ func deviceResult(h *History, opts Options) DeviceResult {
 	if len(d.Events) == 0 {
 		peak = end
 	}
-	dr.Peak = Peak{AllocatedBytes: h.AllocatedAt(peak), RequestedBytes: h.requestedAt(peak), ReservedBytes: h.ReservedAt(peak), TimeUS: h.TimeUS(peak),
+	dr.Peak = result.Peak{AllocatedBytes: h.AllocatedAt(peak), RequestedBytes: h.requestedAt(peak), ReservedBytes: h.ReservedAt(peak), TimeUS: h.TimeUS(peak),
 		EventIndex: peak, Phase: h.Phases.At(peak), Step: h.Phases.StepAt(peak), Categories: h.CategoriesAt(peak)}
 	if len(d.Events) == 0 {
 		dr.Peak.ReservedBytes = dr.AtEnd.ReservedBytes
@@ -249,7 +235,7 @@ func deviceResult(h *History, opts Options) DeviceResult {
 		}
 	}
 	if nOOM > 1 {
-		h.diags = append(h.diags, Diagnostic{Kind: "several_ooms", Device: d.ID, Message: fmt.Sprintf("device %d: %d oom entries; the post-mortem is of the first (event %d)", d.ID, nOOM, oom)})
+		h.diags = append(h.diags, result.Diagnostic{Kind: "several_ooms", Device: d.ID, Message: fmt.Sprintf("device %d: %d oom entries; the post-mortem is of the first (event %d)", d.ID, nOOM, oom)})
 	}
 	return dr
 }

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"testing"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestAnalyzeReportsLeaks: Analyze carries leak findings into the Result and
@@ -30,7 +31,7 @@ func TestAnalyzeReportsLeaks(t *testing.T) {
 			r := Analyze(s, DefaultOptions())
 			var kinds []string
 			for _, l := range r.Leaks {
-				if l.Confidence != Low {
+				if l.Confidence != result.Low {
 					kinds = append(kinds, l.Kind)
 				}
 			}

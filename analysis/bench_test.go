@@ -5,8 +5,8 @@ import (
 	"os"
 	"testing"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // BenchmarkAnalyzeGenerated reads and analyses generated snapshots and

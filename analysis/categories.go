@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -138,7 +139,7 @@ func Classify(h *History) {
 			continue // sized by estimateBaseline
 		}
 		if cat, ok := h.profilerCategory(b); ok {
-			b.Category, b.Rule, b.Confidence = cat, RuleProfilerCategory, High
+			b.Category, b.Rule, b.Confidence = cat, RuleProfilerCategory, result.High
 			continue
 		}
 		if d, ok := special[i]; ok {
@@ -260,104 +261,104 @@ const (
 
 // decide applies the rules in order; the first that matches wins. size is
 // the block's requested size.
-func decide(f *blockFacts, size int64, paramPaired, gradPaired, pairing int, run runFacts) (Category, string, Confidence) {
+func decide(f *blockFacts, size int64, paramPaired, gradPaired, pairing int, run runFacts) (result.Category, string, result.Confidence) {
 	if c, r, conf, ok := decideKind(f); ok {
 		return c, r, conf
 	}
 	switch {
 	case !f.never && f.fc == codeZeroGrad:
-		return Gradient, RuleFreedByZeroGrad, High
+		return result.Gradient, RuleFreedByZeroGrad, result.High
 	case f.intraOp && f.ac != codeOptimizer:
-		return Temporary, RuleIntraOp, High
+		return result.Temporary, RuleIntraOp, result.High
 	}
 	if f.m.init && (f.pre || f.ac != codeForward && f.ac != codeBackward && f.ac != codeOptimizer) {
-		return Parameter, RuleModelSetup, Medium
+		return result.Parameter, RuleModelSetup, result.Medium
 	}
 	if !f.pre {
 		switch f.ac {
 		case codeOptimizer:
 			if f.aliveAfterSpan {
-				return OptimizerState, RuleOptimizerKept, High
+				return result.OptimizerState, RuleOptimizerKept, result.High
 			}
-			return Temporary, RuleOptimizerScratch, High
+			return result.Temporary, RuleOptimizerScratch, result.High
 		case codeBackward:
 			switch {
 			case f.m.accumulateGrad && f.aliveAfterSpan:
-				return Gradient, RuleAccumulateGrad, High
+				return result.Gradient, RuleAccumulateGrad, result.High
 			case f.aliveAfterSpan && gradPaired != 0:
-				return Gradient, RuleBackwardKeptPaired, High
+				return result.Gradient, RuleBackwardKeptPaired, result.High
 			case f.aliveAfterSpan && pairing != 0:
-				return Unknown, RuleBackwardKeptUnpaired, Low
+				return result.Unknown, RuleBackwardKeptUnpaired, result.Low
 			case f.aliveAfterSpan:
-				return Gradient, RuleBackwardKept, Medium
+				return result.Gradient, RuleBackwardKept, result.Medium
 			}
-			return AutogradDetail, RuleBackwardScratch, Medium
+			return result.AutogradDetail, RuleBackwardScratch, result.Medium
 		case codeForward:
 			switch {
 			case !f.never && f.fc == codeBackward:
-				return Activation, RuleSavedForBackward, High
+				return result.Activation, RuleSavedForBackward, result.High
 			case f.sameSpan:
-				return Temporary, RuleForwardTransient, Medium
+				return result.Temporary, RuleForwardTransient, result.Medium
 			case f.pastOOM:
-				return Activation, RuleForwardLiveAtOOM, Medium
+				return result.Activation, RuleForwardLiveAtOOM, result.Medium
 			}
-			return Activation, RuleForwardKept, Low
+			return result.Activation, RuleForwardKept, result.Low
 		case codeData:
-			return InputData, RuleDataLoading, Medium
+			return result.InputData, RuleDataLoading, result.Medium
 		case codeUnknown:
 			if f.m.toDevice {
-				return InputData, RuleCopiedToDevice, Medium
+				return result.InputData, RuleCopiedToDevice, result.Medium
 			}
 			if f.throughForward && !f.m.init && paramPaired == 0 {
-				return InputData, RuleBatchThroughForward, Medium
+				return result.InputData, RuleBatchThroughForward, result.Medium
 			}
 		}
 		if paramPaired != 0 {
-			return Parameter, RuleBeforeForwardPaired, Medium
+			return result.Parameter, RuleBeforeForwardPaired, result.Medium
 		}
-		return Unknown, RuleOutsidePhases, Low
+		return result.Unknown, RuleOutsidePhases, result.Low
 	}
 	// Allocated before recording began.
 	switch f.m.hint {
 	case hintOptimizer:
-		return OptimizerState, RulePreOptimizerFrames, High
+		return result.OptimizerState, RulePreOptimizerFrames, result.High
 	case hintBackward:
 		if f.never || f.fc != codeBackward {
 			if f.m.accumulateGrad {
-				return Gradient, RulePreBackwardFrames, High
+				return result.Gradient, RulePreBackwardFrames, result.High
 			}
-			return Gradient, RulePreBackwardFrames, Medium
+			return result.Gradient, RulePreBackwardFrames, result.Medium
 		}
 	}
 	if !f.never {
 		switch f.fc {
 		case codeOptimizer:
-			return OptimizerState, RulePreFreedInOptimizer, Medium
+			return result.OptimizerState, RulePreFreedInOptimizer, result.Medium
 		case codeBackward:
-			return Activation, RulePreFreedInBackward, Medium
+			return result.Activation, RulePreFreedInBackward, result.Medium
 		case codeForward:
-			return Activation, RulePreFreedInForward, Low
+			return result.Activation, RulePreFreedInForward, result.Low
 		}
-		return Unknown, RulePreFreed, Low
+		return result.Unknown, RulePreFreed, result.Low
 	}
 	switch {
 	case f.m.hint == hintForward:
-		return Activation, RulePreForwardFrames, Low
+		return result.Activation, RulePreForwardFrames, result.Low
 	case paramPaired == pairedAsOptimizerState:
-		return OptimizerState, RulePreOptimizerStatePaired, Medium
+		return result.OptimizerState, RulePreOptimizerStatePaired, result.Medium
 	case paramPaired == pairedWithGradient:
-		return Parameter, RulePreParamPaired, High
+		return result.Parameter, RulePreParamPaired, result.High
 	case paramPaired == pairedWithOptimizerState:
-		return Parameter, RulePreParamPairedOptState, Medium
+		return result.Parameter, RulePreParamPairedOptState, result.Medium
 	case paramPaired == pairedAsGradient:
-		return Gradient, RulePreGradPairedOpt, Medium
+		return result.Gradient, RulePreGradPairedOpt, result.Medium
 	}
 	return decideUnexplained(f, size, pairing, run)
 }
 
 // CategoriesAt sums the live bytes of each category after event i.
-func (h *History) CategoriesAt(i int) Categories {
-	var c Categories
+func (h *History) CategoriesAt(i int) result.Categories {
+	var c result.Categories
 	for _, b := range h.LiveBlocks(i) {
 		c[b.Category] += b.Size
 	}
@@ -366,24 +367,24 @@ func (h *History) CategoriesAt(i int) Categories {
 
 // ruleUses counts the bytes each rule decided among the blocks live after
 // event i, largest first.
-func (h *History) ruleUses(i int) []RuleUse {
+func (h *History) ruleUses(i int) []result.RuleUse {
 	type key struct {
 		rule string
-		cat  Category
-		conf Confidence
+		cat  result.Category
+		conf result.Confidence
 	}
-	m := map[key]*RuleUse{}
+	m := map[key]*result.RuleUse{}
 	for _, b := range h.LiveBlocks(i) {
 		k := key{b.Rule, b.Category, b.Confidence}
 		u := m[k]
 		if u == nil {
-			u = &RuleUse{Rule: b.Rule, Category: b.Category, Confidence: b.Confidence}
+			u = &result.RuleUse{Rule: b.Rule, Category: b.Category, Confidence: b.Confidence}
 			m[k] = u
 		}
 		u.Blocks++
 		u.Bytes += b.Size
 	}
-	out := make([]RuleUse, 0, len(m))
+	out := make([]result.RuleUse, 0, len(m))
 	for _, u := range m {
 		out = append(out, *u)
 	}
@@ -397,20 +398,20 @@ func (h *History) ruleUses(i int) []RuleUse {
 }
 
 // profilerCategories maps torch.profiler's category names to ours.
-var profilerCategories = map[string]Category{
-	"PARAMETER": Parameter, "OPTIMIZER_STATE": OptimizerState, "INPUT": InputData, "TEMPORARY": Temporary,
-	"ACTIVATION": Activation, "GRADIENT": Gradient, "AUTOGRAD_DETAIL": AutogradDetail, "UNKNOWN": Unknown,
+var profilerCategories = map[string]result.Category{
+	"PARAMETER": result.Parameter, "OPTIMIZER_STATE": result.OptimizerState, "INPUT": result.InputData, "TEMPORARY": result.Temporary,
+	"ACTIVATION": result.Activation, "GRADIENT": result.Gradient, "AUTOGRAD_DETAIL": result.AutogradDetail, "UNKNOWN": result.Unknown,
 }
 
 // profilerCategory returns the category a memory timeline recorded for a
 // block ("category:NAME" metadata).
-func (h *History) profilerCategory(b *Block) (Category, bool) {
+func (h *History) profilerCategory(b *Block) (result.Category, bool) {
 	if b.meta == 0 || int(b.meta) >= len(h.Snap.Strings) {
-		return Unknown, false
+		return result.Unknown, false
 	}
 	name, ok := strings.CutPrefix(h.Snap.Strings[b.meta], "category:")
 	if !ok {
-		return Unknown, false
+		return result.Unknown, false
 	}
 	c, ok := profilerCategories[name]
 	return c, ok
@@ -438,7 +439,7 @@ func (h *History) liveThroughNextForward(b *Block) bool {
 	spans := h.Phases.Spans
 	k := sort.Search(len(spans), func(i int) bool { return spans[i].StartEvent > b.Alloc })
 	for ; k < len(spans); k++ {
-		if sp := &spans[k]; sp.Phase == PhaseForward && sp.Events > 0 {
+		if sp := &spans[k]; sp.Phase == result.PhaseForward && sp.Events > 0 {
 			return b.LiveAt(sp.StartEvent) && b.LiveAt(sp.EndEvent)
 		}
 	}

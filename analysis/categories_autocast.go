@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -39,7 +41,7 @@ func markAutocastCache(h *History) {
 	params := map[int64]int{} // requested bytes of the fp32 parameters
 	for i := range h.Blocks {
 		b := &h.Blocks[i]
-		if b.Category == Parameter && !b.Untracked && b.Requested > 0 && b.Requested%4 == 0 {
+		if b.Category == result.Parameter && !b.Untracked && b.Requested > 0 && b.Requested%4 == 0 {
 			params[b.Requested]++
 		}
 	}
@@ -84,7 +86,7 @@ func markAutocastCache(h *History) {
 	found := false
 	for i := range h.Blocks {
 		b := &h.Blocks[i]
-		if b.Alloc >= 0 && b.Category != Parameter && weightOf(b) > 0 {
+		if b.Alloc >= 0 && b.Category != result.Parameter && weightOf(b) > 0 {
 			found = true
 			break
 		}
@@ -119,7 +121,7 @@ func markAutocastCache(h *History) {
 			continue
 		}
 		b := &h.Blocks[bi]
-		if b.Untracked || b.Category == Parameter || b.Category == Workspace || weightOf(b) == 0 {
+		if b.Untracked || b.Category == result.Parameter || b.Category == result.Workspace || weightOf(b) == 0 {
 			continue
 		}
 		m := h.markers.get(b.Stack)
@@ -218,9 +220,9 @@ func markAutocastCache(h *History) {
 			if weightOf(b) != size {
 				continue
 			}
-			b.Category, b.Rule, b.Confidence = AutocastCache, RuleAutocastWeightCache, Medium
+			b.Category, b.Rule, b.Confidence = result.AutocastCache, RuleAutocastWeightCache, result.Medium
 			if strong[bi] || b.Free >= 0 && h.markers.get(b.FreeStack).autocastExit {
-				b.Confidence = High
+				b.Confidence = result.High
 			}
 		}
 	}
@@ -235,7 +237,7 @@ func allocBetween(allocs []int, a, b int) bool {
 
 // autocastDiagnostic says how much autocast's weight cache holds (the most
 // it held at once, and at the peak) and what removes it.
-func autocastDiagnostic(h *History, peak int) (Diagnostic, bool) {
+func autocastDiagnostic(h *History, peak int) (result.Diagnostic, bool) {
 	type delta struct {
 		at   int
 		size int64
@@ -258,7 +260,7 @@ func autocastDiagnostic(h *History, peak int) (Diagnostic, bool) {
 		}
 	}
 	if len(ds) == 0 {
-		return Diagnostic{}, false
+		return result.Diagnostic{}, false
 	}
 	sort.Slice(ds, func(a, b int) bool { return ds[a].at < ds[b].at || ds[a].at == ds[b].at && ds[a].size < ds[b].size })
 	var live, most int64
@@ -267,11 +269,11 @@ func autocastDiagnostic(h *History, peak int) (Diagnostic, bool) {
 		most = max(most, live)
 	}
 	id := h.Device.ID
-	held := fmt.Sprintf("up to %s", FormatBytes(most))
+	held := fmt.Sprintf("up to %s", units.FormatBytes(most))
 	if atPeak > 0 {
-		held += fmt.Sprintf(" (%s at the peak, %d copies)", FormatBytes(atPeak), n)
+		held += fmt.Sprintf(" (%s at the peak, %d copies)", units.FormatBytes(atPeak), n)
 	}
-	return Diagnostic{Kind: "autocast_weight_cache", Device: id, Message: fmt.Sprintf(
+	return result.Diagnostic{Kind: "autocast_weight_cache", Device: id, Message: fmt.Sprintf(
 		"device %d: autocast's weight cache holds %s: 16-bit copies of fp32 weights, made at each weight's first use under torch.autocast and kept until the autocast region exits (or, saved for backward, until backward); they are autocast_cache, not parameters, activations or a leak; torch.autocast(..., cache_enabled=False) or keeping the weights in bf16 (model.to(torch.bfloat16)) removes them",
 		id, held)}, true
 }
@@ -326,7 +328,7 @@ func castsGradients(h *History) bool {
 	var grads, cast int64
 	for bi := range h.Blocks {
 		g := &h.Blocks[bi]
-		if g.Category != Gradient || g.Alloc < 0 || h.Phases.code[g.Alloc] != codeBackward || g.Requested <= 0 {
+		if g.Category != result.Gradient || g.Alloc < 0 || h.Phases.code[g.Alloc] != codeBackward || g.Requested <= 0 {
 			continue
 		}
 		grads += g.Requested

@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // autocastBlocks counts the blocks the autocast rule decided and their
@@ -18,7 +20,7 @@ func autocastBlocks(h *History, i int) (n int, bytes int64) {
 		if b.Rule == RuleAutocastWeightCache && (i == -2 || b.LiveAt(i)) {
 			n++
 			bytes += b.Size
-			if b.Category != AutocastCache {
+			if b.Category != result.AutocastCache {
 				panic("autocast copy not in autocast_cache")
 			}
 		}
@@ -61,7 +63,7 @@ func TestAutocastWeightCache(t *testing.T) {
 					for _, d := range r.Diagnostics {
 						if d.Kind == "autocast_weight_cache" {
 							found = true
-							for _, w := range []string{FormatBytes(c.CacheBytes()), "cache_enabled=False", "bf16"} {
+							for _, w := range []string{units.FormatBytes(c.CacheBytes()), "cache_enabled=False", "bf16"} {
 								if !strings.Contains(d.Message, w) {
 									t.Errorf("grad %v: the note lacks %q: %s", grad, w, d.Message)
 								}
@@ -71,7 +73,7 @@ func TestAutocastWeightCache(t *testing.T) {
 					if !found {
 						t.Errorf("grad %v: no autocast_weight_cache note", grad)
 					}
-					if got := r.Devices[0].Peak.Categories[InputData]; got > c.Tokens*8 {
+					if got := r.Devices[0].Peak.Categories[result.InputData]; got > c.Tokens*8 {
 						t.Errorf("grad %v: %d input bytes at the peak: the copies are not inputs", grad, got)
 					}
 				}

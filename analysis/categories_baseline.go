@@ -3,6 +3,7 @@ package analysis
 import (
 	"strings"
 
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -66,8 +67,10 @@ func optimizerStateFactor(name string) int64 {
 
 // estimateBaseline splits the untracked pre-window baseline of a chrome
 // trace (memory allocated before the window that no event touches) by
-// category, from the parameter shapes of AccumulateGrad ops
-// (chrome-trace.md §2.5, "Sizing the baseline"). The pieces are estimates.
+// category, from the parameter shapes of AccumulateGrad ops (parameters:
+// the bytes of their inputs in a step; gradients as many when kept;
+// optimizer state a multiple the optimizer's class names). The pieces are
+// estimates.
 func estimateBaseline(h *History) {
 	idx := -1
 	for i := range h.Blocks {
@@ -83,14 +86,14 @@ func estimateBaseline(h *History) {
 	setRest := func() {
 		h.Blocks[idx].Size = rest
 		h.Blocks[idx].Requested = rest
-		h.Blocks[idx].Category, h.Blocks[idx].Rule, h.Blocks[idx].Confidence = Unknown, RuleBaselineRest, Low
+		h.Blocks[idx].Category, h.Blocks[idx].Rule, h.Blocks[idx].Confidence = result.Unknown, RuleBaselineRest, result.Low
 	}
 	params := paramBytesFromAccumulateGrad(h)
 	if params <= 0 || params > rest {
 		setRest()
 		return
 	}
-	add := func(size int64, cat Category, rule string, conf Confidence) {
+	add := func(size int64, cat result.Category, rule string, conf result.Confidence) {
 		if size <= 0 || size > rest {
 			return
 		}
@@ -98,22 +101,22 @@ func estimateBaseline(h *History) {
 			Category: cat, Rule: rule, Confidence: conf})
 		rest -= size
 	}
-	add(params, Parameter, RuleBaselineParameters, Medium)
+	add(params, result.Parameter, RuleBaselineParameters, result.Medium)
 	// Gradients live across steps (set_to_none=False, or DDP bucket views)
 	// when no gradient is freed by zero_grad and none is made in backward.
 	gradsInWindow := false
 	for i := range h.Blocks {
-		if c := h.Blocks[i].Category; !h.Blocks[i].Untracked && c == Gradient {
+		if c := h.Blocks[i].Category; !h.Blocks[i].Untracked && c == result.Gradient {
 			gradsInWindow = true
 			break
 		}
 	}
 	if !gradsInWindow {
-		add(params, Gradient, RuleBaselineGradients, Low)
+		add(params, result.Gradient, RuleBaselineGradients, result.Low)
 	}
 	optInWindow := false
 	for i := range h.Blocks {
-		if c := h.Blocks[i].Category; !h.Blocks[i].Untracked && c == OptimizerState {
+		if c := h.Blocks[i].Category; !h.Blocks[i].Untracked && c == result.OptimizerState {
 			optInWindow = true
 			break
 		}
@@ -122,7 +125,7 @@ func estimateBaseline(h *History) {
 		for _, a := range h.Snap.Annotations {
 			if a.Kind == snapshot.AnnotationOptStep {
 				if k := optimizerStateFactor(a.Name); k > 0 {
-					add(k*params, OptimizerState, RuleBaselineOptimizerState, Low)
+					add(k*params, result.OptimizerState, RuleBaselineOptimizerState, result.Low)
 				}
 				break
 			}

@@ -1,6 +1,10 @@
 package analysis
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/torchmem/torchmem/result"
+)
 
 // RuleDDPBucket classifies DistributedDataParallel's gradient buckets: the
 // Reducer keeps, besides each parameter's .grad, flat buffers holding the
@@ -18,7 +22,7 @@ const RuleDDPBucket = "ddp_gradient_bucket"
 // Reducer making its buckets and that outlive a backward (the rebuild also
 // broadcasts the new bucket assignment in small tensors freed at once).
 func (h *History) ddpBucketsByFrames(facts []blockFacts, out map[int]decision) {
-	var bwd []PhaseSpan
+	var bwd []result.PhaseSpan
 	for i := range facts {
 		if !facts[i].m.ddpBucket || facts[i].pre {
 			continue
@@ -27,7 +31,7 @@ func (h *History) ddpBucketsByFrames(facts []blockFacts, out map[int]decision) {
 			bwd = backwardSpans(h)
 		}
 		if outlivesBackward(bwd, &h.Blocks[i]) {
-			out[i] = decision{Gradient, RuleDDPBucket, High}
+			out[i] = decision{result.Gradient, RuleDDPBucket, result.High}
 		}
 	}
 }
@@ -77,7 +81,7 @@ func markDDPBucketsBySize(h *History) {
 			}
 			for k := s; k < e; k++ {
 				b := &h.Blocks[run[k].block]
-				b.Category, b.Rule, b.Confidence = Gradient, RuleDDPBucket, Medium
+				b.Category, b.Rule, b.Confidence = result.Gradient, RuleDDPBucket, result.Medium
 			}
 			s = e - 1
 		}
@@ -113,12 +117,12 @@ func markDDPBucketsBySize(h *History) {
 // that the general rules took for something else: allocated in the
 // recording outside backward and the optimizer, outliving a backward, and
 // classified as activation, input or unknown.
-func ddpBucketCandidate(h *History, bwd []PhaseSpan, b *Block) bool {
+func ddpBucketCandidate(h *History, bwd []result.PhaseSpan, b *Block) bool {
 	if b.Untracked || b.Alloc < 0 || b.Requested <= 0 {
 		return false
 	}
 	switch b.Category {
-	case Activation, InputData, Unknown:
+	case result.Activation, result.InputData, result.Unknown:
 	default:
 		return false
 	}
@@ -130,10 +134,10 @@ func ddpBucketCandidate(h *History, bwd []PhaseSpan, b *Block) bool {
 }
 
 // backwardSpans are the backward spans with events, in event order.
-func backwardSpans(h *History) []PhaseSpan {
-	var out []PhaseSpan
+func backwardSpans(h *History) []result.PhaseSpan {
+	var out []result.PhaseSpan
 	for _, sp := range h.Phases.Spans {
-		if sp.Phase == PhaseBackward && sp.StartEvent >= 0 {
+		if sp.Phase == result.PhaseBackward && sp.StartEvent >= 0 {
 			out = append(out, sp)
 		}
 	}
@@ -143,7 +147,7 @@ func backwardSpans(h *History) []PhaseSpan {
 
 // outlivesBackward reports whether a block allocated in the recording
 // stays allocated through a whole backward span that starts after it.
-func outlivesBackward(bwd []PhaseSpan, b *Block) bool {
+func outlivesBackward(bwd []result.PhaseSpan, b *Block) bool {
 	k := sort.Search(len(bwd), func(k int) bool { return bwd[k].StartEvent > b.Alloc })
 	if k == len(bwd) {
 		return false
@@ -154,7 +158,7 @@ func outlivesBackward(bwd []PhaseSpan, b *Block) bool {
 // gradientBytesPerBackward is the most requested bytes of gradients one
 // backward span makes — one iteration's gradients — and how many
 // gradients make it up (0, 0 when backward makes none).
-func gradientBytesPerBackward(h *History, bwd []PhaseSpan) (bytes int64, n int) {
+func gradientBytesPerBackward(h *History, bwd []result.PhaseSpan) (bytes int64, n int) {
 	type sum struct {
 		bytes int64
 		n     int
@@ -162,7 +166,7 @@ func gradientBytesPerBackward(h *History, bwd []PhaseSpan) (bytes int64, n int) 
 	per := make([]sum, len(bwd))
 	for i := range h.Blocks {
 		b := &h.Blocks[i]
-		if b.Category != Gradient || b.Rule == RuleDDPBucket || b.Alloc < 0 || b.Untracked {
+		if b.Category != result.Gradient || b.Rule == RuleDDPBucket || b.Alloc < 0 || b.Untracked {
 			continue
 		}
 		k := sort.Search(len(bwd), func(k int) bool { return bwd[k].EndEvent >= b.Alloc })

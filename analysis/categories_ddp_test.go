@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // ddpBucket is one of the fixture's DDP buckets: its requested bytes and
@@ -105,7 +106,7 @@ func TestDDPBucketsFixture(t *testing.T) {
 					for bi := range h.Blocks {
 						if b := &h.Blocks[bi]; b.Rule == RuleDDPBucket {
 							got = append(got, ddpBucket{b.Requested, b.Addr})
-							if b.Category != Gradient {
+							if b.Category != result.Gradient {
 								t.Errorf("bucket of %d B is %s", b.Requested, b.Category)
 							}
 						}
@@ -117,9 +118,9 @@ func TestDDPBucketsFixture(t *testing.T) {
 					if ddp && len(want) < 3 {
 						t.Fatalf("the fixture made %d buckets", len(want))
 					}
-					if end := requestedAtEndOf(h); ddp && end[Gradient] != c.weightBytes || end[Activation] != 0 || end[InputData] != 0 {
+					if end := requestedAtEndOf(h); ddp && end[result.Gradient] != c.weightBytes || end[result.Activation] != 0 || end[result.InputData] != 0 {
 						t.Errorf("DDP %v: at the end gradient %d, activation %d, input %d; want %d, 0, 0",
-							ddp, end[Gradient], end[Activation], end[InputData], c.weightBytes)
+							ddp, end[result.Gradient], end[result.Activation], end[result.InputData], c.weightBytes)
 					}
 				}
 			})
@@ -157,7 +158,7 @@ func TestDDPBucketsRealFiles(t *testing.T) {
 					h := BuildHistory(s, d)
 					var got []int64
 					for bi := range h.Blocks {
-						if b := &h.Blocks[bi]; b.Rule == RuleDDPBucket && b.Category == Gradient {
+						if b := &h.Blocks[bi]; b.Rule == RuleDDPBucket && b.Category == result.Gradient {
 							got = append(got, b.Requested)
 						}
 					}

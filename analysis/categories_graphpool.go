@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -77,10 +79,10 @@ func segmentAt(segs []*snapshot.Segment, addr uint64) int {
 // graphPoolDiagnostic says what the graphs' private pools hold at the dump:
 // their allocated blocks (the graphs' outputs and whatever else the
 // capture kept) and the free rest, which only the graphs reuse.
-func graphPoolDiagnostic(h *History) (Diagnostic, bool) {
+func graphPoolDiagnostic(h *History) (result.Diagnostic, bool) {
 	segs := graphPoolSegments(h.Device)
 	if len(segs) == 0 {
-		return Diagnostic{}, false
+		return result.Diagnostic{}, false
 	}
 	pools := map[[2]int64]bool{}
 	var total, alloc int64
@@ -94,9 +96,9 @@ func graphPoolDiagnostic(h *History) (Diagnostic, bool) {
 	if len(pools) > 1 {
 		what = fmt.Sprintf("%d CUDA graphs' private pools", len(pools))
 	}
-	return Diagnostic{Kind: "cuda_graph_pool", Device: id, Message: fmt.Sprintf(
+	return result.Diagnostic{Kind: "cuda_graph_pool", Device: id, Message: fmt.Sprintf(
 		"device %d: %s reserves %s at the dump: %s allocated (the graph's static output and what its capture kept) and %s free that only the graph reuses (the blocks of its intermediates); the pool lives as long as the graph: deleting the graph (and torch.cuda.empty_cache()) returns it",
-		id, what, FormatBytes(total), FormatBytes(alloc), FormatBytes(total-alloc))}, true
+		id, what, units.FormatBytes(total), units.FormatBytes(alloc), units.FormatBytes(total-alloc))}, true
 }
 
 // streamOf is the raw stream of an event's stream index.

@@ -1,6 +1,11 @@
 package analysis
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
+)
 
 // Kinds of memory that PyTorch's categories name poorly, and memory that
 // nothing in the file explains. A kind with a category of its own (KV
@@ -81,50 +86,50 @@ func (h *History) runFactsOf(facts []blockFacts) runFacts {
 
 // decideKind applies the rules that hold whatever the phase: a KV cache,
 // a library workspace, a module's weights.
-func decideKind(f *blockFacts) (Category, string, Confidence, bool) {
+func decideKind(f *blockFacts) (result.Category, string, result.Confidence, bool) {
 	switch {
 	case f.m.cublas:
-		return Workspace, RuleCublasWorkspace, High, true
+		return result.Workspace, RuleCublasWorkspace, result.High, true
 	case f.m.kvCache:
-		return KVCache, RuleKVCache, High, true
+		return result.KVCache, RuleKVCache, result.High, true
 	case f.m.kvCacheCopy:
 		// The name says transformers' cache module, the path says a copy
 		// of it that the project may have changed.
-		return KVCache, RuleKVCacheCopy, Medium, true
+		return result.KVCache, RuleKVCacheCopy, result.Medium, true
 	case f.m.moduleInit:
-		return Parameter, RuleModuleInit, High, true
+		return result.Parameter, RuleModuleInit, result.High, true
 	}
 	return 0, "", "", false
 }
 
 // decideUnexplained classifies a block allocated before recording, never
 // freed, that no frame and no pairing explains.
-func decideUnexplained(f *blockFacts, size int64, pairing int, run runFacts) (Category, string, Confidence) {
+func decideUnexplained(f *blockFacts, size int64, pairing int, run runFacts) (result.Category, string, result.Confidence) {
 	switch {
 	case !f.m.hasFrames && size == cublasWorkspaceSize && run.workspaceSized[size]:
-		return Workspace, RuleCublasWorkspaceSize, Low
+		return result.Workspace, RuleCublasWorkspaceSize, result.Low
 	case run.training && run.oomBackward && pairing == pairedWithGradient && f.m.hint <= hintInit:
 		// Backward died before it made these weights' gradients: nothing
 		// to pair them with yet, but weights all the same.
-		return Parameter, RulePreWeightNoGradientYet, Medium
+		return result.Parameter, RulePreWeightNoGradientYet, result.Medium
 	case !f.m.hasFrames && run.training && (pairing == pairedWithGradient || pairing == pairedWithOptimizerState) &&
 		(run.workspaceSized[size] || size == cublasLtWorkspaceSize && run.ltWorkspaces):
 		// Hopper's 32 MiB is a size tensors share: only where the run's
 		// weights are known (paired) and these are none of them.
-		return Workspace, RuleCublasWorkspaceSize, Low
+		return result.Workspace, RuleCublasWorkspaceSize, result.Low
 	case run.training && (pairing == pairedWithGradient || pairing == pairedWithOptimizerState):
 		// The run trains some weights and not these.
 		switch {
 		case run.quantized:
-			return Parameter, RuleQuantizedWeights, Medium
+			return result.Parameter, RuleQuantizedWeights, result.Medium
 		case run.adapters:
-			return Parameter, RuleFrozenWeights, Medium
+			return result.Parameter, RuleFrozenWeights, result.Medium
 		}
-		return Unknown, RulePreUnpaired, Low
+		return result.Unknown, RulePreUnpaired, result.Low
 	case run.noHistory && !f.m.hasFrames:
-		return Unknown, RuleNoEvidence, Low
+		return result.Unknown, RuleNoEvidence, result.Low
 	}
-	return Parameter, RulePreNeverFreed, Low
+	return result.Parameter, RulePreNeverFreed, result.Low
 }
 
 // optimizerStateRef is how many parameters of each size the optimizer state
@@ -179,28 +184,28 @@ func pairKeptGradients(h *History, left []int, params map[int64]int, paired map[
 
 // kindsDiagnostics says, from the rules that decided the end state, what
 // the kinds rules took for what, and what nothing explains.
-func kindsDiagnostics(id int, rules []RuleUse) []Diagnostic {
-	var out []Diagnostic
+func kindsDiagnostics(id int, rules []result.RuleUse) []result.Diagnostic {
+	var out []result.Diagnostic
 	for _, u := range rules {
 		var kind, msg string
 		switch u.Rule {
 		case RuleNoEvidence:
 			kind, msg = "no_frames_no_history", fmt.Sprintf(
-				"device %d: %d blocks (%s) have neither frames nor history (they were allocated before recording, or recorded without stacks): nothing tells what they are, so they count as unknown — record with torch.cuda.memory._record_memory_history() before building the model to see their stacks", id, u.Blocks, FormatBytes(u.Bytes))
+				"device %d: %d blocks (%s) have neither frames nor history (they were allocated before recording, or recorded without stacks): nothing tells what they are, so they count as unknown — record with torch.cuda.memory._record_memory_history() before building the model to see their stacks", id, u.Blocks, units.FormatBytes(u.Bytes))
 		case RuleQuantizedWeights, RuleFrozenWeights:
 			what := "adapters (peft)"
 			if u.Rule == RuleQuantizedWeights {
 				what = "bitsandbytes' quantized layers"
 			}
 			kind, msg = "frozen_base_weights", fmt.Sprintf(
-				"device %d: %d blocks (%s) from before the recording get no gradient while the run trains with %s: they are the frozen base weights, counted as parameters", id, u.Blocks, FormatBytes(u.Bytes), what)
+				"device %d: %d blocks (%s) from before the recording get no gradient while the run trains with %s: they are the frozen base weights, counted as parameters", id, u.Blocks, units.FormatBytes(u.Bytes), what)
 		case RuleCublasWorkspaceSize:
 			kind, msg = "workspace_by_size", fmt.Sprintf(
-				"device %d: %d blocks (%s) from before the recording, without frames, have the size of PyTorch's default cuBLAS workspaces (8,519,680 B; 32 MiB on Hopper, with cuBLASLt's 1 MiB) and are no weight of the run: counted as workspace", id, u.Blocks, FormatBytes(u.Bytes))
+				"device %d: %d blocks (%s) from before the recording, without frames, have the size of PyTorch's default cuBLAS workspaces (8,519,680 B; 32 MiB on Hopper, with cuBLASLt's 1 MiB) and are no weight of the run: counted as workspace", id, u.Blocks, units.FormatBytes(u.Bytes))
 		default:
 			continue
 		}
-		out = append(out, Diagnostic{Kind: kind, Device: id, Message: msg})
+		out = append(out, result.Diagnostic{Kind: kind, Device: id, Message: msg})
 	}
 	return out
 }

@@ -6,12 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 )
 
 // liveBy sums, among the blocks live at the end, the allocator bytes and
 // the requested bytes of one category.
-func liveBy(h *History, c Category) (bytes, requested int64, blocks int) {
+func liveBy(h *History, c result.Category) (bytes, requested int64, blocks int) {
 	for _, b := range h.LiveBlocks(h.EndIndex()) {
 		if b.Category == c {
 			bytes += b.Size
@@ -95,12 +96,12 @@ func TestModuleInitWeights(t *testing.T) {
 			}
 			snap := read(t, s, 0)
 			h := BuildHistory(snap, snap.Devices[0])
-			bytes, req, n := liveBy(h, Parameter)
+			bytes, req, n := liveBy(h, result.Parameter)
 			if n != 2 || req != weight+bias || bytes != simBlocks(t, h, params) {
 				t.Errorf("parameters: %d blocks, %d B requested, %d B; want 2, %d, %d", n, req, bytes, weight+bias, simBlocks(t, h, params))
 			}
 			for _, b := range h.LiveBlocks(h.EndIndex()) {
-				if b.Category == Parameter && b.Rule != RuleModuleInit {
+				if b.Category == result.Parameter && b.Rule != RuleModuleInit {
 					t.Errorf("parameter by rule %s, want %s", b.Rule, RuleModuleInit)
 				}
 			}
@@ -135,11 +136,11 @@ func TestKVCache(t *testing.T) {
 			}
 			snap := read(t, s, 0)
 			h := BuildHistory(snap, snap.Devices[0])
-			bytes, _, n := liveBy(h, KVCache)
+			bytes, _, n := liveBy(h, result.KVCache)
 			if n != layers || bytes != simBlocks(t, h, cache) {
 				t.Errorf("kv_cache %d blocks, %d B; want %d, %d", n, bytes, layers, simBlocks(t, h, cache))
 			}
-			if p, _, _ := liveBy(h, Parameter); p > int64(layers)*64<<20 {
+			if p, _, _ := liveBy(h, result.Parameter); p > int64(layers)*64<<20 {
 				t.Errorf("parameters %d B: more than the %d weights", p, layers)
 			}
 			r := Analyze(snap, DefaultOptions())
@@ -175,7 +176,7 @@ func TestKVCache(t *testing.T) {
 		}
 		snap := read(t, s, 0)
 		h := BuildHistory(snap, snap.Devices[0])
-		bytes, req, n := liveBy(h, KVCache)
+		bytes, req, n := liveBy(h, result.KVCache)
 		if n != 2*layers || req != 2*layers*last || bytes != simBlocks(t, h, keys) {
 			t.Errorf("kv_cache %d blocks, %d B requested, %d B; want %d, %d, %d", n, req, bytes, 2*layers, 2*layers*last, simBlocks(t, h, keys))
 		}
@@ -207,7 +208,7 @@ func TestStateOnlyDDPOOMDump(t *testing.T) {
 			snap := read(t, s, 0)
 			r := Analyze(snap, DefaultOptions())
 			c := r.Devices[0].AtEnd.Categories
-			if c[Unknown] != c.Total() || c.Total() < total {
+			if c[result.Unknown] != c.Total() || c.Total() < total {
 				t.Errorf("at the end %v: want all %d B unknown", c, total)
 			}
 			if !hasDiag(r, "no_frames_no_history") {
@@ -275,9 +276,9 @@ func TestAdamWGradientsFromBeforeRecording(t *testing.T) {
 			s.Free(0, loss)
 			snap := read(t, s, drop)
 			h := BuildHistory(snap, snap.Devices[0])
-			pb, preq, pn := liveBy(h, Parameter)
-			gb, greq, gn := liveBy(h, Gradient)
-			_, oreq, on := liveBy(h, OptimizerState)
+			pb, preq, pn := liveBy(h, result.Parameter)
+			gb, greq, gn := liveBy(h, result.Gradient)
+			_, oreq, on := liveBy(h, result.OptimizerState)
 			if pn != len(params) || gn != len(grads) || on != len(state) {
 				t.Errorf("blocks %d/%d/%d, want %d parameters, %d gradients, %d states", pn, gn, on, len(params), len(grads), len(state))
 			}

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // The figures below are the output of testdata/facts/category_facts.py
@@ -21,21 +23,21 @@ func TestBcraftonGradientsFromBeforeRecording(t *testing.T) {
 	h := BuildHistory(s, s.Devices[0])
 	end := h.EndIndex()
 	got := h.CategoriesAt(end)
-	want := Categories{Parameter: 763_440_128, Gradient: 764_708_864, OptimizerState: 1_527_666_688, Workspace: 17_039_360, Unknown: 16_384}
+	want := result.Categories{result.Parameter: 763_440_128, result.Gradient: 764_708_864, result.OptimizerState: 1_527_666_688, result.Workspace: 17_039_360, result.Unknown: 16_384}
 	if got != want {
 		t.Errorf("at the end %v, want %v", got, want)
 	}
-	var req Categories
-	var blocks [NumCategories]int
+	var req result.Categories
+	var blocks [result.NumCategories]int
 	for _, b := range h.LiveBlocks(end) {
 		req[b.Category] += b.Requested
 		blocks[b.Category]++
 	}
-	if req[Parameter] != 761_840_640 || req[Gradient] != 761_840_640 || req[OptimizerState] != 1_523_681_280 {
+	if req[result.Parameter] != 761_840_640 || req[result.Gradient] != 761_840_640 || req[result.OptimizerState] != 1_523_681_280 {
 		t.Errorf("requested parameter/gradient/optimizer_state %d/%d/%d, want 761,840,640 each and twice that",
-			req[Parameter], req[Gradient], req[OptimizerState])
+			req[result.Parameter], req[result.Gradient], req[result.OptimizerState])
 	}
-	if blocks[Parameter] != 111 || blocks[Gradient] != 111 || blocks[OptimizerState] != 222 {
+	if blocks[result.Parameter] != 111 || blocks[result.Gradient] != 111 || blocks[result.OptimizerState] != 222 {
 		t.Errorf("blocks %v: want 111 parameters, 111 gradients, 222 AdamW states", blocks)
 	}
 	// The gradients live across steps (no zero_grad), but the run peaks in
@@ -46,7 +48,7 @@ func TestBcraftonGradientsFromBeforeRecording(t *testing.T) {
 	if ids := suggestionIDs(r); slices.Contains(ids, "set_to_none") || slices.Contains(ids, "quantize_weights") {
 		t.Errorf("suggestions %v: want neither set_to_none nor weight quantization", ids)
 	}
-	if r.Devices[0].Peak.Phase != PhaseOptimizer {
+	if r.Devices[0].Peak.Phase != result.PhaseOptimizer {
 		t.Errorf("peak in %s, want optimizer", r.Devices[0].Peak.Phase)
 	}
 }
@@ -63,10 +65,10 @@ func TestMemoryTimelinePreexistingCategories(t *testing.T) {
 		t.Fatalf("%d devices", len(r.Devices))
 	}
 	d := r.Devices[0]
-	peak := Categories{Parameter: 102_440_608, OptimizerState: 102_228_128, InputData: 19_395_584, Unknown: 134_218_152,
-		Activation: 2_592_465_920, AutogradDetail: 64_225_280, Gradient: 67_858_432}
-	end := Categories{Parameter: 102_440_608, OptimizerState: 102_228_128, InputData: 19_395_584, Unknown: 424,
-		Activation: 128_000, Gradient: 107_868_160}
+	peak := result.Categories{result.Parameter: 102_440_608, result.OptimizerState: 102_228_128, result.InputData: 19_395_584, result.Unknown: 134_218_152,
+		result.Activation: 2_592_465_920, result.AutogradDetail: 64_225_280, result.Gradient: 67_858_432}
+	end := result.Categories{result.Parameter: 102_440_608, result.OptimizerState: 102_228_128, result.InputData: 19_395_584, result.Unknown: 424,
+		result.Activation: 128_000, result.Gradient: 107_868_160}
 	if d.Peak.AllocatedBytes != 3_082_832_104 || d.Peak.EventIndex != 994 || d.Peak.Categories != peak {
 		t.Errorf("peak %d at %d: %v; want 3,082,832,104 at 994: %v", d.Peak.AllocatedBytes, d.Peak.EventIndex, d.Peak.Categories, peak)
 	}
@@ -89,17 +91,17 @@ func TestQLoRAFrozenBaseWeights(t *testing.T) {
 	s := openShared(t, "snapshots", "genB_torch2.1_cranberrii.pickle")
 	r := Analyze(s, DefaultOptions())
 	d := r.Devices[0]
-	rules := map[string]RuleUse{}
+	rules := map[string]result.RuleUse{}
 	for _, u := range d.Rules {
 		rules[u.Rule] = u
 	}
-	if u := rules[RuleQuantizedWeights]; u.Blocks != 532 || u.Bytes != 1_077_616_640 || u.Category != Parameter {
+	if u := rules[RuleQuantizedWeights]; u.Blocks != 532 || u.Bytes != 1_077_616_640 || u.Category != result.Parameter {
 		t.Errorf("quantized base weights %+v, want 532 parameter blocks of 1,077,616,640 B", u)
 	}
 	if u := rules[RulePreParamPaired]; u.Blocks != 88 || u.Bytes != 9_011_200 {
 		t.Errorf("adapter weights %+v, want 88 blocks of 9,011,200 B", u)
 	}
-	if c := d.AtEnd.Categories; c[Parameter] != 1_077_616_640+9_011_200 || c[Workspace] != 17_039_360 {
+	if c := d.AtEnd.Categories; c[result.Parameter] != 1_077_616_640+9_011_200 || c[result.Workspace] != 17_039_360 {
 		t.Errorf("at the end %v", c)
 	}
 	if ids := suggestionIDs(r); slices.Contains(ids, "qlora") || slices.Contains(ids, "quantize_weights") {
@@ -130,7 +132,7 @@ func TestNoHistoryNoFrames(t *testing.T) {
 		t.Run(tc.file, func(t *testing.T) {
 			s := openShared(t, "snapshots", tc.file)
 			r := Analyze(s, DefaultOptions())
-			var d *DeviceResult
+			var d *result.DeviceResult
 			for i := range r.Devices {
 				if r.Devices[i].Device == tc.device {
 					d = &r.Devices[i]
@@ -140,7 +142,7 @@ func TestNoHistoryNoFrames(t *testing.T) {
 				t.Fatalf("no device %d", tc.device)
 			}
 			c := d.AtEnd.Categories
-			if c[Workspace] != tc.workspace || c[Unknown] != tc.unknown || c[Parameter] > c.Total()/100 {
+			if c[result.Workspace] != tc.workspace || c[result.Unknown] != tc.unknown || c[result.Parameter] > c.Total()/100 {
 				t.Errorf("device %d at the end %v: want workspace %d, unknown %d, next to no parameters", tc.device, c, tc.workspace, tc.unknown)
 			}
 			for _, sg := range r.Suggestions {
@@ -168,19 +170,19 @@ func TestLfielikeKVCache(t *testing.T) {
 	s := openShared(t, "snapshots", "genD_torch2.4_lfielike_state_only.pickle")
 	r := Analyze(s, DefaultOptions())
 	d := &r.Devices[0]
-	if got := d.Peak.Categories[KVCache]; got != bytes {
+	if got := d.Peak.Categories[result.KVCache]; got != bytes {
 		t.Errorf("kv_cache at the peak %d, want %d", got, bytes)
 	}
-	if got := d.AtEnd.Categories[KVCache]; got != bytes {
+	if got := d.AtEnd.Categories[result.KVCache]; got != bytes {
 		t.Errorf("kv_cache at the end %d, want %d", got, bytes)
 	}
-	if a := d.AtEnd.Categories[Activation]; a > bytes/100 {
+	if a := d.AtEnd.Categories[result.Activation]; a > bytes/100 {
 		t.Errorf("activation at the end %d: the cache is counted as activations", a)
 	}
 	var n int
 	for _, u := range d.Rules {
-		if u.Category == KVCache {
-			if u.Rule != RuleKVCacheCopy || u.Confidence != Medium {
+		if u.Category == result.KVCache {
+			if u.Rule != RuleKVCacheCopy || u.Confidence != result.Medium {
 				t.Errorf("kv_cache by %s (%s), want %s (medium)", u.Rule, u.Confidence, RuleKVCacheCopy)
 			}
 			n += u.Blocks

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestSameWaySameCategory: on every real file, blocks made the same way —

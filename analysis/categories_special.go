@@ -1,6 +1,9 @@
 package analysis
 
-import "github.com/torchmem/torchmem/snapshot"
+import (
+	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/snapshot"
+)
 
 // RuleGradMovedWithModel classifies the gradients Module.to()/.cuda()
 // moves with the model after a step: torch/nn/modules/module.py _apply
@@ -99,11 +102,11 @@ func frameworkBuffers(facts []blockFacts, out map[int]decision) {
 	for i := range facts {
 		switch m := facts[i].m; {
 		case m.bufferLine == last && last > 0:
-			out[i] = decision{Gradient, RuleFrameworkGradBuffer, High}
+			out[i] = decision{result.Gradient, RuleFrameworkGradBuffer, result.High}
 		case m.bufferLine > 0:
-			out[i] = decision{Parameter, RuleFrameworkParamBuffer, High}
+			out[i] = decision{result.Parameter, RuleFrameworkParamBuffer, result.High}
 		case m.mainParams:
-			out[i] = decision{OptimizerState, RuleFrameworkMainParams, High}
+			out[i] = decision{result.OptimizerState, RuleFrameworkMainParams, result.High}
 		}
 	}
 }
@@ -111,9 +114,9 @@ func frameworkBuffers(facts []blockFacts, out map[int]decision) {
 // decision is a block's category, the rule that decided it and its
 // confidence.
 type decision struct {
-	cat  Category
+	cat  result.Category
 	rule string
-	conf Confidence
+	conf result.Confidence
 }
 
 // specialKinds decides the blocks that a rule of their own explains before
@@ -127,14 +130,14 @@ func (h *History) specialKinds(facts []blockFacts) map[int]decision {
 	h.ddpBucketsByFrames(facts, out)
 	for bi := range graphPoolBlocks(h) {
 		if !facts[bi].m.cublas {
-			out[bi] = decision{CUDAGraphPool, RuleCUDAGraphPool, High}
+			out[bi] = decision{result.CUDAGraphPool, RuleCUDAGraphPool, result.High}
 		}
 	}
 	for bi := range movedGradients(h, facts) {
-		out[bi] = decision{Gradient, RuleGradMovedWithModel, High}
+		out[bi] = decision{result.Gradient, RuleGradMovedWithModel, result.High}
 	}
 	for bi := range workspaceBlocks(h, facts) {
-		out[bi] = decision{Workspace, RuleCublasWorkspaceFirstMatmul, Medium}
+		out[bi] = decision{result.Workspace, RuleCublasWorkspaceFirstMatmul, result.Medium}
 	}
 	return out
 }
@@ -179,7 +182,7 @@ func transientsAtOOM(h *History) {
 		}
 		for _, i := range blocks {
 			b := &h.Blocks[i]
-			b.Category, b.Rule, b.Confidence = Temporary, RuleForwardTransientAtOOM, Medium
+			b.Category, b.Rule, b.Confidence = result.Temporary, RuleForwardTransientAtOOM, result.Medium
 		}
 	}
 }

@@ -6,8 +6,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestCompiledSitesBcrafton: bcrafton (torch 2.10, torch.compile'd model,
@@ -50,7 +51,7 @@ func TestCompiledSitesBcrafton(t *testing.T) {
 	}
 	r := Analyze(s, DefaultOptions())
 	for _, d := range r.Devices {
-		sites := append([]Site{}, d.TopSites...)
+		sites := append([]result.Site{}, d.TopSites...)
 		for _, pp := range d.PhasePeaks {
 			sites = append(sites, pp.TopSites...)
 		}

@@ -3,8 +3,8 @@ package analysis
 import (
 	"testing"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestCurvesFromMarks: the history keeps the allocated and requested bytes

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // manyDevices is a snapshot of n devices, each running the same few steps

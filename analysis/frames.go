@@ -5,10 +5,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
-// Frame helpers: the noise filter of snapshot-format.md §8, user-code
+// Frame helpers: the noise filter PyTorch's memory viewers apply, user-code
 // detection and allocation-site naming (the markers of a stack are in
 // markers.go).
 
@@ -95,15 +96,6 @@ func frameString(f *snapshot.Frame) string {
 	return base + ":" + strconv.FormatInt(f.Line, 10) + " " + f.Name
 }
 
-// Site names used when a stack has no frame to name (blocks' sites add the
-// category or phase: "<allocated before recording: parameter>",
-// "<no frames: backward>").
-const (
-	SiteNoFrames        = "<no frames>"
-	SiteBeforeRecording = "<allocated before recording>"
-	SiteUntracked       = "<allocated before the trace window>"
-)
-
 // siteRef is an allocation site: its name ("model.py:93 forward",
 // "<backward: MulBackward0>") and, when a Python frame names it, that
 // frame's file as recorded and its line (−1 when it has none).
@@ -179,7 +171,7 @@ func siteRefOf(s *snapshot.Snapshot, st snapshot.StackID) siteRef {
 	case op != "":
 		return siteRef{name: "<op: " + op + ">", line: -1}
 	}
-	return siteRef{name: SiteNoFrames, line: -1}
+	return siteRef{name: result.SiteNoFrames, line: -1}
 }
 
 // frameRef is the site a Python frame names.

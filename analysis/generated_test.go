@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"testing"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestGeneratedTrainingRun: the benchmarks' generated training runs (both
@@ -51,10 +52,10 @@ func TestGeneratedTrainingRun(t *testing.T) {
 			t.Errorf("shared %v: leaks in a healthy loop: %+v", shared, r.Leaks)
 		}
 		c := d.AtEnd.Categories
-		if c[Gradient] != c[Parameter] || c[OptimizerState] != 2*c[Parameter] || c[Parameter] == 0 {
-			t.Errorf("shared %v: at the end parameters %d, gradients %d, optimizer state %d", shared, c[Parameter], c[Gradient], c[OptimizerState])
+		if c[result.Gradient] != c[result.Parameter] || c[result.OptimizerState] != 2*c[result.Parameter] || c[result.Parameter] == 0 {
+			t.Errorf("shared %v: at the end parameters %d, gradients %d, optimizer state %d", shared, c[result.Parameter], c[result.Gradient], c[result.OptimizerState])
 		}
-		if d.Peak.Phase != PhaseForward {
+		if d.Peak.Phase != result.PhaseForward {
 			t.Errorf("shared %v: peak in %s, want forward", shared, d.Peak.Phase)
 		}
 	}

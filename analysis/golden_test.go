@@ -2,9 +2,10 @@ package analysis
 
 import (
 	"encoding/json"
-	"github.com/torchmem/torchmem/snapshot/snapshottest/golden"
 	"path/filepath"
 	"testing"
+
+	"github.com/torchmem/torchmem/internal/snapshottest/golden"
 )
 
 // TestGoldenJSON pins the whole torchmem.analysis/v1 JSON of simulated runs

@@ -5,30 +5,14 @@ import (
 	"math"
 	"sort"
 
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
 // This file holds the leak pass: DetectLeaks, its kinds and thresholds, and
 // the scan of one device's steps. The steps are compared in leaks_steps.go;
 // the findings are made in leaks_kept.go, leaks_cycle.go and leaks_growth.go.
-
-// Leak kinds (Leak.Kind).
-const (
-	// LeakRetainedGraph: the forward's saved tensors — many sites — outlive
-	// their step and pile up: an autograd graph kept alive across steps
-	// (an evaluation loop under grad mode, total_loss += loss without
-	// .item(), outputs kept with their graph, retain_graph=True).
-	LeakRetainedGraph = "retained_graph"
-	// LeakGrowingList: one site (or a few) leaves a tensor per step that is
-	// never freed (outputs.append(logits)).
-	LeakGrowingList = "growing_list"
-	// LeakStepGrowth: allocated memory at the same point of every step
-	// rises, and no finding above explains it.
-	LeakStepGrowth = "step_growth"
-	// LeakReferenceCycle: the sawtooth — tensors of several steps held
-	// together and released in bulk (by Python's garbage collector).
-	LeakReferenceCycle = "reference_cycle"
-)
 
 // Thresholds of leak detection.
 const (
@@ -59,15 +43,15 @@ const (
 // (warm-up: optimizer state, workspaces) and the last (still in flight)
 // never count as leaking. A rise of reserved memory alone is allocator
 // caching or fragmentation, not a leak, and is not reported here.
-func DetectLeaks(s *snapshot.Snapshot, hs []*History) []Leak {
-	out := []Leak{}
+func DetectLeaks(s *snapshot.Snapshot, hs []*History) []result.Leak {
+	out := []result.Leak{}
 	for _, h := range hs {
 		if h == nil || h.Phases == nil || len(h.Device.Events) == 0 {
 			continue
 		}
 		out = append(out, detectDeviceLeaks(h)...)
 	}
-	rank := map[Confidence]int{High: 0, Medium: 1, Low: 2}
+	rank := map[result.Confidence]int{result.High: 0, result.Medium: 1, result.Low: 2}
 	sort.SliceStable(out, func(a, b int) bool {
 		x, y := &out[a], &out[b]
 		if x.Device != y.Device {
@@ -84,7 +68,7 @@ func DetectLeaks(s *snapshot.Snapshot, hs []*History) []Leak {
 // leakScan holds what one device's steps tell about survivors.
 type leakScan struct {
 	h      *History
-	plan   *StepPlan
+	plan   *stepPlan
 	steps  []stepRange
 	stepOf []int32 // step index of every event, −1 outside the steps
 	sites  *siteCache
@@ -106,11 +90,11 @@ type delayedBlock struct {
 	from, upto int // step indices of the allocation and of the free
 }
 
-func detectDeviceLeaks(h *History) []Leak {
+func detectDeviceLeaks(h *History) []result.Leak {
 	if h.Steps == nil {
 		return nil
 	}
-	var out []Leak
+	var out []result.Leak
 	for _, steps := range h.Steps.stepGroups() {
 		out = append(out, groupLeaks(h, steps)...)
 	}
@@ -118,12 +102,12 @@ func detectDeviceLeaks(h *History) []Leak {
 }
 
 // groupLeaks looks for leaks among one group of complete steps.
-func groupLeaks(h *History, steps []stepRange) []Leak {
+func groupLeaks(h *History, steps []stepRange) []result.Leak {
 	if len(steps) < minLeakSteps {
 		return nil
 	}
 	sc := scanSurvivors(h, h.Steps, steps)
-	var out []Leak
+	var out []result.Leak
 	out = append(out, sc.keptFindings()...)
 	if l, ok := sc.cycleFinding(); ok {
 		out = append(out, l)
@@ -138,11 +122,11 @@ func groupLeaks(h *History, steps []stepRange) []Leak {
 		peak = max(peak, 0)
 		for i := range out {
 			l := &out[i]
-			if l.Kind == LeakReferenceCycle || l.BytesPerStep <= 0 {
+			if l.Kind == result.LeakReferenceCycle || l.BytesPerStep <= 0 {
 				continue
 			}
 			l.StepsUntilFull = stepsUntilFull(capacity, peak, l.BytesPerStep)
-			l.Evidence += fmt.Sprintf(" At %s per step the device (%s) is full in %d more steps.", FormatBytes(l.BytesPerStep), FormatBytes(capacity), l.StepsUntilFull)
+			l.Evidence += fmt.Sprintf(" At %s per step the device (%s) is full in %d more steps.", units.FormatBytes(l.BytesPerStep), units.FormatBytes(capacity), l.StepsUntilFull)
 		}
 	}
 	return out

@@ -3,6 +3,8 @@ package analysis
 import (
 	"math"
 	"sort"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // This file grades how certain a leak finding is, and holds the statistics
@@ -10,15 +12,15 @@ import (
 
 // patternConfidence grades a pattern seen in seen eligible steps with
 // per-step bytes and total bytes.
-func (sc *leakScan) patternConfidence(seen int, per []int64, total int64) Confidence {
+func (sc *leakScan) patternConfidence(seen int, per []int64, total int64) result.Confidence {
 	E := sc.eligible()
 	share := float64(seen) / float64(E)
-	c := Low
+	c := result.Low
 	switch {
 	case seen >= minPatternSteps+1 && share >= highPatternShare && leakCV(per) <= 0.35 && total >= highLeakBytes:
-		c = High
+		c = result.High
 	case seen >= minPatternSteps && share >= patternShareMin:
-		c = Medium
+		c = result.Medium
 	}
 	return sc.capConfidence(c)
 }
@@ -26,12 +28,12 @@ func (sc *leakScan) patternConfidence(seen int, per []int64, total int64) Confid
 // capConfidence lowers a finding's confidence to what the steps support:
 // steps found only from the period of allocation sites give medium at
 // most, lifetimes paired by size (survivors are guesses) low.
-func (sc *leakScan) capConfidence(c Confidence) Confidence {
-	if c == High && !sc.plan.HighConfidence() {
-		c = Medium
+func (sc *leakScan) capConfidence(c result.Confidence) result.Confidence {
+	if c == result.High && !sc.plan.HighConfidence() {
+		c = result.Medium
 	}
-	if sc.guessed && c != Low {
-		c = Low
+	if sc.guessed && c != result.Low {
+		c = result.Low
 	}
 	return c
 }

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -14,9 +16,9 @@ import (
 
 // cycleFinding looks for the sawtooth: survivors of several steps released
 // together by a later step.
-func (sc *leakScan) cycleFinding() (Leak, bool) {
+func (sc *leakScan) cycleFinding() (result.Leak, bool) {
 	if len(sc.delayed) == 0 {
-		return Leak{}, false
+		return result.Leak{}, false
 	}
 	type release struct {
 		from       map[int]bool
@@ -62,10 +64,10 @@ func (sc *leakScan) cycleFinding() (Leak, bool) {
 	}
 	sort.Ints(collections)
 	if len(collections) == 0 || len(collections) == 1 && maxFrom < 3 {
-		return Leak{}, false
+		return result.Leak{}, false
 	}
 	if float64(collected) < explainedGrowth*float64(delayedBytes) || collected < minGrowthBytes {
-		return Leak{}, false
+		return result.Leak{}, false
 	}
 	// The blocks of each release: the survivors it frees and, in the same
 	// burst, those of the step just before (too young to be survivors).
@@ -123,31 +125,31 @@ func (sc *leakScan) cycleFinding() (Leak, bool) {
 		from = append(from, k)
 	}
 	sort.Ints(from)
-	l := Leak{Kind: LeakReferenceCycle, Device: sc.h.Device.ID, Site: groups[0].site, BytesPerStep: perStep, Steps: len(perFrom), TotalBytes: held,
+	l := result.Leak{Kind: result.LeakReferenceCycle, Device: sc.h.Device.ID, Site: groups[0].site, BytesPerStep: perStep, Steps: len(perFrom), TotalBytes: held,
 		SeenInSteps: sc.stepNumbers(from)}
 	switch {
 	case len(collections) >= 2 && bulk && leakCV(per) <= 0.5 && held >= highLeakBytes:
-		l.Confidence = High
+		l.Confidence = result.High
 	case len(collections) >= 2 || maxFrom >= 3:
-		l.Confidence = Medium
+		l.Confidence = result.Medium
 	default:
-		l.Confidence = Low
+		l.Confidence = result.Low
 	}
 	l.Confidence = sc.capConfidence(l.Confidence)
 	var at []string
 	for _, m := range collections {
 		r := rel[m]
-		at = append(at, fmt.Sprintf("step %d freed %s from %d earlier steps", sc.steps[m].n, FormatBytes(r.bytes), len(r.from)))
+		at = append(at, fmt.Sprintf("step %d freed %s from %d earlier steps", sc.steps[m].n, units.FormatBytes(r.bytes), len(r.from)))
 	}
 	how := "together"
 	if bulk {
 		how = "in one burst of frees"
 	}
 	l.Evidence = fmt.Sprintf("Tensors allocated at %s (%s per step) stay allocated across several steps and are then released %s: %s. Up to %s is held at once.",
-		groups[0].site, FormatBytes(perStep), how, strings.Join(at, "; "), FormatBytes(held))
+		groups[0].site, units.FormatBytes(perStep), how, strings.Join(at, "; "), units.FormatBytes(held))
 	l.Explanation = "A sawtooth: tensors freed in bulk long after their step are kept by objects in a reference cycle, which only Python's garbage collector (gc.collect) frees."
 	l.Remedy = "Break the cycle so that reference counting frees the tensors at the end of each step: do not store tensors on objects that reference themselves (self.cache = {..., 'owner': self}, closures or hooks capturing the module, a kept exception with its traceback); use weakref or del the references each step; store .detach() copies. As a stopgap, call gc.collect() every step."
-	l.Fix = l.Remedy + fmt.Sprintf(" Saves up to %s at the peak.", FormatBytes(held))
+	l.Fix = l.Remedy + fmt.Sprintf(" Saves up to %s at the peak.", units.FormatBytes(held))
 	return l, true
 }
 

@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 )
 
-// TestLeakFamilies runs the families of programs issue 13 lists through
+// TestLeakFamilies runs the families of leaking training programs through
 // step detection and leak detection, each with 1, 2, 12 and 48 layers, in
 // fp32 and under bf16 autocast, with each kind of stack (module frames,
 // the user's files only, the user's files with C++ frames — the real
@@ -50,7 +51,7 @@ func TestLeakFamilies(t *testing.T) {
 
 func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
 	python := c.Stacks == snapshottest.StacksModule || c.Stacks == snapshottest.StacksUser || c.Stacks == snapshottest.StacksUserCpp
-	run := func(sim *snapshottest.Sim) ([]Leak, []*History) {
+	run := func(sim *snapshottest.Sim) ([]result.Leak, []*History) {
 		s := leakReadSim(t, sim)
 		hs := leakHistories(s)
 		for _, h := range hs {
@@ -68,7 +69,7 @@ func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
 		if len(ls) != 0 {
 			t.Errorf("one forward pass (grad %v): %s", grad, describeLeaks(ls))
 		}
-		if p := hs[0].Steps; p.Source != StepsNone {
+		if p := hs[0].Steps; p.Source != result.StepsNone {
 			t.Errorf("one forward pass (grad %v) cut into %d steps by %s", grad, len(p.Spans), p.Evidence)
 		}
 		noBackward(t, "one forward pass", hs[0])
@@ -77,8 +78,8 @@ func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
 	// (b) the leaky evaluation loop
 	ls, hs := run(snapshottest.EvalLoop(c, true))
 	if python {
-		checkFamilyFinding(t, "total_loss += loss", ls, LeakRetainedGraph, "eval.py:41 evaluate", graphPerStep)
-		if p := hs[0].Steps; p.Source != StepsFromLoop || p.Site != "eval.py:38 evaluate" || len(p.Spans) != c.Steps {
+		checkFamilyFinding(t, "total_loss += loss", ls, result.LeakRetainedGraph, "eval.py:41 evaluate", graphPerStep)
+		if p := hs[0].Steps; p.Source != result.StepsFromLoop || p.Site != "eval.py:38 evaluate" || len(p.Spans) != c.Steps {
 			t.Errorf("eval loop steps: %s %q, %d steps", p.Evidence, p.Site, len(p.Spans))
 		}
 	} else {
@@ -86,12 +87,12 @@ func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
 		prof := c
 		prof.Profiler = true
 		ls, _ = run(snapshottest.EvalLoop(prof, true))
-		checkFamilyFinding(t, "total_loss += loss, ProfilerStep ranges", ls, LeakRetainedGraph, "", graphPerStep)
+		checkFamilyFinding(t, "total_loss += loss, ProfilerStep ranges", ls, result.LeakRetainedGraph, "", graphPerStep)
 	}
 	// the loop keeping its outputs
 	ls, _ = run(snapshottest.EvalLoopKeepingOutputs(c))
 	if python {
-		checkFamilyFinding(t, "outputs.append(logits)", ls, LeakGrowingList, "model.py:150 forward", c.LogitsBytes())
+		checkFamilyFinding(t, "outputs.append(logits)", ls, result.LeakGrowingList, "model.py:150 forward", c.LogitsBytes())
 	} else {
 		checkLeakFindings(t, nil, ls, nil)
 	}
@@ -108,7 +109,7 @@ func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
 	checkLeakFindings(t, nil, ls, nil)
 	noBackward(t, "generation", hs[0])
 	if c.Stacks == snapshottest.StacksModule {
-		if p := hs[0].Steps; p.Source != StepsFromLoop || p.Site != "utils.py:2700 _sample" || len(p.Spans) != gen.Steps {
+		if p := hs[0].Steps; p.Source != result.StepsFromLoop || p.Site != "utils.py:2700 _sample" || len(p.Spans) != gen.Steps {
 			t.Errorf("generation steps: %s %q, %d steps", p.Evidence, p.Site, len(p.Spans))
 		}
 	}
@@ -117,14 +118,14 @@ func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
 		fw := c
 		fw.Framework = true
 		ls, hs = run(snapshottest.EvalLoopKeepingOutputs(fw))
-		checkFamilyFinding(t, "framework, outputs kept", ls, LeakGrowingList, "model.py:150 forward", c.LogitsBytes())
+		checkFamilyFinding(t, "framework, outputs kept", ls, result.LeakGrowingList, "model.py:150 forward", c.LogitsBytes())
 		// with library frames the loop's per-iteration function; with the
 		// user's files only, the user's predict_step, called once a step
 		site := "lit_module.py:41 predict_step"
 		if c.Stacks == snapshottest.StacksModule {
 			site = "prediction_loop.py:250 _predict_step"
 		}
-		if p := hs[0].Steps; p.Source != StepsFromLoop || p.Site != site || len(p.Spans) != c.Steps {
+		if p := hs[0].Steps; p.Source != result.StepsFromLoop || p.Site != site || len(p.Spans) != c.Steps {
 			t.Errorf("framework loop steps: %s %q, %d steps", p.Evidence, p.Site, len(p.Spans))
 		}
 		ls, _ = run(snapshottest.EvalLoop(fw, false))
@@ -135,18 +136,18 @@ func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
 // checkFamilyFinding asserts one finding of kind at site ("" = any) with
 // bytes per step within 10% of want, at high confidence (the steps came
 // from structure), and nothing else above low.
-func checkFamilyFinding(t *testing.T, what string, ls []Leak, kind, site string, want int64) {
+func checkFamilyFinding(t *testing.T, what string, ls []result.Leak, kind, site string, want int64) {
 	t.Helper()
-	checkFindingAt(t, what, ls, kind, site, want, High)
+	checkFindingAt(t, what, ls, kind, site, want, result.High)
 }
 
 // checkFindingAt is checkFamilyFinding at confidence conf.
-func checkFindingAt(t *testing.T, what string, ls []Leak, kind, site string, want int64, conf Confidence) {
+func checkFindingAt(t *testing.T, what string, ls []result.Leak, kind, site string, want int64, conf result.Confidence) {
 	t.Helper()
 	found := false
 	for _, l := range ls {
 		if l.Kind != kind {
-			if l.Confidence != Low {
+			if l.Confidence != result.Low {
 				t.Errorf("%s: unexpected %s (%s) at %s: %s", what, l.Kind, l.Confidence, l.Site, l.Evidence)
 			}
 			continue
@@ -172,7 +173,7 @@ func checkFindingAt(t *testing.T, what string, ls []Leak, kind, site string, wan
 func noBackward(t *testing.T, what string, h *History) {
 	t.Helper()
 	for _, sp := range h.Phases.Spans {
-		if sp.Phase == PhaseBackward {
+		if sp.Phase == result.PhaseBackward {
 			t.Errorf("%s: a backward phase, events %d–%d", what, sp.StartEvent, sp.EndEvent)
 			return
 		}

@@ -1,6 +1,11 @@
 package analysis
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
+)
 
 // This file makes the step_growth finding: a steady rise of allocated memory
 // at step starts that the other findings do not explain.
@@ -11,7 +16,7 @@ import "fmt"
 // bytes, what the program holds (the allocator's unsplit rests of up to
 // 1 MiB a block come and go with the layout, not with the program), and
 // measured in allocator blocks.
-func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
+func (sc *leakScan) growthFinding(found []result.Leak) (result.Leak, bool) {
 	h := sc.h
 	S := sc.steps
 	var vals []int64
@@ -24,7 +29,7 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 		vals = append(vals, h.RequestedAt(i))
 	}
 	if len(vals) < minPatternSteps+1 {
-		return Leak{}, false
+		return result.Leak{}, false
 	}
 	var diffs []int64
 	rises := 0
@@ -39,20 +44,20 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 	}
 	total := vals[len(vals)-1] - vals[0]
 	if total < minGrowthBytes || rises*4 < 3*len(diffs) || -worstDrop*4 > total {
-		return Leak{}, false
+		return result.Leak{}, false
 	}
 	if total = h.AllocatedAt(at[len(at)-1]) - h.AllocatedAt(at[0]); total <= 0 {
-		return Leak{}, false
+		return result.Leak{}, false
 	}
 	slope := total / int64(len(diffs))
 	var explained int64
 	for _, l := range found {
-		if l.Kind == LeakRetainedGraph || l.Kind == LeakGrowingList {
+		if l.Kind == result.LeakRetainedGraph || l.Kind == result.LeakGrowingList {
 			explained += l.BytesPerStep
 		}
 	}
 	if float64(explained) >= explainedGrowth*float64(slope) {
-		return Leak{}, false
+		return result.Leak{}, false
 	}
 	// Which site grew most between the first and the last measure.
 	from, to := S[1].start-1, S[len(S)-1].end
@@ -93,18 +98,18 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 	for k := 1; k < len(S); k++ {
 		ks = append(ks, k)
 	}
-	l := Leak{Kind: LeakStepGrowth, Device: h.Device.ID, Site: site, BytesPerStep: slope, Steps: len(diffs), TotalBytes: total,
+	l := result.Leak{Kind: result.LeakStepGrowth, Device: h.Device.ID, Site: site, BytesPerStep: slope, Steps: len(diffs), TotalBytes: total,
 		SeenInSteps: sc.stepNumbers(ks)}
 	switch {
 	case rises == len(diffs) && len(diffs) >= minPatternSteps+1 && total >= highLeakBytes && leakCV(diffs) <= 0.5:
-		l.Confidence = High
+		l.Confidence = result.High
 	case total >= highLeakBytes:
-		l.Confidence = Medium
+		l.Confidence = result.Medium
 	default:
-		l.Confidence = Low
+		l.Confidence = result.Low
 	}
-	if l.Confidence == High && !sc.plan.HighConfidence() {
-		l.Confidence = Medium // steps from the period of sites (allocated totals are exact even when lifetimes are guessed)
+	if l.Confidence == result.High && !sc.plan.HighConfidence() {
+		l.Confidence = result.Medium // steps from the period of sites (allocated totals are exact even when lifetimes are guessed)
 	}
 	kvCache := site != "" && cacheGrow[site]*2 >= best
 	// Without a backward, memory that grows inside the model's forward
@@ -112,13 +117,13 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 	// (the user's own cache code need not say "cache").
 	inModel := site != "" && !kvCache && !sc.backward && modelGrow[site]*2 >= best
 	if kvCache || inModel {
-		l.Confidence = Low // a cache growing with the sequence: expected while generating
+		l.Confidence = result.Low // a cache growing with the sequence: expected while generating
 	}
 	first, last := S[1].n, S[len(S)-1].n
 	l.Evidence = fmt.Sprintf("Allocated memory at the start of each step rose from %s at step %d to %s after step %d: %s per step, rising in %d of %d steps.",
-		FormatBytes(vals[0]), first, FormatBytes(vals[len(vals)-1]), last, FormatBytes(slope), rises, len(diffs))
+		units.FormatBytes(vals[0]), first, units.FormatBytes(vals[len(vals)-1]), last, units.FormatBytes(slope), rises, len(diffs))
 	if site != "" {
-		l.Evidence += fmt.Sprintf(" Most of it (%s) is memory allocated at %s.", FormatBytes(best), site)
+		l.Evidence += fmt.Sprintf(" Most of it (%s) is memory allocated at %s.", units.FormatBytes(best), site)
 	}
 	l.Explanation = "Memory rises at every step and no graph or list found above explains it: something keeps tensors alive from one step to the next."
 	switch {
@@ -129,6 +134,6 @@ func (sc *leakScan) growthFinding(found []Leak) (Leak, bool) {
 	}
 	l.Remedy = fmt.Sprintf("Find what keeps tensors alive from one step to the next (allocated at %s): a tensor accumulated with its graph (use .item() or .detach()), a list or dict of GPU tensors (.detach().cpu()), a buffer grown with torch.cat (preallocate or bound it), a cache that grows by design (cap it).",
 		leakOrUnknown(site))
-	l.Fix = l.Remedy + fmt.Sprintf(" Saves %s per step, %s so far.", FormatBytes(slope), FormatBytes(total))
+	l.Fix = l.Remedy + fmt.Sprintf(" Saves %s per step, %s so far.", units.FormatBytes(slope), units.FormatBytes(total))
 	return l, true
 }

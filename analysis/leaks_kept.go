@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // This file makes the findings of survivors that are never freed:
@@ -11,7 +14,7 @@ import (
 
 // keptFindings turns the never-freed survivors into retained_graph or
 // growing_list findings.
-func (sc *leakScan) keptFindings() []Leak {
+func (sc *leakScan) keptFindings() []result.Leak {
 	E := sc.eligible()
 	if E < minPatternSteps {
 		return nil
@@ -26,7 +29,7 @@ func (sc *leakScan) keptFindings() []Leak {
 		}
 		groups := sc.bySite(blocks)
 		wide := len(groups) >= minGraphSites
-		if len(groups) == 1 && strings.HasPrefix(groups[0].site, SiteNoFrames[:len(SiteNoFrames)-1]) && len(blocks) >= minGraphSites {
+		if len(groups) == 1 && strings.HasPrefix(groups[0].site, result.SiteNoFrames[:len(result.SiteNoFrames)-1]) && len(blocks) >= minGraphSites {
 			wide = true // no frames to tell sites apart: count the tensors
 		}
 		if !wide {
@@ -55,7 +58,7 @@ func (sc *leakScan) keptFindings() []Leak {
 	}
 	if len(graphSteps) >= minPatternSteps && float64(len(graphSteps)) >= patternShareMin*float64(E) &&
 		float64(fwd) >= forwardShareMin*float64(all) && float64(fwd) >= share*float64(fwdAlloc) {
-		return []Leak{sc.graphFinding(graphSteps)}
+		return []result.Leak{sc.graphFinding(graphSteps)}
 	}
 	// Growing lists: one site leaving tensors step after step.
 	type siteSteps struct {
@@ -95,7 +98,7 @@ func (sc *leakScan) keptFindings() []Leak {
 		}
 	}
 	sort.SliceStable(cands, func(a, b int) bool { return cands[a].total > cands[b].total })
-	var out []Leak
+	var out []result.Leak
 	for i, a := range cands {
 		if i == maxGrowingLists {
 			break
@@ -103,14 +106,14 @@ func (sc *leakScan) keptFindings() []Leak {
 		per := leakMedian64(a.bytes)
 		blocks := leakMedianInt(a.blocks)
 		held, seen := sc.heldAtEnd(map[string]bool{a.site: true}, false)
-		l := Leak{Kind: LeakGrowingList, Device: sc.h.Device.ID, Site: a.site, BytesPerStep: per, Steps: len(seen), TotalBytes: held, SeenInSteps: seen}
+		l := result.Leak{Kind: result.LeakGrowingList, Device: sc.h.Device.ID, Site: a.site, BytesPerStep: per, Steps: len(seen), TotalBytes: held, SeenInSteps: seen}
 		l.Confidence = sc.patternConfidence(len(a.steps), a.bytes, a.total)
 		what := "one tensor"
 		if blocks > 1 {
 			what = fmt.Sprintf("%d tensors", blocks)
 		}
 		l.Evidence = fmt.Sprintf("%s leaves %s of %s per step that no later step frees: %s held at the end, from %s of %d.",
-			a.site, what, FormatBytes(per), FormatBytes(held), StepNumbers(seen), len(sc.steps))
+			a.site, what, units.FormatBytes(per), units.FormatBytes(held), result.StepNumbers(seen), len(sc.steps))
 		l.Explanation = "One site keeping a tensor every step is a list or dict that collects tensors across steps (e.g. outputs.append(logits))."
 		if sc.graphAlive(a.steps) {
 			l.Explanation += " No backward runs in these steps: if the tensors were made under grad mode, each also keeps its step's autograd graph alive (CPU-side nodes, and any saved tensors)."
@@ -124,7 +127,7 @@ func (sc *leakScan) keptFindings() []Leak {
 
 // graphFinding builds the retained_graph finding from the steps whose
 // survivors span many sites.
-func (sc *leakScan) graphFinding(ks []int) Leak {
+func (sc *leakScan) graphFinding(ks []int) result.Leak {
 	var per []int64
 	var all []int
 	nblocks := []int{}
@@ -144,18 +147,18 @@ func (sc *leakScan) graphFinding(ks []int) Leak {
 	if call == "" {
 		call = groups[0].site
 	}
-	l := Leak{Kind: LeakRetainedGraph, Device: sc.h.Device.ID, Site: call, BytesPerStep: perStep, Steps: len(seen), TotalBytes: total, SeenInSteps: seen}
+	l := result.Leak{Kind: result.LeakRetainedGraph, Device: sc.h.Device.ID, Site: call, BytesPerStep: perStep, Steps: len(seen), TotalBytes: total, SeenInSteps: seen}
 	l.Confidence = sc.patternConfidence(len(ks), per, total)
 	var top []string
 	for i, g := range groups {
 		if i == 4 {
 			break
 		}
-		top = append(top, fmt.Sprintf("%s %s/step", g.site, FormatBytes(g.bytes/int64(len(ks)))))
+		top = append(top, fmt.Sprintf("%s %s/step", g.site, units.FormatBytes(g.bytes/int64(len(ks)))))
 	}
 	alive := sc.graphAlive(ks)
 	l.Evidence = fmt.Sprintf("Each step leaves about %d tensors (%s) from %d sites allocated until the end: %s held at the end, from %s of %d; forward called at %s. Largest: %s.",
-		leakMedianInt(nblocks), FormatBytes(perStep), len(groups), FormatBytes(total), StepNumbers(seen), len(sc.steps), call, strings.Join(top, ", "))
+		leakMedianInt(nblocks), units.FormatBytes(perStep), len(groups), units.FormatBytes(total), result.StepNumbers(seen), len(sc.steps), call, strings.Join(top, ", "))
 	if alive {
 		l.Explanation = "No backward pass frees them: the autograd graph of every step stays alive with its saved activations."
 		l.Remedy = "Do not keep tensors that require grad across steps: if the loop does not train, run it under with torch.no_grad(): (or torch.inference_mode()); accumulate metrics with .item() (total_loss += loss.item()); store outputs with .detach() (.detach().cpu() to free the GPU)."

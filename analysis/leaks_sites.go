@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -89,7 +90,7 @@ func (sc *leakScan) callSite(blocks []int) string {
 
 // savings is the end of a fix: what it saves now and at every further step.
 func savings(now, perStep int64) string {
-	return fmt.Sprintf(" Saves %s now and %s for every further step.", FormatBytes(now), FormatBytes(perStep))
+	return fmt.Sprintf(" Saves %s now and %s for every further step.", units.FormatBytes(now), units.FormatBytes(perStep))
 }
 
 // stackInCache reports whether a stack runs through cache code (a frame

@@ -1,6 +1,10 @@
 package analysis
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/torchmem/torchmem/result"
+)
 
 // This file compares the steps of a leak scan: which blocks of a step outlive
 // the next one, what they hold at the end, and where and in which phase they
@@ -8,7 +12,7 @@ import "sort"
 
 // scanSurvivors finds, for every block allocated in a step, whether it
 // outlives the next step, and how it ends.
-func scanSurvivors(h *History, plan *StepPlan, steps []stepRange) *leakScan {
+func scanSurvivors(h *History, plan *stepPlan, steps []stepRange) *leakScan {
 	n := len(h.Device.Events)
 	sc := &leakScan{h: h, plan: plan, steps: steps, stepOf: make([]int32, n), sites: h.newSiteCache(),
 		kept: make([][]int, len(steps)), held: make([][]int, len(steps)), guessed: h.anonymous > 0}
@@ -112,9 +116,9 @@ func (sc *leakScan) site(bi int) string { return sc.h.blockSite(sc.sites, &sc.h.
 // evaluation loop whose phases were not recorded).
 func (sc *leakScan) forwardish(bi int) bool {
 	switch sc.h.Phases.At(sc.h.Blocks[bi].Alloc) {
-	case PhaseForward:
+	case result.PhaseForward:
 		return true
-	case PhaseUnknown:
+	case result.PhaseUnknown:
 		return !sc.backward
 	}
 	return false

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // leakReadSim pickles a simulation the way _dump_snapshot does and reads it
@@ -53,7 +55,7 @@ type wantLeak struct {
 	// bytesPerStep is what the finding must say a step leaks, from the
 	// simulation (fixed or simGrowth).
 	bytesPerStep func(*snapshottest.Sim) int64
-	conf         Confidence // at least
+	conf         result.Confidence // at least
 	stepsAtLeast int
 }
 
@@ -87,11 +89,11 @@ func simStepGrowth(s *snapshottest.Sim, first, last int) (median, total int64) {
 	return g[len(g)/2], total
 }
 
-func leakConfRank(c Confidence) int {
+func leakConfRank(c result.Confidence) int {
 	switch c {
-	case High:
+	case result.High:
 		return 2
-	case Medium:
+	case result.Medium:
 		return 1
 	}
 	return 0
@@ -119,22 +121,22 @@ func TestLeakFixtures(t *testing.T) {
 		want []wantLeak // nil: no finding above low confidence
 	}{
 		{"eval loop under grad mode, total_loss += loss", func() *snapshottest.Sim { return snapshottest.EvalLoop(c, true) },
-			[]wantLeak{{LeakRetainedGraph, "eval.py:41 evaluate", evalLeak, High, 5}}},
+			[]wantLeak{{result.LeakRetainedGraph, "eval.py:41 evaluate", evalLeak, result.High, 5}}},
 		{"eval loop under grad mode, ProfilerStep ranges", func() *snapshottest.Sim { return snapshottest.EvalLoop(prof, true) },
-			[]wantLeak{{LeakRetainedGraph, "eval.py:41 evaluate", evalLeak, High, 5}}},
+			[]wantLeak{{result.LeakRetainedGraph, "eval.py:41 evaluate", evalLeak, result.High, 5}}},
 		{"eval loop of a 24-layer model under grad mode", func() *snapshottest.Sim { return snapshottest.EvalLoop(deep, true) },
-			[]wantLeak{{LeakRetainedGraph, "eval.py:41 evaluate", simGrowth(2, deep.Steps-1), High, 5}}},
+			[]wantLeak{{result.LeakRetainedGraph, "eval.py:41 evaluate", simGrowth(2, deep.Steps-1), result.High, 5}}},
 		{"eval loop of a 24-layer model under no_grad", func() *snapshottest.Sim { return snapshottest.EvalLoop(deep, false) }, nil},
 		{"one forward of a 24-layer model under grad mode: layers are not steps", func() *snapshottest.Sim { return snapshottest.EvalLoop(single, true) }, nil},
 		{"eval loop under no_grad, loss.item()", func() *snapshottest.Sim { return snapshottest.EvalLoop(c, false) }, nil},
 		{"eval loop under no_grad, ProfilerStep ranges", func() *snapshottest.Sim { return snapshottest.EvalLoop(prof, false) }, nil},
 		{"training loop appending logits", func() *snapshottest.Sim { return snapshottest.TrainLoopGrowingList(c) },
-			[]wantLeak{{LeakGrowingList, "model.py:150 forward", fixed(c.LogitsBytes()), High, 5}}},
+			[]wantLeak{{result.LeakGrowingList, "model.py:150 forward", fixed(c.LogitsBytes()), result.High, 5}}},
 		{"training loop appending logits, ProfilerStep ranges", func() *snapshottest.Sim { return snapshottest.TrainLoopGrowingList(prof) },
-			[]wantLeak{{LeakGrowingList, "model.py:150 forward", fixed(c.LogitsBytes()), High, 5}}},
+			[]wantLeak{{result.LeakGrowingList, "model.py:150 forward", fixed(c.LogitsBytes()), result.High, 5}}},
 		// c.SavedPerStep() - c.LogitsBytes() + c.Tokens*4 + 4 requested a step.
 		{"training loop with retain_graph=True keeping the losses", func() *snapshottest.Sim { return snapshottest.TrainLoopRetainGraph(c) },
-			[]wantLeak{{LeakRetainedGraph, "train.py:92 <module>", simGrowth(2, c.Steps-1), High, 5}}},
+			[]wantLeak{{result.LeakRetainedGraph, "train.py:92 <module>", simGrowth(2, c.Steps-1), result.High, 5}}},
 		{"healthy training loop", func() *snapshottest.Sim { return snapshottest.TrainLoopHealthy(c) }, nil},
 		{"healthy training loop, ProfilerStep ranges", func() *snapshottest.Sim { return snapshottest.TrainLoopHealthy(prof) }, nil},
 		{"healthy training loop, 2 steps", func() *snapshottest.Sim {
@@ -143,11 +145,11 @@ func TestLeakFixtures(t *testing.T) {
 			return snapshottest.TrainLoopGrowingList(short) // too few steps to tell a leak
 		}, nil},
 		{"reference cycle collected every 4 steps", func() *snapshottest.Sim { return snapshottest.CycleSawtooth(long, 4) },
-			[]wantLeak{{LeakReferenceCycle, "model.py:96 forward", fixed(2 * a), High, 6}}},
+			[]wantLeak{{result.LeakReferenceCycle, "model.py:96 forward", fixed(2 * a), result.High, 6}}},
 		{"reference cycle collected every 3 steps", func() *snapshottest.Sim { return snapshottest.CycleSawtooth(long, 3) },
-			[]wantLeak{{LeakReferenceCycle, "model.py:96 forward", fixed(2 * a), Medium, 4}}},
+			[]wantLeak{{result.LeakReferenceCycle, "model.py:96 forward", fixed(2 * a), result.Medium, 4}}},
 		{"history grown with torch.cat", func() *snapshottest.Sim { return snapshottest.TrainLoopGrowingCat(c) },
-			[]wantLeak{{LeakStepGrowth, "train.py:101 <module>", fixed(a), High, 4}}},
+			[]wantLeak{{result.LeakStepGrowth, "train.py:101 <module>", fixed(a), result.High, 4}}},
 		{"reserved memory drift with flat allocated", func() *snapshottest.Sim { return snapshottest.TrainLoopReservedDrift(c, 4<<20) }, nil},
 		{"Train scenario (scenarios.go), 6 steps", func() *snapshottest.Sim {
 			tc := snapshottest.TrainConfig{Layers: 2, Hidden: 256, Seq: 128, Batch: 2, Heads: 4, Steps: 6, NoBwdStack: true}
@@ -168,7 +170,7 @@ func TestLeakFixtures(t *testing.T) {
 // checkLeakFindings asserts that every wanted finding is there (kind, site, bytes
 // per step, confidence at least) and that nothing else is above low
 // confidence.
-func checkLeakFindings(t *testing.T, sim *snapshottest.Sim, got []Leak, want []wantLeak) {
+func checkLeakFindings(t *testing.T, sim *snapshottest.Sim, got []result.Leak, want []wantLeak) {
 	t.Helper()
 	matched := make([]bool, len(got))
 	for _, w := range want {
@@ -193,7 +195,7 @@ func checkLeakFindings(t *testing.T, sim *snapshottest.Sim, got []Leak, want []w
 			if l.TotalBytes < l.BytesPerStep || l.TotalBytes <= 0 {
 				t.Errorf("%s: total %d below bytes per step %d", w.kind, l.TotalBytes, l.BytesPerStep)
 			}
-			if !strings.Contains(l.Evidence, FormatBytes(l.BytesPerStep)) || !strings.Contains(l.Fix, FormatBytes(l.TotalBytes)) {
+			if !strings.Contains(l.Evidence, units.FormatBytes(l.BytesPerStep)) || !strings.Contains(l.Fix, units.FormatBytes(l.TotalBytes)) {
 				t.Errorf("%s: evidence or fix lacks the sizes:\n%s\n%s", w.kind, l.Evidence, l.Fix)
 			}
 			if l.Fix == "" || l.Evidence == "" {
@@ -205,13 +207,13 @@ func checkLeakFindings(t *testing.T, sim *snapshottest.Sim, got []Leak, want []w
 		}
 	}
 	for i, l := range got {
-		if !matched[i] && l.Confidence != Low {
+		if !matched[i] && l.Confidence != result.Low {
 			t.Errorf("unexpected %s finding (%s) at %s: %s", l.Kind, l.Confidence, l.Site, l.Evidence)
 		}
 	}
 }
 
-func describeLeaks(ls []Leak) string {
+func describeLeaks(ls []result.Leak) string {
 	if len(ls) == 0 {
 		return "none"
 	}
@@ -262,17 +264,17 @@ func TestLeakFixtureSpecifics(t *testing.T) {
 
 	s = leakReadSim(t, snapshottest.TrainLoopGrowingList(c))
 	ls = DetectLeaks(s, leakHistories(s))
-	if len(ls) != 1 || !strings.Contains(ls[0].Fix, ".detach().cpu()") || !strings.HasPrefix(ls[0].Fix, ls[0].Remedy) || leakHistories(s)[0].Steps.Source != StepsFromOptimizer {
+	if len(ls) != 1 || !strings.Contains(ls[0].Fix, ".detach().cpu()") || !strings.HasPrefix(ls[0].Fix, ls[0].Remedy) || leakHistories(s)[0].Steps.Source != result.StepsFromOptimizer {
 		t.Errorf("growing list: %s", describeLeaks(ls))
 	}
 	// A list that keeps the logits of each of 6 steps holds 6 of them at
-	// the end (issue 14: the first and last steps count too).
+	// the end (the first and last steps count too).
 	six := c
 	six.Steps = 6
 	s = leakReadSim(t, snapshottest.TrainLoopGrowingList(six))
 	ls = DetectLeaks(s, leakHistories(s))
 	if len(ls) != 1 || ls[0].TotalBytes != 6*c.LogitsBytes() || !slices.Equal(ls[0].SeenInSteps, []int{1, 2, 3, 4, 5, 6}) ||
-		!strings.Contains(ls[0].Fix, "Saves "+FormatBytes(6*c.LogitsBytes())+" now") {
+		!strings.Contains(ls[0].Fix, "Saves "+units.FormatBytes(6*c.LogitsBytes())+" now") {
 		t.Errorf("growing list over 6 steps holds %d bytes (want 6 logits, %d) in steps %v: %s", ls[0].TotalBytes, 6*c.LogitsBytes(), ls[0].SeenInSteps, describeLeaks(ls))
 	}
 
@@ -316,20 +318,20 @@ func TestLeakChromeTrace(t *testing.T) {
 	s := leakReadJSON(t, snapshottest.KinetoGrowingList(8, out, capacity, 10<<30))
 	hs := leakHistories(s)
 	ls := DetectLeaks(s, hs)
-	checkLeakFindings(t, nil, ls, []wantLeak{{LeakGrowingList, "model.py:60 forward", fixed(out), High, 5}})
+	checkLeakFindings(t, nil, ls, []wantLeak{{result.LeakGrowingList, "model.py:60 forward", fixed(out), result.High, 5}})
 	var h *History
 	for _, x := range hs {
 		if x.Device.ID == 0 {
 			h = x
 		}
 	}
-	if h == nil || h.Steps.Source != StepsFromAnnotations {
+	if h == nil || h.Steps.Source != result.StepsFromAnnotations {
 		t.Fatalf("no device 0 with ProfilerStep steps")
 	}
 	last := h.Steps.Spans[len(h.Steps.Spans)-1]
 	want := int((capacity - last.PeakAllocatedBytes + out - 1) / out)
 	for _, l := range ls {
-		if l.Kind == LeakGrowingList && l.StepsUntilFull != want {
+		if l.Kind == result.LeakGrowingList && l.StepsUntilFull != want {
 			t.Errorf("StepsUntilFull = %d, want %d", l.StepsUntilFull, want)
 		}
 	}
@@ -362,7 +364,7 @@ func TestLeakStepsUntilFull(t *testing.T) {
 func TestLeakRealFiles(t *testing.T) {
 	type finding struct {
 		kind string
-		conf Confidence
+		conf result.Confidence
 	}
 	table := map[string][]finding{
 		"edge_2dev_expandable_no_trace_albi2.pickle":              nil,
@@ -427,7 +429,7 @@ func TestLeakRealFiles(t *testing.T) {
 			}
 			got := DetectLeaks(s, leakHistories(s))
 			for _, l := range got {
-				if l.Confidence == High {
+				if l.Confidence == result.High {
 					t.Errorf("high-confidence %s on a real file at %s: %s", l.Kind, l.Site, l.Evidence)
 				}
 				ok := false
@@ -457,12 +459,12 @@ func TestLeakConfidenceFromPeriod(t *testing.T) {
 	s := leakReadSim(t, snapshottest.TrainLoopGrowingList(snapshottest.DefaultLeakConfig))
 	hs := leakHistories(s)
 	ls := DetectLeaks(s, hs)
-	if len(ls) != 1 || ls[0].Confidence != High || hs[0].Steps.Source != StepsFromOptimizer {
+	if len(ls) != 1 || ls[0].Confidence != result.High || hs[0].Steps.Source != result.StepsFromOptimizer {
 		t.Fatalf("optimizer steps: %s", describeLeaks(ls))
 	}
-	hs[0].Steps.Source = StepsFromPeriod // the same boundaries, as if found from the period
+	hs[0].Steps.Source = result.StepsFromPeriod // the same boundaries, as if found from the period
 	ls = DetectLeaks(s, hs)
-	if len(ls) != 1 || ls[0].Confidence != Medium {
+	if len(ls) != 1 || ls[0].Confidence != result.Medium {
 		t.Errorf("period steps: %s", describeLeaks(ls))
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // The memory a file can make torchmem take, per byte of input after gzip or
@@ -131,6 +131,9 @@ func TestMemoryPerInputByte(t *testing.T) {
 		})
 	}
 }
+
+// allocated is snapshottest.HeapAllocated: the heap bytes f allocates.
+var allocated = st.HeapAllocated
 
 // TestMemoryPerInputByteManyDevices: a file of the most devices, each with
 // its own stacks — 256 devices of 500 allocations, every one at a stack of

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"unsafe"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // What the analysis may cost per trace event beyond the model, on top of a

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -84,8 +86,8 @@ func removeRange(rs []segRange, addr uint64, size int64) []segRange {
 // i: the free pieces of the rebuilt segments, those inside segments that
 // hold live blocks, and the largest one usable for a request of the given
 // size (a request above 1 MiB never uses the small pool's 2 MiB segments).
-func (h *History) fragmentationAt(i int, request int64) Fragmentation {
-	fr := Fragmentation{ExpandableSegments: h.expandable()}
+func (h *History) fragmentationAt(i int, request int64) result.Fragmentation {
+	fr := result.Fragmentation{ExpandableSegments: h.expandable()}
 	segs := h.StateAt(i)
 	if segs == nil {
 		fr.CachedFreeBytes = max(0, h.ReservedAt(i)-h.AllocatedAt(i))
@@ -102,7 +104,7 @@ func (h *History) fragmentationAt(i int, request int64) Fragmentation {
 			}
 			free += b.Size
 			fr.FreeBlocks++
-			if request <= 1<<20 || !g.small() {
+			if request <= 1<<20 || !smallSegment(g) {
 				fr.LargestFreeBlockBytes = max(fr.LargestFreeBlockBytes, b.Size)
 			}
 		}
@@ -134,10 +136,10 @@ func (h *History) expandable() bool {
 }
 
 // oomAt builds the post-mortem of the oom event at index i.
-func (h *History) oomAt(sites *siteCache, i, topN int) *OOM {
+func (h *History) oomAt(sites *siteCache, i, topN int) *result.OOM {
 	e := &h.Device.Events[i]
 	site := sites.get(e.Stack)
-	o := &OOM{
+	o := &result.OOM{
 		RequestedBytes:          e.Size,
 		DeviceFreeBytes:         e.DeviceFree(),
 		Phase:                   h.Phases.At(i),
@@ -157,7 +159,7 @@ func (h *History) oomAt(sites *siteCache, i, topN int) *OOM {
 		Layout:                  h.StateAt(i),
 	}
 	if o.Site == "" {
-		o.Site = SiteNoFrames
+		o.Site = result.SiteNoFrames
 	}
 	if !h.reservedKnown() {
 		o.ReservedBytes, o.ReservedUnknown = 0, true
@@ -170,29 +172,29 @@ func (h *History) oomAt(sites *siteCache, i, topN int) *OOM {
 }
 
 // oomVerdict is the one-sentence explanation of an OOM.
-func (h *History) oomVerdict(o *OOM, e *snapshot.Event) string {
+func (h *History) oomVerdict(o *result.OOM, e *snapshot.Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Out of memory in %s", o.Phase)
-	if o.Step > 0 && h.Steps.Source != StepsNone {
+	if o.Step > 0 && h.Steps.Source != result.StepsNone {
 		fmt.Fprintf(&b, " (step %d)", o.Step)
 	}
-	if o.Site != SiteNoFrames {
+	if o.Site != result.SiteNoFrames {
 		fmt.Fprintf(&b, " at %s", o.Site)
 	}
 	m := h.markers.get(e.Stack)
 	if m.sdpaMath {
 		b.WriteString(" (scaled_dot_product_attention, math backend)")
 	}
-	fmt.Fprintf(&b, ": %s requested with %s free on the device", FormatBytes(o.RequestedBytes), FormatBytes(o.DeviceFreeBytes))
+	fmt.Fprintf(&b, ": %s requested with %s free on the device", units.FormatBytes(o.RequestedBytes), units.FormatBytes(o.DeviceFreeBytes))
 	if o.AllocatedBytes > 0 {
-		fmt.Fprintf(&b, "; %s allocated (%s)", FormatBytes(o.AllocatedBytes), topCategories(o.Categories, 2))
+		fmt.Fprintf(&b, "; %s allocated (%s)", units.FormatBytes(o.AllocatedBytes), topCategories(o.Categories, 2))
 	}
 	fr := o.Fragmentation
 	switch {
 	case fr.Fragmented:
-		fmt.Fprintf(&b, " and %s cached free, but fragmented: the largest free block is %s", FormatBytes(fr.CachedFreeBytes), FormatBytes(fr.LargestFreeBlockBytes))
+		fmt.Fprintf(&b, " and %s cached free, but fragmented: the largest free block is %s", units.FormatBytes(fr.CachedFreeBytes), units.FormatBytes(fr.LargestFreeBlockBytes))
 	case fr.CachedFreeBytes > 0:
-		fmt.Fprintf(&b, " and %s cached free", FormatBytes(fr.CachedFreeBytes))
+		fmt.Fprintf(&b, " and %s cached free", units.FormatBytes(fr.CachedFreeBytes))
 	}
 	// The allocator frees its cached segments and retries before giving up:
 	// segment_free/segment_unmap entries right before the oom.
@@ -205,7 +207,7 @@ func (h *History) oomVerdict(o *OOM, e *snapshot.Event) string {
 		released += h.Device.Events[k].Size
 	}
 	if released > 0 {
-		fmt.Fprintf(&b, ", after the allocator had released %s of cached segments and retried", FormatBytes(released))
+		fmt.Fprintf(&b, ", after the allocator had released %s of cached segments and retried", units.FormatBytes(released))
 	}
 	b.WriteString(".")
 	return b.String()
@@ -213,8 +215,8 @@ func (h *History) oomVerdict(o *OOM, e *snapshot.Event) string {
 
 // topCategories renders the n largest categories ("activation 5.2 GiB,
 // parameter 1.1 GiB").
-func topCategories(c Categories, n int) string {
-	idx := make([]int, NumCategories)
+func topCategories(c result.Categories, n int) string {
+	idx := make([]int, result.NumCategories)
 	for i := range idx {
 		idx[i] = i
 	}
@@ -222,7 +224,7 @@ func topCategories(c Categories, n int) string {
 	var parts []string
 	for _, i := range idx[:n] {
 		if c[i] > 0 {
-			parts = append(parts, fmt.Sprintf("%s %s", Category(i), FormatBytes(c[i])))
+			parts = append(parts, fmt.Sprintf("%s %s", result.Category(i), units.FormatBytes(c[i])))
 		}
 	}
 	if len(parts) == 0 {
@@ -233,26 +235,26 @@ func topCategories(c Categories, n int) string {
 
 // liveByPhase groups the blocks live after event i by the phase and step
 // that allocated them.
-func (h *History) liveByPhase(i int) []PhaseBytes {
+func (h *History) liveByPhase(i int) []result.PhaseBytes {
 	type key struct {
-		p    Phase
+		p    result.Phase
 		step int
 	}
-	m := map[key]*PhaseBytes{}
+	m := map[key]*result.PhaseBytes{}
 	for _, b := range h.LiveBlocks(i) {
-		k := key{PhaseBeforeRecording, 0}
+		k := key{result.PhaseBeforeRecording, 0}
 		if b.Alloc >= 0 {
 			k = key{h.Phases.At(b.Alloc), h.Phases.StepAt(b.Alloc)}
 		}
 		pb := m[k]
 		if pb == nil {
-			pb = &PhaseBytes{Phase: k.p, Step: k.step}
+			pb = &result.PhaseBytes{Phase: k.p, Step: k.step}
 			m[k] = pb
 		}
 		pb.Bytes += b.Size
 		pb.Count++
 	}
-	out := make([]PhaseBytes, 0, len(m))
+	out := make([]result.PhaseBytes, 0, len(m))
 	for _, pb := range m {
 		out = append(out, *pb)
 	}

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // TestRealOOMs checks the post-mortem of the two real OOM snapshots.
@@ -42,7 +44,7 @@ func TestRealOOMs(t *testing.T) {
 		device, index            int
 		requested, free          int64
 		allocated, reserved      int64
-		phase                    Phase
+		phase                    result.Phase
 		step                     int
 		site                     string
 		stackHas                 string
@@ -58,7 +60,7 @@ func TestRealOOMs(t *testing.T) {
 		{
 			file: "genC_torch2.2_nesta_OOM_pickle_named_json.pickle", device: 0, index: 1117,
 			requested: 402_653_184, free: 264_634_368, allocated: 23_279_878_144, reserved: 23_297_261_568,
-			phase: PhaseForward, step: 0, site: "dit.py:125 forward", stackHas: "vision_transformer.py:93 forward",
+			phase: result.PhaseForward, step: 0, site: "dit.py:125 forward", stackHas: "vision_transformer.py:93 forward",
 			params: 135_833_600, atLeastActivationPct: 90,
 			// forward OOM, activations dominate, and the failing allocation is
 			// SDPA's math backend: checkpointing, smaller micro-batches and a
@@ -74,7 +76,7 @@ func TestRealOOMs(t *testing.T) {
 		{
 			file: "genF_torch2.8_constructorsun_OOM_expandable_3dev.pickle", device: 1, index: 421,
 			requested: 5_308_694_528, free: 95_682_560, allocated: 84_063_358_976, reserved: 84_202_749_952,
-			phase: PhaseForward, step: 0, site: "models.py:181 update_nodes", stackHas: "functional.py:1701 relu",
+			phase: result.PhaseForward, step: 0, site: "models.py:181 update_nodes", stackHas: "functional.py:1701 relu",
 			params: 0, atLeastActivationPct: 99,
 			// expandable segments are already on: never suggest them.
 			wantSuggest: []string{"activation_checkpointing", "gradient_accumulation"},
@@ -88,7 +90,7 @@ func TestRealOOMs(t *testing.T) {
 			s := openShared(t, "snapshots", tc.file)
 			r := Analyze(s, DefaultOptions())
 			var oomDevs []int
-			var o *OOM
+			var o *result.OOM
 			for i := range r.Devices {
 				if r.Devices[i].OOM != nil {
 					oomDevs = append(oomDevs, r.Devices[i].Device)
@@ -113,10 +115,10 @@ func TestRealOOMs(t *testing.T) {
 			if o.Categories.Total() != o.AllocatedBytes {
 				t.Errorf("categories sum to %d, allocated %d", o.Categories.Total(), o.AllocatedBytes)
 			}
-			if o.Categories[Parameter] != tc.params {
-				t.Errorf("parameters at the oom %d, want %d", o.Categories[Parameter], tc.params)
+			if o.Categories[result.Parameter] != tc.params {
+				t.Errorf("parameters at the oom %d, want %d", o.Categories[result.Parameter], tc.params)
 			}
-			if act := o.Categories[Activation] + o.Categories[Temporary]; act*100 < tc.atLeastActivationPct*o.AllocatedBytes {
+			if act := o.Categories[result.Activation] + o.Categories[result.Temporary]; act*100 < tc.atLeastActivationPct*o.AllocatedBytes {
 				t.Errorf("activations %d of %d allocated, want at least %d%%", act, o.AllocatedBytes, tc.atLeastActivationPct)
 			}
 			if fr := o.Fragmentation; fr.CachedFreeBytes != tc.cachedFree || fr.LargestFreeBlockBytes != tc.largestFree {
@@ -129,10 +131,10 @@ func TestRealOOMs(t *testing.T) {
 			for _, pb := range o.LiveByPhase {
 				byPhase += pb.Bytes
 			}
-			if byPhase != o.AllocatedBytes || len(o.LiveByPhase) == 0 || o.LiveByPhase[0].Phase != PhaseForward {
+			if byPhase != o.AllocatedBytes || len(o.LiveByPhase) == 0 || o.LiveByPhase[0].Phase != result.PhaseForward {
 				t.Errorf("live by phase %+v: want forward first, summing to %d", o.LiveByPhase, o.AllocatedBytes)
 			}
-			if len(o.TopSites) == 0 || o.TopSites[0].Category != Activation {
+			if len(o.TopSites) == 0 || o.TopSites[0].Category != result.Activation {
 				t.Errorf("top sites at the oom %+v, want activation first", o.TopSites)
 			}
 			ids := make([]string, len(r.Suggestions))

@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // TestFrameworkBuffers: Megatron's distributed data-parallel buffers — the
@@ -34,13 +36,13 @@ func TestFrameworkBuffers(t *testing.T) {
 				snap := leakReadSim(t, s)
 				got := requestedAtEndOf(BuildHistory(snap, snap.Device(0)))
 				if kind != "module frames" {
-					if got[Gradient] != 0 || got[OptimizerState] != 0 {
-						t.Errorf("gradient %d, optimizer_state %d without Megatron's frames", got[Gradient], got[OptimizerState])
+					if got[result.Gradient] != 0 || got[result.OptimizerState] != 0 {
+						t.Errorf("gradient %d, optimizer_state %d without Megatron's frames", got[result.Gradient], got[result.OptimizerState])
 					}
 					return
 				}
-				if got[Parameter] != numel*2 || got[Gradient] != numel*4 || got[OptimizerState] != numel/2 {
-					t.Errorf("parameter %d, gradient %d, optimizer_state %d; want %d, %d, %d", got[Parameter], got[Gradient], got[OptimizerState], numel*2, numel*4, numel/2)
+				if got[result.Parameter] != numel*2 || got[result.Gradient] != numel*4 || got[result.OptimizerState] != numel/2 {
+					t.Errorf("parameter %d, gradient %d, optimizer_state %d; want %d, %d, %d", got[result.Parameter], got[result.Gradient], got[result.OptimizerState], numel*2, numel*4, numel/2)
 				}
 			})
 		}
@@ -134,8 +136,8 @@ func TestWeightsBeforeTheirGradientAtOOM(t *testing.T) {
 				if o == nil {
 					t.Fatal("no OOM")
 				}
-				if o.Categories[Parameter] != total || o.Categories[Unknown] != 0 {
-					t.Errorf("at the OOM parameter %d, unknown %d; want every weight (%d) a parameter", o.Categories[Parameter], o.Categories[Unknown], total)
+				if o.Categories[result.Parameter] != total || o.Categories[result.Unknown] != 0 {
+					t.Errorf("at the OOM parameter %d, unknown %d; want every weight (%d) a parameter", o.Categories[result.Parameter], o.Categories[result.Unknown], total)
 				}
 			})
 		}
@@ -181,13 +183,13 @@ func TestCUDAGraphPool(t *testing.T) {
 						alloc += g.AllocatedSize
 					}
 				}
-				if got := d.AtEnd.Categories[CUDAGraphPool]; got != alloc || alloc != 64<<20 {
+				if got := d.AtEnd.Categories[result.CUDAGraphPool]; got != alloc || alloc != 64<<20 {
 					t.Errorf("cuda_graph_pool at the end %d, the pool's allocated %d (want the 64 MiB output)", got, alloc)
 				}
 				h := BuildHistory(snap, snap.Device(0))
 				var most int64
 				for i := range h.Device.Events {
-					most = max(most, h.CategoriesAt(i)[CUDAGraphPool])
+					most = max(most, h.CategoriesAt(i)[result.CUDAGraphPool])
 				}
 				if most != (64+256)<<20 { // the output so far and a layer's intermediate
 					t.Errorf("cuda_graph_pool during the capture %d: the capture's intermediates are the pool's too", most)
@@ -198,8 +200,8 @@ func TestCUDAGraphPool(t *testing.T) {
 						note = dg.Message
 					}
 				}
-				if !strings.Contains(note, FormatBytes(reserved)) || !strings.Contains(note, FormatBytes(reserved-alloc)+" free") {
-					t.Errorf("note %q does not say %s reserved, %s free", note, FormatBytes(reserved), FormatBytes(reserved-alloc))
+				if !strings.Contains(note, units.FormatBytes(reserved)) || !strings.Contains(note, units.FormatBytes(reserved-alloc)+" free") {
+					t.Errorf("note %q does not say %s reserved, %s free", note, units.FormatBytes(reserved), units.FormatBytes(reserved-alloc))
 				}
 			})
 		}
@@ -207,7 +209,7 @@ func TestCUDAGraphPool(t *testing.T) {
 }
 
 // suggestionIn returns the suggestion with the id, or nil.
-func suggestionIn(r *Result, id string) *Suggestion {
+func suggestionIn(r *result.Result, id string) *result.Suggestion {
 	for i := range r.Suggestions {
 		if r.Suggestions[i].ID == id {
 			return &r.Suggestions[i]
@@ -218,7 +220,7 @@ func suggestionIn(r *Result, id string) *Suggestion {
 
 // checkSavingsAreWhatIfs: every suggestion whose technique the what-if
 // projects states the what-if's saving.
-func checkSavingsAreWhatIfs(t *testing.T, r *Result) {
+func checkSavingsAreWhatIfs(t *testing.T, r *result.Result) {
 	t.Helper()
 	if r.WhatIf == nil {
 		return

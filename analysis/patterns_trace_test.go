@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // Fixtures of the same patterns in torch.profiler's chrome traces: op
@@ -205,7 +207,7 @@ func TestAutocastCopiesInTraces(t *testing.T) {
 				var peakCopies int64
 				for _, d := range r.Devices {
 					if d.Device == 0 {
-						peakCopies = d.Peak.Categories[AutocastCache]
+						peakCopies = d.Peak.Categories[result.AutocastCache]
 					}
 				}
 				h := BuildHistory(snap, snap.Device(0))
@@ -214,9 +216,9 @@ func TestAutocastCopiesInTraces(t *testing.T) {
 					b := &h.Blocks[bi]
 					if b.Requested == w/2 {
 						switch b.Category {
-						case AutocastCache:
+						case result.AutocastCache:
 							got += b.Requested
-						case InputData, Activation, Temporary:
+						case result.InputData, result.Activation, result.Temporary:
 							input += b.Requested
 						}
 					}
@@ -291,7 +293,7 @@ func TestKVCacheInTraces(t *testing.T) {
 					t.Fatal("no device")
 				}
 				d := r.Devices[0]
-				if got := d.AtEnd.Categories[KVCache]; got != want {
+				if got := d.AtEnd.Categories[result.KVCache]; got != want {
 					t.Errorf("kv_cache %d at the end, want %d (%s)", got, want, d.Kind)
 				}
 			})

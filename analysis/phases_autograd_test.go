@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 )
 
 // TestAutogradCallInForward varies nesta's shape (TestPhasesWithoutBackward):
@@ -135,7 +136,7 @@ func checkAutogradInForward(t *testing.T, call func(*st.Sim) []*st.Dict, cpp, mo
 			break
 		}
 		for i := r[0]; i <= r[1]; i++ {
-			if ph := h.Phases.At(i); ph != PhaseForward {
+			if ph := h.Phases.At(i); ph != result.PhaseForward {
 				t.Fatalf("event %d (the autograd call inside forward, %d–%d) is %s", i, r[0], r[1], ph)
 			}
 		}
@@ -144,14 +145,14 @@ func checkAutogradInForward(t *testing.T, call func(*st.Sim) []*st.Dict, cpp, mo
 		// the seed is allocated and freed under loss.backward(); what
 		// follows is the engine's work for it
 		for i := r[0]; i <= r[1]; i++ {
-			if ph := h.Phases.At(i); ph != PhaseBackward {
+			if ph := h.Phases.At(i); ph != result.PhaseBackward {
 				t.Fatalf("event %d (loss.backward(), %d–%d) is %s", i, r[0], r[1], ph)
 			}
 		}
 	}
 	backward := 0
 	for _, sp := range h.Phases.Spans {
-		if sp.Phase == PhaseBackward {
+		if sp.Phase == result.PhaseBackward {
 			backward++
 		}
 	}

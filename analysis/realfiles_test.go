@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/diff"
+	"github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestRealFilesInvariants runs Analyze on every real snapshot and trace in
@@ -57,7 +59,7 @@ func TestRealFilesInvariants(t *testing.T) {
 				// Phase peaks: one per phase, the phase's highest span peak,
 				// categories adding up to it; the overall peak's phase holds
 				// the overall peak at the same event.
-				spanPeaks, order := PhasePeaks(d.Phases)
+				spanPeaks, order := diff.PhasePeaks(d.Phases)
 				if len(d.PhasePeaks) != len(order) {
 					t.Errorf("device %d: %d phase peaks for phases %v", d.Device, len(d.PhasePeaks), order)
 				}
@@ -275,8 +277,8 @@ func TestRealFilesOOMAllocated(t *testing.T) {
 			if o.EventIndex != want.Event || o.AllocatedBytes != want.Allocated || o.AllocatedRequestedBytes == nil || *o.AllocatedRequestedBytes != want.Requested {
 				t.Errorf("oom %d: allocated %d, requested %v; want %d: %d, %d", o.EventIndex, o.AllocatedBytes, o.AllocatedRequestedBytes, want.Event, want.Allocated, want.Requested)
 			}
-			if o.Categories[Parameter] != want.ModuleTo {
-				t.Errorf("parameters at the oom %d, want the %d blocks of Module.to (%d B)", o.Categories[Parameter], want.ModuleToBlocks, want.ModuleTo)
+			if o.Categories[result.Parameter] != want.ModuleTo {
+				t.Errorf("parameters at the oom %d, want the %d blocks of Module.to (%d B)", o.Categories[result.Parameter], want.ModuleToBlocks, want.ModuleTo)
 			}
 		})
 	}

@@ -3,6 +3,8 @@ package analysis
 import (
 	"slices"
 	"testing"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // recordedTruth is what is known to be true of one recording of
@@ -43,22 +45,22 @@ func TestRecordedTruths(t *testing.T) {
 			s := openShared(t, "recorded", want.File)
 			h := BuildHistory(s, s.Device(0))
 			end := requestedAtEndOf(h)
-			if p := end[Parameter]; p < want.Params || p > want.Params+want.Buffers+want.Untold {
+			if p := end[result.Parameter]; p < want.Params || p > want.Params+want.Buffers+want.Untold {
 				t.Errorf("parameter %d B, want %d (+ at most %d of buffers, %d made before the recording)", p, want.Params, want.Buffers, want.Untold)
 			}
-			if o := end[OptimizerState]; o != want.OptState {
+			if o := end[result.OptimizerState]; o != want.OptState {
 				t.Errorf("optimizer_state %d B, want %d", o, want.OptState)
 			}
 			var buckets int64 // the rebuilt DDP buckets: gradient memory kept for good
 			for _, n := range want.DDPBuckets[min(1, len(want.DDPBuckets)):] {
 				buckets += n
 			}
-			if g := end[Gradient]; g != buckets {
+			if g := end[result.Gradient]; g != buckets {
 				t.Errorf("gradient %d B at the dump, want %d: no .grad (zero_grad(set_to_none=True)), only DDP's buckets", g, buckets)
 			}
 			ws := 0
 			for _, b := range h.LiveBlocks(h.EndIndex()) {
-				if b.Category == Workspace && b.Requested == 32<<20 {
+				if b.Category == result.Workspace && b.Requested == 32<<20 {
 					ws++
 				}
 			}
@@ -67,7 +69,7 @@ func TestRecordedTruths(t *testing.T) {
 			}
 			copies, bytes := 0, int64(0)
 			for bi := range h.Blocks {
-				if b := &h.Blocks[bi]; b.Category == AutocastCache {
+				if b := &h.Blocks[bi]; b.Category == result.AutocastCache {
 					copies++
 					bytes += b.Requested
 				}
@@ -79,14 +81,14 @@ func TestRecordedTruths(t *testing.T) {
 			d := r.Devices[0]
 			var kv int64
 			for _, b := range h.LiveBlocks(d.Peak.EventIndex) {
-				if b.Category == KVCache {
+				if b.Category == result.KVCache {
 					kv += b.Requested
 				}
 			}
 			if kv != want.KVPeak {
 				t.Errorf("kv_cache at the peak %d B, want %d", kv, want.KVPeak)
 			}
-			if g := end[CUDAGraphPool]; g != want.GraphOutput {
+			if g := end[result.CUDAGraphPool]; g != want.GraphOutput {
 				t.Errorf("cuda_graph_pool at the dump %d B, want the graph's output %d", g, want.GraphOutput)
 			}
 			ids := suggestionIDs(r)

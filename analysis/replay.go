@@ -5,6 +5,8 @@ import (
 	"iter"
 	"strings"
 
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -46,9 +48,9 @@ type Block struct {
 	// Category, Rule and Confidence are set by classification. (The
 	// fields are ordered so that the small ones share a word: a long trace
 	// has millions of blocks.)
-	Category   Category
+	Category   result.Category
 	Rule       string
-	Confidence Confidence
+	Confidence result.Confidence
 }
 
 // allocEnd is the event at which the block stops being allocated:
@@ -90,7 +92,7 @@ type History struct {
 	// Phases holds the phase and step of every event and the phase spans.
 	Phases *Phases
 	// Steps is how the events divide into steps (the step pass).
-	Steps *StepPlan
+	Steps *stepPlan
 
 	// texts are the frames' texts of the file, shared by its devices (set
 	// by analyze; made on first use for a history built alone).
@@ -116,7 +118,7 @@ type History struct {
 	// once for all its devices (Analyze shares it).
 	ann     *annIntervals
 	markers *stackMemo[stackMarkers]
-	diags   []Diagnostic
+	diags   []result.Diagnostic
 	// firstOOM is the index of the first oom event (−1).
 	firstOOM int
 	// replay facts for diagnostics
@@ -435,39 +437,39 @@ func (h *History) LiveBlocks(i int) iter.Seq2[int, *Block] {
 }
 
 // replayDiagnostics says what the replay found that limits trust.
-func (h *History) replayDiagnostics() []Diagnostic {
+func (h *History) replayDiagnostics() []result.Diagnostic {
 	id := h.Device.ID
-	var out []Diagnostic
+	var out []result.Diagnostic
 	if h.preFreed > 0 {
-		out = append(out, Diagnostic{Kind: "trace_starts_mid_run", Device: id, Message: fmt.Sprintf(
-			"device %d: %d blocks (%s) were freed without an allocation in the trace: they were allocated before recording began (or the ring buffer dropped their allocation); their categories come from when they were freed", id, h.preFreed, FormatBytes(h.preFreedBytes))})
+		out = append(out, result.Diagnostic{Kind: "trace_starts_mid_run", Device: id, Message: fmt.Sprintf(
+			"device %d: %d blocks (%s) were freed without an allocation in the trace: they were allocated before recording began (or the ring buffer dropped their allocation); their categories come from when they were freed", id, h.preFreed, units.FormatBytes(h.preFreedBytes))})
 	}
 	if h.preLive > 0 && len(h.Device.Events) > 0 {
-		out = append(out, Diagnostic{Kind: "blocks_without_history", Device: id, Message: fmt.Sprintf(
-			"device %d: %d blocks (%s) live at the dump have no allocation in the trace: they were allocated before recording began; their categories come from sizes, frames and lifetimes (lower confidence)", id, h.preLive, FormatBytes(h.preLiveBytes))})
+		out = append(out, result.Diagnostic{Kind: "blocks_without_history", Device: id, Message: fmt.Sprintf(
+			"device %d: %d blocks (%s) live at the dump have no allocation in the trace: they were allocated before recording began; their categories come from sizes, frames and lifetimes (lower confidence)", id, h.preLive, units.FormatBytes(h.preLiveBytes))})
 	}
 	if h.liveNotInDump > 0 {
-		out = append(out, Diagnostic{Kind: "replay_mismatch", Device: id, Message: fmt.Sprintf(
+		out = append(out, result.Diagnostic{Kind: "replay_mismatch", Device: id, Message: fmt.Sprintf(
 			"device %d: %d blocks the trace leaves allocated are not active in the dump-time segments: the trace and the segments disagree (a lost free?); the curves follow the trace", id, h.liveNotInDump)})
 	}
 	if h.anonymous > 0 {
-		out = append(out, Diagnostic{Kind: "paired_by_size", Device: id, Message: fmt.Sprintf(
+		out = append(out, result.Diagnostic{Kind: "paired_by_size", Device: id, Message: fmt.Sprintf(
 			"device %d: %d allocations carry no address: each free was paired with the latest allocation of the same size, so the curve is exact but lifetimes, and the categories that rest on them, are guesses", id, h.anonymous)})
 	}
 	if h.reuse > 0 {
-		out = append(out, Diagnostic{Kind: "address_reuse", Device: id, Message: fmt.Sprintf(
+		out = append(out, result.Diagnostic{Kind: "address_reuse", Device: id, Message: fmt.Sprintf(
 			"device %d: %d allocations at an address that was still allocated: a free is missing from the trace", id, h.reuse)})
 	}
 	if n := h.sizing.unknown; n > 0 {
-		out = append(out, Diagnostic{Kind: "block_size_unknown", Device: id, Message: fmt.Sprintf(
-			"device %d: %d blocks allocated before recording and freed in the trace (%s requested) show no block size: each counts as its request rounded to 512 B, though the allocator may have left up to 1 MiB more in each (the rest of the free block it was cut from)", id, n, FormatBytes(h.sizing.unknownRequests))})
+		out = append(out, result.Diagnostic{Kind: "block_size_unknown", Device: id, Message: fmt.Sprintf(
+			"device %d: %d blocks allocated before recording and freed in the trace (%s requested) show no block size: each counts as its request rounded to 512 B, though the allocator may have left up to 1 MiB more in each (the rest of the free block it was cut from)", id, n, units.FormatBytes(h.sizing.unknownRequests))})
 	}
 	if n := h.sizing.mismatch; n > 0 {
-		out = append(out, Diagnostic{Kind: "block_size_mismatch", Device: id, Message: fmt.Sprintf(
+		out = append(out, result.Diagnostic{Kind: "block_size_mismatch", Device: id, Message: fmt.Sprintf(
 			"device %d: %d blocks live at the dump have another size than the caching allocator's rules give them: blocks freed during the trace may be off by up to 1 MiB each", id, n)})
 	}
 	if h.reservedClamped {
-		out = append(out, Diagnostic{Kind: "reserved_inconsistent", Device: id, Message: fmt.Sprintf(
+		out = append(out, result.Diagnostic{Kind: "reserved_inconsistent", Device: id, Message: fmt.Sprintf(
 			"device %d: the segment events do not add up to the dump-time segments; the reserved curve was shifted to stay non-negative and is approximate", id)})
 	}
 	return out

@@ -4,8 +4,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestSavingsMatchWhatIfEveryRealFile: on every real file, each suggestion
@@ -28,7 +29,7 @@ func TestSavingsMatchWhatIfEveryRealFile(t *testing.T) {
 			if r.WhatIf == nil {
 				return
 			}
-			byID := map[string]Projection{}
+			byID := map[string]result.Projection{}
 			for _, p := range r.WhatIf.Suggestions {
 				byID[p.ID] = p
 			}

@@ -3,7 +3,7 @@ package analysis
 import (
 	"testing"
 
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 
 	"github.com/torchmem/torchmem/snapshot"
 )

@@ -1,36 +1,20 @@
 package analysis
 
-import "sort"
+import (
+	"sort"
 
-// SegmentState is one reserved range of the allocator at an event, with its
-// blocks in address order: what MemoryViz's Allocator State History shows.
-type SegmentState struct {
-	Address    uint64       `json:"address"`
-	Size       int64        `json:"size"`
-	Expandable bool         `json:"expandable"`
-	Blocks     []BlockState `json:"blocks"`
-}
-
-// BlockState is a piece of a segment at an event: a live block (Block is
-// its index in History.Blocks) or cached free memory (Block −1).
-type BlockState struct {
-	Address uint64 `json:"address"`
-	Size    int64  `json:"size"`
-	Block   int    `json:"-"`
-}
-
-// Free reports whether the piece is cached free memory.
-func (b BlockState) Free() bool { return b.Block < 0 }
+	"github.com/torchmem/torchmem/result"
+)
 
 // small reports whether the segment belongs to the small pool (2 MiB
 // segments; requests above 1 MiB never come from it).
-func (s SegmentState) small() bool { return !s.Expandable && s.Size == 2<<20 }
+func smallSegment(s result.SegmentState) bool { return !s.Expandable && s.Size == 2<<20 }
 
 // StateAt rebuilds the allocator's segments after event i, and the live
 // blocks and free gaps in them, by replaying the trace backwards from the
 // dump-time segments. It returns nil when the file has no dump-time
 // segments (chrome traces, traces without a state).
-func (h *History) StateAt(i int) []SegmentState {
+func (h *History) StateAt(i int) []result.SegmentState {
 	if len(h.Device.Segments) == 0 {
 		return nil
 	}
@@ -47,25 +31,25 @@ func (h *History) StateAt(i int) []SegmentState {
 		}
 	}
 	sort.Slice(live, func(a, b int) bool { return live[a].a < live[b].a })
-	out := make([]SegmentState, 0, len(rs))
+	out := make([]result.SegmentState, 0, len(rs))
 	li := 0
 	for _, r := range rs {
-		seg := SegmentState{Address: r.addr, Size: r.size, Expandable: r.expandable}
+		seg := result.SegmentState{Address: r.addr, Size: r.size, Expandable: r.expandable}
 		cur := r.addr
 		for li < len(live) && live[li].e <= r.addr {
 			li++
 		}
 		for k := li; k < len(live) && live[k].a < r.end(); k++ {
 			if live[k].a > cur {
-				seg.Blocks = append(seg.Blocks, BlockState{Address: cur, Size: int64(live[k].a - cur), Block: -1})
+				seg.Blocks = append(seg.Blocks, result.BlockState{Address: cur, Size: int64(live[k].a - cur), Block: -1})
 			}
 			if start, end := max(cur, live[k].a), min(live[k].e, r.end()); end > start {
-				seg.Blocks = append(seg.Blocks, BlockState{Address: start, Size: int64(end - start), Block: live[k].bi})
+				seg.Blocks = append(seg.Blocks, result.BlockState{Address: start, Size: int64(end - start), Block: live[k].bi})
 			}
 			cur = max(cur, live[k].e)
 		}
 		if cur < r.end() {
-			seg.Blocks = append(seg.Blocks, BlockState{Address: cur, Size: int64(r.end() - cur), Block: -1})
+			seg.Blocks = append(seg.Blocks, result.BlockState{Address: cur, Size: int64(r.end() - cur), Block: -1})
 		}
 		out = append(out, seg)
 	}

@@ -1,85 +1,9 @@
 package analysis
 
 import (
-	"strconv"
-	"strings"
-
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
-
-// StepSource says where the step boundaries of a device came from.
-type StepSource string
-
-// Step sources, best first. Annotations, optimizer steps and a loop frame
-// are structure the program showed; the period of allocation sites is a
-// guess (leak findings on such steps are medium confidence at most).
-const (
-	// StepsFromAnnotations: ProfilerStep#N ranges, or a trace's
-	// Optimizer.step ranges or forward spans.
-	StepsFromAnnotations StepSource = "annotations"
-	// StepsFromOptimizer: the end of every optimizer step (its frames or
-	// its Optimizer.step annotation).
-	StepsFromOptimizer StepSource = "optimizer"
-	// StepsFromLoop: a frame outside the model whose line returns to the
-	// start of its loop body at every iteration (the loop that runs the
-	// model, seen in the Python stacks).
-	StepsFromLoop StepSource = "loop"
-	// StepsFromPeriod: a repeating pattern of the allocations — the
-	// sequence of allocation sites, or, without Python frames, a training
-	// step's backward runs or parameter sweeps (patternSteps).
-	StepsFromPeriod StepSource = "period"
-	// StepsNone: nothing tells steps apart.
-	StepsNone StepSource = "none"
-)
-
-// StepPlan is how one device's events divide into steps: computed once per
-// device (History.Steps) and read by phases, leak detection, diff and the
-// roll-up. Part of the JSON (DeviceResult.Steps).
-type StepPlan struct {
-	Source StepSource `json:"source"`
-	// Evidence says in words where the boundaries came from ("ProfilerStep#N
-	// annotations", "the loop at eval.py:38 evaluate", …).
-	Evidence string `json:"evidence"`
-	// Site is the loop frame (file:line of the loop body's first line and
-	// the function) when Source is "loop", or when a loop's iterations
-	// follow the optimizer steps (Source "optimizer").
-	Site string `json:"site,omitempty"`
-	// FirstEvents is the first event index of each step, in order.
-	FirstEvents []int `json:"first_events"`
-	// Spans are the steps with their events and memory.
-	Spans []StepSpan `json:"spans"`
-	// loop is the function of the loop frame when Source is "loop".
-	loop funcKey
-	// tail is the number of the first step of a loop that follows the
-	// optimizer steps (tailLoop), 0 when none: leak detection compares the
-	// steps before it and those from it on apart.
-	tail int
-}
-
-// StepSpan is one step of a device: its events and memory.
-type StepSpan struct {
-	Step       int   `json:"step"`
-	StartEvent int   `json:"start_event"`
-	EndEvent   int   `json:"end_event"`
-	StartUS    int64 `json:"start_us" null:"0"` // 0 (null): the file has no times
-	EndUS      int64 `json:"end_us" null:"0"`
-	// StartAllocatedBytes is the allocated memory just before the step's
-	// first event; EndAllocatedBytes after its last.
-	StartAllocatedBytes int64 `json:"start_allocated_bytes"`
-	EndAllocatedBytes   int64 `json:"end_allocated_bytes"`
-	PeakAllocatedBytes  int64 `json:"peak_allocated_bytes"`
-	PeakEvent           int   `json:"peak_event"`
-	// Complete is false for a trailing part that the recording cut short
-	// (events after the last optimizer step).
-	Complete bool `json:"complete"`
-}
-
-// HighConfidence reports whether the boundaries came from structure the
-// program showed (annotations, optimizer steps, a loop frame), which a
-// high-confidence leak finding needs.
-func (p *StepPlan) HighConfidence() bool {
-	return p.Source == StepsFromAnnotations || p.Source == StepsFromOptimizer || p.Source == StepsFromLoop
-}
 
 // stepRange is one step as a pass over the events sees it: events start…end,
 // both included.
@@ -91,12 +15,24 @@ type stepRange struct {
 
 // planFound is what one source of boundaries found.
 type planFound struct {
-	source   StepSource
+	source   result.StepSource
 	evidence string
 	site     string
 	loop     funcKey // the loop frame's function (source loop)
 	tail     int     // the first step of a loop after the optimizer steps
 	steps    []stepRange
+}
+
+// stepPlan is a device's StepPlan (History.Steps) and what leak detection
+// needs of it besides, which is not part of the JSON.
+type stepPlan struct {
+	*result.StepPlan
+	// loop is the function of the loop frame when Source is "loop".
+	loop funcKey
+	// tail is the number of the first step of a loop that follows the
+	// optimizer steps (tailLoop), 0 when none: leak detection compares the
+	// steps before it and those from it on apart.
+	tail int
 }
 
 // computeSteps divides the events of h into steps, from the best source
@@ -108,13 +44,13 @@ type planFound struct {
 // every event (NoStep outside ProfilerStep ranges, 0 outside the steps of
 // the other sources) and returns the plan; the spans' memory is measured
 // by buildSpans.
-func computeSteps(h *History, stepIvs []interval) *StepPlan {
+func computeSteps(h *History, stepIvs []interval) *stepPlan {
 	p := h.Phases
 	n := len(p.code)
 	for i := range p.step {
 		p.step[i] = 0
 	}
-	plan := &StepPlan{Source: StepsNone, Evidence: "nothing tells steps apart", FirstEvents: []int{}, Spans: []StepSpan{}}
+	plan := &stepPlan{StepPlan: &result.StepPlan{Source: result.StepsNone, Evidence: "nothing tells steps apart", FirstEvents: []int{}, Spans: []result.StepSpan{}}}
 	var found planFound
 	switch {
 	case len(stepIvs) > 0:
@@ -123,12 +59,12 @@ func computeSteps(h *History, stepIvs []interval) *StepPlan {
 			if si[i] >= 0 {
 				p.step[i] = int32(stepIvs[si[i]].step)
 			} else {
-				p.step[i] = NoStep
+				p.step[i] = result.NoStep
 			}
 		}
-		found = planFound{source: StepsFromAnnotations, evidence: "ProfilerStep#N annotations"}
+		found = planFound{source: result.StepsFromAnnotations, evidence: "ProfilerStep#N annotations"}
 		for i := 0; i < n; {
-			if p.step[i] == NoStep {
+			if p.step[i] == result.NoStep {
 				i++
 				continue
 			}
@@ -143,7 +79,7 @@ func computeSteps(h *History, stepIvs []interval) *StepPlan {
 		return plan
 	}
 	if ends := optimizerEnds(p.code); len(ends) > 0 {
-		found = planFound{source: StepsFromOptimizer, evidence: "optimizer steps"}
+		found = planFound{source: result.StepsFromOptimizer, evidence: "optimizer steps"}
 		start := 0
 		for k, e := range ends {
 			found.steps = append(found.steps, stepRange{n: k + 1, start: start, end: e})
@@ -177,11 +113,11 @@ func computeSteps(h *History, stepIvs []interval) *StepPlan {
 }
 
 // fill copies what a source found into the plan (memory comes later).
-func (plan *StepPlan) fill(f planFound) {
+func (plan *stepPlan) fill(f planFound) {
 	plan.Source, plan.Evidence, plan.Site, plan.loop, plan.tail = f.source, f.evidence, f.site, f.loop, f.tail
 	for _, st := range f.steps {
 		plan.FirstEvents = append(plan.FirstEvents, st.start)
-		plan.Spans = append(plan.Spans, StepSpan{Step: st.n, StartEvent: st.start, EndEvent: st.end, Complete: !st.partial})
+		plan.Spans = append(plan.Spans, result.StepSpan{Step: st.n, StartEvent: st.start, EndEvent: st.end, Complete: !st.partial})
 	}
 }
 
@@ -198,7 +134,7 @@ func (h *History) measureSteps() {
 
 // completeSteps returns the complete steps of the plan, for passes that
 // compare steps (leak detection).
-func (plan *StepPlan) completeSteps() []stepRange {
+func (plan *stepPlan) completeSteps() []stepRange {
 	var out []stepRange
 	for _, st := range plan.Spans {
 		if st.Complete {
@@ -211,7 +147,7 @@ func (plan *StepPlan) completeSteps() []stepRange {
 // stepGroups returns the complete steps in the groups leak detection
 // compares apart: the optimizer steps and the iterations of a loop after
 // them (an evaluation after the training), or all of them.
-func (plan *StepPlan) stepGroups() [][]stepRange {
+func (plan *stepPlan) stepGroups() [][]stepRange {
 	all := plan.completeSteps()
 	for k, st := range all {
 		if plan.tail > 0 && st.n >= plan.tail {
@@ -256,41 +192,3 @@ func loopSite(fn funcKey, head int64) string {
 
 // funcKey is a Python function: its file and name.
 type funcKey struct{ file, name string }
-
-// StepNumbers names a set of step numbers in order, runs joined: "step 3",
-// "steps 1–8", "steps 1–3, 5, 7–8".
-func StepNumbers(nums []int) string {
-	if len(nums) == 0 {
-		return "no step"
-	}
-	var parts []string
-	for i := 0; i < len(nums); {
-		j := i
-		for j+1 < len(nums) && nums[j+1] == nums[j]+1 {
-			j++
-		}
-		switch {
-		case j == i:
-			parts = append(parts, strconv.Itoa(nums[i]))
-		default:
-			parts = append(parts, strconv.Itoa(nums[i])+"–"+strconv.Itoa(nums[j]))
-		}
-		i = j + 1
-	}
-	if len(nums) == 1 {
-		return "step " + parts[0]
-	}
-	return "steps " + strings.Join(parts, ", ")
-}
-
-// MarshalJSON writes the step, its times null when the file has none.
-func (s StepSpan) MarshalJSON() ([]byte, error) {
-	type plain StepSpan
-	return marshalNulls(plain(s))
-}
-
-// UnmarshalJSON reads what MarshalJSON wrote.
-func (s *StepSpan) UnmarshalJSON(b []byte) error {
-	type plain StepSpan
-	return unmarshalNulls(b, (*plain)(s))
-}

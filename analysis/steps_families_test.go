@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 )
 
 // stackKinds are the kinds of stacks every family runs with.
@@ -27,7 +28,7 @@ func hasPython(k snapshottest.StackKind) bool {
 
 // runFamily reads a simulated run and detects its steps and leaks,
 // asserting that its steps are ordered and disjoint.
-func runFamily(t *testing.T, sim *snapshottest.Sim) ([]Leak, *StepPlan) {
+func runFamily(t *testing.T, sim *snapshottest.Sim) ([]result.Leak, *stepPlan) {
 	t.Helper()
 	s := leakReadSim(t, sim)
 	hs := leakHistories(s)
@@ -91,19 +92,19 @@ func checkFunctionModel(t *testing.T, c snapshottest.LeakConfig) {
 	visible := hasPython(c.Stacks) && c.Layers >= 2
 	ls, p := runFamily(t, snapshottest.EvalLoop(c, true))
 	if visible {
-		checkFamilyFinding(t, "total_loss += loss", ls, LeakRetainedGraph, "eval.py:41 evaluate", c.SavedPerStep()+c.Tokens*4+4)
-		if p.Source != StepsFromLoop || p.Site != "eval.py:38 evaluate" || len(p.Spans) != c.Steps {
+		checkFamilyFinding(t, "total_loss += loss", ls, result.LeakRetainedGraph, "eval.py:41 evaluate", c.SavedPerStep()+c.Tokens*4+4)
+		if p.Source != result.StepsFromLoop || p.Site != "eval.py:38 evaluate" || len(p.Spans) != c.Steps {
 			t.Errorf("eval loop steps: %s %q, %d steps", p.Evidence, p.Site, len(p.Spans))
 		}
 	} else {
 		checkLeakFindings(t, nil, ls, nil)
-		if hasPython(c.Stacks) && p.Source != StepsNone {
+		if hasPython(c.Stacks) && p.Source != result.StepsNone {
 			t.Errorf("one loop and no model frames: %d steps by %s", len(p.Spans), p.Evidence)
 		}
 	}
 	ls, _ = runFamily(t, snapshottest.EvalLoopKeepingOutputs(c))
 	if visible {
-		checkFamilyFinding(t, "outputs.append(logits)", ls, LeakGrowingList, "fmodel.py:150 model", c.LogitsBytes())
+		checkFamilyFinding(t, "outputs.append(logits)", ls, result.LeakGrowingList, "fmodel.py:150 model", c.LogitsBytes())
 	} else {
 		checkLeakFindings(t, nil, ls, nil)
 	}
@@ -113,7 +114,7 @@ func checkFunctionModel(t *testing.T, c snapshottest.LeakConfig) {
 	hid := c
 	hid.KeepHidden = true
 	_, p = runFamily(t, snapshottest.EvalLoopKeepingOutputs(hid))
-	if visible && (p.Source != StepsFromLoop || p.Site != "eval.py:38 evaluate" || len(p.Spans) != c.Steps) {
+	if visible && (p.Source != result.StepsFromLoop || p.Site != "eval.py:38 evaluate" || len(p.Spans) != c.Steps) {
 		t.Errorf("outputs and hidden states kept: steps %s %q, %d steps", p.Evidence, p.Site, len(p.Spans))
 	}
 	ls, _ = runFamily(t, snapshottest.EvalLoop(c, false))
@@ -158,14 +159,14 @@ func checkNestedLoops(t *testing.T, c snapshottest.LeakConfig) {
 	hid := c
 	hid.KeepHidden = true
 	if _, p := runFamily(t, snapshottest.EvalLoopKeepingOutputs(hid)); visible &&
-		(p.Source != StepsFromLoop || p.Site != "eval.py:38 evaluate" || len(p.Spans) != c.Steps) {
+		(p.Source != result.StepsFromLoop || p.Site != "eval.py:38 evaluate" || len(p.Spans) != c.Steps) {
 		t.Errorf("outputs and hidden states kept: steps %s %q, %d steps", p.Evidence, p.Site, len(p.Spans))
 	}
 	for _, sh := range shapes {
 		ls, p := runFamily(t, sh.sim(true))
 		if visible {
-			checkFamilyFinding(t, sh.name, ls, LeakRetainedGraph, "eval.py:41 evaluate", c.SavedPerStep()+c.Tokens*4+4)
-			if p.Source != StepsFromLoop || p.Site != "eval.py:38 evaluate" || len(p.Spans) != c.Steps {
+			checkFamilyFinding(t, sh.name, ls, result.LeakRetainedGraph, "eval.py:41 evaluate", c.SavedPerStep()+c.Tokens*4+4)
+			if p.Source != result.StepsFromLoop || p.Site != "eval.py:38 evaluate" || len(p.Spans) != c.Steps {
 				t.Errorf("%s: steps %s %q, %d steps", sh.name, p.Evidence, p.Site, len(p.Spans))
 			}
 		} else {

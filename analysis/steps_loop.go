@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -157,7 +158,7 @@ func loopPlan(h *History, lp *loopPositions, pos int32, t *loopTrack) planFound 
 	if start < first {
 		bounds = append([]int{start}, t.bounds...)
 	}
-	f := planFound{source: StepsFromLoop, site: loopSite(lp.fnOf[pos], head), loop: lp.fnOf[pos]}
+	f := planFound{source: result.StepsFromLoop, site: loopSite(lp.fnOf[pos], head), loop: lp.fnOf[pos]}
 	f.evidence = fmt.Sprintf("the loop at %s", f.site)
 	for k, b := range bounds {
 		e := end

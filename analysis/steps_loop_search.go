@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -217,7 +218,7 @@ func loopSteps(h *History, first int) (found planFound, ambiguous bool) {
 				out = c
 			}
 		}
-		return planFound{source: StepsNone, evidence: fmt.Sprintf("the loop at %s may be the model's own layer loop: "+
+		return planFound{source: result.StepsNone, evidence: fmt.Sprintf("the loop at %s may be the model's own layer loop: "+
 			"no nn.Module or forward frames, and no loop around it", loopSite(lp.fnOf[out.pos], out.head))}, true
 	}
 	return loopPlan(h, lp, best.pos, best), false

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -72,7 +73,7 @@ func patternSteps(h *History) planFound {
 	if len(anchors) < minLeakSteps || !anchorsAlike(h, anchors) {
 		return planFound{}
 	}
-	f := planFound{source: StepsFromPeriod, evidence: fmt.Sprintf("the repeating pattern of a training step, no frame or annotation telling: %s, %d times", what, len(anchors))}
+	f := planFound{source: result.StepsFromPeriod, evidence: fmt.Sprintf("the repeating pattern of a training step, no frame or annotation telling: %s, %d times", what, len(anchors))}
 	start := 0
 	for k, a := range anchors {
 		f.steps = append(f.steps, stepRange{n: k + 1, start: start, end: a.last})

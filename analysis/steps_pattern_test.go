@@ -5,7 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 )
 
 // TestTrainingWithoutFramesFamilies runs training loops whose files tell
@@ -41,7 +42,7 @@ func TestTrainingWithoutFramesFamilies(t *testing.T) {
 }
 
 func checkTrainingWithoutFrames(t *testing.T, c snapshottest.LeakConfig) {
-	steps := func(what string, p *StepPlan) {
+	steps := func(what string, p *stepPlan) {
 		t.Helper()
 		complete := 0
 		for _, sp := range p.Spans {
@@ -49,7 +50,7 @@ func checkTrainingWithoutFrames(t *testing.T, c snapshottest.LeakConfig) {
 				complete++
 			}
 		}
-		if p.Source != StepsFromPeriod || complete != c.Steps || !strings.HasPrefix(p.Evidence, "the repeating pattern of a training step") {
+		if p.Source != result.StepsFromPeriod || complete != c.Steps || !strings.HasPrefix(p.Evidence, "the repeating pattern of a training step") {
 			t.Errorf("%s: %d complete steps of %d by %s: %s", what, complete, len(p.Spans), p.Source, p.Evidence)
 		}
 	}
@@ -57,10 +58,10 @@ func checkTrainingWithoutFrames(t *testing.T, c snapshottest.LeakConfig) {
 	perStep, _ := simStepGrowth(sim, 2, c.Steps-1)
 	ls, p := runFamily(t, sim)
 	steps("retain_graph", p)
-	checkFindingAt(t, "retain_graph, losses kept", ls, LeakRetainedGraph, "", perStep, Medium)
+	checkFindingAt(t, "retain_graph, losses kept", ls, result.LeakRetainedGraph, "", perStep, result.Medium)
 	ls, p = runFamily(t, snapshottest.TrainLoopGrowingList(c))
 	steps("outputs.append(logits)", p)
-	checkFindingAt(t, "outputs.append(logits)", ls, LeakGrowingList, "", c.LogitsBytes(), Medium)
+	checkFindingAt(t, "outputs.append(logits)", ls, result.LeakGrowingList, "", c.LogitsBytes(), result.Medium)
 	ls, p = runFamily(t, snapshottest.TrainLoopHealthy(c))
 	steps("healthy", p)
 	checkLeakFindings(t, nil, ls, nil)
@@ -77,15 +78,15 @@ func TestPatternStepsPhases(t *testing.T) {
 		c.NoAnnotations = true
 		s := leakReadSim(t, snapshottest.TrainLoopHealthy(c))
 		h := leakHistories(s)[0]
-		spans := map[int]map[Phase]int{}
+		spans := map[int]map[result.Phase]int{}
 		for _, sp := range h.Phases.Spans {
 			if spans[sp.Step] == nil {
-				spans[sp.Step] = map[Phase]int{}
+				spans[sp.Step] = map[result.Phase]int{}
 			}
 			spans[sp.Step][sp.Phase]++
 		}
 		for _, st := range h.Steps.Spans {
-			if got := spans[st.Step]; st.Complete && (got[PhaseForward] != 1 || got[PhaseBackward] != 1) {
+			if got := spans[st.Step]; st.Complete && (got[result.PhaseForward] != 1 || got[result.PhaseBackward] != 1) {
 				t.Errorf("%d layers, step %d: phase spans %v", layers, st.Step, got)
 			}
 		}
@@ -108,7 +109,7 @@ func TestPatternStepsNeedAPattern(t *testing.T) {
 				"three train steps": snapshottest.TrainLoopRetainGraph(withSteps(c, minLeakSteps-1)),
 			} {
 				ls, p := runFamily(t, sim)
-				if p.Source == StepsFromPeriod && strings.HasPrefix(p.Evidence, "the repeating pattern") || len(ls) > 0 {
+				if p.Source == result.StepsFromPeriod && strings.HasPrefix(p.Evidence, "the repeating pattern") || len(ls) > 0 {
 					t.Errorf("%s, %d layers, %s: %d steps by %s; %s", stacks, layers, name, len(p.Spans), p.Evidence, describeLeaks(ls))
 				}
 			}

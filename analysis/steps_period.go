@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -135,7 +136,7 @@ func periodSteps(h *History) planFound {
 			off = o
 		}
 	}
-	plan := planFound{source: StepsFromPeriod, evidence: fmt.Sprintf("the repeating sequence of allocation sites, %d allocations per step", best)}
+	plan := planFound{source: result.StepsFromPeriod, evidence: fmt.Sprintf("the repeating sequence of allocation sites, %d allocations per step", best)}
 	for k := 0; off+(k+1)*best <= n; k++ {
 		start := allocs[off+k*best]
 		end := len(ev) - 1 // the last full period ends with the trace

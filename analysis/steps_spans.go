@@ -3,6 +3,7 @@ package analysis
 import (
 	"sort"
 
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -44,7 +45,7 @@ func spanSteps(h *History) planFound {
 			return ev[i].TimeNS > t
 		})
 	}
-	plan := planFound{source: StepsFromAnnotations}
+	plan := planFound{source: result.StepsFromAnnotations}
 	switch {
 	case len(optEnds) >= minLeakSteps:
 		plan.evidence = "Optimizer.step ranges"

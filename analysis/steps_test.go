@@ -3,6 +3,8 @@ package analysis
 import (
 	"slices"
 	"testing"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // TestStepsRealFiles checks the step plan of the real files whose loops
@@ -27,21 +29,21 @@ import (
 func TestStepsRealFiles(t *testing.T) {
 	tests := []struct {
 		file   string
-		source StepSource
+		source result.StepSource
 		site   string
 		first  []int // first events; nil: only the count is checked
 		count  int
 	}{
-		{"genF_torch2.8_zidongliu_zeroth_order_fl.pickle", StepsFromLoop, "server.py:168 train_one_step", []int{2007, 9817}, 2},
-		{"genB_torch2.1_maphsge4_multistream_cpp.pickle", StepsFromLoop, "validate_old.py:59 validate", []int{0, 5034}, 2},
-		{"genE_torch2.5_sqattn.pickle", StepsFromLoop, "entrance.py:67 compress_model", nil, 28},
-		{"genC_torch2.2_nesta_OOM_pickle_named_json.pickle", StepsNone, "", []int{}, 0},
-		{"genG_torch2.1x_wedsonlin_inference.pickle", StepsNone, "", []int{}, 0},
-		{"genG_torch2.10x_magma27_python_stacks.pickle", StepsNone, "", []int{}, 0},
-		{"genD_torch2.3_hugepanda.pickle", StepsNone, "", []int{}, 0},
-		{"genE_torch2.6x_kkaitlyn_annotations.pickle", StepsNone, "", []int{}, 0},
-		{"genC_torch2.2_jaspersolt_snapshot_entries.pickle", StepsFromOptimizer, "", nil, 11},
-		{"genB_torch2.1_zijiandu_state_only_diffusion.pickle", StepsNone, "", []int{}, 0},
+		{"genF_torch2.8_zidongliu_zeroth_order_fl.pickle", result.StepsFromLoop, "server.py:168 train_one_step", []int{2007, 9817}, 2},
+		{"genB_torch2.1_maphsge4_multistream_cpp.pickle", result.StepsFromLoop, "validate_old.py:59 validate", []int{0, 5034}, 2},
+		{"genE_torch2.5_sqattn.pickle", result.StepsFromLoop, "entrance.py:67 compress_model", nil, 28},
+		{"genC_torch2.2_nesta_OOM_pickle_named_json.pickle", result.StepsNone, "", []int{}, 0},
+		{"genG_torch2.1x_wedsonlin_inference.pickle", result.StepsNone, "", []int{}, 0},
+		{"genG_torch2.10x_magma27_python_stacks.pickle", result.StepsNone, "", []int{}, 0},
+		{"genD_torch2.3_hugepanda.pickle", result.StepsNone, "", []int{}, 0},
+		{"genE_torch2.6x_kkaitlyn_annotations.pickle", result.StepsNone, "", []int{}, 0},
+		{"genC_torch2.2_jaspersolt_snapshot_entries.pickle", result.StepsFromOptimizer, "", nil, 11},
+		{"genB_torch2.1_zijiandu_state_only_diffusion.pickle", result.StepsNone, "", []int{}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -80,13 +82,13 @@ func TestPhasesWithoutBackward(t *testing.T) {
 			s := openShared(t, "snapshots", file)
 			h := BuildHistory(s, s.Device(0))
 			for _, sp := range h.Phases.Spans {
-				if sp.Phase == PhaseBackward {
+				if sp.Phase == result.PhaseBackward {
 					t.Errorf("backward span, events %d–%d", sp.StartEvent, sp.EndEvent)
 				}
 			}
 			if file[:4] == "genC" {
 				for i := 199; i <= 348; i++ {
-					if h.Phases.At(i) != PhaseForward {
+					if h.Phases.At(i) != result.PhaseForward {
 						t.Fatalf("event %d of the jvp inside forward is %s", i, h.Phases.At(i))
 					}
 				}
@@ -106,7 +108,7 @@ func TestStepNumbers(t *testing.T) {
 		{[]int{1, 2, 3, 5, 7, 8}, "steps 1–3, 5, 7–8"},
 		{[]int{2, 4}, "steps 2, 4"},
 	} {
-		if got := StepNumbers(tt.in); got != tt.want {
+		if got := result.StepNumbers(tt.in); got != tt.want {
 			t.Errorf("StepNumbers(%v) = %q, want %q", tt.in, got, tt.want)
 		}
 	}

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 )
 
 // TestTrainingFamilies runs training loops (zero_grad, forward at
@@ -40,7 +41,7 @@ func checkTraining(t *testing.T, c snapshottest.LeakConfig) {
 	sim := snapshottest.TrainLoopRetainGraph(c)
 	perStep, _ := simStepGrowth(sim, 2, c.Steps-1)
 	ls, p := runFamily(t, sim)
-	if p.Source != StepsFromOptimizer || len(p.Spans) < c.Steps-1 {
+	if p.Source != result.StepsFromOptimizer || len(p.Spans) < c.Steps-1 {
 		t.Errorf("retain_graph: steps %s, %d steps", p.Evidence, len(p.Spans))
 	}
 	site, head := "", "model.py:150 forward"
@@ -52,9 +53,9 @@ func checkTraining(t *testing.T, c snapshottest.LeakConfig) {
 	} else {
 		head = ""
 	}
-	checkFamilyFinding(t, "retain_graph, losses kept", ls, LeakRetainedGraph, site, perStep)
+	checkFamilyFinding(t, "retain_graph, losses kept", ls, result.LeakRetainedGraph, site, perStep)
 	ls, _ = runFamily(t, snapshottest.TrainLoopGrowingList(c))
-	checkFamilyFinding(t, "outputs.append(logits)", ls, LeakGrowingList, head, c.LogitsBytes())
+	checkFamilyFinding(t, "outputs.append(logits)", ls, result.LeakGrowingList, head, c.LogitsBytes())
 	ls, _ = runFamily(t, snapshottest.TrainLoopHealthy(c))
 	checkLeakFindings(t, nil, ls, nil)
 }
@@ -87,7 +88,7 @@ func checkTrainThenEval(t *testing.T, c snapshottest.LeakConfig) {
 	visible := hasPython(c.Stacks) && (!c.Functional || c.Layers >= 2)
 	ls, p := runFamily(t, snapshottest.TrainThenEval(c, true))
 	if visible {
-		checkFamilyFinding(t, "train, then eval with total_loss += loss", ls, LeakRetainedGraph, "train.py:113 fit", c.SavedPerStep()+c.Tokens*4+4)
+		checkFamilyFinding(t, "train, then eval with total_loss += loss", ls, result.LeakRetainedGraph, "train.py:113 fit", c.SavedPerStep()+c.Tokens*4+4)
 		var complete []int
 		for _, sp := range p.Spans {
 			if sp.Complete {
@@ -98,8 +99,8 @@ func checkTrainThenEval(t *testing.T, c snapshottest.LeakConfig) {
 			t.Errorf("steps %s: %d complete of %d", p.Evidence, len(complete), len(p.Spans))
 		}
 		for _, l := range ls {
-			if l.Kind == LeakRetainedGraph && StepNumbers(l.SeenInSteps) != fmt.Sprintf("steps %d–%d", c.Steps+1, 2*c.Steps) {
-				t.Errorf("retained_graph seen in %s", StepNumbers(l.SeenInSteps))
+			if l.Kind == result.LeakRetainedGraph && result.StepNumbers(l.SeenInSteps) != fmt.Sprintf("steps %d–%d", c.Steps+1, 2*c.Steps) {
+				t.Errorf("retained_graph seen in %s", result.StepNumbers(l.SeenInSteps))
 			}
 		}
 	} else {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -16,10 +17,10 @@ type evidence struct {
 	name       string // "device 0", or "the cpu (host memory)"
 	moment     string // "at the OOM" or "at the peak"
 	index      int
-	phase      Phase
-	cats       Categories
+	phase      result.Phase
+	cats       result.Categories
 	total      int64
-	oom        *OOM
+	oom        *result.OOM
 	oomSDPA    bool  // the failing allocation is SDPA's math backend
 	oomAttn    bool  // the failing allocation is inside attention code
 	attention  int64 // live bytes allocated in attention code
@@ -66,7 +67,7 @@ type evidence struct {
 }
 
 // gatherEvidence collects the evidence of one device.
-func gatherEvidence(h *History, dr *DeviceResult) *evidence {
+func gatherEvidence(h *History, dr *result.DeviceResult) *evidence {
 	ev := &evidence{device: dr.Device, capacity: dr.Capacity, expandable: h.expandable(),
 		endAlloc: dr.AtEnd.AllocatedBytes, endRes: dr.AtEnd.ReservedBytes,
 		peakAlloc: dr.Peak.AllocatedBytes, peakRes: dr.Peak.ReservedBytes}
@@ -96,7 +97,7 @@ func gatherEvidence(h *History, dr *DeviceResult) *evidence {
 			continue
 		}
 		m := h.markers.get(b.Stack)
-		if m.attention && (b.Category == Activation || b.Category == Temporary || b.Category == AutogradDetail) {
+		if m.attention && (b.Category == result.Activation || b.Category == result.Temporary || b.Category == result.AutogradDetail) {
 			ev.attention += b.Size
 			sites[siteOf(h.Snap, b.Stack)] += b.Size
 		}
@@ -111,7 +112,7 @@ func gatherEvidence(h *History, dr *DeviceResult) *evidence {
 	var fwdPeak int64 = -1
 	fwdIdx := -1
 	for _, sp := range h.Phases.Spans {
-		if sp.Phase == PhaseForward && sp.PeakAllocatedBytes > fwdPeak {
+		if sp.Phase == result.PhaseForward && sp.PeakAllocatedBytes > fwdPeak {
 			fwdPeak = sp.PeakAllocatedBytes
 			if sp.Events > 0 {
 				for k, v := range h.allocatedRange(max(sp.StartEvent, 0), sp.EndEvent) {
@@ -125,7 +126,7 @@ func gatherEvidence(h *History, dr *DeviceResult) *evidence {
 	}
 	ev.lateZero = -1
 	if fwdIdx >= 0 {
-		ev.gradsInFwd = h.CategoriesAt(fwdIdx)[Gradient]
+		ev.gradsInFwd = h.CategoriesAt(fwdIdx)[result.Gradient]
 		for _, b := range h.LiveBlocks(fwdIdx) {
 			if b.Rule == RuleFreedByZeroGrad && (ev.lateZero < 0 || b.Free < ev.lateZero) {
 				ev.lateZero = b.Free
@@ -143,7 +144,7 @@ func gatherEvidence(h *History, dr *DeviceResult) *evidence {
 		// What the process could use: its blocks, its cached free memory
 		// and what the device still had.
 		usable := o.AllocatedBytes + o.Fragmentation.CachedFreeBytes + o.DeviceFreeBytes
-		states := ev.cats[Parameter] + ev.cats[Gradient] + ev.cats[OptimizerState]
+		states := ev.cats[result.Parameter] + ev.cats[result.Gradient] + ev.cats[result.OptimizerState]
 		ev.statesFirst = states > 0 && usable-states < o.RequestedBytes
 	}
 	if len(h.Snap.GradAccumulations) > 0 {
@@ -160,42 +161,42 @@ func gatherEvidence(h *History, dr *DeviceResult) *evidence {
 
 // trainingEvidence decides whether the run trains and whether it has a
 // backward (evidence.training, evidence.backward).
-func (h *History) trainingEvidence(ev *evidence, dr *DeviceResult) {
+func (h *History) trainingEvidence(ev *evidence, dr *result.DeviceResult) {
 	// A step that ends (zero_grad, optimizer) after a forward without a
 	// backward between them: the run trains without one (zeroth-order).
 	forward, stepWithoutBackward := false, false
 	for _, sp := range h.Phases.Spans {
 		switch {
-		case sp.Phase == PhaseBackward && sp.Events > 0:
+		case sp.Phase == result.PhaseBackward && sp.Events > 0:
 			ev.training, ev.backward = true, true
-		case sp.Phase == PhaseForward && sp.Events > 0:
+		case sp.Phase == result.PhaseForward && sp.Events > 0:
 			forward = true
-		case sp.Phase == PhaseOptimizer || sp.Phase == PhaseZeroGrad:
-			ev.training = ev.training || sp.Phase == PhaseZeroGrad || sp.Events > 0
+		case sp.Phase == result.PhaseOptimizer || sp.Phase == result.PhaseZeroGrad:
+			ev.training = ev.training || sp.Phase == result.PhaseZeroGrad || sp.Events > 0
 			stepWithoutBackward = stepWithoutBackward || forward
 		}
 	}
-	cats := []Categories{dr.Peak.Categories, dr.AtEnd.Categories}
+	cats := []result.Categories{dr.Peak.Categories, dr.AtEnd.Categories}
 	if dr.OOM != nil {
 		cats = append(cats, dr.OOM.Categories)
 	}
 	for _, c := range cats {
-		if c[Gradient] > 0 {
+		if c[result.Gradient] > 0 {
 			ev.training, ev.backward = true, true
 		}
-		if c[OptimizerState] > 0 {
+		if c[result.OptimizerState] > 0 {
 			ev.training = true
 		}
 	}
 	if f := h.frameTexts().trainingFrame(); f != "" {
 		ev.training, ev.trainedBy = true, f
 	}
-	if ev.training && !ev.backward && !stepWithoutBackward && ev.phase == PhaseForward {
+	if ev.training && !ev.backward && !stepWithoutBackward && ev.phase == result.PhaseForward {
 		// Cut off in its forward, before the backward: by the OOM, or by the
 		// end of the recording (every later event still in forward).
 		ev.backward = true
 		for k := max(ev.index, 0); ev.oom == nil && k < h.NumEvents(); k++ {
-			if h.Phases.At(k) != PhaseForward {
+			if h.Phases.At(k) != result.PhaseForward {
 				ev.backward = false
 				break
 			}

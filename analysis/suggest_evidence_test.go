@@ -7,11 +7,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 )
 
 // suggestionIDs lists the suggestions' ids in their order.
-func suggestionIDs(r *Result) []string {
+func suggestionIDs(r *result.Result) []string {
 	ids := make([]string, len(r.Suggestions))
 	for i, sg := range r.Suggestions {
 		ids[i] = sg.ID

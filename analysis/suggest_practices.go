@@ -3,6 +3,8 @@ package analysis
 import (
 	"path"
 	"strings"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // practices are what the run already does, read from its frames and
@@ -52,7 +54,7 @@ func practicesOf(h *History) practices {
 		p.quantizedBy = "FlexGen's compression"
 	}
 	for i := range h.Blocks {
-		p.autocast = p.autocast || h.Blocks[i].Category == AutocastCache
+		p.autocast = p.autocast || h.Blocks[i].Category == result.AutocastCache
 	}
 	return p
 }

@@ -1,5 +1,7 @@
 package analysis
 
+import "github.com/torchmem/torchmem/result"
+
 // Each suggestion states one saving, the what-if's for the same change:
 // the peak of the run's curves under the technique, against the measured
 // peak. A suggestion the what-if finds to save nothing that matters is
@@ -9,7 +11,7 @@ package analysis
 // same change (where the what-if projects the technique at every event)
 // and drops those that would save under 1 MiB or 1% of the measured peak.
 // It reports whether it dropped any.
-func reconcileSavings(r *Result, statesFirst bool) bool {
+func reconcileSavings(r *result.Result, statesFirst bool) bool {
 	w := r.WhatIf
 	if w == nil {
 		return false

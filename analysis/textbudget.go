@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // TextBudget bounds the text one run of torchmem prints: every string of
@@ -31,7 +33,7 @@ func (b *TextBudget) Grow(n int64) { b.left += n }
 // Fit charges the strings of r to the budget, in the order a renderer
 // prints them (devices in order, each field as declared), and cuts those
 // past it; it returns how many it cut.
-func (b *TextBudget) Fit(r *Result) int {
+func (b *TextBudget) Fit(r *result.Result) int {
 	cut := 0
 	b.fit(reflect.ValueOf(r).Elem(), &cut)
 	return cut

@@ -3,6 +3,8 @@ package analysis
 import (
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // TestTextBudget: every string of a result counts each time it appears —
@@ -13,10 +15,10 @@ import (
 // count at their widest (six bytes for a control character).
 func TestTextBudget(t *testing.T) {
 	name := "model.py:7 " + strings.Repeat("f", 4085) // 4 KiB
-	r := &Result{Schema: SchemaID, Input: Input{Path: "run.pickle", Format: "snapshot"}}
+	r := &result.Result{Schema: result.SchemaID, Input: result.Input{Path: "run.pickle", Format: "snapshot"}}
 	for d := range 256 {
-		r.Devices = append(r.Devices, DeviceResult{Device: d, Kind: "cuda", Peak: Peak{Phase: PhaseForward},
-			TopSites: []Site{{Site: name, Category: Activation}}, OOM: &OOM{Site: name, Stack: []string{name, name}, Phase: PhaseBackward}})
+		r.Devices = append(r.Devices, result.DeviceResult{Device: d, Kind: "cuda", Peak: result.Peak{Phase: result.PhaseForward},
+			TopSites: []result.Site{{Site: name, Category: result.Activation}}, OOM: &result.OOM{Site: name, Stack: []string{name, name}, Phase: result.PhaseBackward}})
 	}
 	const budget = 100 << 10
 	b := NewTextBudget(budget)
@@ -35,7 +37,7 @@ func TestTextBudget(t *testing.T) {
 				t.Fatalf("a string neither whole nor cut: %.100q", s)
 			}
 		}
-		if d.Peak.Phase != PhaseForward || d.OOM.Phase != PhaseBackward || d.Kind != "cuda" {
+		if d.Peak.Phase != result.PhaseForward || d.OOM.Phase != result.PhaseBackward || d.Kind != "cuda" {
 			t.Fatalf("a word was cut: %q %q %q", d.Peak.Phase, d.OOM.Phase, d.Kind)
 		}
 	}
@@ -52,7 +54,7 @@ func TestTextBudget(t *testing.T) {
 		t.Errorf("the path, first, was cut: %q", r.Input.Path)
 	}
 	// A second result spends what is left: nothing.
-	r2 := &Result{Devices: []DeviceResult{{TopSites: []Site{{Site: name}}}}}
+	r2 := &result.Result{Devices: []result.DeviceResult{{TopSites: []result.Site{{Site: name}}}}}
 	if b.Fit(r2) != 1 {
 		t.Errorf("a second result's name was not cut: the budget is per run")
 	}

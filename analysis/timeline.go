@@ -1,6 +1,10 @@
 package analysis
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/torchmem/torchmem/result"
+)
 
 // DefaultMaxTimelinePoints bounds Timeline when Options does not.
 const DefaultMaxTimelinePoints = 20000
@@ -9,7 +13,7 @@ const DefaultMaxTimelinePoints = 20000
 // With more events than maxPoints it keeps, per bucket of consecutive
 // events, the events of the lowest and the highest allocated value, plus the
 // peak and the OOM event, so that extremes stay exact.
-func (h *History) buildTimeline(peak, oom, maxPoints int) *Timeline {
+func (h *History) buildTimeline(peak, oom, maxPoints int) *result.Timeline {
 	n := len(h.Device.Events)
 	if maxPoints <= 0 {
 		maxPoints = DefaultMaxTimelinePoints
@@ -54,7 +58,7 @@ func (h *History) buildTimeline(peak, oom, maxPoints int) *Timeline {
 		}
 		pick = uniq
 	}
-	t := &Timeline{PeakPoint: -1, OOMPoint: -1}
+	t := &result.Timeline{PeakPoint: -1, OOMPoint: -1}
 	t.EventIndex = pick
 	t.TimeUS = make([]int64, len(pick))
 	t.Allocated = make([]int64, len(pick))
@@ -62,7 +66,7 @@ func (h *History) buildTimeline(peak, oom, maxPoints int) *Timeline {
 	for c := range t.ByCategory {
 		t.ByCategory[c] = make([]int64, len(pick))
 	}
-	var cur Categories
+	var cur result.Categories
 	for bi := range h.Blocks {
 		if b := &h.Blocks[bi]; b.LiveAt(-1) {
 			cur[b.Category] += b.Size

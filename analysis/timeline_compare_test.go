@@ -2,6 +2,8 @@ package analysis
 
 import (
 	"testing"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // timelineFacts are PyTorch's own categories at the peak of its memory
@@ -39,7 +41,7 @@ func TestMemoryTimelineAgreesAtPeak(t *testing.T) {
 	if dt := peakNS - want.TimeNS; dt < -2000 || dt > 2000 {
 		t.Fatalf("the snapshot peaks at %d ns, PyTorch's timeline at %d", peakNS, want.TimeNS)
 	}
-	var c Categories // requested (tensor) bytes at the peak
+	var c result.Categories // requested (tensor) bytes at the peak
 	for _, b := range h.LiveBlocks(d.Peak.EventIndex) {
 		c[b.Category] += b.Requested
 	}
@@ -59,7 +61,7 @@ func TestMemoryTimelineAgreesAtPeak(t *testing.T) {
 					f := &s.Frames[id]
 					embedding = embedding || f.Name == "embedding" && isTorch(f.Filename)
 				}
-				if b.Category != Activation || !embedding || h.Phases.At(b.Alloc) != PhaseForward {
+				if b.Category != result.Activation || !embedding || h.Phases.At(b.Alloc) != result.PhaseForward {
 					t.Errorf("the %d B tensor PyTorch calls parameter is %s (%s), made in %s by %s", b.Requested, b.Category, b.Rule,
 						h.Phases.At(b.Alloc), h.displayStack(b.Stack, 3))
 				}
@@ -71,30 +73,30 @@ func TestMemoryTimelineAgreesAtPeak(t *testing.T) {
 	}
 	py := want.Categories
 	for _, k := range []struct {
-		cat  Category
+		cat  result.Category
 		name string
 		got  int64
 	}{
-		{Parameter, "parameter", c[Parameter] + misnamed},
-		{OptimizerState, "optimizer_state", c[OptimizerState]},
-		{AutogradDetail, "autograd_detail", c[AutogradDetail]},
-		{InputData, "input", c[InputData]},
+		{result.Parameter, "parameter", c[result.Parameter] + misnamed},
+		{result.OptimizerState, "optimizer_state", c[result.OptimizerState]},
+		{result.AutogradDetail, "autograd_detail", c[result.AutogradDetail]},
+		{result.InputData, "input", c[result.InputData]},
 	} {
 		if !within(k.got, py[k.name], 0.02) {
 			t.Errorf("%s: torchmem %d B, PyTorch %d B", k.name, k.got, py[k.name])
 		}
 	}
-	if c[Activation] < py["activation"] {
-		t.Errorf("activation %d B, less than the %d B PyTorch names", c[Activation], py["activation"])
+	if c[result.Activation] < py["activation"] {
+		t.Errorf("activation %d B, less than the %d B PyTorch names", c[result.Activation], py["activation"])
 	}
 	// PyTorch's unknown, as torchmem names it.
-	named := c[Activation] - misnamed - py["activation"] + c[Workspace] + c[AutocastCache] + c[Temporary] + c[Gradient] + c[KVCache]
-	if !within(named+c[Unknown], py["unknown"], 0.02) || c[Unknown]*50 > py["unknown"] {
+	named := c[result.Activation] - misnamed - py["activation"] + c[result.Workspace] + c[result.AutocastCache] + c[result.Temporary] + c[result.Gradient] + c[result.KVCache]
+	if !within(named+c[result.Unknown], py["unknown"], 0.02) || c[result.Unknown]*50 > py["unknown"] {
 		t.Errorf("PyTorch's unknown %d B: torchmem names %d B of it (activation %d, workspace %d, autocast_cache %d), unknown %d",
-			py["unknown"], named, c[Activation]-misnamed-py["activation"], c[Workspace], c[AutocastCache], c[Unknown])
+			py["unknown"], named, c[result.Activation]-misnamed-py["activation"], c[result.Workspace], c[result.AutocastCache], c[result.Unknown])
 	}
-	if c[Workspace] != 2*32<<20 || c[AutocastCache] == 0 {
-		t.Errorf("workspace %d B, autocast_cache %d B at the peak", c[Workspace], c[AutocastCache])
+	if c[result.Workspace] != 2*32<<20 || c[result.AutocastCache] == 0 {
+		t.Errorf("workspace %d B, autocast_cache %d B at the peak", c[result.Workspace], c[result.AutocastCache])
 	}
 
 	// The trace of the same run, at its peak: the same categories (blocks;
@@ -102,7 +104,7 @@ func TestMemoryTimelineAgreesAtPeak(t *testing.T) {
 	// and the rest of the untracked baseline is the blocks' rounding).
 	tr := openShared(t, "recorded", "hf_llama_mixed_ckpt_train.trace.json.gz")
 	rt := Analyze(tr, DefaultOptions())
-	var td *DeviceResult
+	var td *result.DeviceResult
 	for i := range rt.Devices {
 		if rt.Devices[i].Device == 0 {
 			td = &rt.Devices[i]
@@ -111,16 +113,16 @@ func TestMemoryTimelineAgreesAtPeak(t *testing.T) {
 	if td == nil {
 		t.Fatal("the trace has no device 0")
 	}
-	for _, cat := range []Category{OptimizerState, Activation, AutogradDetail, Workspace, AutocastCache} {
+	for _, cat := range []result.Category{result.OptimizerState, result.Activation, result.AutogradDetail, result.Workspace, result.AutocastCache} {
 		if !within(td.Peak.Categories[cat], d.Peak.Categories[cat], 0.02) {
 			t.Errorf("%s at the trace's peak %d B, at the snapshot's %d B", cat, td.Peak.Categories[cat], d.Peak.Categories[cat])
 		}
 	}
-	if got := td.Peak.Categories[Parameter]; got != c[Parameter] {
-		t.Errorf("trace parameter %d B, snapshot %d B requested", got, c[Parameter])
+	if got := td.Peak.Categories[result.Parameter]; got != c[result.Parameter] {
+		t.Errorf("trace parameter %d B, snapshot %d B requested", got, c[result.Parameter])
 	}
-	if u := td.Peak.Categories[Unknown]; u > d.Peak.Categories[Parameter]-c[Parameter]+1<<20 {
-		t.Errorf("trace unknown %d B, more than the weights' block rounding (%d B)", u, d.Peak.Categories[Parameter]-c[Parameter])
+	if u := td.Peak.Categories[result.Unknown]; u > d.Peak.Categories[result.Parameter]-c[result.Parameter]+1<<20 {
+		t.Errorf("trace unknown %d B, more than the weights' block rounding (%d B)", u, d.Peak.Categories[result.Parameter]-c[result.Parameter])
 	}
 }
 

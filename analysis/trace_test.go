@@ -4,10 +4,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/result"
 )
 
 // TestHTATrainingTrace checks steps, phases and peaks on HTA's DDP training
-// trace (V100, torch.compile, SGD): chrome-trace.md §4 verified step-end
+// trace (V100, torch.compile, SGD): checked by hand (python3), step-end
 // Total Allocated = 4,096,614,400 B (the pre-window baseline) and a peak of
 // 6,629,508,096 B in each of ProfilerStep#2..6, with Total Reserved constant
 // at 12,782,141,440. A python3 check (json+gzip) of the same file gave, per
@@ -19,7 +20,7 @@ import (
 func TestHTATrainingTrace(t *testing.T) {
 	s := openShared(t, "traces", "hta_ddp_training_gpu_memory.json.gz")
 	r := Analyze(s, DefaultOptions())
-	var d *DeviceResult
+	var d *result.DeviceResult
 	for i := range r.Devices {
 		if r.Devices[i].Device == 1 {
 			d = &r.Devices[i]
@@ -31,7 +32,7 @@ func TestHTATrainingTrace(t *testing.T) {
 	if d.AtEnd.AllocatedBytes != 4_096_614_400 || d.AtEnd.ReservedBytes != 12_782_141_440 {
 		t.Errorf("at end %d allocated, %d reserved; want 4,096,614,400 and 12,782,141,440", d.AtEnd.AllocatedBytes, d.AtEnd.ReservedBytes)
 	}
-	if d.Peak.AllocatedBytes != 6_629_508_096 || d.Peak.Step != 2 || d.Peak.Phase != PhaseBackward {
+	if d.Peak.AllocatedBytes != 6_629_508_096 || d.Peak.Step != 2 || d.Peak.Phase != result.PhaseBackward {
 		t.Errorf("peak %d in step %d %s, want 6,629,508,096 in step 2 backward", d.Peak.AllocatedBytes, d.Peak.Step, d.Peak.Phase)
 	}
 
@@ -56,27 +57,27 @@ func TestHTATrainingTrace(t *testing.T) {
 	// Every step runs zero_grad, forward, backward, optimizer, in that order;
 	// zero_grad and the optimizer step touch no GPU memory.
 	type span struct {
-		Phase  Phase
+		Phase  result.Phase
 		Events int
 		Peak   int64
 	}
 	byStep := map[int][]span{}
 	for _, p := range d.Phases {
-		if p.Phase == PhaseUnknown {
+		if p.Phase == result.PhaseUnknown {
 			continue
 		}
 		sp := span{p.Phase, p.Events, p.PeakAllocatedBytes}
-		if p.Phase == PhaseBackward {
+		if p.Phase == result.PhaseBackward {
 			sp.Events = 0 // checked below, with the step's remainder
 		}
 		byStep[p.Step] = append(byStep[p.Step], sp)
 	}
 	for n := 2; n <= 6; n++ {
 		want := []span{
-			{PhaseZeroGrad, 0, 4_096_614_400},
-			{PhaseForward, 1393, 5_439_832_064},
-			{PhaseBackward, 0, 6_629_508_096},
-			{PhaseOptimizer, 0, 4_100_809_216},
+			{result.PhaseZeroGrad, 0, 4_096_614_400},
+			{result.PhaseForward, 1393, 5_439_832_064},
+			{result.PhaseBackward, 0, 6_629_508_096},
+			{result.PhaseOptimizer, 0, 4_100_809_216},
 		}
 		if diff := cmp.Diff(want, byStep[n]); diff != "" {
 			t.Errorf("step %d phases (-want +got):\n%s", n, diff)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/result"
 )
 
 // TestTrainingTruth checks the end-of-step split of three real training
@@ -49,9 +50,9 @@ func TestTrainingTruth(t *testing.T) {
 		requestedEnd            int64 // Σ requested_size of the same blocks
 		peak                    int64 // block_replay of testdata/facts/snapshot_facts.py
 		peakEvent               int
-		peakPhase               Phase
-		phases                  []Phase // the phase spans in order
-		params, grads, optState int     // block counts
+		peakPhase               result.Phase
+		phases                  []result.Phase // the phase spans in order
+		params, grads, optState int            // block counts
 		// suggestions that must be made, with their savings when checked
 		// independently (0: not pinned)
 		suggest map[string]int64
@@ -59,28 +60,28 @@ func TestTrainingTruth(t *testing.T) {
 		{
 			file:  "wedsonlin_medium_128_training.pickle",
 			param: 1_694_699_520, grad: 1_695_191_040, opt: 3_389_399_040,
-			allocatedEnd: 6_816_891_392, requestedEnd: 6_808_535_044, peak: 7_026_606_592, peakEvent: 9966, peakPhase: PhaseOptimizer,
-			phases: []Phase{PhaseForward, PhaseBackward, PhaseOptimizer},
+			allocatedEnd: 6_816_891_392, requestedEnd: 6_808_535_044, peak: 7_026_606_592, peakEvent: 9966, peakPhase: result.PhaseOptimizer,
+			phases: []result.Phase{result.PhaseForward, result.PhaseBackward, result.PhaseOptimizer},
 			params: 219, grads: 219, optState: 438,
 			suggest: map[string]int64{"optimizer_8bit": 0},
 		},
 		{
 			file:  "kkaitlyn_ctx128_fullstep.pickle",
 			param: 13_762_177_024, grad: 13_761_816_576, opt: 27_260_440_576,
-			allocatedEnd: 54_873_829_888, requestedEnd: 54_597_857_284, peak: 55_079_000_576, peakEvent: 19335, peakPhase: PhaseOptimizer,
+			allocatedEnd: 54_873_829_888, requestedEnd: 54_597_857_284, peak: 55_079_000_576, peakEvent: 19335, peakPhase: result.PhaseOptimizer,
 			// zero_grad is annotated before the first recorded event: a
 			// span without events.
-			phases: []Phase{PhaseZeroGrad, PhaseForward, PhaseBackward, PhaseOptimizer},
+			phases: []result.Phase{result.PhaseZeroGrad, result.PhaseForward, result.PhaseBackward, result.PhaseOptimizer},
 			params: 291, grads: 291, optState: 582,
 			suggest: map[string]int64{"optimizer_8bit": 0},
 		},
 		{
 			file:  "nothanmin_fullstep.pickle",
 			param: 3_990_893_568, grad: 3_990_500_352, opt: 7_979_689_984,
-			allocatedEnd: 16_019_091_968, requestedEnd: 15_568_596_996, peak: 23_281_500_672, peakEvent: 5701, peakPhase: PhaseForward,
+			allocatedEnd: 16_019_091_968, requestedEnd: 15_568_596_996, peak: 23_281_500_672, peakEvent: 5701, peakPhase: result.PhaseForward,
 			// zero_grad runs after forward here: it frees the previous
 			// step's 327 gradients (allocated before recording).
-			phases: []Phase{PhaseForward, PhaseZeroGrad, PhaseBackward, PhaseOptimizer},
+			phases: []result.Phase{result.PhaseForward, result.PhaseZeroGrad, result.PhaseBackward, result.PhaseOptimizer},
 			params: 327, grads: 327, optState: 654,
 			// The previous step's 327 gradients (3,990,500,352 B in blocks,
 			// 3,877,647,360 B requested: the script's zero_grad_frees_old)
@@ -100,7 +101,7 @@ func TestTrainingTruth(t *testing.T) {
 			}
 			d := r.Devices[0]
 			c := d.AtEnd.Categories
-			got := [3]int64{c[Parameter], c[Gradient], c[OptimizerState]}
+			got := [3]int64{c[result.Parameter], c[result.Gradient], c[result.OptimizerState]}
 			want := [3]int64{tc.param, tc.grad, tc.opt}
 			if got != want {
 				t.Errorf("at end parameter/gradient/optimizer_state = %d/%d/%d, want %d/%d/%d", got[0], got[1], got[2], want[0], want[1], want[2])
@@ -114,7 +115,7 @@ func TestTrainingTruth(t *testing.T) {
 			if d.Peak.AllocatedBytes != tc.peak || d.Peak.EventIndex != tc.peakEvent || d.Peak.Phase != tc.peakPhase || d.Peak.Step != 1 {
 				t.Errorf("peak = %d at %d in %s step %d, want %d at %d in %s step 1", d.Peak.AllocatedBytes, d.Peak.EventIndex, d.Peak.Phase, d.Peak.Step, tc.peak, tc.peakEvent, tc.peakPhase)
 			}
-			var phases []Phase
+			var phases []result.Phase
 			for _, p := range d.Phases {
 				phases = append(phases, p.Phase)
 			}
@@ -136,12 +137,12 @@ func TestTrainingTruth(t *testing.T) {
 					t.Errorf("suggestion %s: %d (made: %v), want the what-if's %d, at most %d", id, v, ok, projected[id], want)
 				}
 			}
-			counts := map[Category]int{}
+			counts := map[result.Category]int{}
 			for _, u := range d.Rules {
 				counts[u.Category] += u.Blocks
 			}
-			if counts[Parameter] != tc.params || counts[Gradient] != tc.grads || counts[OptimizerState] != tc.optState {
-				t.Errorf("blocks parameter/gradient/optimizer_state = %d/%d/%d, want %d/%d/%d", counts[Parameter], counts[Gradient], counts[OptimizerState], tc.params, tc.grads, tc.optState)
+			if counts[result.Parameter] != tc.params || counts[result.Gradient] != tc.grads || counts[result.OptimizerState] != tc.optState {
+				t.Errorf("blocks parameter/gradient/optimizer_state = %d/%d/%d, want %d/%d/%d", counts[result.Parameter], counts[result.Gradient], counts[result.OptimizerState], tc.params, tc.grads, tc.optState)
 			}
 		})
 	}

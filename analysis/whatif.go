@@ -4,76 +4,8 @@ import (
 	"math"
 
 	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/result"
 )
-
-// WhatIf projects the measured run of one device: its peak under each
-// suggestion and under the best combination of them, how the peak scales
-// with the batch size and the sequence length, and the model facts the
-// measurement shows. Projections scale the measured curves part by part
-// (parameters, gradients, optimizer state, fixed memory, the step's
-// activations ∝ batch·seq and attention ∝ batch·seq²) at every event, so
-// the projected peak may move to another phase.
-type WhatIf struct {
-	Device            int   `json:"device" null:"-1"` // −1 (null): host memory
-	MeasuredPeakBytes int64 `json:"measured_peak_bytes"`
-	// FixedBytes, LinearBytes and AttentionBytes split the measured peak:
-	// what the batch and sequence do not change, what grows with
-	// batch·seq (activations, and a KV cache kept by a cache class), what
-	// grows with batch·seq².
-	FixedBytes     int64 `json:"fixed_bytes"`
-	LinearBytes    int64 `json:"linear_bytes"`
-	AttentionBytes int64 `json:"attention_bytes"`
-	// CapacityBytes is the device's memory (the file's, or --gpu), 0 when
-	// unknown; UsableBytes the share a projection may fill.
-	CapacityBytes int64         `json:"capacity_bytes"`
-	UsableBytes   int64         `json:"usable_bytes"`
-	Model         InferredModel `json:"model"`
-	Suggestions   []Projection  `json:"suggestions"`
-	// Combination is the cheapest set of suggestions that fits (with a
-	// capacity), else every suggestion that keeps the result and the speed
-	// within ~30%; null when no suggestion can be projected.
-	Combination *Combination `json:"combination"`
-	Scaling     []ScalePoint `json:"scaling"`
-	// MaxBatchFactor and MaxSeqFactor are how far the batch size or the
-	// sequence length could grow (×k) before the usable memory is full; 0
-	// without a capacity.
-	MaxBatchFactor float64  `json:"max_batch_factor"`
-	MaxSeqFactor   float64  `json:"max_seq_factor"`
-	Notes          []string `json:"notes"`
-}
-
-// Projection is the projected peak under one suggestion.
-type Projection struct {
-	ID        string `json:"id"`
-	Title     string `json:"title"`
-	PeakBytes int64  `json:"projected_peak_bytes"`
-	Phase     Phase  `json:"projected_peak_phase"`
-	// SavingBytes is the measured peak less the projected one.
-	SavingBytes int64 `json:"saving_bytes"`
-	Fits        *bool `json:"fits"`
-	// Method is "technique" (its effect applied at every event),
-	// "estimated_saving" (the suggestion's saving taken off the peak) or
-	// "reserved_only" (it lowers reserved memory, not the allocated peak).
-	Method string `json:"method"`
-}
-
-// Combination is a set of suggestions projected together.
-type Combination struct {
-	IDs       []string `json:"ids"`
-	Titles    []string `json:"titles"`
-	PeakBytes int64    `json:"projected_peak_bytes"`
-	Phase     Phase    `json:"projected_peak_phase"`
-	Fits      *bool    `json:"fits"`
-}
-
-// ScalePoint is the projected peak at BatchFactor × the batch size and
-// SeqFactor × the sequence length.
-type ScalePoint struct {
-	BatchFactor float64 `json:"batch_factor"`
-	SeqFactor   float64 `json:"seq_factor"`
-	PeakBytes   int64   `json:"projected_peak_bytes"`
-	Phase       Phase   `json:"projected_peak_phase"`
-}
 
 // effect is what a suggestion does to the parts of memory: a factor per
 // part, its cost weight (as in package estimate: 0 free, 1 minimal,
@@ -135,21 +67,21 @@ func compose(fs ...factors) factors {
 
 // whatIf projects the device of h (its result dr) under the suggestions.
 // capacity is the device memory to fit (0: unknown).
-func whatIf(h *History, dr *DeviceResult, sugg []Suggestion, capacity int64) *WhatIf {
+func whatIf(h *History, dr *result.DeviceResult, sugg []result.Suggestion, capacity int64) *result.WhatIf {
 	if h == nil || len(h.Device.Events) == 0 {
 		return nil
 	}
 	c := buildCurves(h, 0)
-	var w *WhatIf
+	var w *result.WhatIf
 	c.resolve(func() { w = c.whatIf(dr, sugg, capacity) })
 	return w
 }
 
 // whatIf is whatIf on the curves of the device (see curves.resolve).
-func (c *curves) whatIf(dr *DeviceResult, sugg []Suggestion, capacity int64) *WhatIf {
+func (c *curves) whatIf(dr *result.DeviceResult, sugg []result.Suggestion, capacity int64) *result.WhatIf {
 	h := c.h
 	peak, pj := c.peak(unit())
-	w := &WhatIf{Device: dr.Device, MeasuredPeakBytes: peak, Suggestions: []Projection{}, Scaling: []ScalePoint{}, Notes: []string{}}
+	w := &result.WhatIf{Device: dr.Device, MeasuredPeakBytes: peak, Suggestions: []result.Projection{}, Scaling: []result.ScalePoint{}, Notes: []string{}}
 	at := c.at(pj)
 	w.LinearBytes, w.AttentionBytes = at[partLinear]+at[partKV], at[partQuad]
 	w.FixedBytes = peak - w.LinearBytes - w.AttentionBytes
@@ -172,7 +104,7 @@ func (c *curves) whatIf(dr *DeviceResult, sugg []Suggestion, capacity int64) *Wh
 		planUsable = 0
 	}
 	eff := effects()
-	var known []Suggestion
+	var known []result.Suggestion
 	w.Suggestions, known = projectSuggestions(c, unit(), sugg, eff, fits)
 	w.Combination = bestCombination(c, unit(), known, eff, planUsable)
 	if w.Combination != nil {
@@ -180,7 +112,7 @@ func (c *curves) whatIf(dr *DeviceResult, sugg []Suggestion, capacity int64) *Wh
 	}
 	for _, k := range []struct{ b, s float64 }{{0.5, 1}, {2, 1}, {4, 1}, {8, 1}, {1, 0.5}, {1, 2}, {1, 4}, {1, 8}} {
 		b, j := c.peak(scaled(k.b, k.s))
-		w.Scaling = append(w.Scaling, ScalePoint{BatchFactor: k.b, SeqFactor: k.s, PeakBytes: b, Phase: c.phaseAt(j)})
+		w.Scaling = append(w.Scaling, result.ScalePoint{BatchFactor: k.b, SeqFactor: k.s, PeakBytes: b, Phase: c.phaseAt(j)})
 	}
 	if planUsable > 0 {
 		w.MaxBatchFactor = roundFactor(c.maxFactor(w.UsableBytes, false))
@@ -202,12 +134,12 @@ func (c *curves) whatIf(dr *DeviceResult, sugg []Suggestion, capacity int64) *Wh
 // projectSuggestions projects each suggestion on top of base (a batch or
 // sequence scaling, or none) and returns the projections and the
 // suggestions whose effect is known.
-func projectSuggestions(c *curves, base factors, sugg []Suggestion, eff map[string]effect, fits func(int64) *bool) ([]Projection, []Suggestion) {
+func projectSuggestions(c *curves, base factors, sugg []result.Suggestion, eff map[string]effect, fits func(int64) *bool) ([]result.Projection, []result.Suggestion) {
 	peak, pj := c.peak(base)
-	out := []Projection{}
-	var known []Suggestion
+	out := []result.Projection{}
+	var known []result.Suggestion
 	for _, s := range sugg {
-		p := Projection{ID: s.ID, Title: s.Title}
+		p := result.Projection{ID: s.ID, Title: s.Title}
 		switch e, ok := eff[s.ID]; {
 		case ok:
 			var j int
@@ -238,7 +170,7 @@ func roundFactor(k float64) float64 {
 // then fewest suggestions, then lowest peak), else the one with the lowest
 // peak; without one, every suggestion of weight ≤ 3 (the best of each
 // exclusive group). At most 2¹² combinations.
-func bestCombination(c *curves, base factors, known []Suggestion, eff map[string]effect, usable int64) *Combination {
+func bestCombination(c *curves, base factors, known []result.Suggestion, eff map[string]effect, usable int64) *result.Combination {
 	if len(known) == 0 {
 		return nil
 	}
@@ -290,7 +222,7 @@ func bestCombination(c *curves, base factors, known []Suggestion, eff map[string
 	if best == nil {
 		return nil
 	}
-	out := &Combination{PeakBytes: best.peak, Phase: c.phaseAt(best.j), IDs: []string{}, Titles: []string{}}
+	out := &result.Combination{PeakBytes: best.peak, Phase: c.phaseAt(best.j), IDs: []string{}, Titles: []string{}}
 	for i, s := range known {
 		if best.mask&(1<<i) != 0 {
 			out.IDs = append(out.IDs, s.ID)
@@ -300,39 +232,9 @@ func bestCombination(c *curves, base factors, known []Suggestion, eff map[string
 	return out
 }
 
-// InferredModel is what the measurement tells of the model, beside what
-// package estimate computes for a model of that size.
-type InferredModel struct {
-	ParameterBytes      int64 `json:"parameter_bytes"`
-	GradientBytes       int64 `json:"gradient_bytes"`
-	OptimizerStateBytes int64 `json:"optimizer_state_bytes"`
-	// StatePerParameterByte is optimizer state ÷ parameter bytes (0 when
-	// either is unknown); Optimizer says what that ratio means.
-	StatePerParameterByte float64 `json:"optimizer_state_per_parameter_byte"`
-	Optimizer             string  `json:"optimizer"`
-	// DType is the parameters' dtype when the file says it ("" otherwise);
-	// ParameterCount is the bytes the parameter tensors requested ÷ its
-	// size (fp32 assumed when not known, as PyTorch's default).
-	DType          string `json:"dtype"`
-	ParameterCount int64  `json:"parameter_count"`
-	// EstimatedGradientBytes and EstimatedOptimizerStateBytes are package
-	// estimate's figures for ParameterCount parameters of that dtype,
-	// trained with the optimizer the ratio suggests (AdamW when unclear).
-	EstimatedGradientBytes       int64 `json:"estimated_gradient_bytes"`
-	EstimatedOptimizerStateBytes int64 `json:"estimated_optimizer_state_bytes"`
-	// ActivationBytes is the largest the step's activations (∝ batch·seq
-	// and ∝ batch·seq²) were; AttentionBytes its attention part then.
-	ActivationBytes int64 `json:"activation_bytes"`
-	AttentionBytes  int64 `json:"attention_bytes"`
-	// KVCacheBytes is the largest a KV cache kept by a cache class was
-	// (scaled with batch·seq, untouched by the activation techniques);
-	// absent when there is none. A serving engine's pool is fixed memory.
-	KVCacheBytes int64 `json:"kv_cache_bytes,omitempty"`
-}
-
 // requested is the bytes the blocks of a category requested (tensor bytes,
 // not the allocator's blocks) at index j of the curves.
-func requested(h *History, j int, cat Category) int64 {
+func requested(h *History, j int, cat result.Category) int64 {
 	var n int64
 	for _, b := range h.LiveBlocks(j - 1) {
 		if b.Category == cat {
@@ -346,9 +248,9 @@ func requested(h *History, j int, cat Category) int64 {
 func near(x, want float64) bool { return math.Abs(x-want) <= 0.03*want }
 
 // inferModel reads the model's facts from the curves.
-func inferModel(h *History, c *curves) InferredModel {
+func inferModel(h *History, c *curves) result.InferredModel {
 	final := c.at(c.end())
-	m := InferredModel{ParameterBytes: c.maxOf(partParam), GradientBytes: c.maxOf(partGrad, partStaleGrad),
+	m := result.InferredModel{ParameterBytes: c.maxOf(partParam), GradientBytes: c.maxOf(partGrad, partStaleGrad),
 		OptimizerStateBytes: final[partOpt]}
 	if m.OptimizerStateBytes == 0 { // freed by the end: the largest it was
 		m.OptimizerStateBytes = c.maxOf(partOpt)
@@ -372,12 +274,12 @@ func inferModel(h *History, c *curves) InferredModel {
 	}
 	// The ratio of the tensors' own bytes: the allocator's blocks round
 	// parameters allocated before the recording differently.
-	paramReq := requested(h, c.argmax(partParam), Parameter)
+	paramReq := requested(h, c.argmax(partParam), result.Parameter)
 	optJ := c.end()
 	if final[partOpt] == 0 {
 		optJ = c.argmax(partOpt)
 	}
-	r := float64(requested(h, optJ, OptimizerState)) / float64(max(paramReq, 1))
+	r := float64(requested(h, optJ, result.OptimizerState)) / float64(max(paramReq, 1))
 	m.StatePerParameterByte = math.Round(r*1000) / 1000
 	setup := estimate.Setup{Precision: "fp32", Optimizer: "adamw"}
 	switch {
@@ -416,16 +318,4 @@ func inferModel(h *History, c *curves) InferredModel {
 		m.EstimatedGradientBytes, m.EstimatedOptimizerStateBytes = e.GradientsBytes, e.OptimizerStateBytes+e.MasterWeightsBytes
 	}
 	return m
-}
-
-// MarshalJSON writes the projection, device null for host memory.
-func (w WhatIf) MarshalJSON() ([]byte, error) {
-	type plain WhatIf
-	return marshalNulls(plain(w))
-}
-
-// UnmarshalJSON reads what MarshalJSON wrote.
-func (w *WhatIf) UnmarshalJSON(b []byte) error {
-	type plain WhatIf
-	return unmarshalNulls(b, (*plain)(w))
 }

@@ -1,6 +1,10 @@
 package analysis
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/torchmem/torchmem/result"
+)
 
 // part is a share of allocated memory that a projection scales on its own.
 type part int
@@ -47,18 +51,18 @@ func (h *History) partOf(b *Block, stale, seqSquared bool) part {
 		return partFixed
 	}
 	switch b.Category {
-	case Parameter:
+	case result.Parameter:
 		return partParam
-	case Gradient:
+	case result.Gradient:
 		if stale {
 			return partStaleGrad
 		}
 		return partGrad
-	case OptimizerState:
+	case result.OptimizerState:
 		return partOpt
-	case AutocastCache:
+	case result.AutocastCache:
 		return partFixed // a weight's 16-bit copy: the weight's size, whatever the batch
-	case KVCache:
+	case result.KVCache:
 		// A serving engine's pool (vLLM, SGLang) is sized by its memory
 		// fraction, not by the batch; a cache class (transformers') holds
 		// batch × tokens × layers of keys and values.
@@ -66,13 +70,13 @@ func (h *History) partOf(b *Block, stale, seqSquared bool) part {
 			return partFixed
 		}
 		return partKV
-	case Activation, Temporary, AutogradDetail, InputData:
+	case result.Activation, result.Temporary, result.AutogradDetail, result.InputData:
 		if b.Alloc >= 0 {
-			if ph := h.Phases.At(b.Alloc); ph == PhaseOptimizer || ph == PhaseZeroGrad {
+			if ph := h.Phases.At(b.Alloc); ph == result.PhaseOptimizer || ph == result.PhaseZeroGrad {
 				return partFixed
 			}
 		}
-		if b.Category != InputData && seqSquared {
+		if b.Category != result.InputData && seqSquared {
 			return partQuad
 		}
 		return partLinear
@@ -94,7 +98,7 @@ func (m stackMarkers) quadratic() bool { return m.attention && !m.fusedAttention
 func (h *History) staleGradients() map[int]bool {
 	var starts []int
 	for _, sp := range h.Phases.Spans {
-		if sp.Phase == PhaseForward && sp.Events > 0 {
+		if sp.Phase == result.PhaseForward && sp.Events > 0 {
 			starts = append(starts, sp.StartEvent)
 		}
 	}
@@ -102,7 +106,7 @@ func (h *History) staleGradients() map[int]bool {
 	stale := map[int]bool{}
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
-		if b.Category != Gradient || b.Rule != RuleFreedByZeroGrad {
+		if b.Category != result.Gradient || b.Rule != RuleFreedByZeroGrad {
 			continue
 		}
 		// The first forward start at or after the allocation: the block

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/result"
 )
 
 // cs336Runs are the training snapshots in ../shared whose architecture is
@@ -57,7 +58,7 @@ func within(got, want int64, tol float64) bool {
 // requestedAtEnd sums the bytes the program requested (tensor bytes, what
 // a formula counts) of the blocks live at the end, by category; blocks
 // counts the allocator's blocks of the same (the measured categories).
-func requestedAtEnd(h *History) (requested, blocks Categories) {
+func requestedAtEnd(h *History) (requested, blocks result.Categories) {
 	for _, b := range h.LiveBlocks(h.EndIndex()) {
 		requested[b.Category] += b.Requested
 		blocks[b.Category] += b.Size
@@ -88,8 +89,8 @@ func TestEstimateMatchesMeasured(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			blockOf := map[string]int64{"parameters + gradients": blocks[Parameter] + blocks[Gradient],
-				"parameters": blocks[Parameter], "gradients": blocks[Gradient], "AdamW state": blocks[OptimizerState]}
+			blockOf := map[string]int64{"parameters + gradients": blocks[result.Parameter] + blocks[result.Gradient],
+				"parameters": blocks[result.Parameter], "gradients": blocks[result.Gradient], "AdamW state": blocks[result.OptimizerState]}
 			check := func(what string, got, want int64) {
 				t.Logf("%s: measured %d requested (%d in blocks, %+.2f%%), estimated %d (%+.3f%%)", what, got, blockOf[what],
 					100*float64(blockOf[what]-want)/float64(want), want, 100*float64(got-want)/float64(want))
@@ -98,15 +99,15 @@ func TestEstimateMatchesMeasured(t *testing.T) {
 				}
 			}
 			if run.merged {
-				check("parameters + gradients", end[Parameter]+end[Gradient], e.ParametersBytes+e.GradientsBytes)
+				check("parameters + gradients", end[result.Parameter]+end[result.Gradient], e.ParametersBytes+e.GradientsBytes)
 			} else {
-				check("parameters", end[Parameter], e.ParametersBytes)
+				check("parameters", end[result.Parameter], e.ParametersBytes)
 				if run.holds != "params" {
-					check("gradients", end[Gradient], e.GradientsBytes)
+					check("gradients", end[result.Gradient], e.GradientsBytes)
 				}
 			}
 			if run.holds == "adamw" {
-				check("AdamW state", end[OptimizerState], e.OptimizerStateBytes)
+				check("AdamW state", end[result.OptimizerState], e.OptimizerStateBytes)
 			}
 		})
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // TestWhatIfKVCacheScales: a KV cache kept by a cache class (transformers'

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -60,7 +61,7 @@ func Project(s *snapshot.Snapshot, opts Options, at, to Size, gpu *estimate.GPU)
 
 // project is Project on the curves of the measured device (see
 // curves.resolve), r its analysis.
-func (c *curves) project(r *Result, kb, ks float64, at, to Size, gpu *estimate.GPU) *estimate.Result {
+func (c *curves) project(r *result.Result, kb, ks float64, at, to Size, gpu *estimate.GPU) *estimate.Result {
 	measured, mj := c.peak(unit())
 	base := scaled(kb, ks)
 	peak, j := c.peak(base)

@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"sort"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // curves answers what the what-if asks of the parts of one device's
@@ -401,9 +403,9 @@ func saturate(x float64) int64 {
 }
 
 // phaseAt is the phase of state j (the event that led to it).
-func (c *curves) phaseAt(j int) Phase {
+func (c *curves) phaseAt(j int) result.Phase {
 	if j == 0 {
-		return PhaseBeforeRecording
+		return result.PhaseBeforeRecording
 	}
 	return c.h.Phases.At(j - 1)
 }

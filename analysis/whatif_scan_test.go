@@ -7,8 +7,9 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/estimate"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // everyState is the parts of every state computed the plain way, from
@@ -194,7 +195,7 @@ func TestWhatIfOneReplay(t *testing.T) {
 	s := openShared(t, "snapshots", "nothanmin_fullstep.pickle")
 	r, h := analyze(s, DefaultOptions())
 	c := buildCurves(h, 0)
-	var w *WhatIf
+	var w *result.WhatIf
 	c.resolve(func() { w = c.whatIf(&r.Devices[0], r.Suggestions, 0) })
 	if c.replays != 1 || w.MeasuredPeakBytes != r.WhatIf.MeasuredPeakBytes {
 		t.Errorf("%d replays for the what-if (peak %d, the analysis' %d)", c.replays, w.MeasuredPeakBytes, r.WhatIf.MeasuredPeakBytes)

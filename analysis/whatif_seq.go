@@ -3,6 +3,7 @@ package analysis
 import (
 	"strings"
 
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -100,8 +101,8 @@ func (h *History) seqSquared(seq int64) []bool {
 
 // activationLike reports whether a category is memory of a step's
 // computation (what the batch and the sequence scale).
-func activationLike(c Category) bool {
-	return c == Activation || c == Temporary || c == AutogradDetail
+func activationLike(c result.Category) bool {
+	return c == result.Activation || c == result.Temporary || c == result.AutogradDetail
 }
 
 // maskCode reports whether the innermost Python frame of a stack is a

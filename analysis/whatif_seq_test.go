@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // TestProjectionSeqFamilies: a run whose attention is written out (module

@@ -6,8 +6,9 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/estimate"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestWhatIfPartsSumToAllocated: the parts a projection scales are a
@@ -121,7 +122,7 @@ func TestWhatIfSuggestions(t *testing.T) {
 	if w == nil || len(w.Suggestions) == 0 || w.Combination == nil {
 		t.Fatalf("what-if %+v", w)
 	}
-	byID := map[string]Projection{}
+	byID := map[string]result.Projection{}
 	for _, p := range w.Suggestions {
 		byID[p.ID] = p
 		if p.PeakBytes > w.MeasuredPeakBytes || p.Method != "technique" {
@@ -143,7 +144,7 @@ func TestWhatIfSuggestions(t *testing.T) {
 	if staleRequested != 3_877_647_360 || stale != w.Model.GradientBytes || stale < staleRequested {
 		t.Errorf("stale gradients %d (%d requested), gradients %d; want the 969,411,840 fp32 gradients", stale, staleRequested, w.Model.GradientBytes)
 	}
-	if p, ok := byID["set_to_none"]; !ok || p.Phase != PhaseBackward {
+	if p, ok := byID["set_to_none"]; !ok || p.Phase != result.PhaseBackward {
 		t.Errorf("set_to_none: %+v (the peak moves to backward)", p)
 	}
 }

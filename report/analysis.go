@@ -5,41 +5,42 @@ import (
 	"io"
 	"strings"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
 // JSON writes results as schema torchmem.analysis/v1 (one object, or an
 // array for several inputs), with exact byte counts.
-func JSON(w io.Writer, results []*analysis.Result) error {
+func JSON(w io.Writer, results []*result.Result) error {
 	return writeJSON(w, oneOrMany(results))
 }
 
 // Text writes what filled memory, for a terminal, on about one screen:
 // every line fits TextWidth columns (long ones wrap with an indent).
-func Text(w io.Writer, r *analysis.Result) error {
+func Text(w io.Writer, r *result.Result) error {
 	return TextTop(w, r, 5)
 }
 
 // TextTop is Text listing at most top allocation sites per device.
-func TextTop(w io.Writer, r *analysis.Result, top int) error {
+func TextTop(w io.Writer, r *result.Result, top int) error {
 	p := &printer{w: w}
-	p.wrap("", "  ", fmt.Sprintf("%s — %s, %s", snapshot.OneLine(r.Input.Path), r.Input.Format, snapshot.OneLine(r.Input.Generation)))
-	p.wrap("", "", snapshot.OneLine(Headline(r)))
+	p.wrap("", "  ", fmt.Sprintf("%s — %s, %s", units.OneLine(r.Input.Path), r.Input.Format, units.OneLine(r.Input.Generation)))
+	p.wrap("", "", units.OneLine(Headline(r)))
 	const tab = "           " // the indent of a wrapped device line
 	for _, d := range r.Devices {
 		p.f("\n%s\n", deviceTitle(d))
 		if d.OOM != nil {
 			o := d.OOM
 			if d.Device != headlineOOMDevice(r) { // another device's OOM: its own verdict
-				p.wrap("  OOM      ", tab, snapshot.OneLine(o.Verdict))
+				p.wrap("  OOM      ", tab, units.OneLine(o.Verdict))
 			}
 			p.wrap("  OOM      ", tab, fmt.Sprintf("requested %s, device free %s, allocated %s%s, in %s%s at %s",
-				analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFreeBytes), analysis.FormatBytes(o.AllocatedBytes),
-				reservedAfter(", reserved ", o.ReservedBytes, o.ReservedUnknown), o.Phase, stepNote(" (step %d)", o.Step), snapshot.OneLine(o.Site)))
+				units.FormatBytes(o.RequestedBytes), units.FormatBytes(o.DeviceFreeBytes), units.FormatBytes(o.AllocatedBytes),
+				reservedAfter(", reserved ", o.ReservedBytes, o.ReservedUnknown), o.Phase, stepNote(" (step %d)", o.Step), units.OneLine(o.Site)))
 			fr := o.Fragmentation
 			p.wrap(tab, tab, fmt.Sprintf("cached free %s, largest free block %s, expandable segments %v",
-				analysis.FormatBytes(fr.CachedFreeBytes), analysis.FormatBytes(fr.LargestFreeBlockBytes), fr.ExpandableSegments))
+				units.FormatBytes(fr.CachedFreeBytes), units.FormatBytes(fr.LargestFreeBlockBytes), fr.ExpandableSegments))
 		}
 		if d.NoHistory {
 			p.wrap("  dump     ", tab, dumpState(d))
@@ -47,27 +48,27 @@ func TextTop(w io.Writer, r *analysis.Result, top int) error {
 				p.wrap("  cached   ", tab, c)
 			}
 		} else {
-			p.wrap("  peak     ", tab, fmt.Sprintf("%s allocated%s in %s%s%s", analysis.FormatBytes(d.Peak.AllocatedBytes),
+			p.wrap("  peak     ", tab, fmt.Sprintf("%s allocated%s in %s%s%s", units.FormatBytes(d.Peak.AllocatedBytes),
 				reservedAfter(" (reserved ", d.Peak.ReservedBytes, d.Peak.ReservedUnknown, ")"), d.Peak.Phase, stepNote(", step %d", d.Peak.Step), eventNote(d.Peak.EventIndex)))
-			p.f("  end      %s allocated%s\n", analysis.FormatBytes(d.AtEnd.AllocatedBytes), reservedAfter(", ", d.AtEnd.ReservedBytes, d.AtEnd.ReservedUnknown, " reserved"))
+			p.f("  end      %s allocated%s\n", units.FormatBytes(d.AtEnd.AllocatedBytes), reservedAfter(", ", d.AtEnd.ReservedBytes, d.AtEnd.ReservedUnknown, " reserved"))
 		}
 		p.f("%s\n", strings.TrimRight(fmt.Sprintf("  %-20s %12s %12s %12s", "category", "at peak", "at end", oomHeader(d)), " "))
-		for c := analysis.Category(0); c < analysis.NumCategories; c++ {
+		for c := result.Category(0); c < result.NumCategories; c++ {
 			if d.Peak.Categories[c] == 0 && d.AtEnd.Categories[c] == 0 && (d.OOM == nil || d.OOM.Categories[c] == 0) {
 				continue
 			}
 			oom := ""
 			if d.OOM != nil {
-				oom = analysis.FormatBytes(d.OOM.Categories[c])
+				oom = units.FormatBytes(d.OOM.Categories[c])
 			}
-			p.f("%s\n", strings.TrimRight(fmt.Sprintf("  %-20s %12s %12s %12s", c, analysis.FormatBytes(d.Peak.Categories[c]),
-				analysis.FormatBytes(d.AtEnd.Categories[c]), oom), " "))
+			p.f("%s\n", strings.TrimRight(fmt.Sprintf("  %-20s %12s %12s %12s", c, units.FormatBytes(d.Peak.Categories[c]),
+				units.FormatBytes(d.AtEnd.Categories[c]), oom), " "))
 		}
 		if len(d.TopSites) > 0 {
 			p.f("  top sites\n")
 			for _, s := range firstN(d.TopSites, top) {
-				p.wrap(fmt.Sprintf("    %10s  %-16s ", analysis.FormatBytes(s.Bytes), s.Category), strings.Repeat(" ", 33),
-					fmt.Sprintf("%s (%s)", snapshot.OneLine(s.Site), plural(s.Count, "block")))
+				p.wrap(fmt.Sprintf("    %10s  %-16s ", units.FormatBytes(s.Bytes), s.Category), strings.Repeat(" ", 33),
+					fmt.Sprintf("%s (%s)", units.OneLine(s.Site), plural(s.Count, "block")))
 			}
 			if more := len(d.TopSites) - top; more > 0 {
 				p.f("    … %d more %s (--top %d lists them)\n", more, map[bool]string{true: "site", false: "sites"}[more == 1], len(d.TopSites))
@@ -83,22 +84,22 @@ func TextTop(w io.Writer, r *analysis.Result, top int) error {
 		for i, s := range r.Suggestions {
 			n := fmt.Sprintf("  %d. ", i+1)
 			indent := strings.Repeat(" ", len(n))
-			p.wrap(n, indent, fmt.Sprintf("%s — saves ~%s (%s)", snapshot.OneLine(s.Title), analysis.FormatBytes(s.EstimatedSavingsBytes), snapshot.OneLine(s.Cost)))
-			p.wrap(indent+"because ", indent+"  ", snapshot.OneLine(s.Because))
+			p.wrap(n, indent, fmt.Sprintf("%s — saves ~%s (%s)", units.OneLine(s.Title), units.FormatBytes(s.EstimatedSavingsBytes), units.OneLine(s.Cost)))
+			p.wrap(indent+"because ", indent+"  ", units.OneLine(s.Because))
 		}
 	}
 	whatIfText(p, r)
 	if len(r.Diagnostics) > 0 {
 		p.f("\nnotes\n")
 		for _, d := range r.Diagnostics {
-			p.wrap("  - ", "    ", snapshot.OneLine(d.Message))
+			p.wrap("  - ", "    ", units.OneLine(d.Message))
 		}
 	}
 	return p.err
 }
 
 // headlineOOMDevice is the device whose OOM verdict is the headline (−1: none).
-func headlineOOMDevice(r *analysis.Result) int {
+func headlineOOMDevice(r *result.Result) int {
 	for _, d := range r.Devices {
 		if d.OOM != nil && d.OOM.Verdict != "" {
 			return d.Device
@@ -109,7 +110,7 @@ func headlineOOMDevice(r *analysis.Result) int {
 
 // Headline is the one sentence a report starts with: the OOM verdict (with
 // its device when the file has several), else the peak and what filled it.
-func Headline(r *analysis.Result) string {
+func Headline(r *result.Result) string {
 	if dev := headlineOOMDevice(r); dev >= 0 {
 		for _, d := range r.Devices {
 			if d.Device == dev {
@@ -122,7 +123,7 @@ func Headline(r *analysis.Result) string {
 	}
 	// The device with the highest peak; host memory (a chrome trace's CPU)
 	// only when it is all there is.
-	var best *analysis.DeviceResult
+	var best *result.DeviceResult
 	for i := range r.Devices {
 		d := &r.Devices[i]
 		switch host, bestHost := d.Kind == string(snapshot.DeviceCPU), best != nil && best.Kind == string(snapshot.DeviceCPU); {
@@ -146,37 +147,37 @@ func Headline(r *analysis.Result) string {
 			name, dumpState(*best), top, share*100)
 	}
 	return fmt.Sprintf("%s peaked at %s allocated in %s; %s was the largest part (%.0f%%).",
-		name, analysis.FormatBytes(best.Peak.AllocatedBytes), best.Peak.Phase, top, share*100)
+		name, units.FormatBytes(best.Peak.AllocatedBytes), best.Peak.Phase, top, share*100)
 }
 
 // dumpState says what a device without history holds at the dump.
-func dumpState(d analysis.DeviceResult) string {
-	return fmt.Sprintf("%s allocated%s", analysis.FormatBytes(d.AtEnd.AllocatedBytes),
+func dumpState(d result.DeviceResult) string {
+	return fmt.Sprintf("%s allocated%s", units.FormatBytes(d.AtEnd.AllocatedBytes),
 		reservedAfter(", ", d.AtEnd.ReservedBytes, d.AtEnd.ReservedUnknown, " reserved"))
 }
 
 // cachedNote says what the allocator caches at the dump: the free bytes,
 // in how many blocks, the largest, and which requests fail for
 // fragmentation ("" without segment state or cache).
-func cachedNote(fr *analysis.Fragmentation) string {
+func cachedNote(fr *result.Fragmentation) string {
 	if fr == nil || fr.CachedFreeBytes == 0 {
 		return ""
 	}
-	note := fmt.Sprintf("%s free in %s, the largest %s", analysis.FormatBytes(fr.CachedFreeBytes),
-		plural(fr.FreeBlocks, "block"), analysis.FormatBytes(fr.LargestFreeBlockBytes))
+	note := fmt.Sprintf("%s free in %s, the largest %s", units.FormatBytes(fr.CachedFreeBytes),
+		plural(fr.FreeBlocks, "block"), units.FormatBytes(fr.LargestFreeBlockBytes))
 	if fr.LargestFreeBlockBytes < fr.CachedFreeBytes && !fr.ExpandableSegments {
 		note += fmt.Sprintf("; a request above %s cannot use the cache: it needs a new segment, and fails for fragmentation when the device has no room for one (expandable_segments:True avoids that)",
-			analysis.FormatBytes(fr.LargestFreeBlockBytes))
+			units.FormatBytes(fr.LargestFreeBlockBytes))
 	}
 	return note
 }
 
-func dominant(c analysis.Categories) (analysis.Category, float64) {
-	best := analysis.Unknown
+func dominant(c result.Categories) (result.Category, float64) {
+	best := result.Unknown
 	var bv int64 = -1
 	for i, v := range c {
 		if v > bv {
-			best, bv = analysis.Category(i), v
+			best, bv = result.Category(i), v
 		}
 	}
 	t := c.Total()
@@ -193,7 +194,7 @@ func reservedAfter(before string, v int64, unknown bool, after ...string) string
 	if unknown {
 		return ""
 	}
-	return before + analysis.FormatBytes(v) + strings.Join(after, "")
+	return before + units.FormatBytes(v) + strings.Join(after, "")
 }
 
 // stepNote renders a step with format ("(step %d)"), or "" outside steps
@@ -232,15 +233,15 @@ func deviceSubject(id int) string {
 	return fmt.Sprintf("Device %d", id)
 }
 
-func deviceTitle(d analysis.DeviceResult) string {
-	t := "device " + analysis.DeviceName(d.Kind, d.Device)
+func deviceTitle(d result.DeviceResult) string {
+	t := "device " + result.DeviceName(d.Kind, d.Device)
 	if d.Capacity > 0 {
-		t += " (" + analysis.FormatBytes(d.Capacity) + ")"
+		t += " (" + units.FormatBytes(d.Capacity) + ")"
 	}
 	return t
 }
 
-func oomHeader(d analysis.DeviceResult) string {
+func oomHeader(d result.DeviceResult) string {
 	if d.OOM != nil {
 		return "at OOM"
 	}
@@ -258,13 +259,13 @@ func plural(n int, word string) string {
 	if n == 1 {
 		return "1 " + word
 	}
-	return fmt.Sprintf("%s %ss", Count(n), word)
+	return fmt.Sprintf("%s %ss", units.Count(n), word)
 }
 
 // phasePeaks summarises the highest peak of each phase over all steps.
-func phasePeaks(spans []analysis.PhaseSpan) string {
-	peak := map[analysis.Phase]int64{}
-	var order []analysis.Phase
+func phasePeaks(spans []result.PhaseSpan) string {
+	peak := map[result.Phase]int64{}
+	var order []result.Phase
 	for _, s := range spans {
 		if _, ok := peak[s.Phase]; !ok {
 			order = append(order, s.Phase)
@@ -273,7 +274,7 @@ func phasePeaks(spans []analysis.PhaseSpan) string {
 	}
 	var parts []string
 	for _, ph := range order {
-		parts = append(parts, fmt.Sprintf("%s %s", ph, analysis.FormatBytes(peak[ph])))
+		parts = append(parts, fmt.Sprintf("%s %s", ph, units.FormatBytes(peak[ph])))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -282,11 +283,11 @@ func phasePeaks(spans []analysis.PhaseSpan) string {
 // once), each device's OOM facts with the failed request's stack folded,
 // categories, the peak of each phase, top sites, leaks, suggestions with
 // their code folded, and notes.
-func Markdown(w io.Writer, r *analysis.Result) error {
+func Markdown(w io.Writer, r *result.Result) error {
 	p := &printer{w: w}
 	p.f("## torchmem: `%s`\n\n", mdCode(FileName(r.Input.Path)))
 	p.f("**%s**\n\n", mdText(Headline(r)))
-	p.f("Input: %s, generation %s, %s; recorded: %s.\n", r.Input.Format, mdText(r.Input.Generation), analysis.FormatBytes(r.Input.Bytes), mdText(r.Input.Recording))
+	p.f("Input: %s, generation %s, %s; recorded: %s.\n", r.Input.Format, mdText(r.Input.Generation), units.FormatBytes(r.Input.Bytes), mdText(r.Input.Recording))
 	for _, d := range r.Devices {
 		p.f("\n### %s\n\n", deviceTitle(d))
 		if o := d.OOM; o != nil {
@@ -294,10 +295,10 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 				p.f("> **Out of memory**: %s\n>\n", mdText(o.Verdict))
 			}
 			p.f("> OOM facts: requested %s with %s free on the device; allocated %s%s; cached free %s, largest free block %s%s.\n\n",
-				analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFreeBytes), analysis.FormatBytes(o.AllocatedBytes), reservedAfter(", reserved ", o.ReservedBytes, o.ReservedUnknown),
-				analysis.FormatBytes(o.Fragmentation.CachedFreeBytes), analysis.FormatBytes(o.Fragmentation.LargestFreeBlockBytes), fragNote(o.Fragmentation))
+				units.FormatBytes(o.RequestedBytes), units.FormatBytes(o.DeviceFreeBytes), units.FormatBytes(o.AllocatedBytes), reservedAfter(", reserved ", o.ReservedBytes, o.ReservedUnknown),
+				units.FormatBytes(o.Fragmentation.CachedFreeBytes), units.FormatBytes(o.Fragmentation.LargestFreeBlockBytes), fragNote(o.Fragmentation))
 			if len(o.Stack) > 0 {
-				p.f("<details><summary>Stack of the failed %s request (%s, innermost first)</summary>\n\n```\n", analysis.FormatBytes(o.RequestedBytes), plural(len(o.Stack), "frame"))
+				p.f("<details><summary>Stack of the failed %s request (%s, innermost first)</summary>\n\n```\n", units.FormatBytes(o.RequestedBytes), plural(len(o.Stack), "frame"))
 				for _, fr := range o.Stack {
 					p.f("%s\n", mdFenced(fr))
 				}
@@ -312,8 +313,8 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 			p.f("\n\n")
 		} else {
 			p.f("Peak **%s** allocated%s in `%s`%s. At the end: %s allocated%s.\n\n",
-				analysis.FormatBytes(d.Peak.AllocatedBytes), reservedAfter(" (reserved ", d.Peak.ReservedBytes, d.Peak.ReservedUnknown, ")"), d.Peak.Phase, stepNote(", step %d", d.Peak.Step),
-				analysis.FormatBytes(d.AtEnd.AllocatedBytes), reservedAfter(", ", d.AtEnd.ReservedBytes, d.AtEnd.ReservedUnknown, " reserved"))
+				units.FormatBytes(d.Peak.AllocatedBytes), reservedAfter(" (reserved ", d.Peak.ReservedBytes, d.Peak.ReservedUnknown, ")"), d.Peak.Phase, stepNote(", step %d", d.Peak.Step),
+				units.FormatBytes(d.AtEnd.AllocatedBytes), reservedAfter(", ", d.AtEnd.ReservedBytes, d.AtEnd.ReservedUnknown, " reserved"))
 		}
 		head := "| category | at peak | at end |"
 		sep := "|---|---:|---:|"
@@ -322,10 +323,10 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 			sep += "---:|"
 		}
 		p.f("%s\n%s\n", head, sep)
-		for c := analysis.Category(0); c < analysis.NumCategories; c++ {
-			row := fmt.Sprintf("| %s | %s | %s |", c, analysis.FormatBytes(d.Peak.Categories[c]), analysis.FormatBytes(d.AtEnd.Categories[c]))
+		for c := result.Category(0); c < result.NumCategories; c++ {
+			row := fmt.Sprintf("| %s | %s | %s |", c, units.FormatBytes(d.Peak.Categories[c]), units.FormatBytes(d.AtEnd.Categories[c]))
 			if d.OOM != nil {
-				row += " " + analysis.FormatBytes(d.OOM.Categories[c]) + " |"
+				row += " " + units.FormatBytes(d.OOM.Categories[c]) + " |"
 			}
 			p.f("%s\n", row)
 		}
@@ -335,19 +336,19 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 				top, share := dominant(pp.Categories)
 				part := "–"
 				if pp.AllocatedBytes > 0 {
-					part = fmt.Sprintf("%s %s (%.0f%%)", top, analysis.FormatBytes(pp.Categories[top]), share*100)
+					part = fmt.Sprintf("%s %s (%.0f%%)", top, units.FormatBytes(pp.Categories[top]), share*100)
 				}
 				step := "–" // before the first step, or no steps
 				if pp.Step > 0 {
 					step = fmt.Sprint(pp.Step)
 				}
-				p.f("| %s | %s | %s | %s |\n", pp.Phase, analysis.FormatBytes(pp.AllocatedBytes), step, part)
+				p.f("| %s | %s | %s | %s |\n", pp.Phase, units.FormatBytes(pp.AllocatedBytes), step, part)
 			}
 		}
 		if len(d.TopSites) > 0 {
 			p.f("\n| top site | bytes | blocks | category |\n|---|---:|---:|---|\n")
 			for _, s := range d.TopSites {
-				p.f("| `%s` | %s | %s | %s |\n", mdCode(s.Site), analysis.FormatBytes(s.Bytes), Count(s.Count), s.Category)
+				p.f("| `%s` | %s | %s | %s |\n", mdCode(s.Site), units.FormatBytes(s.Bytes), units.Count(s.Count), s.Category)
 			}
 		}
 	}
@@ -355,7 +356,7 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 	if len(r.Suggestions) > 0 {
 		p.f("\n### Suggestions\n\n| # | change | saves | cost | because |\n|---:|---|---:|---|---|\n")
 		for i, s := range r.Suggestions {
-			p.f("| %d | %s | ~%s | %s | %s |\n", i+1, mdText(s.Title), analysis.FormatBytes(s.EstimatedSavingsBytes), mdText(s.Cost), mdText(s.Because))
+			p.f("| %d | %s | ~%s | %s | %s |\n", i+1, mdText(s.Title), units.FormatBytes(s.EstimatedSavingsBytes), mdText(s.Cost), mdText(s.Because))
 		}
 		for i, s := range r.Suggestions {
 			if s.How == "" {
@@ -382,10 +383,10 @@ func Markdown(w io.Writer, r *analysis.Result) error {
 // mdFenced makes one line safe inside a fenced code block: no control
 // characters, and no backtick run that could close the fence.
 func mdFenced(s string) string {
-	return strings.ReplaceAll(snapshot.OneLine(s), "`", "'")
+	return strings.ReplaceAll(units.OneLine(s), "`", "'")
 }
 
-func fragNote(f analysis.Fragmentation) string {
+func fragNote(f result.Fragmentation) string {
 	if f.Fragmented {
 		return " — **fragmented**: the cache had the bytes but no block large enough"
 	}
@@ -396,10 +397,10 @@ func fragNote(f analysis.Fragmentation) string {
 // no table breaks, no line breaks.
 func mdText(s string) string {
 	r := strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;", "&", "&amp;", "\n", " ", "\r", " ", "`", "'", "*", `\*`, "_", `\_`, "[", `\[`, "]", `\]`)
-	return r.Replace(snapshot.OneLine(s))
+	return r.Replace(units.OneLine(s))
 }
 
 // mdCode makes a string safe inside `code` in a table cell.
 func mdCode(s string) string {
-	return strings.NewReplacer("`", "'", "|", `\|`, "\n", " ", "\r", " ").Replace(snapshot.OneLine(s))
+	return strings.NewReplacer("`", "'", "|", `\|`, "\n", " ", "\r", " ").Replace(units.OneLine(s))
 }

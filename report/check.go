@@ -6,19 +6,19 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/check"
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // CheckJSON writes check results as schema torchmem.check/v1 (one object,
 // or an array for several inputs).
-func CheckJSON(w io.Writer, results []*analysis.CheckResult) error {
+func CheckJSON(w io.Writer, results []*check.CheckResult) error {
 	return writeJSON(w, oneOrMany(results))
 }
 
 // CheckSummary is the one line that says how a check went:
 // "FAIL: 2 of 8 checks failed (5 passed, 1 skipped)".
-func CheckSummary(c *analysis.CheckResult) string {
+func CheckSummary(c *check.CheckResult) string {
 	total := len(c.Checks)
 	switch {
 	case c.Failed > 0:
@@ -35,11 +35,11 @@ func CheckSummary(c *analysis.CheckResult) string {
 
 // sitesLabel introduces the sites of a failed check: those that grew most
 // against the baseline, or the largest ones of a budget or an OOM.
-func sitesLabel(it analysis.CheckItem) string {
+func sitesLabel(it check.CheckItem) string {
 	switch {
-	case it.Kind == analysis.CheckKindRegression:
+	case it.Kind == check.CheckKindRegression:
 		return "grew most:"
-	case it.Kind == analysis.CheckKindOOM:
+	case it.Kind == check.CheckKindOOM:
 		return "largest live:"
 	}
 	return "largest:"
@@ -47,7 +47,7 @@ func sitesLabel(it analysis.CheckItem) string {
 
 // sitesText lists a check's sites on one line ("grew most: a.py:1 f 1.00
 // MiB → 2.00 MiB (+1.00 MiB); …"), or "" when it has none.
-func sitesText(it analysis.CheckItem) string {
+func sitesText(it check.CheckItem) string {
 	if len(it.Sites) == 0 {
 		return ""
 	}
@@ -59,14 +59,14 @@ func sitesText(it analysis.CheckItem) string {
 }
 
 // checkValue formats a check's measured value or limit.
-func checkValue(it analysis.CheckItem, v int64) string {
-	if it.Key == analysis.BudgetLeaks {
-		return Count(int(v))
+func checkValue(it check.CheckItem, v int64) string {
+	if it.Key == check.BudgetLeaks {
+		return units.Count(int(v))
 	}
-	return analysis.FormatBytes(v)
+	return units.FormatBytes(v)
 }
 
-func checkSettings(c *analysis.CheckResult) string {
+func checkSettings(c *check.CheckResult) string {
 	if c.Baseline == nil {
 		return ""
 	}
@@ -75,7 +75,7 @@ func checkSettings(c *analysis.CheckResult) string {
 
 // growthRule says what growth over the baseline fails: "tolerance 5%,
 // noise floor the larger of 16.0 MiB and 1% of the baseline's peak".
-func growthRule(c *analysis.CheckResult) string {
+func growthRule(c *check.CheckResult) string {
 	s := "tolerance " + c.Tolerance.String()
 	if c.Floor != nil && (c.Floor.Bytes > 0 || c.Floor.PercentOfPeak > 0) {
 		s += ", noise floor " + c.Floor.String()
@@ -85,21 +85,21 @@ func growthRule(c *analysis.CheckResult) string {
 
 // CheckText writes check results for a terminal: a summary line per input,
 // then one line per check.
-func CheckText(w io.Writer, results []*analysis.CheckResult) error {
+func CheckText(w io.Writer, results []*check.CheckResult) error {
 	p := &printer{w: w}
 	for i, c := range results {
 		if i > 0 {
 			p.f("\n")
 		}
-		p.wrap("", "  ", "torchmem check "+snapshot.OneLine(c.Input.Path)+" — "+CheckSummary(c))
+		p.wrap("", "  ", "torchmem check "+units.OneLine(c.Input.Path)+" — "+CheckSummary(c))
 		if s := checkSettings(c); s != "" {
-			p.wrap("  ", "    ", snapshot.OneLine(s))
+			p.wrap("  ", "    ", units.OneLine(s))
 		}
 		for _, it := range c.Checks {
-			p.wrap(fmt.Sprintf("  %-4s  ", it.Status), "        ", snapshot.OneLine(it.Message))
+			p.wrap(fmt.Sprintf("  %-4s  ", it.Status), "        ", units.OneLine(it.Message))
 			label := sitesLabel(it) + " "
 			for _, s := range it.Sites {
-				p.wrap("        "+label, "          ", snapshot.OneLine(s.Describe()))
+				p.wrap("        "+label, "          ", units.OneLine(s.Describe()))
 				label = strings.Repeat(" ", utf8.RuneCountInString(label))
 			}
 		}
@@ -107,11 +107,11 @@ func CheckText(w io.Writer, results []*analysis.CheckResult) error {
 	return p.err
 }
 
-func checkMark(s analysis.CheckStatus) string {
+func checkMark(s check.CheckStatus) string {
 	switch s {
-	case analysis.CheckFail:
+	case check.CheckFail:
 		return "❌ fail"
-	case analysis.CheckSkip:
+	case check.CheckSkip:
 		return "⏭️ skip"
 	}
 	return "✅ pass"
@@ -119,7 +119,7 @@ func checkMark(s analysis.CheckStatus) string {
 
 // CheckMarkdown writes check results for a pull-request comment or the
 // GitHub job summary.
-func CheckMarkdown(w io.Writer, results []*analysis.CheckResult) error {
+func CheckMarkdown(w io.Writer, results []*check.CheckResult) error {
 	p := &printer{w: w}
 	for i, c := range results {
 		if i > 0 {
@@ -141,7 +141,7 @@ func CheckMarkdown(w io.Writer, results []*analysis.CheckResult) error {
 		p.f("\n| result | check | value | limit | details |\n|---|---|---:|---:|---|\n")
 		for _, it := range c.Checks {
 			val, lim := "", ""
-			if it.Status == analysis.CheckFail || it.Status == analysis.CheckPass && it.Kind != analysis.CheckKindOOM {
+			if it.Status == check.CheckFail || it.Status == check.CheckPass && it.Kind != check.CheckKindOOM {
 				val, lim = checkValue(it, it.Actual), checkValue(it, it.Limit)
 			}
 			details := mdText(it.Message)

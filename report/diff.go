@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/diff"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // diffSitesText and diffSitesMarkdown bound the sites a diff lists.
@@ -15,17 +16,17 @@ const (
 )
 
 // DiffJSON writes a diff as schema torchmem.diff/v1, with exact bytes.
-func DiffJSON(w io.Writer, d *analysis.DiffResult) error {
+func DiffJSON(w io.Writer, d *diff.DiffResult) error {
 	return writeJSON(w, d)
 }
 
 // Change formats a delta for people: "+1.5 GiB (+12.0%)", "-512 MiB
 // (-3.1%)", "+20 MiB (was 0)", "0 B".
-func Change(d analysis.Delta) string {
+func Change(d diff.Delta) string {
 	if d.Delta == 0 {
 		return "0 B"
 	}
-	s := analysis.FormatBytes(d.Delta)
+	s := units.FormatBytes(d.Delta)
 	if d.Delta > 0 {
 		s = "+" + s
 	}
@@ -37,18 +38,18 @@ func Change(d analysis.Delta) string {
 
 // DiffHeadline is the one sentence a diff starts with: how the peak of the
 // device that changed most moved, and any OOM that appeared or went away.
-func DiffHeadline(d *analysis.DiffResult) string {
+func DiffHeadline(d *diff.DiffResult) string {
 	if len(d.Devices) == 0 {
 		return "No device memory in either run."
 	}
 	for _, dd := range d.Devices {
 		switch dd.OOM.Status {
-		case analysis.OOMAdded:
+		case diff.OOMAdded:
 			return fmt.Sprintf("Device %d: the new run ran out of memory (%s requested in %s); the base run did not.",
-				dd.Device, analysis.FormatBytes(dd.OOM.New.RequestedBytes), dd.OOM.New.Phase)
-		case analysis.OOMFixed:
+				dd.Device, units.FormatBytes(dd.OOM.New.RequestedBytes), dd.OOM.New.Phase)
+		case diff.OOMFixed:
 			return fmt.Sprintf("Device %d: the base run ran out of memory and the new run did not; peak %s → %s, %s.",
-				dd.Device, analysis.FormatBytes(dd.PeakAllocated.Base), analysis.FormatBytes(dd.PeakAllocated.New), Change(dd.PeakAllocated))
+				dd.Device, units.FormatBytes(dd.PeakAllocated.Base), units.FormatBytes(dd.PeakAllocated.New), Change(dd.PeakAllocated))
 		}
 	}
 	best := d.Devices[0]
@@ -58,17 +59,17 @@ func DiffHeadline(d *analysis.DiffResult) string {
 		}
 	}
 	if best.PeakAllocated.Delta == 0 {
-		return fmt.Sprintf("Device %d: the peak is unchanged at %s.", best.Device, analysis.FormatBytes(best.PeakAllocated.New))
+		return fmt.Sprintf("Device %d: the peak is unchanged at %s.", best.Device, units.FormatBytes(best.PeakAllocated.New))
 	}
-	s := fmt.Sprintf("Device %d: peak %s → %s, %s", best.Device, analysis.FormatBytes(best.PeakAllocated.Base), analysis.FormatBytes(best.PeakAllocated.New), Change(best.PeakAllocated))
+	s := fmt.Sprintf("Device %d: peak %s → %s, %s", best.Device, units.FormatBytes(best.PeakAllocated.Base), units.FormatBytes(best.PeakAllocated.New), Change(best.PeakAllocated))
 	if c, ok := largestCategoryChange(best); ok {
 		s += fmt.Sprintf("; %s changed most at the peak: %s", c.Category, Change(c.Peak))
 	}
 	return s + "."
 }
 
-func largestCategoryChange(dd analysis.DeviceDiff) (analysis.CategoryDiff, bool) {
-	var best analysis.CategoryDiff
+func largestCategoryChange(dd diff.DeviceDiff) (diff.CategoryDiff, bool) {
+	var best diff.CategoryDiff
 	found := false
 	for _, c := range dd.Categories {
 		if c.Peak.Delta != 0 && (!found || diffAbs(c.Peak.Delta) > diffAbs(best.Peak.Delta)) {
@@ -86,7 +87,7 @@ func diffAbs(v int64) int64 {
 }
 
 // diffInputLine names an input; every part of it comes from a file.
-func diffInputLine(in analysis.Input) string {
+func diffInputLine(in result.Input) string {
 	s := in.Path
 	if in.Format != "" {
 		s += " (" + in.Format
@@ -95,21 +96,21 @@ func diffInputLine(in analysis.Input) string {
 		}
 		s += ")"
 	}
-	return snapshot.OneLine(s)
+	return units.OneLine(s)
 }
 
-func diffPresenceNote(p analysis.Presence) string {
+func diffPresenceNote(p diff.Presence) string {
 	switch p {
-	case analysis.OnlyNew:
+	case diff.OnlyNew:
 		return " (only in new)"
-	case analysis.OnlyBase:
+	case diff.OnlyBase:
 		return " (only in base)"
 	}
 	return ""
 }
 
 func diffStepLabel(s int) string {
-	if s == analysis.NoStep {
+	if s == result.NoStep {
 		return "outside steps"
 	}
 	return fmt.Sprintf("step %d", s)
@@ -118,7 +119,7 @@ func diffStepLabel(s int) string {
 // shownSites are the sites a device's diff shows and the moment they are
 // compared at: like with like (the same phase's peak) when both analyses
 // have it, else each run's peak.
-func shownSites(dd analysis.DeviceDiff) ([]analysis.SiteDiff, string) {
+func shownSites(dd diff.DeviceDiff) ([]diff.SiteDiff, string) {
 	if dd.PhaseSitesAt != "" {
 		return dd.PhaseSites, dd.PhaseSitesAt
 	}
@@ -126,18 +127,18 @@ func shownSites(dd analysis.DeviceDiff) ([]analysis.SiteDiff, string) {
 }
 
 // movedNote says where a site was in the base run when its code moved.
-func movedNote(s analysis.SiteDiff) string {
+func movedNote(s diff.SiteDiff) string {
 	if s.BaseSite == "" {
 		return ""
 	}
 	return " (was " + s.BaseSite + ")"
 }
 
-func sitePresence(p analysis.Presence) string {
+func sitePresence(p diff.Presence) string {
 	switch p {
-	case analysis.OnlyNew:
+	case diff.OnlyNew:
 		return "new"
-	case analysis.OnlyBase:
+	case diff.OnlyBase:
 		return "vanished"
 	}
 	return "changed"
@@ -145,11 +146,11 @@ func sitePresence(p analysis.Presence) string {
 
 // changedSites returns the sites whose bytes changed (or that are new or
 // vanished), at most n, and how many more there are.
-func changedSites(sites []analysis.SiteDiff, n int) ([]analysis.SiteDiff, int) {
-	var out []analysis.SiteDiff
+func changedSites(sites []diff.SiteDiff, n int) ([]diff.SiteDiff, int) {
+	var out []diff.SiteDiff
 	more := 0
 	for _, s := range sites {
-		if s.Bytes.Delta == 0 && s.Presence == analysis.InBoth {
+		if s.Bytes.Delta == 0 && s.Presence == diff.InBoth {
 			continue
 		}
 		if len(out) == n {
@@ -161,43 +162,43 @@ func changedSites(sites []analysis.SiteDiff, n int) ([]analysis.SiteDiff, int) {
 	return out, more
 }
 
-func diffOOMLine(o analysis.OOMDiff) string {
-	brief := func(b *analysis.OOMBrief) string {
-		return fmt.Sprintf("%s requested with %s free, in %s (step %d) at %s", analysis.FormatBytes(b.RequestedBytes), analysis.FormatBytes(b.DeviceFreeBytes), b.Phase, b.Step, b.Site)
+func diffOOMLine(o diff.OOMDiff) string {
+	brief := func(b *diff.OOMBrief) string {
+		return fmt.Sprintf("%s requested with %s free, in %s (step %d) at %s", units.FormatBytes(b.RequestedBytes), units.FormatBytes(b.DeviceFreeBytes), b.Phase, b.Step, b.Site)
 	}
 	switch o.Status {
-	case analysis.OOMAdded:
+	case diff.OOMAdded:
 		return "new in the new run: " + brief(o.New)
-	case analysis.OOMFixed:
+	case diff.OOMFixed:
 		return "gone: the base run ran out of memory (" + brief(o.Base) + ")"
-	case analysis.OOMBoth:
+	case diff.OOMBoth:
 		return "in both runs: base " + brief(o.Base) + "; new " + brief(o.New)
 	}
 	return "none in either run"
 }
 
 // DiffText writes a diff for a terminal.
-func DiffText(w io.Writer, d *analysis.DiffResult) error {
+func DiffText(w io.Writer, d *diff.DiffResult) error {
 	p := &printer{w: w}
 	p.f("torchmem diff\n")
 	p.wrap("  base  ", "        ", diffInputLine(d.Base))
 	p.wrap("  new   ", "        ", diffInputLine(d.New))
-	p.wrap("", "", snapshot.OneLine(DiffHeadline(d)))
+	p.wrap("", "", units.OneLine(DiffHeadline(d)))
 	row := func(name, base, new, change string) {
 		p.f("  %-24s %12s %12s  %s\n", name, base, new, change)
 	}
-	drow := func(name string, v analysis.Delta) {
-		row(name, analysis.FormatBytes(v.Base), analysis.FormatBytes(v.New), Change(v))
+	drow := func(name string, v diff.Delta) {
+		row(name, units.FormatBytes(v.Base), units.FormatBytes(v.New), Change(v))
 	}
 	for _, dd := range d.Devices {
-		p.f("\ndevice %s%s\n", snapshot.OneLine(analysis.DeviceName(dd.Kind, dd.Device)), diffPresenceNote(dd.Presence))
+		p.f("\ndevice %s%s\n", units.OneLine(result.DeviceName(dd.Kind, dd.Device)), diffPresenceNote(dd.Presence))
 		row("", "base", "new", "change")
 		drow("peak allocated", dd.PeakAllocated)
 		drow("reserved at the peak", dd.PeakReserved)
 		drow("allocated at the end", dd.EndAllocated)
 		drow("reserved at the end", dd.EndReserved)
-		row("phase of the peak", snapshot.OneLine(string(dd.PeakPhase.Base)), snapshot.OneLine(string(dd.PeakPhase.New)), "")
-		p.wrap("  OOM: ", "       ", snapshot.OneLine(diffOOMLine(dd.OOM)))
+		row("phase of the peak", units.OneLine(string(dd.PeakPhase.Base)), units.OneLine(string(dd.PeakPhase.New)), "")
+		p.wrap("  OOM: ", "       ", units.OneLine(diffOOMLine(dd.OOM)))
 		p.f("\n  at the peak\n")
 		for _, c := range dd.Categories {
 			if c.Peak.Base != 0 || c.Peak.New != 0 {
@@ -213,7 +214,7 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 		if len(dd.Phases) > 0 {
 			p.f("  phases (highest peak)\n")
 			for _, ph := range dd.Phases {
-				drow("  "+snapshot.OneLine(string(ph.Phase))+diffPresenceNote(ph.Presence), ph.Peak)
+				drow("  "+units.OneLine(string(ph.Phase))+diffPresenceNote(ph.Presence), ph.Peak)
 			}
 		}
 		if len(dd.Steps) > 0 {
@@ -227,8 +228,8 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 		if len(sites) > 0 {
 			p.wrap("  ", "    ", "sites live at "+at+", largest changes")
 			for _, s := range sites {
-				p.wrap(fmt.Sprintf("    %-8s %10s %10s  %-20s ", sitePresence(s.Presence), analysis.FormatBytes(s.Bytes.Base), analysis.FormatBytes(s.Bytes.New), Change(s.Bytes)),
-					"             ", fmt.Sprintf("%s%s [%s]", snapshot.OneLine(s.Site), movedNote(s), s.Category))
+				p.wrap(fmt.Sprintf("    %-8s %10s %10s  %-20s ", sitePresence(s.Presence), units.FormatBytes(s.Bytes.Base), units.FormatBytes(s.Bytes.New), Change(s.Bytes)),
+					"             ", fmt.Sprintf("%s%s [%s]", units.OneLine(s.Site), movedNote(s), s.Category))
 			}
 			if more > 0 {
 				p.f("    … %s more (--format json lists all)\n", plural(more, "site"))
@@ -238,33 +239,33 @@ func DiffText(w io.Writer, d *analysis.DiffResult) error {
 	if len(d.Leaks) > 0 {
 		p.f("\nleaks\n")
 		for _, l := range d.Leaks {
-			p.wrap(fmt.Sprintf("  %-8s ", leakPresence(l.Presence)), "           ", fmt.Sprintf("%s on device %d at %s: %s/step → %s/step [%s]", snapshot.OneLine(l.Kind), l.Device, snapshot.OneLine(l.Site),
-				analysis.FormatBytes(l.BytesPerStep.Base), analysis.FormatBytes(l.BytesPerStep.New), snapshot.OneLine(string(l.Confidence))))
+			p.wrap(fmt.Sprintf("  %-8s ", leakPresence(l.Presence)), "           ", fmt.Sprintf("%s on device %d at %s: %s/step → %s/step [%s]", units.OneLine(l.Kind), l.Device, units.OneLine(l.Site),
+				units.FormatBytes(l.BytesPerStep.Base), units.FormatBytes(l.BytesPerStep.New), units.OneLine(string(l.Confidence))))
 		}
 	}
 	return p.err
 }
 
-func leakPresence(p analysis.Presence) string {
+func leakPresence(p diff.Presence) string {
 	switch p {
-	case analysis.OnlyNew:
+	case diff.OnlyNew:
 		return "new"
-	case analysis.OnlyBase:
+	case diff.OnlyBase:
 		return "fixed"
 	}
 	return "still"
 }
 
 // DiffMarkdown writes a diff for a pull-request comment or a ticket.
-func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
+func DiffMarkdown(w io.Writer, d *diff.DiffResult) error {
 	p := &printer{w: w}
 	p.f("## torchmem diff: `%s` → `%s`\n\n", mdCode(FileName(d.Base.Path)), mdCode(FileName(d.New.Path)))
 	p.f("**%s**\n", mdText(DiffHeadline(d)))
-	drow := func(name string, v analysis.Delta) {
-		p.f("| %s | %s | %s | %s |\n", name, analysis.FormatBytes(v.Base), analysis.FormatBytes(v.New), Change(v))
+	drow := func(name string, v diff.Delta) {
+		p.f("| %s | %s | %s | %s |\n", name, units.FormatBytes(v.Base), units.FormatBytes(v.New), Change(v))
 	}
 	for _, dd := range d.Devices {
-		p.f("\n### device %s%s\n\n", mdText(analysis.DeviceName(dd.Kind, dd.Device)), diffPresenceNote(dd.Presence))
+		p.f("\n### device %s%s\n\n", mdText(result.DeviceName(dd.Kind, dd.Device)), diffPresenceNote(dd.Presence))
 		p.f("| | base | new | change |\n|---|---:|---:|---:|\n")
 		drow("peak allocated", dd.PeakAllocated)
 		drow("reserved at the peak", dd.PeakReserved)
@@ -277,8 +278,8 @@ func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
 			if c.Peak.Base == 0 && c.Peak.New == 0 && c.End.Base == 0 && c.End.New == 0 {
 				continue
 			}
-			p.f("| %s | %s | %s | %s | %s | %s | %s |\n", c.Category, analysis.FormatBytes(c.Peak.Base), analysis.FormatBytes(c.Peak.New), Change(c.Peak),
-				analysis.FormatBytes(c.End.Base), analysis.FormatBytes(c.End.New), Change(c.End))
+			p.f("| %s | %s | %s | %s | %s | %s | %s |\n", c.Category, units.FormatBytes(c.Peak.Base), units.FormatBytes(c.Peak.New), Change(c.Peak),
+				units.FormatBytes(c.End.Base), units.FormatBytes(c.End.New), Change(c.End))
 		}
 		if len(dd.Phases) > 0 {
 			p.f("\n| phase (highest peak) | base | new | change |\n|---|---:|---:|---:|\n")
@@ -297,7 +298,7 @@ func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
 		if len(sites) > 0 {
 			p.f("\n| site live at %s | | base | new | change | category |\n|---|---|---:|---:|---:|---|\n", mdText(at))
 			for _, s := range sites {
-				p.f("| `%s`%s | %s | %s | %s | %s | %s |\n", mdCode(s.Site), mdText(movedNote(s)), sitePresence(s.Presence), analysis.FormatBytes(s.Bytes.Base), analysis.FormatBytes(s.Bytes.New), Change(s.Bytes), s.Category)
+				p.f("| `%s`%s | %s | %s | %s | %s | %s |\n", mdCode(s.Site), mdText(movedNote(s)), sitePresence(s.Presence), units.FormatBytes(s.Bytes.Base), units.FormatBytes(s.Bytes.New), Change(s.Bytes), s.Category)
 			}
 			if more > 0 {
 				p.f("\n… %s more (`--format json` lists all).\n", plural(more, "site"))
@@ -308,7 +309,7 @@ func DiffMarkdown(w io.Writer, d *analysis.DiffResult) error {
 		p.f("\n### Leaks\n\n| | kind | device | site | per step: base | new | confidence |\n|---|---|---:|---|---:|---:|---|\n")
 		for _, l := range d.Leaks {
 			p.f("| %s | %s | %d | `%s` | %s | %s | %s |\n", leakPresence(l.Presence), mdText(l.Kind), l.Device, mdCode(l.Site),
-				analysis.FormatBytes(l.BytesPerStep.Base), analysis.FormatBytes(l.BytesPerStep.New), mdText(string(l.Confidence)))
+				units.FormatBytes(l.BytesPerStep.Base), units.FormatBytes(l.BytesPerStep.New), mdText(string(l.Confidence)))
 		}
 	}
 	return p.err

@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/diff"
+	"github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 )
 
 // hostile are strings a baseline JSON can carry: terminal escapes (ESC, BEL,
@@ -25,17 +26,17 @@ var hostile = []string{
 }
 
 // hostileResult is an analysis whose every string from the file is s.
-func hostileResult(s string, peak int64) *analysis.Result {
-	cats := analysis.Categories{analysis.Activation: peak}
-	return &analysis.Result{Schema: analysis.SchemaID,
-		Input: analysis.Input{Path: s, Format: s, Generation: s, Recording: s},
-		Devices: []analysis.DeviceResult{{Device: 0, Kind: s,
-			Peak:     analysis.Peak{AllocatedBytes: peak, Phase: analysis.Phase(s), Categories: cats},
-			AtEnd:    analysis.State{AllocatedBytes: peak / 2, Categories: cats},
-			OOM:      &analysis.OOM{RequestedBytes: 1 << 20, Phase: analysis.Phase(s), Site: s, Verdict: s},
-			Phases:   []analysis.PhaseSpan{{Phase: analysis.Phase(s), Step: 1, PeakAllocatedBytes: peak, Events: 1}},
-			TopSites: []analysis.Site{{Site: s, Bytes: peak, Count: 1}}}},
-		Leaks: []analysis.Leak{{Kind: s, Device: 0, Site: s, BytesPerStep: peak / 10, Steps: 3, Confidence: analysis.Confidence(s), Evidence: s}},
+func hostileResult(s string, peak int64) *result.Result {
+	cats := result.Categories{result.Activation: peak}
+	return &result.Result{Schema: result.SchemaID,
+		Input: result.Input{Path: s, Format: s, Generation: s, Recording: s},
+		Devices: []result.DeviceResult{{Device: 0, Kind: s,
+			Peak:     result.Peak{AllocatedBytes: peak, Phase: result.Phase(s), Categories: cats},
+			AtEnd:    result.State{AllocatedBytes: peak / 2, Categories: cats},
+			OOM:      &result.OOM{RequestedBytes: 1 << 20, Phase: result.Phase(s), Site: s, Verdict: s},
+			Phases:   []result.PhaseSpan{{Phase: result.Phase(s), Step: 1, PeakAllocatedBytes: peak, Events: 1}},
+			TopSites: []result.Site{{Site: s, Bytes: peak, Count: 1}}}},
+		Leaks: []result.Leak{{Kind: s, Device: 0, Site: s, BytesPerStep: peak / 10, Steps: 3, Confidence: result.Confidence(s), Evidence: s}},
 	}
 }
 
@@ -46,7 +47,7 @@ func hostileResult(s string, peak int64) *analysis.Result {
 func TestDiffOutputsInert(t *testing.T) {
 	for _, s := range hostile {
 		base := hostileResult(s, 3<<30)
-		d := analysis.Diff(base, hostileResult("new.json", 4<<30))
+		d := diff.Diff(base, hostileResult("new.json", 4<<30))
 		for _, f := range []struct {
 			name     string
 			markdown bool

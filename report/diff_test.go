@@ -5,18 +5,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/diff"
+	"github.com/torchmem/torchmem/result"
 )
 
 func TestChange(t *testing.T) {
 	cases := []struct {
-		d    analysis.Delta
+		d    diff.Delta
 		want string
 	}{
-		{analysis.NewDelta(1<<30, 1<<30), "0 B"},
-		{analysis.NewDelta(1<<30, 3<<29), "+512 MiB (+50.0%)"},
-		{analysis.NewDelta(4<<30, 3<<30), "-1.00 GiB (-25.0%)"},
-		{analysis.NewDelta(0, 20<<20), "+20.0 MiB (was 0)"},
+		{diff.NewDelta(1<<30, 1<<30), "0 B"},
+		{diff.NewDelta(1<<30, 3<<29), "+512 MiB (+50.0%)"},
+		{diff.NewDelta(4<<30, 3<<30), "-1.00 GiB (-25.0%)"},
+		{diff.NewDelta(0, 20<<20), "+20.0 MiB (was 0)"},
 	}
 	for _, c := range cases {
 		if got := Change(c.d); got != c.want {
@@ -26,10 +27,10 @@ func TestChange(t *testing.T) {
 }
 
 func TestDiffMarkdownEscapes(t *testing.T) {
-	d := analysis.Diff(
-		&analysis.Result{Input: analysis.Input{Path: "a`b|c.pickle"}, Devices: []analysis.DeviceResult{{Device: 0, Kind: "cuda",
-			TopSites: []analysis.Site{{Site: "x.py:1 f|<script>`", Bytes: 10}}}}},
-		&analysis.Result{Input: analysis.Input{Path: "new"}, Devices: []analysis.DeviceResult{{Device: 0, Kind: "cuda"}}})
+	d := diff.Diff(
+		&result.Result{Input: result.Input{Path: "a`b|c.pickle"}, Devices: []result.DeviceResult{{Device: 0, Kind: "cuda",
+			TopSites: []result.Site{{Site: "x.py:1 f|<script>`", Bytes: 10}}}}},
+		&result.Result{Input: result.Input{Path: "new"}, Devices: []result.DeviceResult{{Device: 0, Kind: "cuda"}}})
 	var md bytes.Buffer
 	if err := DiffMarkdown(&md, d); err != nil {
 		t.Fatal(err)

@@ -7,9 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/dustin/go-humanize"
-	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/estimate"
-	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // EstimateJSON writes an estimate as schema torchmem.estimate/v1.
@@ -78,13 +77,13 @@ func partNote(r *estimate.Result, name string) string {
 			notes = append(notes, "kept for backward")
 		}
 		if r.AttentionBytes != nil && *r.AttentionBytes > 0 {
-			notes = append(notes, "attention (∝ seq²) "+analysis.FormatBytes(*r.AttentionBytes))
+			notes = append(notes, "attention (∝ seq²) "+units.FormatBytes(*r.AttentionBytes))
 		}
 		if r.ActivationsTextbookBytes != nil && s.Optimizer != "none" {
-			notes = append(notes, "textbook "+analysis.FormatBytes(*r.ActivationsTextbookBytes))
+			notes = append(notes, "textbook "+units.FormatBytes(*r.ActivationsTextbookBytes))
 		}
 		if r.ActivationsFloorBytes != nil {
-			notes = append(notes, "floor (guide's rule) "+analysis.FormatBytes(*r.ActivationsFloorBytes))
+			notes = append(notes, "floor (guide's rule) "+units.FormatBytes(*r.ActivationsFloorBytes))
 		}
 		return strings.Join(notes, "; ")
 	case "loss buffers":
@@ -115,7 +114,7 @@ func otherPhases(r *estimate.Result) []string {
 	var out []string
 	for _, p := range r.Phases {
 		if p.Phase != r.PeakPhase {
-			out = append(out, fmt.Sprintf("%s %s", p.Phase, analysis.FormatBytes(p.Bytes)))
+			out = append(out, fmt.Sprintf("%s %s", p.Phase, units.FormatBytes(p.Bytes)))
 		}
 	}
 	return out
@@ -125,7 +124,7 @@ func otherPhases(r *estimate.Result) []string {
 func measuredRows(r *estimate.Result) []estimateRow {
 	act := "measured, scaled to the new size"
 	if r.AttentionBytes != nil && *r.AttentionBytes > 0 {
-		act += "; attention (∝ seq²) " + analysis.FormatBytes(*r.AttentionBytes)
+		act += "; attention (∝ seq²) " + units.FormatBytes(*r.AttentionBytes)
 	}
 	rows := []estimateRow{
 		{"parameters", r.ParametersBytes, "measured"},
@@ -217,9 +216,9 @@ func wrapJoin(parts []string, width int) string {
 func sourceLine(r *estimate.Result) string {
 	switch a := r.Architecture; {
 	case r.Measured != nil:
-		return "projection of " + snapshot.OneLine(r.Measured.Path)
+		return "projection of " + units.OneLine(r.Measured.Path)
 	case a != nil && a.Source != "" && a.Source != "flags":
-		return fmt.Sprintf("%s (%s)", snapshot.OneLine(a.Source), snapshot.OneLine(a.Name))
+		return fmt.Sprintf("%s (%s)", units.OneLine(a.Source), units.OneLine(a.Name))
 	case a != nil:
 		return "a transformer from its dimensions"
 	}
@@ -257,7 +256,7 @@ func shortCount(n int64) string {
 // measuredLine says what was measured and what it is projected to.
 func measuredLine(m *estimate.Measured) string {
 	return fmt.Sprintf("measured at %s: peak %s in %s; projected to %s",
-		sizeWords(m.FromBatch, m.FromSeq), analysis.FormatBytes(m.PeakBytes), m.PeakPhase, sizeWords(m.ToBatch, m.ToSeq))
+		sizeWords(m.FromBatch, m.FromSeq), units.FormatBytes(m.PeakBytes), m.PeakPhase, sizeWords(m.ToBatch, m.ToSeq))
 }
 
 // sizeWords writes a batch and sequence, leaving out what was not given.
@@ -275,7 +274,7 @@ func sizeWords(batch, seq int64) string {
 // fitLine says whether the total fits the GPU.
 func fitLine(r *estimate.Result) string {
 	g := r.GPU
-	head := fmt.Sprintf("GPU %s (%s, %s usable)", snapshot.OneLine(g.Name), analysis.FormatBytes(g.CapacityBytes), analysis.FormatBytes(g.UsableBytes))
+	head := fmt.Sprintf("GPU %s (%s, %s usable)", units.OneLine(g.Name), units.FormatBytes(g.CapacityBytes), units.FormatBytes(g.UsableBytes))
 
 	switch {
 	case r.Fits == nil && r.Measured != nil:
@@ -283,9 +282,9 @@ func fitLine(r *estimate.Result) string {
 	case r.Fits == nil:
 		return head + ": unknown without the activations"
 	case *r.Fits:
-		return fmt.Sprintf("%s: fits, %s to spare", head, analysis.FormatBytes(g.UsableBytes-r.TotalBytes))
+		return fmt.Sprintf("%s: fits, %s to spare", head, units.FormatBytes(g.UsableBytes-r.TotalBytes))
 	}
-	return fmt.Sprintf("%s: does not fit, %s over", head, analysis.FormatBytes(r.TotalBytes-g.UsableBytes))
+	return fmt.Sprintf("%s: does not fit, %s over", head, units.FormatBytes(r.TotalBytes-g.UsableBytes))
 }
 
 // EstimateText writes an estimate for a terminal (lines within 100 columns).
@@ -301,7 +300,7 @@ func EstimateText(w io.Writer, r *estimate.Result) error {
 	for _, row := range estimateRows(r) {
 		b := "—"
 		if row.bytes >= 0 {
-			b = analysis.FormatBytes(row.bytes)
+			b = units.FormatBytes(row.bytes)
 		}
 		p.f("  %-16s %10s  %s\n", row.name, b, row.note)
 	}
@@ -312,30 +311,30 @@ func EstimateText(w io.Writer, r *estimate.Result) error {
 	case r.PeakPhase != "":
 		total = "peak per GPU, in " + r.PeakPhase
 	}
-	p.f("  %-16s %10s  %s\n", "total", analysis.FormatBytes(r.TotalBytes), total)
+	p.f("  %-16s %10s  %s\n", "total", units.FormatBytes(r.TotalBytes), total)
 	if o := otherPhases(r); len(o) > 0 {
 		p.f("  other phases: %s\n", wrapJoin(o, 80))
 	}
 	if r.GPU != nil {
 		p.f("\n%s\n", fitLine(r))
 		if g := r.GPU; g.UsableReason != "" {
-			p.f("  usable: %s\n", snapshot.OneLine(g.UsableReason))
+			p.f("  usable: %s\n", units.OneLine(g.UsableReason))
 		}
 		if r.Fits != nil && !*r.Fits && r.PlanTotalBytes != nil {
 			if *r.PlanFits {
-				p.f("cheapest plan that fits: %s\n", analysis.FormatBytes(*r.PlanTotalBytes))
+				p.f("cheapest plan that fits: %s\n", units.FormatBytes(*r.PlanTotalBytes))
 			} else {
-				p.f("nothing here makes it fit; the most any plan saves leaves %s\n", analysis.FormatBytes(*r.PlanTotalBytes))
+				p.f("nothing here makes it fit; the most any plan saves leaves %s\n", units.FormatBytes(*r.PlanTotalBytes))
 			}
 			for _, st := range r.Plan {
-				p.f("  + %s — saves %s\n      cost: %s\n", st.Title, analysis.FormatBytes(st.SavingBytes), st.Cost)
+				p.f("  + %s — saves %s\n      cost: %s\n", st.Title, units.FormatBytes(st.SavingBytes), st.Cost)
 			}
 		}
 	}
 	if len(r.Techniques) > 0 {
 		p.f("\neach technique alone\n")
 		for _, st := range r.Techniques {
-			p.f("  %s: %s (saves %s)\n      cost: %s\n", st.Title, analysis.FormatBytes(st.TotalBytes), analysis.FormatBytes(st.SavingBytes), st.Cost)
+			p.f("  %s: %s (saves %s)\n      cost: %s\n", st.Title, units.FormatBytes(st.TotalBytes), units.FormatBytes(st.SavingBytes), st.Cost)
 		}
 	}
 	p.f("\nformulas\n")
@@ -345,7 +344,7 @@ func EstimateText(w io.Writer, r *estimate.Result) error {
 	if len(r.Notes) > 0 {
 		p.f("\nnotes\n")
 		for _, n := range r.Notes {
-			p.f("  - %s\n", snapshot.OneLine(n))
+			p.f("  - %s\n", units.OneLine(n))
 		}
 	}
 	return p.err
@@ -364,7 +363,7 @@ func EstimateMarkdown(w io.Writer, r *estimate.Result) error {
 	for _, row := range estimateRows(r) {
 		b := "—"
 		if row.bytes >= 0 {
-			b = analysis.FormatBytes(row.bytes)
+			b = units.FormatBytes(row.bytes)
 		}
 		p.f("| %s | %s | %s |\n", row.name, b, mdText(row.note))
 	}
@@ -372,7 +371,7 @@ func EstimateMarkdown(w io.Writer, r *estimate.Result) error {
 	if r.Measured == nil && r.PeakPhase != "" {
 		peakWord = "peak, in " + r.PeakPhase
 	}
-	p.f("| **total** | **%s** | %s |\n", analysis.FormatBytes(r.TotalBytes), mdText(peakWord))
+	p.f("| **total** | **%s** | %s |\n", units.FormatBytes(r.TotalBytes), mdText(peakWord))
 	if o := otherPhases(r); len(o) > 0 {
 		p.f("\nOther phases: %s\n", mdText(strings.Join(o, ", ")))
 	}
@@ -386,16 +385,16 @@ func EstimateMarkdown(w io.Writer, r *estimate.Result) error {
 			if !*r.PlanFits {
 				word = "Nothing here makes it fit; the best plan"
 			}
-			p.f("\n%s: %s\n\n", word, analysis.FormatBytes(*r.PlanTotalBytes))
+			p.f("\n%s: %s\n\n", word, units.FormatBytes(*r.PlanTotalBytes))
 			for _, st := range r.Plan {
-				p.f("- %s — saves %s; cost: %s\n", mdText(st.Title), analysis.FormatBytes(st.SavingBytes), mdText(st.Cost))
+				p.f("- %s — saves %s; cost: %s\n", mdText(st.Title), units.FormatBytes(st.SavingBytes), mdText(st.Cost))
 			}
 		}
 	}
 	if len(r.Techniques) > 0 {
 		p.f("\n| technique alone | total | saves | cost |\n|---|---:|---:|---|\n")
 		for _, st := range r.Techniques {
-			p.f("| %s | %s | %s | %s |\n", mdText(st.Title), analysis.FormatBytes(st.TotalBytes), analysis.FormatBytes(st.SavingBytes), mdText(st.Cost))
+			p.f("| %s | %s | %s | %s |\n", mdText(st.Title), units.FormatBytes(st.TotalBytes), units.FormatBytes(st.SavingBytes), mdText(st.Cost))
 		}
 	}
 	p.f("\n<details><summary>Formulas</summary>\n\n")

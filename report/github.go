@@ -5,8 +5,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/check"
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // githubTitle is the title of every annotation torchmem writes.
@@ -20,18 +20,18 @@ const githubTitle = "torchmem check"
 // in the repository — so that it shows on the pull request's diff. locate
 // maps a frame's file, as the recording machine wrote it, to a path
 // relative to the repository's root, or "" (nil: no locations).
-func GitHubAnnotations(w io.Writer, results []*analysis.CheckResult, locate func(file string) string) error {
+func GitHubAnnotations(w io.Writer, results []*check.CheckResult, locate func(file string) string) error {
 	p := &printer{w: w}
 	for _, c := range results {
 		for _, it := range c.Checks {
 			switch it.Status {
-			case analysis.CheckFail:
+			case check.CheckFail:
 				msg := it.Message
 				if st := sitesText(it); st != "" {
 					msg += " — " + st
 				}
 				p.f("::error %stitle=%s::%s\n", githubLocation(it, locate), githubProperty(githubTitle), githubData(msg))
-			case analysis.CheckSkip:
+			case check.CheckSkip:
 				p.f("::warning title=%s::%s\n", githubProperty(githubTitle), githubData(it.Message))
 			}
 		}
@@ -42,7 +42,7 @@ func GitHubAnnotations(w io.Writer, results []*analysis.CheckResult, locate func
 
 // githubLocation is "file=PATH,line=N," for the code a failed check points
 // at, when locate finds it in the repository; else "".
-func githubLocation(it analysis.CheckItem, locate func(string) string) string {
+func githubLocation(it check.CheckItem, locate func(string) string) string {
 	if locate == nil {
 		return ""
 	}
@@ -74,7 +74,7 @@ func githubLocation(it analysis.CheckItem, locate func(string) string) string {
 // are shown as \xNN.
 func githubData(s string) string {
 	s = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
-	return snapshot.OneLine(s)
+	return units.OneLine(s)
 }
 
 // githubProperty escapes a property value of a workflow command (also : and ,).

@@ -6,7 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/check"
+	"github.com/torchmem/torchmem/result"
 )
 
 func TestGitHubAnnotations(t *testing.T) {
@@ -33,17 +34,17 @@ func TestGitHubAnnotations(t *testing.T) {
 // names the sites, and a property value cannot end the command.
 func TestGitHubLocations(t *testing.T) {
 	b0, b1 := int64(100<<20), int64(0)
-	res := []*analysis.CheckResult{{Input: analysis.Input{Path: "run.pickle"}, Failed: 3, Checks: []analysis.CheckItem{
-		{Name: "device 0: out of memory", Kind: "oom", Key: "oom", Status: analysis.CheckFail, Message: "device 0: Out of memory in forward",
+	res := []*check.CheckResult{{Input: result.Input{Path: "run.pickle"}, Failed: 3, Checks: []check.CheckItem{
+		{Name: "device 0: out of memory", Kind: "oom", Key: "oom", Status: check.CheckFail, Message: "device 0: Out of memory in forward",
 			File: "/gpu/box/proj/src/attn.py", Line: 12,
-			Sites: []analysis.CheckSite{{Site: "model.py:3 forward", File: "/gpu/box/proj/src/model.py", Line: 3, Bytes: 1 << 30}}},
-		{Name: "device 0: phase:forward vs baseline", Kind: "regression", Key: "phase:forward", Status: analysis.CheckFail, Message: "forward grew",
-			Sites: []analysis.CheckSite{
+			Sites: []check.CheckSite{{Site: "model.py:3 forward", File: "/gpu/box/proj/src/model.py", Line: 3, Bytes: 1 << 30}}},
+		{Name: "device 0: phase:forward vs baseline", Kind: "regression", Key: "phase:forward", Status: check.CheckFail, Message: "forward grew",
+			Sites: []check.CheckSite{
 				{Site: "<backward: MulBackward0>", Bytes: 300 << 20, Baseline: &b1},
 				{Site: "lib.py:9 f", File: "/usr/lib/python3/site-packages/lib.py", Line: 9, Bytes: 200 << 20, Baseline: &b1},
 				{Site: "model.py:3 forward", File: "/gpu/box/proj/src/model.py", Line: 3, Bytes: 200 << 20, Baseline: &b0}}},
-		{Name: "device 0: peak budget", Kind: "budget", Key: "peak", Status: analysis.CheckFail, Message: "peak over",
-			Sites: []analysis.CheckSite{{Site: "odd.py:1 g", File: "/x/odd,name.py", Line: 1, Bytes: 5}}},
+		{Name: "device 0: peak budget", Kind: "budget", Key: "peak", Status: check.CheckFail, Message: "peak over",
+			Sites: []check.CheckSite{{Site: "odd.py:1 g", File: "/x/odd,name.py", Line: 1, Bytes: 5}}},
 	}}}
 	repo := map[string]string{"/gpu/box/proj/src/model.py": "src/model.py", "/x/odd,name.py": "odd,name.py"}
 	var buf bytes.Buffer

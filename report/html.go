@@ -14,7 +14,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // EChartsVersion is the version of Apache ECharts embedded in HTML reports
@@ -44,8 +45,8 @@ var (
 	// other command would pay for it (about 0.4 ms and 2,000 allocations).
 	pageTemplate = sync.OnceValue(func() *template.Template {
 		return template.Must(template.New("report").Funcs(template.FuncMap{
-			"bytes": analysis.FormatBytes,
-			"count": Count,
+			"bytes": units.FormatBytes,
+			"count": units.Count,
 			"pct":   pct,
 			"hex":   func(v uint64) string { return fmt.Sprintf("%#x", v) },
 			"clip":  clip,
@@ -104,7 +105,7 @@ type HTMLOptions struct {
 // OOM, leaks, suggestions and diagnostics. ECharts is embedded; the page
 // requests nothing from any network. Every string from the input is escaped.
 // The output is deterministic: the same Result gives the same bytes.
-func HTML(w io.Writer, r *analysis.Result, o HTMLOptions) error {
+func HTML(w io.Writer, r *result.Result, o HTMLOptions) error {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultHTMLMaxBytes
 	}
@@ -137,7 +138,7 @@ type budget struct{ points, bands, rows, allocs, items, devices int }
 const maxAllocRows = 25
 
 // renderHTML renders the page within budget b.
-func renderHTML(w io.Writer, r *analysis.Result, o HTMLOptions, b budget) error {
+func renderHTML(w io.Writer, r *result.Result, o HTMLOptions, b budget) error {
 	p, data, err := buildPage(r, o, b)
 	if err != nil {
 		return err
@@ -180,11 +181,11 @@ type htmlPage struct {
 	Headline    string
 	Devices     []*deviceView
 	Selected    int
-	Leaks       []analysis.Leak
-	Suggestions []analysis.Suggestion
-	Diagnostics []analysis.Diagnostic
+	Leaks       []result.Leak
+	Suggestions []result.Suggestion
+	Diagnostics []result.Diagnostic
 	TotalSaving int64
-	WhatIf      *analysis.WhatIf
+	WhatIf      *result.WhatIf
 
 	Data      template.JS
 	EChartsJS template.JS
@@ -203,12 +204,12 @@ type deviceView struct {
 	Headline string
 	Verdict  string
 	Facts    []fact
-	D        *analysis.DeviceResult
+	D        *result.DeviceResult
 	Cats     []catRow
 	Segments []segmentRow
 	Blocks   int // free blocks at the OOM
 	Timeline string
-	Phases   []analysis.PhaseSpan // the first maxPhaseRows
+	Phases   []result.PhaseSpan // the first maxPhaseRows
 	// PhasesTotal is how many phase spans the device has.
 	PhasesTotal int
 	// PeakAllocs and OOMAllocs are single allocations around the peak and
@@ -250,7 +251,7 @@ type deviceCharts struct {
 	Fragmentation json.RawMessage `json:"fragmentation,omitempty"`
 }
 
-func buildPage(r *analysis.Result, o HTMLOptions, b budget) (*htmlPage, *chartData, error) {
+func buildPage(r *result.Result, o HTMLOptions, b budget) (*htmlPage, *chartData, error) {
 	p := &htmlPage{
 		Title:       "torchmem report — " + FileName(r.Input.Path),
 		FileName:    FileName(r.Input.Path),
@@ -324,14 +325,14 @@ func timelineNote(t *timelineChart) string {
 	}
 	if len(t.X) < t.Points {
 		return fmt.Sprintf("%s; %s of %s points drawn (each stretch keeps its lowest and highest point; the peak and the OOM are exact)",
-			axis, Count(len(t.X)), Count(t.Points))
+			axis, units.Count(len(t.X)), units.Count(t.Points))
 	}
-	return fmt.Sprintf("%s; all %s points drawn", axis, Count(t.Points))
+	return fmt.Sprintf("%s; all %s points drawn", axis, units.Count(t.Points))
 }
 
 // mainDevice is the device shown first: the first with an OOM, else the one
 // with the highest peak.
-func mainDevice(r *analysis.Result) int {
+func mainDevice(r *result.Result) int {
 	best := 0
 	for i, d := range r.Devices {
 		if d.OOM != nil {
@@ -344,16 +345,16 @@ func mainDevice(r *analysis.Result) int {
 	return best
 }
 
-func inputFacts(r *analysis.Result) []fact {
+func inputFacts(r *result.Result) []fact {
 	f := []fact{{"file", FileName(r.Input.Path)}, {"format", r.Input.Format}}
 	if r.Input.Generation != "" {
 		f = append(f, fact{"generation", r.Input.Generation})
 	}
-	f = append(f, fact{"size", analysis.FormatBytes(r.Input.Bytes)})
+	f = append(f, fact{"size", units.FormatBytes(r.Input.Bytes)})
 	if r.Input.Recording != "" {
 		f = append(f, fact{"recording", r.Input.Recording})
 	}
-	f = append(f, fact{"devices", Count(len(r.Devices))})
+	f = append(f, fact{"devices", units.Count(len(r.Devices))})
 	return f
 }
 

@@ -7,14 +7,15 @@ import (
 
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // The charts beside the timeline: categories, sites, free blocks.
 
 // buildCategories builds the bar chart of categories at the peak, at the
 // OOM and at the end, with allocator slack (reserved − allocated) as "cached".
-func buildCategories(d *analysis.DeviceResult, id string) (json.RawMessage, error) {
+func buildCategories(d *result.DeviceResult, id string) (json.RawMessage, error) {
 	names := append(categoryLabels[:], "cached (reserved, free)")
 	bar := charts.NewBar()
 	bar.SetGlobalOptions(
@@ -27,7 +28,7 @@ func buildCategories(d *analysis.DeviceResult, id string) (json.RawMessage, erro
 		charts.WithYAxisOpts(opts.YAxis{Type: "category", Inverse: opts.Bool(true)}),
 	)
 	bar.SetXAxis(names)
-	add := func(name string, cats analysis.Categories, allocated, reserved int64, color string) {
+	add := func(name string, cats result.Categories, allocated, reserved int64, color string) {
 		data := make([]opts.BarData, 0, len(names))
 		for _, v := range cats {
 			data = append(data, opts.BarData{Value: v})
@@ -45,15 +46,15 @@ func buildCategories(d *analysis.DeviceResult, id string) (json.RawMessage, erro
 }
 
 // buildSites builds the treemap of top allocation sites, grouped by category.
-func buildSites(sites []analysis.Site, id string) (json.RawMessage, error) {
+func buildSites(sites []result.Site, id string) (json.RawMessage, error) {
 	if len(sites) == 0 {
 		return nil, nil
 	}
-	var groups [analysis.NumCategories][]opts.TreeMapNode
+	var groups [result.NumCategories][]opts.TreeMapNode
 	for _, s := range sites {
 		c := s.Category
-		if c < 0 || c >= analysis.NumCategories {
-			c = analysis.Unknown
+		if c < 0 || c >= result.NumCategories {
+			c = result.Unknown
 		}
 		groups[c] = append(groups[c], opts.TreeMapNode{Name: clip(s.Site), Value: int(s.Bytes)})
 	}
@@ -107,7 +108,7 @@ type freeBlock struct {
 
 // layoutFreeBlocks lists the free pieces of the allocator state rebuilt at
 // the OOM, largest first.
-func layoutFreeBlocks(layout []analysis.SegmentState) []freeBlock {
+func layoutFreeBlocks(layout []result.SegmentState) []freeBlock {
 	var out []freeBlock
 	for _, g := range layout {
 		for _, b := range g.Blocks {
@@ -131,7 +132,7 @@ func layoutFreeBlocks(layout []analysis.SegmentState) []freeBlock {
 // the request, so the gap between what was asked and what was free shows.
 // Without segments it compares the request with the cached free bytes and
 // the largest free block.
-func buildFragmentation(o *analysis.OOM, blocks []freeBlock, id string) (json.RawMessage, error) {
+func buildFragmentation(o *result.OOM, blocks []freeBlock, id string) (json.RawMessage, error) {
 	bar := charts.NewBar()
 	bar.SetGlobalOptions(
 		charts.WithInitializationOpts(opts.Initialization{ChartID: id}),
@@ -164,7 +165,7 @@ func buildFragmentation(o *analysis.OOM, blocks []freeBlock, id string) (json.Ra
 		charts.WithItemStyleOpts(opts.ItemStyle{Color: "#73c0de"}),
 		charts.WithSeriesOpts(func(s *charts.SingleSeries) {
 			s.MarkLines = &opts.MarkLines{
-				Data: []interface{}{markLineItem{Name: "request " + analysis.FormatBytes(o.RequestedBytes), YAxis: o.RequestedBytes}},
+				Data: []interface{}{markLineItem{Name: "request " + units.FormatBytes(o.RequestedBytes), YAxis: o.RequestedBytes}},
 				MarkLineStyle: opts.MarkLineStyle{
 					Symbol:    []string{"none", "none"},
 					Label:     &opts.Label{Show: opts.Bool(true), Formatter: "{b}", Position: "insideEndTop"},

@@ -10,7 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // The page stays under HTMLOptions.MaxBytes for any input: thinning the
@@ -64,7 +65,7 @@ func marshalWithin(v any, max int) ([]byte, error) {
 // whatever the number of devices: a page of 256 devices costs about twice
 // one of 128 (it took 17 tries drawing every device, where 128 took 6:
 // 3.9 times the allocations; BenchmarkHTMLManyDevices).
-func fitPage(buf *bytes.Buffer, r *analysis.Result, o HTMLOptions) (bool, error) {
+func fitPage(buf *bytes.Buffer, r *result.Result, o HTMLOptions) (bool, error) {
 	limit := measureFactor * o.MaxBytes
 	// try renders with budget b and returns the page's size (limit+1 when
 	// larger).
@@ -188,7 +189,7 @@ func devicesThatFit(b budget, n, sizeAll, limit int, try func(budget) (int, erro
 // trimForPage returns r, or a copy whose lists hold at most b.items entries
 // and whose devices are at most b.devices (those with an OOM and the
 // highest peaks kept), with a diagnostic saying what the page leaves out.
-func trimForPage(r *analysis.Result, b budget) *analysis.Result {
+func trimForPage(r *result.Result, b budget) *result.Result {
 	if b.items <= 0 || b.items >= maxListItems && b.devices >= len(r.Devices) && !longer(r, maxListItems) {
 		return r
 	}
@@ -196,7 +197,7 @@ func trimForPage(r *analysis.Result, b budget) *analysis.Result {
 	var cut []string
 	note := func(n int, what string) {
 		if n > 0 {
-			cut = append(cut, fmt.Sprintf("%s %s", Count(n), what))
+			cut = append(cut, fmt.Sprintf("%s %s", units.Count(n), what))
 		}
 	}
 	if b.devices > 0 && len(c.Devices) > b.devices {
@@ -213,7 +214,7 @@ func trimForPage(r *analysis.Result, b budget) *analysis.Result {
 		})
 		keep = keep[:b.devices]
 		sort.Ints(keep)
-		devs := make([]analysis.DeviceResult, 0, len(keep))
+		devs := make([]result.DeviceResult, 0, len(keep))
 		shown := map[int]bool{-1: true}
 		for _, i := range keep {
 			devs = append(devs, c.Devices[i])
@@ -221,13 +222,13 @@ func trimForPage(r *analysis.Result, b budget) *analysis.Result {
 		}
 		note(len(c.Devices)-len(devs), "devices (the page shows those with an OOM and the highest peaks)")
 		c.Devices = devs
-		var leaks []analysis.Leak
+		var leaks []result.Leak
 		for _, l := range c.Leaks {
 			if shown[l.Device] {
 				leaks = append(leaks, l)
 			}
 		}
-		var diags []analysis.Diagnostic
+		var diags []result.Diagnostic
 		for _, d := range c.Diagnostics {
 			if shown[d.Device] {
 				diags = append(diags, d)
@@ -237,7 +238,7 @@ func trimForPage(r *analysis.Result, b budget) *analysis.Result {
 		note(len(c.Diagnostics)-len(diags), "notes on those devices")
 		c.Leaks, c.Diagnostics = leaks, diags
 	} else {
-		c.Devices = append([]analysis.DeviceResult(nil), c.Devices...)
+		c.Devices = append([]result.DeviceResult(nil), c.Devices...)
 	}
 	left := 0
 	for i := range c.Devices {
@@ -271,14 +272,14 @@ func trimForPage(r *analysis.Result, b budget) *analysis.Result {
 			}
 			msg += s
 		}
-		c.Diagnostics = append(c.Diagnostics, analysis.Diagnostic{Kind: "report_trimmed", Device: -1,
+		c.Diagnostics = append(c.Diagnostics, result.Diagnostic{Kind: "report_trimmed", Device: -1,
 			Message: msg + " to stay under 2 MB; torchmem analyze --format json lists everything"})
 	}
 	return &c
 }
 
 // longer reports whether any list of r holds more than n entries.
-func longer(r *analysis.Result, n int) bool {
+func longer(r *result.Result, n int) bool {
 	if len(r.Leaks) > n || len(r.Suggestions) > n || len(r.Diagnostics) > n {
 		return true
 	}
@@ -303,7 +304,7 @@ func cutList[T any](s []T, n, left int) ([]T, int) {
 
 // fallbackHTML writes the plain page of a report that no budget could keep
 // under the size: the headline and what to run instead, no charts.
-func fallbackHTML(w io.Writer, r *analysis.Result, maxBytes int) error {
+func fallbackHTML(w io.Writer, r *result.Result, maxBytes int) error {
 	var b bytes.Buffer
 	headline := "The file holds no device memory to report on."
 	if len(r.Devices) > 0 {

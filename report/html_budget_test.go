@@ -8,15 +8,17 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // bulkyResult is an analysis with everything a page lists at a size no
 // real file reaches: devices devices, each with an OOM of a stack of
 // 2.5·per frames and per sites, per rules and sites, 2.5·per phase spans;
 // 20,000 leaks and notes; every string 300 characters.
-func bulkyResult(devices, per int) *analysis.Result {
+func bulkyResult(devices, per int) *result.Result {
 	long := func(i int) string { return fmt.Sprintf("%05d %s", i, strings.Repeat("w", 294)) }
 	r := handResult(1, 2000)
 	one := r.Devices[0]
@@ -25,21 +27,21 @@ func bulkyResult(devices, per int) *analysis.Result {
 		dev := one
 		dev.Device = d
 		dev.Peak.AllocatedBytes += int64(d)
-		dev.OOM = &analysis.OOM{RequestedBytes: 1 << 30, Site: long(0), Verdict: long(1)}
+		dev.OOM = &result.OOM{RequestedBytes: 1 << 30, Site: long(0), Verdict: long(1)}
 		for i := range per * 5 / 2 {
 			dev.OOM.Stack = append(dev.OOM.Stack, long(i))
-			dev.Phases = append(dev.Phases, analysis.PhaseSpan{Phase: analysis.PhaseForward, Step: i, PeakAllocatedBytes: int64(i)})
+			dev.Phases = append(dev.Phases, result.PhaseSpan{Phase: result.PhaseForward, Step: i, PeakAllocatedBytes: int64(i)})
 		}
 		for i := range per {
-			dev.OOM.TopSites = append(dev.OOM.TopSites, analysis.Site{Site: long(i), Bytes: int64(i)})
-			dev.TopSites = append(dev.TopSites, analysis.Site{Site: long(i), Bytes: int64(i)})
-			dev.Rules = append(dev.Rules, analysis.RuleUse{Rule: long(i), Bytes: int64(i)})
+			dev.OOM.TopSites = append(dev.OOM.TopSites, result.Site{Site: long(i), Bytes: int64(i)})
+			dev.TopSites = append(dev.TopSites, result.Site{Site: long(i), Bytes: int64(i)})
+			dev.Rules = append(dev.Rules, result.RuleUse{Rule: long(i), Bytes: int64(i)})
 		}
 		r.Devices = append(r.Devices, dev)
 	}
 	for i := range 20_000 {
-		r.Leaks = append(r.Leaks, analysis.Leak{Kind: "step_growth", Device: i % devices, Site: long(i), BytesPerStep: 1 << 20, Evidence: long(i), Fix: long(i)})
-		r.Diagnostics = append(r.Diagnostics, analysis.Diagnostic{Kind: "note", Device: i % devices, Message: long(i)})
+		r.Leaks = append(r.Leaks, result.Leak{Kind: "step_growth", Device: i % devices, Site: long(i), BytesPerStep: 1 << 20, Evidence: long(i), Fix: long(i)})
+		r.Diagnostics = append(r.Diagnostics, result.Diagnostic{Kind: "note", Device: i % devices, Message: long(i)})
 	}
 	return r
 }
@@ -61,7 +63,7 @@ func TestHTMLUnderTwoMBForAnyInput(t *testing.T) {
 			if !strings.Contains(b.String(), "this page leaves out") || !strings.Contains(b.String(), `id="tm-d0"`) {
 				t.Errorf("the page does not say what it leaves out, or shows no device")
 			}
-			t.Logf("%s", analysis.FormatBytes(int64(b.Len())))
+			t.Logf("%s", units.FormatBytes(int64(b.Len())))
 		})
 	}
 }
@@ -79,7 +81,7 @@ func TestHTMLPlainPageWhenNothingFits(t *testing.T) {
 }
 
 // manyDevicesResult is the analysis of snapshottest.ManyDevices(n).
-func manyDevicesResult(t testing.TB, n int) *analysis.Result {
+func manyDevicesResult(t testing.TB, n int) *result.Result {
 	data := snapshottest.Marshal(snapshottest.ManyDevices(n).Snapshot(), 4)
 	snap, err := snapshot.Read(bytes.NewReader(data), "devices.pickle", int64(len(data)), snapshot.Options{})
 	if err != nil {
@@ -94,7 +96,7 @@ func manyDevicesResult(t testing.TB, n int) *analysis.Result {
 // devices as fit: all 128; of 256, a number k whose page fits while k+1
 // devices do not.
 func TestHTMLWorkLinearInDevices(t *testing.T) {
-	cost := func(r *analysis.Result) (uint64, string) {
+	cost := func(r *result.Result) (uint64, string) {
 		var b bytes.Buffer
 		a := snapshottest.HeapAllocated(func() {
 			if err := HTML(&b, r, HTMLOptions{}); err != nil {

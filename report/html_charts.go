@@ -7,7 +7,8 @@ import (
 
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // The charts are built with go-echarts as typed option builders only: each
@@ -16,27 +17,27 @@ import (
 // report.js draw them. go-echarts' page rendering is never used.
 
 // categoryColors colours each category the same in every chart.
-var categoryColors = [analysis.NumCategories]string{
+var categoryColors = [result.NumCategories]string{
 	"#5470c6", "#91cc75", "#fac858", "#ee6666", "#73c0de", "#9a60b4", "#3ba272", "#fc8452", "#6e7079", "#e7a5d1", "#2f8f9d", "#a0a7b4",
 }
 
 // categoryLabels names the categories in the page: their names in every
 // other output (JSON, text, Markdown, budget keys), so that one word means
 // one thing everywhere.
-var categoryLabels = func() (l [analysis.NumCategories]string) {
+var categoryLabels = func() (l [result.NumCategories]string) {
 	for c := range l {
-		l[c] = analysis.Category(c).String()
+		l[c] = result.Category(c).String()
 	}
 	return l
 }()
 
 // phaseColors shades the phase bands of the timeline.
-var phaseColors = map[analysis.Phase]string{
-	analysis.PhaseForward:   "rgba(84,112,198,0.10)",
-	analysis.PhaseBackward:  "rgba(238,102,102,0.10)",
-	analysis.PhaseOptimizer: "rgba(145,204,117,0.16)",
-	analysis.PhaseZeroGrad:  "rgba(154,96,180,0.14)",
-	analysis.PhaseData:      "rgba(160,167,180,0.14)",
+var phaseColors = map[result.Phase]string{
+	result.PhaseForward:   "rgba(84,112,198,0.10)",
+	result.PhaseBackward:  "rgba(238,102,102,0.10)",
+	result.PhaseOptimizer: "rgba(145,204,117,0.16)",
+	result.PhaseZeroGrad:  "rgba(154,96,180,0.14)",
+	result.PhaseData:      "rgba(160,167,180,0.14)",
 }
 
 const (
@@ -78,7 +79,7 @@ type timelineChart struct {
 // buildTimeline builds the timeline chart of a device, thinned to at most
 // maxPoints points, with at most maxBands phase bands; nil when the device
 // has no timeline (a file with only the state at the dump has a single point).
-func buildTimeline(d *analysis.DeviceResult, id string, maxPoints, maxBands int) (*timelineChart, error) {
+func buildTimeline(d *result.DeviceResult, id string, maxPoints, maxBands int) (*timelineChart, error) {
 	t := d.Timeline
 	if t == nil || len(t.Allocated) < 2 {
 		return nil, nil
@@ -115,7 +116,7 @@ func buildTimeline(d *analysis.DeviceResult, id string, maxPoints, maxBands int)
 		}
 	}
 	var legend []string
-	for c := analysis.Category(0); c < analysis.NumCategories; c++ {
+	for c := result.Category(0); c < result.NumCategories; c++ {
 		col := t.ByCategory[c]
 		if len(col) != len(x) || allZero(col) {
 			continue
@@ -125,7 +126,7 @@ func buildTimeline(d *analysis.DeviceResult, id string, maxPoints, maxBands int)
 		legend = append(legend, categoryLabels[c])
 	}
 	if len(tc.Y) == 0 {
-		line.AddSeries("allocated", nil, area(categoryColors[analysis.Unknown])...)
+		line.AddSeries("allocated", nil, area(categoryColors[result.Unknown])...)
 		tc.Y = append(tc.Y, pick(t.Allocated, idx))
 		legend = append(legend, "allocated")
 	}
@@ -171,7 +172,7 @@ func allZero(v []int64) bool {
 }
 
 // spanX maps a phase span to the x axis of the timeline.
-func spanX(p analysis.PhaseSpan, t *analysis.Timeline, isTime bool) (int64, int64) {
+func spanX(p result.PhaseSpan, t *result.Timeline, isTime bool) (int64, int64) {
 	if isTime {
 		return p.StartUS - t.TimeUS[0], p.EndUS - t.TimeUS[0]
 	}
@@ -187,7 +188,7 @@ type timelineBand struct {
 
 // timelineBands shades each phase span of the device, the first limit of
 // them, and lists them for the tooltip.
-func timelineBands(d *analysis.DeviceResult, t *analysis.Timeline, x []int64, isTime bool, limit int) (*opts.MarkAreas, []timelineBand) {
+func timelineBands(d *result.DeviceResult, t *result.Timeline, x []int64, isTime bool, limit int) (*opts.MarkAreas, []timelineBand) {
 	var data []interface{}
 	var bands []timelineBand
 	lo, hi := x[0], x[len(x)-1]
@@ -223,7 +224,7 @@ func timelineBands(d *analysis.DeviceResult, t *analysis.Timeline, x []int64, is
 }
 
 // timelineLines marks step starts, the OOM and the device capacity.
-func timelineLines(d *analysis.DeviceResult, t *analysis.Timeline, x []int64, isTime bool) *opts.MarkLines {
+func timelineLines(d *result.DeviceResult, t *result.Timeline, x []int64, isTime bool) *opts.MarkLines {
 	var data []interface{}
 	steps := map[int]int64{}
 	for _, p := range d.Phases {
@@ -247,14 +248,14 @@ func timelineLines(d *analysis.DeviceResult, t *analysis.Timeline, x []int64, is
 	}
 	if d.OOM != nil && t.OOMPoint >= 0 && t.OOMPoint < len(x) {
 		data = append(data, markLineItem{
-			Name: "OOM: " + analysis.FormatBytes(d.OOM.RequestedBytes) + " requested", XAxis: x[t.OOMPoint],
+			Name: "OOM: " + units.FormatBytes(d.OOM.RequestedBytes) + " requested", XAxis: x[t.OOMPoint],
 			LineStyle: &opts.LineStyle{Color: colorOOM, Width: 2, Type: "solid"},
 			Label:     &opts.Label{Color: colorOOM, FontWeight: "bold", Formatter: "OOM"},
 		})
 	}
 	if d.Capacity > 0 {
 		data = append(data, markLineItem{
-			Name: "device capacity " + analysis.FormatBytes(d.Capacity), YAxis: d.Capacity,
+			Name: "device capacity " + units.FormatBytes(d.Capacity), YAxis: d.Capacity,
 			LineStyle: &opts.LineStyle{Color: "#999", Width: 1, Type: "dotted"},
 		})
 	}
@@ -291,16 +292,16 @@ func (m markLineItem) MarshalJSON() ([]byte, error) {
 }
 
 // timelinePeak pins the peak of allocated memory.
-func timelinePeak(d *analysis.DeviceResult, t *analysis.Timeline, x []int64) *opts.MarkPoints {
+func timelinePeak(d *result.DeviceResult, t *result.Timeline, x []int64) *opts.MarkPoints {
 	p := t.PeakPoint
 	if p < 0 || p >= len(x) {
 		return nil
 	}
 	return &opts.MarkPoints{
 		Data: []interface{}{opts.MarkPointNameCoordItem{
-			Name:       "peak " + analysis.FormatBytes(t.Allocated[p]),
+			Name:       "peak " + units.FormatBytes(t.Allocated[p]),
 			Coordinate: []interface{}{x[p], t.Allocated[p]},
-			Value:      "peak " + analysis.FormatBytes(t.Allocated[p]),
+			Value:      "peak " + units.FormatBytes(t.Allocated[p]),
 			Symbol:     "pin",
 			ItemStyle:  &opts.ItemStyle{Color: colorPeak},
 		}},

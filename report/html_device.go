@@ -5,7 +5,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // maxSegmentRows bounds the segment table at an OOM; maxPhaseRows the phase
@@ -18,12 +19,12 @@ const (
 // newDeviceView prepares what the page says about one device, listing at
 // most rows phase spans and allocs single allocations per moment; many says
 // the file has more than one device.
-func newDeviceView(i int, d *analysis.DeviceResult, many bool, rows, allocs int) *deviceView {
-	v := &deviceView{Index: i, Name: analysis.DeviceName(d.Kind, d.Device), D: d, Phases: d.Phases, PhasesTotal: len(d.Phases)}
+func newDeviceView(i int, d *result.DeviceResult, many bool, rows, allocs int) *deviceView {
+	v := &deviceView{Index: i, Name: result.DeviceName(d.Kind, d.Device), D: d, Phases: d.Phases, PhasesTotal: len(d.Phases)}
 	if len(v.Phases) > rows {
 		v.Phases = v.Phases[:rows]
 	}
-	v.Option = fmt.Sprintf("%s — peak %s", v.Name, analysis.FormatBytes(d.Peak.AllocatedBytes))
+	v.Option = fmt.Sprintf("%s — peak %s", v.Name, units.FormatBytes(d.Peak.AllocatedBytes))
 	if d.OOM != nil {
 		v.Option += " — OOM"
 		v.Verdict = d.OOM.Verdict
@@ -33,7 +34,7 @@ func newDeviceView(i int, d *analysis.DeviceResult, many bool, rows, allocs int)
 	}
 	v.Headline = filledHeadline(d)
 	v.Facts = deviceFacts(d)
-	for c := analysis.Category(0); c < analysis.NumCategories; c++ {
+	for c := result.Category(0); c < result.NumCategories; c++ {
 		row := catRow{Name: categoryLabels[c], Color: categoryColors[c], Peak: d.Peak.Categories[c], AtEnd: d.AtEnd.Categories[c]}
 		if d.OOM != nil {
 			row.OOM, row.HasOOM = d.OOM.Categories[c], true
@@ -67,12 +68,12 @@ type allocRow struct {
 
 // newAllocView lists at most n of the largest and n/2 of the latest
 // allocations of a moment (nil when there are none).
-func newAllocView(moment string, at *analysis.AllocationsAt, n int) *allocView {
+func newAllocView(moment string, at *result.AllocationsAt, n int) *allocView {
 	if at == nil || n <= 0 {
 		return nil
 	}
 	v := &allocView{Moment: moment, Live: at.Live}
-	row := func(a analysis.Allocation) allocRow {
+	row := func(a result.Allocation) allocRow {
 		r := allocRow{Size: a.Size, Requested: a.Requested, Category: a.Category.String(), Site: a.Site, Stack: a.Stack, Freed: "live at the end"}
 		if a.AllocEvent < 0 {
 			r.Allocated = "before the recording"
@@ -94,8 +95,8 @@ func newAllocView(moment string, at *analysis.AllocationsAt, n int) *allocView {
 }
 
 // phaseAt names a phase and step for a sentence: "in backward (step 3)".
-func phaseAt(p analysis.Phase, step int) string {
-	if p == "" || p == analysis.PhaseUnknown {
+func phaseAt(p result.Phase, step int) string {
+	if p == "" || p == result.PhaseUnknown {
 		if step > 0 {
 			return fmt.Sprintf("in step %d", step)
 		}
@@ -109,7 +110,7 @@ func phaseAt(p analysis.Phase, step int) string {
 
 // filledHeadline says what filled memory, at the OOM when there is one and
 // at the peak otherwise.
-func filledHeadline(d *analysis.DeviceResult) string {
+func filledHeadline(d *result.DeviceResult) string {
 	cats, total, when := d.Peak.Categories, d.Peak.AllocatedBytes, "At the peak"
 	where := phaseAt(d.Peak.Phase, d.Peak.Step)
 	if d.NoHistory {
@@ -125,21 +126,21 @@ func filledHeadline(d *analysis.DeviceResult) string {
 	if total <= 0 {
 		return "No memory was allocated on this device while it was recorded."
 	}
-	order := make([]analysis.Category, 0, analysis.NumCategories)
-	for c := analysis.Category(0); c < analysis.NumCategories; c++ {
+	order := make([]result.Category, 0, result.NumCategories)
+	for c := result.Category(0); c < result.NumCategories; c++ {
 		if cats[c] > 0 {
 			order = append(order, c)
 		}
 	}
 	sort.SliceStable(order, func(i, j int) bool { return cats[order[i]] > cats[order[j]] })
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s (%s allocated, %s)", when, analysis.FormatBytes(total), where)
+	fmt.Fprintf(&b, "%s (%s allocated, %s)", when, units.FormatBytes(total), where)
 	if len(order) == 0 {
 		b.WriteString(", no block could be classified.")
 		return b.String()
 	}
-	part := func(c analysis.Category) string {
-		return fmt.Sprintf("%s %s (%s)", categoryLabels[c], analysis.FormatBytes(cats[c]), pct(cats[c], total))
+	part := func(c result.Category) string {
+		return fmt.Sprintf("%s %s (%s)", categoryLabels[c], units.FormatBytes(cats[c]), pct(cats[c], total))
 	}
 	fmt.Fprintf(&b, ", %s held the most", part(order[0]))
 	if len(order) > 1 {
@@ -153,15 +154,15 @@ func filledHeadline(d *analysis.DeviceResult) string {
 	return b.String()
 }
 
-func deviceFacts(d *analysis.DeviceResult) []fact {
+func deviceFacts(d *result.DeviceResult) []fact {
 	f := []fact{
-		{"peak allocated", fmt.Sprintf("%s %s", analysis.FormatBytes(d.Peak.AllocatedBytes), phaseAt(d.Peak.Phase, d.Peak.Step))},
-		{"reserved at peak", analysis.FormatBytes(d.Peak.ReservedBytes)},
-		{"at end", fmt.Sprintf("%s allocated, %s reserved", analysis.FormatBytes(d.AtEnd.AllocatedBytes), analysis.FormatBytes(d.AtEnd.ReservedBytes))},
+		{"peak allocated", fmt.Sprintf("%s %s", units.FormatBytes(d.Peak.AllocatedBytes), phaseAt(d.Peak.Phase, d.Peak.Step))},
+		{"reserved at peak", units.FormatBytes(d.Peak.ReservedBytes)},
+		{"at end", fmt.Sprintf("%s allocated, %s reserved", units.FormatBytes(d.AtEnd.AllocatedBytes), units.FormatBytes(d.AtEnd.ReservedBytes))},
 	}
 	if d.Peak.ReservedUnknown { // the file states no reserved figure: say so, not 0 B
 		f[1].Value = "not recorded in this file"
-		f[2].Value = analysis.FormatBytes(d.AtEnd.AllocatedBytes) + " allocated"
+		f[2].Value = units.FormatBytes(d.AtEnd.AllocatedBytes) + " allocated"
 	}
 	if d.NoHistory {
 		f = []fact{{"at the dump", dumpState(*d) + " (no allocation history)"}}
@@ -170,17 +171,17 @@ func deviceFacts(d *analysis.DeviceResult) []fact {
 		}
 	}
 	if d.Capacity > 0 {
-		f = append(f, fact{"device capacity", analysis.FormatBytes(d.Capacity)})
+		f = append(f, fact{"device capacity", units.FormatBytes(d.Capacity)})
 	}
 	if o := d.OOM; o != nil {
-		f = append(f, fact{"OOM request", fmt.Sprintf("%s with %s free on the device", analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFreeBytes))})
+		f = append(f, fact{"OOM request", fmt.Sprintf("%s with %s free on the device", units.FormatBytes(o.RequestedBytes), units.FormatBytes(o.DeviceFreeBytes))})
 	}
 	return f
 }
 
 // layoutSegmentRows lists the segments of the state rebuilt at the OOM that
 // have free pieces, the one with the largest first.
-func layoutSegmentRows(layout []analysis.SegmentState, request int64) []segmentRow {
+func layoutSegmentRows(layout []result.SegmentState, request int64) []segmentRow {
 	var rows []segmentRow
 	for _, g := range layout {
 		r := segmentRow{Address: g.Address, Total: g.Size, Expandable: g.Expandable}

@@ -10,8 +10,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/torchmem/torchmem/analysis"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // openTab opens an HTML report in a new tab with the network off and waits
@@ -44,7 +46,7 @@ func showDevice(t *testing.T, tab context.Context, i int) {
 }
 
 // writeReport renders path's report into a temporary file.
-func writeReport(t *testing.T, path string) (string, *analysis.Result) {
+func writeReport(t *testing.T, path string) (string, *result.Result) {
 	t.Helper()
 	s, err := snapshot.Open(path, snapshot.Options{})
 	if err != nil {
@@ -109,7 +111,7 @@ func TestHTMLFragmentationChart(t *testing.T) {
 				if len(got.Values) < 2 || got.Names[0] != "request" || got.Values[0] != req || !strings.HasPrefix(got.Names[1], "largest free block") || got.Values[1] != largest {
 					t.Errorf("device %d: bars %q %v, want the request %.0f then the largest free block %.0f", d.Device, got.Names, got.Values, req, largest)
 				}
-				for _, want := range []string{analysis.FormatBytes(d.OOM.RequestedBytes), analysis.FormatBytes(d.OOM.Fragmentation.LargestFreeBlockBytes)} {
+				for _, want := range []string{units.FormatBytes(d.OOM.RequestedBytes), units.FormatBytes(d.OOM.Fragmentation.LargestFreeBlockBytes)} {
 					if !contains(got.Texts, want) {
 						t.Errorf("device %d: no label %q drawn (texts %q)", d.Device, want, got.Texts)
 					}
@@ -203,10 +205,10 @@ func TestHTMLPhaseLabelsNarrow(t *testing.T) {
 	tl := d.Timeline
 	d.Phases = nil
 	n := len(tl.TimeUS)
-	names := []analysis.Phase{analysis.PhaseData, analysis.PhaseZeroGrad, analysis.PhaseOptimizer}
+	names := []result.Phase{result.PhaseData, result.PhaseZeroGrad, result.PhaseOptimizer}
 	for k, a := 0, 0; a+n*7/100 < n; k, a = k+1, a+n*7/100 {
 		e := a + n*7/100 - 1
-		d.Phases = append(d.Phases, analysis.PhaseSpan{Phase: names[k%3], Step: k/3 + 1, StartUS: tl.TimeUS[a], EndUS: tl.TimeUS[e],
+		d.Phases = append(d.Phases, result.PhaseSpan{Phase: names[k%3], Step: k/3 + 1, StartUS: tl.TimeUS[a], EndUS: tl.TimeUS[e],
 			StartEvent: a, EndEvent: e, PeakAllocatedBytes: tl.Allocated[a]})
 	}
 	page := filepath.Join(t.TempDir(), "narrow.html")
@@ -247,7 +249,7 @@ func TestHTMLBytesInBrowser(t *testing.T) {
 	}
 	got := eval[[]string](t, tab, `[`+strings.Join(list, ",")+`].map(window.torchmemFmtBytes)`)
 	for i, v := range values {
-		if want := analysis.FormatBytes(v); i >= len(got) || got[i] != want {
+		if want := units.FormatBytes(v); i >= len(got) || got[i] != want {
 			t.Errorf("fmtBytes(%d) in the page = %q, Go says %q", v, got[i], want)
 		}
 	}
@@ -277,7 +279,7 @@ func TestHTMLAllocationsInBrowser(t *testing.T) {
 	    stack: d && d.querySelector('ol.stack').offsetHeight > 0 ? d.querySelector('ol.stack').innerText : ''};
 	})`)
 	oom := r.Devices[0].OOM.Allocations
-	want := map[string]*analysis.AllocationsAt{"the OOM": oom, "the peak": r.Devices[0].PeakAllocations}
+	want := map[string]*result.AllocationsAt{"the OOM": oom, "the peak": r.Devices[0].PeakAllocations}
 	if len(tables) != 2 {
 		t.Fatalf("tables %+v", tables)
 	}

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 )
 
 // TestHTMLPageWords: on every real file's page the categories have their
@@ -39,7 +39,7 @@ func TestHTMLPageWords(t *testing.T) {
 			t.Errorf("%s: the header does not name the file", name)
 		}
 		for _, d := range r.Devices {
-			for c := analysis.Category(0); c < analysis.NumCategories; c++ {
+			for c := result.Category(0); c < result.NumCategories; c++ {
 				if d.Peak.Categories[c] > 0 && !strings.Contains(page, ">"+c.String()+"<") {
 					t.Errorf("%s: %s not named", name, c)
 				}

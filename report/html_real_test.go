@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // mustShow are the real files whose reports every run must open in the
@@ -55,7 +55,7 @@ func TestHTMLRealFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		pages[name] = path
-		fmt.Fprintf(&table, "%-58s %9s\n", name, analysis.FormatBytes(int64(len(html))))
+		fmt.Fprintf(&table, "%-58s %9s\n", name, units.FormatBytes(int64(len(html))))
 	}
 	t.Logf("report sizes (written to %s):\n%s", out, table.String())
 

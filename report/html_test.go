@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/snapshot/snapshottest/golden"
+	"github.com/torchmem/torchmem/internal/snapshottest/golden"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/snapshot"
@@ -102,7 +104,7 @@ func TestHTMLSizeBound(t *testing.T) {
 	if b.Len() > DefaultHTMLMaxBytes {
 		t.Errorf("page is %d bytes, over %d", b.Len(), DefaultHTMLMaxBytes)
 	}
-	t.Logf("3 devices × 300,000 points: %s", analysis.FormatBytes(int64(b.Len())))
+	t.Logf("3 devices × 300,000 points: %s", units.FormatBytes(int64(b.Len())))
 	_, data, err := buildPage(r, HTMLOptions{}, budget{points: DefaultHTMLMaxPoints, bands: maxPhaseBands, rows: maxPhaseRows})
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +177,7 @@ func TestHTMLHostileSize(t *testing.T) {
 			d.Phases = append(d.Phases, phases...)
 		}
 	}
-	r.Leaks = append(r.Leaks, analysis.Leak{Site: long, Evidence: long})
+	r.Leaks = append(r.Leaks, result.Leak{Site: long, Evidence: long})
 	var b bytes.Buffer
 	if err := HTML(&b, r, HTMLOptions{}); err != nil {
 		t.Fatal(err)
@@ -183,7 +185,7 @@ func TestHTMLHostileSize(t *testing.T) {
 	if b.Len() > DefaultHTMLMaxBytes {
 		t.Errorf("page is %d bytes, over %d", b.Len(), DefaultHTMLMaxBytes)
 	}
-	t.Logf("8 devices × 50,000 points, 100 KB names, 50,000 phases: %s", analysis.FormatBytes(int64(b.Len())))
+	t.Logf("8 devices × 50,000 points, 100 KB names, 50,000 phases: %s", units.FormatBytes(int64(b.Len())))
 	if !strings.Contains(b.String(), "tm-d7-timeline") {
 		t.Error("the last device's timeline is missing")
 	}

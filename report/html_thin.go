@@ -3,13 +3,13 @@ package report
 import (
 	"sort"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/result"
 )
 
 // timelineX returns the x value of every timeline point and whether it is a
 // time (µs since the first point) rather than an event index. Times are used
 // when every point has one and they never go backwards.
-func timelineX(t *analysis.Timeline) (x []int64, isTime bool) {
+func timelineX(t *result.Timeline) (x []int64, isTime bool) {
 	n := len(t.Allocated)
 	x = make([]int64, n)
 	if len(t.TimeUS) == n && n > 1 && t.TimeUS[n-1] > t.TimeUS[0] {

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // xssSnapshot is a small training run that ends in an OOM, whose frame

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -27,7 +27,7 @@ func InfoJSON(w io.Writer, sums []snapshot.Summary) error {
 // InfoText writes a summary for a terminal.
 func InfoText(w io.Writer, s snapshot.Summary) error {
 	p := &printer{w: w}
-	p.wrap("", "  ", snapshot.OneLine(s.Path))
+	p.wrap("", "  ", units.OneLine(s.Path))
 	format := string(s.Format)
 	if s.Protocol > 0 {
 		format += fmt.Sprintf(", pickle protocol %d", s.Protocol)
@@ -39,8 +39,8 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 	if generation == "" {
 		generation = "not recorded"
 	}
-	p.wrap("  format      ", "              ", fmt.Sprintf("%s, generation %s, %s on disk", format, generation, analysis.FormatBytes(s.FileBytes)))
-	p.wrap("  recorded    ", "              ", fmt.Sprintf("%s (%s unique frames, %s unique stacks)", describeRecording(s.Recording), Count(s.Frames), Count(s.Stacks)))
+	p.wrap("  format      ", "              ", fmt.Sprintf("%s, generation %s, %s on disk", format, generation, units.FormatBytes(s.FileBytes)))
+	p.wrap("  recorded    ", "              ", fmt.Sprintf("%s (%s unique frames, %s unique stacks)", describeRecording(s.Recording), units.Count(s.Frames), units.Count(s.Stacks)))
 	if d := s.Distributed; d != nil {
 		p.wrap("  distributed ", "              ", describeDistributed(*d))
 	}
@@ -51,44 +51,44 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 		}
 		extra := ""
 		if d.Name != "" {
-			extra = " " + snapshot.OneLine(d.Name)
+			extra = " " + units.OneLine(d.Name)
 		}
 		if d.CapacityBytes > 0 {
-			extra += " (" + analysis.FormatBytes(d.CapacityBytes) + ")"
+			extra += " (" + units.FormatBytes(d.CapacityBytes) + ")"
 		}
 		p.wrap("  device ", "      ", name+extra)
 		if d.Segments > 0 {
-			seg := fmt.Sprintf("%s segments", Count(d.Segments))
+			seg := fmt.Sprintf("%s segments", units.Count(d.Segments))
 			if d.Expandable > 0 {
 				seg += fmt.Sprintf(", %d expandable", d.Expandable)
 			}
 			if d.PrivatePools > 0 {
 				seg += fmt.Sprintf(", %d in private pools", d.PrivatePools)
 			}
-			reserved := "reserved " + analysis.FormatBytes(d.ReservedBytes)
+			reserved := "reserved " + units.FormatBytes(d.ReservedBytes)
 			if d.Expandable == d.Segments {
 				// Expandable segments report their virtual range, mapped or not.
-				reserved = "virtual size " + analysis.FormatBytes(d.ReservedBytes)
+				reserved = "virtual size " + units.FormatBytes(d.ReservedBytes)
 			}
-			p.wrap("    segments  ", "              ", fmt.Sprintf("%s: %s, allocated %s, active %s", seg, reserved, analysis.FormatBytes(d.AllocatedBytes), analysis.FormatBytes(d.ActiveBytes)))
+			p.wrap("    segments  ", "              ", fmt.Sprintf("%s: %s, allocated %s, active %s", seg, reserved, units.FormatBytes(d.AllocatedBytes), units.FormatBytes(d.ActiveBytes)))
 			p.wrap("    blocks    ", "              ", countsLine(d.Blocks))
 		} else if !d.StateRecorded && (d.ReservedRecorded || d.AllocatedRecorded) {
 			allocated, reserved := "allocated not recorded", "reserved not recorded"
 			if d.AllocatedRecorded {
-				allocated = analysis.FormatBytes(d.AllocatedBytes) + " allocated"
+				allocated = units.FormatBytes(d.AllocatedBytes) + " allocated"
 			}
 			if d.ReservedRecorded {
-				reserved = analysis.FormatBytes(d.ReservedBytes) + " reserved (last Total Reserved)"
+				reserved = units.FormatBytes(d.ReservedBytes) + " reserved (last Total Reserved)"
 			}
 			p.wrap("    at end    ", "              ", allocated+", "+reserved)
 		}
 		if d.BaselineBytes >= 0 {
-			p.wrap("    baseline  ", "              ", fmt.Sprintf("%s allocated before the recording window", analysis.FormatBytes(d.BaselineBytes)))
+			p.wrap("    baseline  ", "              ", fmt.Sprintf("%s allocated before the recording window", units.FormatBytes(d.BaselineBytes)))
 		}
 		if d.TraceEntries > 0 {
-			p.wrap("    trace     ", "              ", fmt.Sprintf("%s entries: %s", Count(d.TraceEntries), countsLine(d.ByAction)))
+			p.wrap("    trace     ", "              ", fmt.Sprintf("%s entries: %s", units.Count(d.TraceEntries), countsLine(d.ByAction)))
 			if d.LastTimeNS > 0 {
-				p.wrap("    time      ", "              ", fmt.Sprintf("%s → %s (%s)", fmtTime(d.FirstTimeNS), fmtTime(d.LastTimeNS), Duration(d.LastTimeNS-d.FirstTimeNS)))
+				p.wrap("    time      ", "              ", fmt.Sprintf("%s → %s (%s)", fmtTime(d.FirstTimeNS), fmtTime(d.LastTimeNS), units.Duration(d.LastTimeNS-d.FirstTimeNS)))
 			}
 		} else {
 			p.f("    trace     none\n")
@@ -97,9 +97,9 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 	if s.Annotations.Count > 0 {
 		var top []string
 		for _, a := range s.Annotations.Top {
-			top = append(top, fmt.Sprintf("%s ×%d", snapshot.OneLine(a.Name), a.Count))
+			top = append(top, fmt.Sprintf("%s ×%d", units.OneLine(a.Name), a.Count))
 		}
-		p.wrap("  annotations ", "              ", fmt.Sprintf("%s: %s", Count(s.Annotations.Count), strings.Join(top, ", ")))
+		p.wrap("  annotations ", "              ", fmt.Sprintf("%s: %s", units.Count(s.Annotations.Count), strings.Join(top, ", ")))
 	}
 	if st := s.Settings; st != nil {
 		conf := st.AllocConf
@@ -108,15 +108,15 @@ func InfoText(w io.Writer, s snapshot.Summary) error {
 		}
 		split := "unlimited"
 		if st.MaxSplitSize >= 0 {
-			split = analysis.FormatBytes(st.MaxSplitSize)
+			split = units.FormatBytes(st.MaxSplitSize)
 		}
-		p.wrap("  allocator   ", "              ", fmt.Sprintf("PYTORCH_CUDA_ALLOC_CONF=%s, expandable_segments=%v, max_split_size=%s", snapshot.OneLine(conf), st.ExpandableSegments, split))
+		p.wrap("  allocator   ", "              ", fmt.Sprintf("PYTORCH_CUDA_ALLOC_CONF=%s, expandable_segments=%v, max_split_size=%s", units.OneLine(conf), st.ExpandableSegments, split))
 	}
 	for _, o := range s.OOMs {
-		p.wrap("  OOM         ", "              ", fmt.Sprintf("device %d, entry %d: requested %s with %s free on the device", o.Device, o.Index, analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFree)))
+		p.wrap("  OOM         ", "              ", fmt.Sprintf("device %d, entry %d: requested %s with %s free on the device", o.Device, o.Index, units.FormatBytes(o.RequestedBytes), units.FormatBytes(o.DeviceFree)))
 	}
 	for _, d := range s.Diagnostics {
-		p.wrap("  note        ", "              ", snapshot.OneLine(d.Message))
+		p.wrap("  note        ", "              ", units.OneLine(d.Message))
 	}
 	return p.err
 }
@@ -158,7 +158,7 @@ func countsLine(m map[string]int) string {
 	})
 	var parts []string
 	for _, x := range kvs {
-		parts = append(parts, fmt.Sprintf("%s %s", Count(x.v), x.k))
+		parts = append(parts, fmt.Sprintf("%s %s", units.Count(x.v), x.k))
 	}
 	if len(parts) == 0 {
 		return "none"
@@ -170,7 +170,7 @@ func fmtTime(ns int64) string {
 	if ns > 1e17 { // epoch: show a UTC date
 		return time.Unix(0, ns).UTC().Format("2006-01-02 15:04:05.000")
 	}
-	return Duration(ns)
+	return units.Duration(ns)
 }
 
 type printer struct {
@@ -192,7 +192,7 @@ func describeDistributed(d snapshot.Distributed) string {
 		s += fmt.Sprintf(" of %d", d.WorldSize)
 	}
 	if d.Backend != "" {
-		s += " (" + snapshot.OneLine(d.Backend) + ")"
+		s += " (" + units.OneLine(d.Backend) + ")"
 	}
 	return s
 }

@@ -1,7 +1,7 @@
 package report
 
 import (
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -25,7 +25,7 @@ type infoJSON struct {
 	Annotations snapshot.AnnotationStats `json:"annotations"`
 	Settings    *infoSettings            `json:"allocator_settings"`
 	OOMs        []snapshot.OOMEntry      `json:"ooms"`
-	Diagnostics []analysis.Diagnostic    `json:"diagnostics"`
+	Diagnostics []result.Diagnostic      `json:"diagnostics"`
 }
 
 // infoDevice is a DeviceSummary with null for what is not recorded.
@@ -75,7 +75,7 @@ func newInfoJSON(s snapshot.Summary) infoJSON {
 	out := infoJSON{Schema: InfoSchemaID, Path: s.Path, Format: s.Format, Generation: recorded(s.Generation, s.Generation != ""),
 		Protocol: s.Protocol, Gzipped: s.Gzipped, FileBytes: s.FileBytes, Recording: s.Recording, Distributed: s.Distributed,
 		Devices: make([]infoDevice, len(s.Devices)), Frames: s.Frames, Stacks: s.Stacks, Annotations: s.Annotations,
-		OOMs: s.OOMs, Diagnostics: make([]analysis.Diagnostic, len(s.Diagnostics))}
+		OOMs: s.OOMs, Diagnostics: make([]result.Diagnostic, len(s.Diagnostics))}
 	if out.Annotations.Top == nil {
 		out.Annotations.Top = []snapshot.NameCount{}
 	}
@@ -99,7 +99,7 @@ func newInfoJSON(s snapshot.Summary) infoJSON {
 			TraceAllocOverflowed: recorded(st.TraceAllocOverflowed, stated), Other: st.Other}
 	}
 	for i, d := range s.Diagnostics {
-		out.Diagnostics[i] = analysis.Diagnostic{Kind: d.Kind, Device: d.Device, Message: d.Message}
+		out.Diagnostics[i] = result.Diagnostic{Kind: d.Kind, Device: d.Device, Message: d.Message}
 	}
 	return out
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/check"
 )
 
 type junitSuites struct {
@@ -48,20 +48,20 @@ type junitSkipped struct {
 // JUnit writes check results as JUnit XML: one <testsuite> per input, one
 // <testcase> per check, a <failure> with the message for a failed check
 // and <skipped> for one that could not be evaluated.
-func JUnit(w io.Writer, results []*analysis.CheckResult) error {
+func JUnit(w io.Writer, results []*check.CheckResult) error {
 	all := junitSuites{Name: "torchmem check"}
 	for _, c := range results {
 		s := junitSuite{Name: "torchmem check " + c.Input.Path, Tests: len(c.Checks), Failures: c.Failed, Skipped: c.Skipped}
 		for _, it := range c.Checks {
 			tc := junitCase{Name: it.Name, Classname: "torchmem." + it.Kind}
 			switch it.Status {
-			case analysis.CheckFail:
+			case check.CheckFail:
 				text := fmt.Sprintf("%s\nactual: %d\nlimit: %d\n", it.Message, it.Actual, it.Limit)
 				if st := sitesText(it); st != "" {
 					text += st + "\n"
 				}
 				tc.Failure = &junitFailure{Message: it.Message, Type: it.Kind, Text: text}
-			case analysis.CheckSkip:
+			case check.CheckSkip:
 				tc.Skipped = &junitSkipped{Message: it.Message}
 			default:
 				tc.SystemOut = it.Message

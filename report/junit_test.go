@@ -7,23 +7,24 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/check"
+	"github.com/torchmem/torchmem/result"
 )
 
 // gateResults is a check of two inputs with every outcome and hostile
 // strings (XML, Markdown, workflow-command and terminal metacharacters).
-func gateResults() []*analysis.CheckResult {
-	a := &analysis.CheckResult{Schema: analysis.CheckSchemaID, Input: analysis.Input{Path: "run <a>&\"b\".pickle"},
-		Checks: []analysis.CheckItem{
-			{Name: "device 0: peak budget", Kind: "budget", Key: "peak", Status: analysis.CheckPass, Actual: 10, Limit: 20, Message: "peak fine"},
-			{Name: "device 0: leaks budget", Kind: "budget", Key: "leaks", Status: analysis.CheckFail, Actual: 2, Limit: 0,
+func gateResults() []*check.CheckResult {
+	a := &check.CheckResult{Schema: check.CheckSchemaID, Input: result.Input{Path: "run <a>&\"b\".pickle"},
+		Checks: []check.CheckItem{
+			{Name: "device 0: peak budget", Kind: "budget", Key: "peak", Status: check.CheckPass, Actual: 10, Limit: 20, Message: "peak fine"},
+			{Name: "device 0: leaks budget", Kind: "budget", Key: "leaks", Status: check.CheckFail, Actual: 2, Limit: 0,
 				Message: "2 leaks at evil.py:1 </failure>]]> %0A\n::error::x \x1b[31m"},
-			{Name: "device 0: phase:optimizer budget", Kind: "budget", Key: "phase:optimizer", Status: analysis.CheckSkip, Message: "no optimizer phase"},
+			{Name: "device 0: phase:optimizer budget", Kind: "budget", Key: "phase:optimizer", Status: check.CheckSkip, Message: "no optimizer phase"},
 		}, Passed: 1, Failed: 1, Skipped: 1}
-	b := &analysis.CheckResult{Schema: analysis.CheckSchemaID, Input: analysis.Input{Path: "other.json"},
-		Checks: []analysis.CheckItem{{Name: "device 1: peak vs baseline", Kind: "regression", Key: "peak", Status: analysis.CheckPass, Message: "ok"}},
+	b := &check.CheckResult{Schema: check.CheckSchemaID, Input: result.Input{Path: "other.json"},
+		Checks: []check.CheckItem{{Name: "device 1: peak vs baseline", Kind: "regression", Key: "peak", Status: check.CheckPass, Message: "ok"}},
 		Passed: 1}
-	return []*analysis.CheckResult{a, b}
+	return []*check.CheckResult{a, b}
 }
 
 func TestJUnitIsValidXML(t *testing.T) {

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // leakGroup is the findings of one step pattern: one device, one kind and
@@ -13,23 +13,23 @@ import (
 // growing lists at four sites of one loop). A report says what they share
 // once and lists the sites.
 type leakGroup struct {
-	leaks []analysis.Leak
+	leaks []result.Leak
 	// steps says which steps, of how many, and where the steps came from.
 	steps string
 }
 
 // leakGroups groups the findings of r in the order they first appear.
-func leakGroups(r *analysis.Result) []leakGroup {
+func leakGroups(r *result.Result) []leakGroup {
 	type key struct {
 		device                   int
 		kind, steps, explanation string
 		remedy                   string
-		confidence               analysis.Confidence
+		confidence               result.Confidence
 	}
 	var out []leakGroup
 	index := map[key]int{}
 	for _, l := range r.Leaks {
-		k := key{l.Device, l.Kind, analysis.StepNumbers(l.SeenInSteps), l.Explanation, l.Remedy, l.Confidence}
+		k := key{l.Device, l.Kind, result.StepNumbers(l.SeenInSteps), l.Explanation, l.Remedy, l.Confidence}
 		i, ok := index[k]
 		if !ok {
 			i = len(out)
@@ -43,8 +43,8 @@ func leakGroups(r *analysis.Result) []leakGroup {
 
 // leakSteps names the steps of a finding: "steps 1–8 of 8, from the loop
 // at eval.py:38 evaluate".
-func leakSteps(r *analysis.Result, l analysis.Leak) string {
-	s := analysis.StepNumbers(l.SeenInSteps)
+func leakSteps(r *result.Result, l result.Leak) string {
+	s := result.StepNumbers(l.SeenInSteps)
 	for _, d := range r.Devices {
 		if d.Device != l.Device || d.Steps == nil {
 			continue
@@ -77,7 +77,7 @@ func (g *leakGroup) fix() string {
 		return l.Fix
 	}
 	held, per := g.sums()
-	return fmt.Sprintf("%s Saves %s now and %s for every further step.", l.Remedy, analysis.FormatBytes(held), analysis.FormatBytes(per))
+	return fmt.Sprintf("%s Saves %s now and %s for every further step.", l.Remedy, units.FormatBytes(held), units.FormatBytes(per))
 }
 
 // title is the group's first line: confidence, kind, device, the sites'
@@ -85,17 +85,17 @@ func (g *leakGroup) fix() string {
 func (g *leakGroup) title() string {
 	l := g.leaks[0]
 	held, per := g.sums()
-	what := "at " + snapshot.OneLine(l.Site)
+	what := "at " + units.OneLine(l.Site)
 	if len(g.leaks) > 1 {
 		what = fmt.Sprintf("at %d sites", len(g.leaks))
 	}
-	return fmt.Sprintf("[%s] %s on %s %s, %s: %s per step, %s held", l.Confidence, snapshot.OneLine(l.Kind), deviceRef(l.Device), what,
-		snapshot.OneLine(g.steps), analysis.FormatBytes(per), analysis.FormatBytes(held))
+	return fmt.Sprintf("[%s] %s on %s %s, %s: %s per step, %s held", l.Confidence, units.OneLine(l.Kind), deviceRef(l.Device), what,
+		units.OneLine(g.steps), units.FormatBytes(per), units.FormatBytes(held))
 }
 
 // siteLine is one finding of a group of several: its site and bytes.
-func siteLine(l analysis.Leak) string {
-	s := fmt.Sprintf("%s: %s per step, %s held", snapshot.OneLine(l.Site), analysis.FormatBytes(l.BytesPerStep), analysis.FormatBytes(l.TotalBytes))
+func siteLine(l result.Leak) string {
+	s := fmt.Sprintf("%s: %s per step, %s held", units.OneLine(l.Site), units.FormatBytes(l.BytesPerStep), units.FormatBytes(l.TotalBytes))
 	if l.StepsUntilFull > 0 {
 		s += fmt.Sprintf(", the device full in %d more steps", l.StepsUntilFull)
 	}
@@ -104,7 +104,7 @@ func siteLine(l analysis.Leak) string {
 
 // textLeaks writes the leak findings for a terminal, a group at a time,
 // every line within TextWidth.
-func textLeaks(p *printer, r *analysis.Result) {
+func textLeaks(p *printer, r *result.Result) {
 	if len(r.Leaks) == 0 {
 		return
 	}
@@ -112,22 +112,22 @@ func textLeaks(p *printer, r *analysis.Result) {
 	for _, g := range leakGroups(r) {
 		p.wrap("  ", "      ", g.title())
 		if len(g.leaks) == 1 {
-			p.wrap("    ", "    ", snapshot.OneLine(g.leaks[0].Evidence))
+			p.wrap("    ", "    ", units.OneLine(g.leaks[0].Evidence))
 		} else {
 			for _, l := range g.leaks {
 				p.wrap("    - ", "      ", siteLine(l))
 			}
 		}
 		if e := g.leaks[0].Explanation; e != "" {
-			p.wrap("    ", "    ", snapshot.OneLine(e))
+			p.wrap("    ", "    ", units.OneLine(e))
 		}
-		p.wrap("    fix: ", "      ", snapshot.OneLine(g.fix()))
+		p.wrap("    fix: ", "      ", units.OneLine(g.fix()))
 	}
 }
 
 // markdownLeaks writes the leak findings for a bug ticket: per group, the
 // sites in a table, then what they share.
-func markdownLeaks(p *printer, r *analysis.Result) {
+func markdownLeaks(p *printer, r *result.Result) {
 	if len(r.Leaks) == 0 {
 		return
 	}
@@ -137,7 +137,7 @@ func markdownLeaks(p *printer, r *analysis.Result) {
 		p.f("\n**%s** on %s (%s confidence), %s.\n\n", mdText(l.Kind), deviceRef(l.Device), l.Confidence, mdText(g.steps))
 		p.f("| site | per step | held at the end |\n|---|---:|---:|\n")
 		for _, x := range g.leaks {
-			p.f("| `%s` | %s | %s |\n", mdCode(x.Site), analysis.FormatBytes(x.BytesPerStep), analysis.FormatBytes(x.TotalBytes))
+			p.f("| `%s` | %s | %s |\n", mdCode(x.Site), units.FormatBytes(x.BytesPerStep), units.FormatBytes(x.TotalBytes))
 		}
 		var text []string
 		if len(g.leaks) == 1 {

@@ -7,8 +7,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // TestLeakTextGrouped: an evaluation loop keeping two tensors a step (the
@@ -46,10 +47,10 @@ func TestLeakTextGrouped(t *testing.T) {
 	}
 	flat := strings.Join(strings.Fields(text), " ")
 	title := "[high] growing_list on device 0 at 2 sites, steps 1–6 of 6, from the loop at eval.py:38 evaluate: " +
-		analysis.FormatBytes(per) + " per step, " + analysis.FormatBytes(held) + " held"
-	for _, want := range []string{title, "- model.py:150 forward: " + analysis.FormatBytes(c.LogitsBytes()) + " per step",
-		"- model.py:146 forward: " + analysis.FormatBytes(c.ActivationBytes()) + " per step",
-		"Saves " + analysis.FormatBytes(held) + " now and " + analysis.FormatBytes(per) + " for every further step."} {
+		units.FormatBytes(per) + " per step, " + units.FormatBytes(held) + " held"
+	for _, want := range []string{title, "- model.py:150 forward: " + units.FormatBytes(c.LogitsBytes()) + " per step",
+		"- model.py:146 forward: " + units.FormatBytes(c.ActivationBytes()) + " per step",
+		"Saves " + units.FormatBytes(held) + " now and " + units.FormatBytes(per) + " for every further step."} {
 		if !strings.Contains(flat, want) {
 			t.Errorf("text lacks %q:\n%s", want, text)
 		}
@@ -59,7 +60,7 @@ func TestLeakTextGrouped(t *testing.T) {
 			t.Errorf("%q %d times, want once:\n%s", once, n, text)
 		}
 	}
-	// the fix of both saves what both hold (issue 14: the saving follows)
+	// the fix of both saves what both hold (the saving follows the findings)
 	if len(r.Suggestions) == 0 || r.Suggestions[0].ID != "detach_or_item" || r.Suggestions[0].EstimatedSavingsBytes != held {
 		t.Errorf("suggestions %+v, want detach_or_item saving %d first", r.Suggestions, held)
 	}
@@ -69,7 +70,7 @@ func TestLeakTextGrouped(t *testing.T) {
 	}
 	md := out.String()
 	for _, want := range []string{"**growing\\_list** on device 0 (high confidence), steps 1–6 of 6, from the loop at eval.py:38 evaluate.",
-		"| `model.py:150 forward` | " + analysis.FormatBytes(c.LogitsBytes()) + " |"} {
+		"| `model.py:150 forward` | " + units.FormatBytes(c.LogitsBytes()) + " |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}

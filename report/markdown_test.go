@@ -7,12 +7,14 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // analyzeFile reads and analyses one input the way torchmem analyze does.
-func analyzeFile(t testing.TB, path string) *analysis.Result {
+func analyzeFile(t testing.TB, path string) *result.Result {
 	t.Helper()
 	s, err := snapshot.Open(path, snapshot.Options{})
 	if err != nil {
@@ -28,7 +30,7 @@ func analyzeFile(t testing.TB, path string) *analysis.Result {
 // and suggestions with code.
 func TestMarkdownTicket(t *testing.T) {
 	var ooms, phases, hows int
-	seen := map[analysis.Category]int{} // files whose ticket shows the category with bytes
+	seen := map[result.Category]int{} // files whose ticket shows the category with bytes
 	for _, path := range append([]string{demoPath}, st.SharedInputs(t)...) {
 		r := analyzeFile(t, path)
 		r.Input.Path = "/home/someone/private/runs/" + FileName(path)
@@ -47,7 +49,7 @@ func TestMarkdownTicket(t *testing.T) {
 				if n := strings.Count(md, mdText(o.Verdict)); n != 1 {
 					t.Errorf("%s: device %d's verdict said %d times", name, d.Device, n)
 				}
-				want := "<details><summary>Stack of the failed " + analysis.FormatBytes(o.RequestedBytes) + " request"
+				want := "<details><summary>Stack of the failed " + units.FormatBytes(o.RequestedBytes) + " request"
 				ooms++
 				oomed = true
 				if !strings.Contains(md, want) || !strings.Contains(md, "```\n"+o.Stack[0]+"\n") {
@@ -57,19 +59,19 @@ func TestMarkdownTicket(t *testing.T) {
 			// Every category holding memory has its row, named as in
 			// every other output (workspace, autocast_cache,
 			// cuda_graph_pool and kv_cache included).
-			for c := analysis.Category(0); c < analysis.NumCategories; c++ {
+			for c := result.Category(0); c < result.NumCategories; c++ {
 				if d.Peak.Categories[c] == 0 && d.AtEnd.Categories[c] == 0 {
 					continue
 				}
 				seen[c]++
-				row := fmt.Sprintf("| %s | %s | %s |", c, analysis.FormatBytes(d.Peak.Categories[c]), analysis.FormatBytes(d.AtEnd.Categories[c]))
+				row := fmt.Sprintf("| %s | %s | %s |", c, units.FormatBytes(d.Peak.Categories[c]), units.FormatBytes(d.AtEnd.Categories[c]))
 				if !strings.Contains(md, row) {
 					t.Errorf("%s: no row %q for device %d", name, row, d.Device)
 				}
 			}
 			phases += len(d.PhasePeaks)
 			for _, pp := range d.PhasePeaks {
-				if row := "| " + string(pp.Phase) + " | " + analysis.FormatBytes(pp.AllocatedBytes) + " | "; !strings.Contains(md, row) {
+				if row := "| " + string(pp.Phase) + " | " + units.FormatBytes(pp.AllocatedBytes) + " | "; !strings.Contains(md, row) {
 					t.Errorf("%s: no row %q for device %d", name, row, d.Device)
 				}
 			}
@@ -96,7 +98,7 @@ func TestMarkdownTicket(t *testing.T) {
 	if ooms < 3 || phases == 0 || hows == 0 {
 		t.Errorf("%d OOMs, %d phase peaks, %d suggestions with code checked: the test sees too little", ooms, phases, hows)
 	}
-	for _, c := range []analysis.Category{analysis.Workspace, analysis.AutocastCache, analysis.CUDAGraphPool, analysis.KVCache} {
+	for _, c := range []result.Category{result.Workspace, result.AutocastCache, result.CUDAGraphPool, result.KVCache} {
 		if seen[c] == 0 {
 			t.Errorf("no real file's ticket shows %s: the test sees too little", c)
 		}

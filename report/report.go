@@ -5,15 +5,9 @@ package report
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"strings"
-
-	"github.com/dustin/go-humanize"
 )
-
-// Count formats an integer with thousands separators.
-func Count(n int) string { return humanize.Comma(int64(n)) }
 
 // FileName is how a report's header names an input: its base name, never
 // the absolute path of the machine that ran torchmem ("-" is stdin).
@@ -26,19 +20,6 @@ func FileName(p string) string {
 		p = p[i+1:]
 	}
 	return p
-}
-
-// Duration formats nanoseconds for people.
-func Duration(ns int64) string {
-	switch {
-	case ns < 1e3:
-		return fmt.Sprintf("%d ns", ns)
-	case ns < 1e6:
-		return fmt.Sprintf("%.1f µs", float64(ns)/1e3)
-	case ns < 1e9:
-		return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
-	}
-	return fmt.Sprintf("%.2f s", float64(ns)/1e9)
 }
 
 // writeJSON writes v as indented JSON (the machine outputs of every command).

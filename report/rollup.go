@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"unicode/utf8"
 
-	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/analysis/rollup"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -35,7 +35,7 @@ func (j *RollupJSON) start() {
 }
 
 // Input writes the next input's result.
-func (j *RollupJSON) Input(r *analysis.Result) error {
+func (j *RollupJSON) Input(r *result.Result) error {
 	b, err := json.MarshalIndent(r, "    ", "  ")
 	if err != nil {
 		return err
@@ -85,7 +85,7 @@ func deviceName(device int, kind string) string {
 	if kind == "" {
 		kind = "device"
 	}
-	return fmt.Sprintf("%s:%d", snapshot.OneLine(kind), device)
+	return fmt.Sprintf("%s:%d", units.OneLine(kind), device)
 }
 
 // rollupHeadline is the roll-up in one sentence.
@@ -98,7 +98,7 @@ func rollupHeadline(ru *rollup.Rollup) string {
 		of += fmt.Sprintf(" (%s of a process already counted)", plural(n, "file"))
 	}
 	s := fmt.Sprintf("%s: rank %d peaked highest, %s on %s", of,
-		ru.Worst.Rank, analysis.FormatBytes(ru.Worst.PeakBytes), deviceName(ru.Worst.Device, worstKind(ru)))
+		ru.Worst.Rank, units.FormatBytes(ru.Worst.PeakBytes), deviceName(ru.Worst.Device, worstKind(ru)))
 	if ru.Imbalance > 0 && len(ru.Ranks) > 1 {
 		s += fmt.Sprintf(", %.2f× %s", ru.Imbalance, othersPeak(ru))
 	}
@@ -117,9 +117,9 @@ func othersPeak(ru *rollup.Rollup) string {
 		if o.Input == ru.Worst.Input && o.Device == ru.Worst.Device {
 			o = ru.Ranks[1]
 		}
-		return fmt.Sprintf("the peak of %s (%s)", rowName(o.Rank, o.Device, o.Kind), analysis.FormatBytes(o.PeakBytes))
+		return fmt.Sprintf("the peak of %s (%s)", rowName(o.Rank, o.Device, o.Kind), units.FormatBytes(o.PeakBytes))
 	}
-	return fmt.Sprintf("the median peak of the others (%s)", analysis.FormatBytes(ru.OthersMedianPeakBytes))
+	return fmt.Sprintf("the median peak of the others (%s)", units.FormatBytes(ru.OthersMedianPeakBytes))
 }
 
 // firstBy says how the first OOM was found.
@@ -151,9 +151,9 @@ func firstOOMKind(ru *rollup.Rollup) string {
 // outlierText says how a row stands out.
 func outlierText(o rollup.Outlier) string {
 	if o.Kind == rollup.OutlierPeak {
-		return fmt.Sprintf("peak %s, %.2f× the median %s", analysis.FormatBytes(o.PeakBytes), o.Ratio, analysis.FormatBytes(o.MedianPeakBytes))
+		return fmt.Sprintf("peak %s, %.2f× the median %s", units.FormatBytes(o.PeakBytes), o.Ratio, units.FormatBytes(o.MedianPeakBytes))
 	}
-	cat := analysis.Unknown
+	cat := result.Unknown
 	if o.Category != nil {
 		cat = *o.Category
 	}
@@ -180,7 +180,7 @@ func sameProcessLines(ru *rollup.Rollup) (lines []string, more int) {
 				more++
 				continue
 			}
-			lines = append(lines, fmt.Sprintf("rank %d (pid %d): %s, %s", r.Rank, r.Pid, snapshot.OneLine(f.Path), sameProcessWhat(f)))
+			lines = append(lines, fmt.Sprintf("rank %d (pid %d): %s, %s", r.Rank, r.Pid, units.OneLine(f.Path), sameProcessWhat(f)))
 		}
 	}
 	return lines, more
@@ -207,7 +207,7 @@ func unreadableLines(ru *rollup.Rollup) (lines []string, more int) {
 		if u.Rank != nil {
 			rank = fmt.Sprintf("rank %d: ", *u.Rank)
 		}
-		lines = append(lines, rank+snapshot.OneLine(u.Path)+": "+snapshot.OneLine(u.Error))
+		lines = append(lines, rank+units.OneLine(u.Path)+": "+units.OneLine(u.Error))
 	}
 	return lines, more
 }
@@ -230,11 +230,11 @@ func sameProcessFiles(ru *rollup.Rollup) int {
 func sameProcessWhat(f rollup.SameProcess) string {
 	switch f.What {
 	case rollup.WhatAfterOOM:
-		return fmt.Sprintf("after the OOM (its history holds the OOM; %s allocated when it was written)", analysis.FormatBytes(f.AllocatedBytes))
+		return fmt.Sprintf("after the OOM (its history holds the OOM; %s allocated when it was written)", units.FormatBytes(f.AllocatedBytes))
 	case rollup.WhatTrace:
 		return "a profiler trace of the same process"
 	}
-	return fmt.Sprintf("another snapshot of the same process (%s allocated when it was written)", analysis.FormatBytes(f.AllocatedBytes))
+	return fmt.Sprintf("another snapshot of the same process (%s allocated when it was written)", units.FormatBytes(f.AllocatedBytes))
 }
 
 // moreOutliers says how many outliers a roll-up leaves unlisted.
@@ -274,13 +274,4 @@ func rowsOfInterest(ru *rollup.Rollup, limit int) (rows []rollup.Row, more int) 
 		}
 	}
 	return rows, len(ru.Ranks) - len(rows)
-}
-
-// clipRunes shortens s to at most n runes, marking the cut with "…".
-func clipRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }

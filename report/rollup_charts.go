@@ -6,8 +6,8 @@ import (
 
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
-	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/analysis/rollup"
+	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 )
 
 // rollupData is the JSON rollup.js reads: the option of each chart (built
@@ -144,7 +144,7 @@ func rollupCharts(ru *rollup.Rollup, anchor map[[2]int]string, b rollupBudget) (
 	for _, o := range ru.Outliers {
 		flagged[[2]int{o.Input, o.Device}] = "outlier"
 	}
-	cats := make([][]int64, analysis.NumCategories)
+	cats := make([][]int64, result.NumCategories)
 	for _, g := range groups(len(ru.Ranks), b.bars) {
 		rows := ru.Ranks[g[0]:g[1]]
 		pc.Labels = append(pc.Labels, groupLabel(rows))
@@ -181,7 +181,7 @@ func rollupCharts(ru *rollup.Rollup, anchor map[[2]int]string, b rollupBudget) (
 		charts.WithYAxisOpts(opts.YAxis{Type: "value"}),
 	)
 	var legend []string
-	for c := analysis.Category(0); c < analysis.NumCategories; c++ {
+	for c := result.Category(0); c < result.NumCategories; c++ {
 		if allZero(cats[c]) {
 			continue
 		}

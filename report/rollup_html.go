@@ -9,9 +9,9 @@ import (
 	"io"
 	"sync"
 
-	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/analysis/rollup"
-	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 )
 
 var (
@@ -27,7 +27,7 @@ var (
 
 	rollupPageTemplate = sync.OnceValue(func() *template.Template {
 		return template.Must(template.New("rollup").Funcs(template.FuncMap{
-			"bytes": analysis.FormatBytes,
+			"bytes": units.FormatBytes,
 			"clip":  clip,
 			"pct":   pct,
 		}).Parse(rollupTemplate))
@@ -141,12 +141,12 @@ func renderRollupHTML(w io.Writer, ru *rollup.Rollup, o HTMLOptions, b rollupBud
 	if f := ru.FirstOOM; f != nil {
 		p.FirstOOMName = rowName(f.Rank, f.Device, firstOOMKind(ru)) + " " + firstBy(f)
 	}
-	p.Facts = []fact{{"inputs", Count(ru.Inputs)}, {"devices", Count(len(ru.Ranks))}}
+	p.Facts = []fact{{"inputs", units.Count(ru.Inputs)}, {"devices", units.Count(len(ru.Ranks))}}
 	if ru.Worst != nil {
-		p.Facts = append(p.Facts, fact{"highest peak", fmt.Sprintf("%s (rank %d)", analysis.FormatBytes(ru.Worst.PeakBytes), ru.Worst.Rank)},
-			fact{"median peak", analysis.FormatBytes(ru.MedianPeakBytes)}, fact{"imbalance", fmt.Sprintf("%.2f× %s", ru.Imbalance, othersPeak(ru))})
+		p.Facts = append(p.Facts, fact{"highest peak", fmt.Sprintf("%s (rank %d)", units.FormatBytes(ru.Worst.PeakBytes), ru.Worst.Rank)},
+			fact{"median peak", units.FormatBytes(ru.MedianPeakBytes)}, fact{"imbalance", fmt.Sprintf("%.2f× %s", ru.Imbalance, othersPeak(ru))})
 	}
-	p.Facts = append(p.Facts, fact{"OOMs", Count(ru.OOMs)}, fact{"outliers", Count(len(ru.Outliers) + ru.OutliersMore)})
+	p.Facts = append(p.Facts, fact{"OOMs", units.Count(ru.OOMs)}, fact{"outliers", units.Count(len(ru.Outliers) + ru.OutliersMore)})
 	outlier := map[[2]int]string{}
 	for _, x := range ru.Outliers {
 		name := rowName(x.Rank, x.Device, rowKind(ru, x.Input, x.Device))
@@ -165,13 +165,13 @@ func renderRollupHTML(w io.Writer, ru *rollup.Rollup, o HTMLOptions, b rollupBud
 		v := rowView{Row: r, ID: fmt.Sprintf("tm-r%d", i), Device: deviceName(r.Device, r.Kind), PeakIn: phaseStep(r.PeakPhase, r.PeakStep),
 			Outlier: outlier[[2]int{r.Input, r.Device}]}
 		v.Worst = ru.Worst != nil && ru.Worst.Input == r.Input && ru.Worst.Device == r.Device
-		for c := analysis.Category(0); c < analysis.NumCategories; c++ {
+		for c := result.Category(0); c < result.NumCategories; c++ {
 			if r.PeakCategories[c] != 0 {
 				v.Cats = append(v.Cats, catRow{Name: categoryLabels[c], Color: categoryColors[c], Peak: r.PeakCategories[c], PeakShare: pct(r.PeakCategories[c], r.PeakBytes)})
 			}
 		}
 		for _, f := range r.SameProcess {
-			v.Also = append(v.Also, snapshot.OneLine(f.Path)+": "+sameProcessWhat(f))
+			v.Also = append(v.Also, units.OneLine(f.Path)+": "+sameProcessWhat(f))
 		}
 		v.Page = o.RankPages[r.Path]
 		anchor[[2]int{r.Input, r.Device}] = v.ID
@@ -192,5 +192,5 @@ func renderRollupHTML(w io.Writer, ru *rollup.Rollup, o HTMLOptions, b rollupBud
 
 // rowLabel names a row in a chart: "3 cuda:3" (rank and device).
 func rowLabel(r rollup.Row) string {
-	return fmt.Sprintf("%d %s", r.Rank, snapshot.OneLine(deviceName(r.Device, r.Kind)))
+	return fmt.Sprintf("%d %s", r.Rank, units.OneLine(deviceName(r.Device, r.Kind)))
 }

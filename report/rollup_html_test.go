@@ -17,9 +17,10 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/analysis/rollup"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // jobRollup is the roll-up of snapshottest.FaultyJob's 8 ranks.
@@ -55,24 +56,24 @@ func manyRanks(n int, evil bool) *rollup.Rollup {
 		if r == 7 {
 			peak *= 2
 		}
-		res := &analysis.Result{Schema: analysis.SchemaID, Input: analysis.Input{Path: fmt.Sprintf("run/%srank%d.pickle", map[bool]string{true: xssStrings[1]}[evil], r)}}
-		d := analysis.DeviceResult{Device: r % 8, Kind: "cuda", Peak: analysis.Peak{AllocatedBytes: peak, Phase: analysis.PhaseBackward, Step: 2}}
-		d.Peak.Categories[analysis.Activation] = peak * 3 / 4
-		d.Peak.Categories[analysis.Parameter] = peak / 4
+		res := &result.Result{Schema: result.SchemaID, Input: result.Input{Path: fmt.Sprintf("run/%srank%d.pickle", map[bool]string{true: xssStrings[1]}[evil], r)}}
+		d := result.DeviceResult{Device: r % 8, Kind: "cuda", Peak: result.Peak{AllocatedBytes: peak, Phase: result.PhaseBackward, Step: 2}}
+		d.Peak.Categories[result.Activation] = peak * 3 / 4
+		d.Peak.Categories[result.Parameter] = peak / 4
 		t0 := int64(1_754_000_000_000_000) + int64(r)*50
-		for k, ph := range []analysis.Phase{analysis.PhaseForward, analysis.PhaseBackward, analysis.PhaseForward, analysis.PhaseBackward} {
-			d.Phases = append(d.Phases, analysis.PhaseSpan{Phase: ph, Step: k/2 + 1, StartUS: t0 + int64(k)*1000, EndUS: t0 + int64(k+1)*1000 - 1,
+		for k, ph := range []result.Phase{result.PhaseForward, result.PhaseBackward, result.PhaseForward, result.PhaseBackward} {
+			d.Phases = append(d.Phases, result.PhaseSpan{Phase: ph, Step: k/2 + 1, StartUS: t0 + int64(k)*1000, EndUS: t0 + int64(k+1)*1000 - 1,
 				StartEvent: k * 10, EndEvent: k*10 + 9, PeakAllocatedBytes: peak * int64(k%2+1) / 2, Events: 10})
 		}
 		for i := 0; i < 3; i++ {
-			d.TopSites = append(d.TopSites, analysis.Site{Site: name(i), Bytes: peak / int64(2+i), Count: 4, Category: analysis.Activation})
+			d.TopSites = append(d.TopSites, result.Site{Site: name(i), Bytes: peak / int64(2+i), Count: 4, Category: result.Activation})
 		}
 		if r == 11 {
-			d.OOM = &analysis.OOM{RequestedBytes: 1 << 30, DeviceFreeBytes: 1 << 20, Phase: analysis.PhaseForward, Step: 2, TimeUS: t0 + 2500, Site: name(1)}
+			d.OOM = &result.OOM{RequestedBytes: 1 << 30, DeviceFreeBytes: 1 << 20, Phase: result.PhaseForward, Step: 2, TimeUS: t0 + 2500, Site: name(1)}
 		}
-		res.Devices = []analysis.DeviceResult{d}
+		res.Devices = []result.DeviceResult{d}
 		if evil && r == 3 {
-			res.Leaks = []analysis.Leak{{Kind: "growing_list", Device: d.Device, Site: xssStrings[2], BytesPerStep: 1 << 20, Confidence: analysis.High}}
+			res.Leaks = []result.Leak{{Kind: "growing_list", Device: d.Device, Site: xssStrings[2], BytesPerStep: 1 << 20, Confidence: result.High}}
 		}
 		b.Add(res)
 	}
@@ -80,9 +81,9 @@ func manyRanks(n int, evil bool) *rollup.Rollup {
 		b.Fail(xssStrings[0], xssStrings[1])
 		b.Fail("run/"+xssStrings[2]+"rank9.pickle", xssStrings[0])
 		for _, name := range []string{"snapshot_rank20_5.pickle", "oom_snapshot_rank20_5.pickle"} {
-			d := analysis.DeviceResult{Device: 4, Kind: "cuda", Peak: analysis.Peak{AllocatedBytes: 20 << 30}}
-			d.Peak.Categories[analysis.Parameter] = 20 << 30
-			b.Add(&analysis.Result{Schema: analysis.SchemaID, Input: analysis.Input{Path: "run/" + xssStrings[1] + "/" + name}, Devices: []analysis.DeviceResult{d}})
+			d := result.DeviceResult{Device: 4, Kind: "cuda", Peak: result.Peak{AllocatedBytes: 20 << 30}}
+			d.Peak.Categories[result.Parameter] = 20 << 30
+			b.Add(&result.Result{Schema: result.SchemaID, Input: result.Input{Path: "run/" + xssStrings[1] + "/" + name}, Devices: []result.DeviceResult{d}})
 		}
 	}
 	return b.Rollup()

@@ -5,9 +5,9 @@ import (
 	"io"
 	"strings"
 
-	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/analysis/rollup"
-	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 )
 
 // MaxListedRanks is how many rows of the table of ranks text and Markdown
@@ -23,8 +23,8 @@ func RollupText(w io.Writer, ru *rollup.Rollup, details []rollup.Detail, top int
 	p.wrap("", "", rollupHeadline(ru))
 	if f := ru.FirstOOM; f != nil {
 		p.wrap("first OOM: ", "  ", fmt.Sprintf("rank %d %s: %s requested with %s free, %s at %s",
-			f.Rank, deviceName(f.Device, firstOOMKind(ru)), analysis.FormatBytes(f.RequestedBytes), analysis.FormatBytes(f.DeviceFreeBytes),
-			phaseAt(f.Phase, f.Step), snapshot.OneLine(f.Site)))
+			f.Rank, deviceName(f.Device, firstOOMKind(ru)), units.FormatBytes(f.RequestedBytes), units.FormatBytes(f.DeviceFreeBytes),
+			phaseAt(f.Phase, f.Step), units.OneLine(f.Site)))
 	}
 	if lines, more := unreadableLines(ru); len(lines) > 0 {
 		p.wrap("", "", unreadableHead(ru))
@@ -41,14 +41,14 @@ func RollupText(w io.Writer, ru *rollup.Rollup, details []rollup.Detail, top int
 		for _, r := range rows {
 			oom, leak := "", ""
 			if r.OOM != nil {
-				oom = analysis.FormatBytes(r.OOM.RequestedBytes) + " " + string(r.OOM.Phase)
+				oom = units.FormatBytes(r.OOM.RequestedBytes) + " " + string(r.OOM.Phase)
 			}
 			if len(r.Leaks) > 0 {
-				leak = analysis.FormatBytes(r.Leaks[0].BytesPerStep)
+				leak = units.FormatBytes(r.Leaks[0].BytesPerStep)
 			}
-			largest := fmt.Sprintf("%s %s", r.Largest.Category, analysis.FormatBytes(r.Largest.Bytes))
-			p.f("%6d %-8s %9s  %-16s %-24s %-18s %s\n", r.Rank, clipRunes(deviceName(r.Device, r.Kind), 8), analysis.FormatBytes(r.PeakBytes),
-				clipRunes(phaseStep(r.PeakPhase, r.PeakStep), 16), clipRunes(largest, 24), clipRunes(oom, 18), leak)
+			largest := fmt.Sprintf("%s %s", r.Largest.Category, units.FormatBytes(r.Largest.Bytes))
+			p.f("%6d %-8s %9s  %-16s %-24s %-18s %s\n", r.Rank, units.ClipRunes(deviceName(r.Device, r.Kind), 8), units.FormatBytes(r.PeakBytes),
+				units.ClipRunes(phaseStep(r.PeakPhase, r.PeakStep), 16), units.ClipRunes(largest, 24), units.ClipRunes(oom, 18), leak)
 		}
 		if more > 0 {
 			p.f("%6s %s more (every row: --format json)\n", "…", plural(more, "device"))
@@ -75,19 +75,19 @@ func RollupText(w io.Writer, ru *rollup.Rollup, details []rollup.Detail, top int
 	if len(ru.CommonSites) > 0 {
 		p.f("\nsites among the three largest on most ranks\n")
 		for _, s := range ru.CommonSites {
-			p.f("  %5d/%-5d %-16s median %9s  max %9s  %s\n", s.Ranks, len(ru.Ranks), s.Category, analysis.FormatBytes(s.MedianBytes),
-				analysis.FormatBytes(s.MaxBytes), clipRunes(snapshot.OneLine(s.Site), 38))
+			p.f("  %5d/%-5d %-16s median %9s  max %9s  %s\n", s.Ranks, len(ru.Ranks), s.Category, units.FormatBytes(s.MedianBytes),
+				units.FormatBytes(s.MaxBytes), units.ClipRunes(units.OneLine(s.Site), 38))
 		}
 	}
 	if len(ru.Notes) > 0 {
 		p.f("\nnotes\n")
 		for _, n := range ru.Notes {
-			p.wrap("  - ", "    ", snapshot.OneLine(n))
+			p.wrap("  - ", "    ", units.OneLine(n))
 		}
 	}
 	for _, d := range details {
 		rank, _ := rollup.Identify(d.Result.Input, d.Input)
-		p.f("\n%s\n", clipRunes(fmt.Sprintf("── rank %d ── %s ", rank, snapshot.OneLine(d.Result.Input.Path))+strings.Repeat("─", TextWidth), TextWidth))
+		p.f("\n%s\n", units.ClipRunes(fmt.Sprintf("── rank %d ── %s ", rank, units.OneLine(d.Result.Input.Path))+strings.Repeat("─", TextWidth), TextWidth))
 		if p.err == nil {
 			p.err = TextTop(w, d.Result, top)
 		}
@@ -103,7 +103,7 @@ func RollupMarkdown(w io.Writer, ru *rollup.Rollup, details []rollup.Detail) err
 	p.f("**%s**\n\n", mdText(rollupHeadline(ru)))
 	if f := ru.FirstOOM; f != nil {
 		p.f("> **First OOM**: rank %d `%s`: requested **%s** with **%s** free, %s at `%s`.\n\n", f.Rank, deviceName(f.Device, firstOOMKind(ru)),
-			analysis.FormatBytes(f.RequestedBytes), analysis.FormatBytes(f.DeviceFreeBytes), mdText(phaseAt(f.Phase, f.Step)), mdCode(f.Site))
+			units.FormatBytes(f.RequestedBytes), units.FormatBytes(f.DeviceFreeBytes), mdText(phaseAt(f.Phase, f.Step)), mdCode(f.Site))
 	}
 	if lines, more := unreadableLines(ru); len(lines) > 0 {
 		p.f("> **%s**\n>\n", mdText(unreadableHead(ru)))
@@ -121,13 +121,13 @@ func RollupMarkdown(w io.Writer, ru *rollup.Rollup, details []rollup.Detail) err
 		for _, r := range rows {
 			oom, leak := "", ""
 			if o := r.OOM; o != nil {
-				oom = fmt.Sprintf("%s requested, %s free, %s at `%s`", analysis.FormatBytes(o.RequestedBytes), analysis.FormatBytes(o.DeviceFreeBytes), mdText(phaseAt(o.Phase, o.Step)), mdCode(o.Site))
+				oom = fmt.Sprintf("%s requested, %s free, %s at `%s`", units.FormatBytes(o.RequestedBytes), units.FormatBytes(o.DeviceFreeBytes), mdText(phaseAt(o.Phase, o.Step)), mdCode(o.Site))
 			}
 			if len(r.Leaks) > 0 {
-				leak = fmt.Sprintf("%s %s", analysis.FormatBytes(r.Leaks[0].BytesPerStep), mdText(r.Leaks[0].Kind))
+				leak = fmt.Sprintf("%s %s", units.FormatBytes(r.Leaks[0].BytesPerStep), mdText(r.Leaks[0].Kind))
 			}
-			p.f("| %d | %s | %s | %s | %s %s | %s | %s | `%s` |\n", r.Rank, mdText(deviceName(r.Device, r.Kind)), analysis.FormatBytes(r.PeakBytes),
-				mdText(phaseStep(r.PeakPhase, r.PeakStep)), r.Largest.Category, analysis.FormatBytes(r.Largest.Bytes), oom, leak, mdCode(r.Path))
+			p.f("| %d | %s | %s | %s | %s %s | %s | %s | `%s` |\n", r.Rank, mdText(deviceName(r.Device, r.Kind)), units.FormatBytes(r.PeakBytes),
+				mdText(phaseStep(r.PeakPhase, r.PeakStep)), r.Largest.Category, units.FormatBytes(r.Largest.Bytes), oom, leak, mdCode(r.Path))
 		}
 		if more > 0 {
 			p.f("\n%s more (every row: `--format json`).\n", plural(more, "device"))
@@ -154,7 +154,7 @@ func RollupMarkdown(w io.Writer, ru *rollup.Rollup, details []rollup.Detail) err
 	if len(ru.CommonSites) > 0 {
 		p.f("\n### Sites among the three largest on most ranks\n\n| site | category | ranks | median | max |\n|---|---|---:|---:|---:|\n")
 		for _, s := range ru.CommonSites {
-			p.f("| `%s` | %s | %d of %d | %s | %s |\n", mdCode(s.Site), s.Category, s.Ranks, len(ru.Ranks), analysis.FormatBytes(s.MedianBytes), analysis.FormatBytes(s.MaxBytes))
+			p.f("| `%s` | %s | %d of %d | %s | %s |\n", mdCode(s.Site), s.Category, s.Ranks, len(ru.Ranks), units.FormatBytes(s.MedianBytes), units.FormatBytes(s.MaxBytes))
 		}
 	}
 	if len(ru.Notes) > 0 {
@@ -175,9 +175,9 @@ func RollupMarkdown(w io.Writer, ru *rollup.Rollup, details []rollup.Detail) err
 }
 
 // phaseStep is "backward 3", "forward", or "unknown".
-func phaseStep(p analysis.Phase, step int) string {
+func phaseStep(p result.Phase, step int) string {
 	if p == "" {
-		p = analysis.PhaseUnknown
+		p = result.PhaseUnknown
 	}
 	if step > 0 {
 		return fmt.Sprintf("%s %d", p, step)

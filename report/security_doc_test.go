@@ -3,7 +3,7 @@ package report
 import (
 	"testing"
 
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // TestSecurityBounds: SECURITY.md states the HTML page's bounds as the code

@@ -5,40 +5,40 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
 )
 
 // factorWord writes a scale factor: ×0.5, ×2.
 func factorWord(k float64) string { return fmt.Sprintf("×%g", k) }
 
 // fitsWord says whether a projection fits ("" when unknown).
-func fitsWord(f *bool, w *analysis.WhatIf) string {
+func fitsWord(f *bool, w *result.WhatIf) string {
 	if f == nil {
 		return ""
 	}
 	if *f {
-		return "fits " + analysis.FormatBytes(w.UsableBytes) + " usable"
+		return "fits " + units.FormatBytes(w.UsableBytes) + " usable"
 	}
-	return "over " + analysis.FormatBytes(w.UsableBytes) + " usable"
+	return "over " + units.FormatBytes(w.UsableBytes) + " usable"
 }
 
 // scalingLines are the batch and sequence scalings, one line each.
-func scalingLines(w *analysis.WhatIf) (batch, seq string) {
+func scalingLines(w *result.WhatIf) (batch, seq string) {
 	var b, s []string
 	for _, p := range w.Scaling {
-		v := fmt.Sprintf("%s %s", factorWord(p.BatchFactor*p.SeqFactor), analysis.FormatBytes(p.PeakBytes))
+		v := fmt.Sprintf("%s %s", factorWord(p.BatchFactor*p.SeqFactor), units.FormatBytes(p.PeakBytes))
 		if p.SeqFactor == 1 {
 			b = append(b, v)
 		} else {
-			s = append(s, fmt.Sprintf("%s %s", factorWord(p.SeqFactor), analysis.FormatBytes(p.PeakBytes)))
+			s = append(s, fmt.Sprintf("%s %s", factorWord(p.SeqFactor), units.FormatBytes(p.PeakBytes)))
 		}
 	}
 	return strings.Join(b, ", "), strings.Join(s, ", ")
 }
 
 // modelLines say what the measurement tells of the model.
-func modelLines(w *analysis.WhatIf) []string {
+func modelLines(w *result.WhatIf) []string {
 	m := w.Model
 	if m.ParameterBytes == 0 {
 		return nil
@@ -47,11 +47,11 @@ func modelLines(w *analysis.WhatIf) []string {
 	if dtype == "" {
 		dtype = "fp32 (assumed)"
 	}
-	out := []string{fmt.Sprintf("parameters %s: %s parameters if %s", analysis.FormatBytes(m.ParameterBytes), countWord(m.ParameterCount), dtype)}
+	out := []string{fmt.Sprintf("parameters %s: %s parameters if %s", units.FormatBytes(m.ParameterBytes), countWord(m.ParameterCount), dtype)}
 	if m.GradientBytes > 0 || m.OptimizerStateBytes > 0 {
 		out = append(out, fmt.Sprintf("gradients %s (estimate %s), optimizer state %s (estimate %s)",
-			analysis.FormatBytes(m.GradientBytes), analysis.FormatBytes(m.EstimatedGradientBytes),
-			analysis.FormatBytes(m.OptimizerStateBytes), analysis.FormatBytes(m.EstimatedOptimizerStateBytes)))
+			units.FormatBytes(m.GradientBytes), units.FormatBytes(m.EstimatedGradientBytes),
+			units.FormatBytes(m.OptimizerStateBytes), units.FormatBytes(m.EstimatedOptimizerStateBytes)))
 	}
 	switch {
 	case m.OptimizerStateBytes > 0:
@@ -61,11 +61,11 @@ func modelLines(w *analysis.WhatIf) []string {
 	}
 	if m.ActivationBytes > 0 {
 		out = append(out, fmt.Sprintf("step activations up to %s, of which attention (∝ seq²) %s",
-			analysis.FormatBytes(m.ActivationBytes), analysis.FormatBytes(m.AttentionBytes)))
+			units.FormatBytes(m.ActivationBytes), units.FormatBytes(m.AttentionBytes)))
 	}
 	if m.KVCacheBytes > 0 {
 		out = append(out, fmt.Sprintf("KV cache up to %s, ∝ batch·seq (a cache class's; no activation technique lowers it)",
-			analysis.FormatBytes(m.KVCacheBytes)))
+			units.FormatBytes(m.KVCacheBytes)))
 	}
 	return out
 }
@@ -78,19 +78,19 @@ func countWord(n int64) string {
 }
 
 // whatIfText writes the what-if section of the text output.
-func whatIfText(p *printer, r *analysis.Result) {
+func whatIfText(p *printer, r *result.Result) {
 	w := r.WhatIf
 	if w == nil {
 		return
 	}
 	p.f("\nwhat if (%s: peak %s = %s fixed + %s ∝ batch·seq + %s ∝ batch·seq²)\n", deviceRef(w.Device),
-		analysis.FormatBytes(w.MeasuredPeakBytes), analysis.FormatBytes(w.FixedBytes), analysis.FormatBytes(w.LinearBytes), analysis.FormatBytes(w.AttentionBytes))
+		units.FormatBytes(w.MeasuredPeakBytes), units.FormatBytes(w.FixedBytes), units.FormatBytes(w.LinearBytes), units.FormatBytes(w.AttentionBytes))
 	for _, s := range w.Suggestions {
-		p.f("  %-26s → %s (peak in %s)%s\n", snapshot.OneLine(s.ID), analysis.FormatBytes(s.PeakBytes), s.Phase, projectionNote(s, w))
+		p.f("  %-26s → %s (peak in %s)%s\n", units.OneLine(s.ID), units.FormatBytes(s.PeakBytes), s.Phase, projectionNote(s, w))
 	}
 	if c := w.Combination; c != nil && (len(c.IDs) > 1 || c.Fits != nil) {
-		ids := snapshot.OneLine(strings.Join(c.IDs, " + "))
-		res := fmt.Sprintf("→ %s (peak in %s)%s", analysis.FormatBytes(c.PeakBytes), c.Phase, suffix(fitsWord(c.Fits, w)))
+		ids := units.OneLine(strings.Join(c.IDs, " + "))
+		res := fmt.Sprintf("→ %s (peak in %s)%s", units.FormatBytes(c.PeakBytes), c.Phase, suffix(fitsWord(c.Fits, w)))
 		if utf8.RuneCountInString(ids)+utf8.RuneCountInString(res) > 86 {
 			p.f("  best      %s\n            %s\n", ids, res)
 		} else {
@@ -100,17 +100,17 @@ func whatIfText(p *printer, r *analysis.Result) {
 	b, s := scalingLines(w)
 	p.f("  batch     %s\n  sequence  %s\n", b, s)
 	if w.MaxBatchFactor > 0 || w.MaxSeqFactor > 0 {
-		p.f("  fits %s usable up to batch %s or sequence %s\n", analysis.FormatBytes(w.UsableBytes), factorWord(w.MaxBatchFactor), factorWord(w.MaxSeqFactor))
+		p.f("  fits %s usable up to batch %s or sequence %s\n", units.FormatBytes(w.UsableBytes), factorWord(w.MaxBatchFactor), factorWord(w.MaxSeqFactor))
 	}
 	for i, l := range modelLines(w) {
 		head := "         "
 		if i == 0 {
 			head = "  model  "
 		}
-		p.f("%s%s\n", head, snapshot.OneLine(l))
+		p.f("%s%s\n", head, units.OneLine(l))
 	}
 	for _, n := range w.Notes {
-		p.f("  - %s\n", snapshot.OneLine(n))
+		p.f("  - %s\n", units.OneLine(n))
 	}
 }
 
@@ -122,7 +122,7 @@ func suffix(s string) string {
 }
 
 // projectionNote says how a projection was made when not by its technique.
-func projectionNote(s analysis.Projection, w *analysis.WhatIf) string {
+func projectionNote(s result.Projection, w *result.WhatIf) string {
 	switch s.Method {
 	case "reserved_only":
 		return "; lowers reserved memory, not this"
@@ -133,28 +133,28 @@ func projectionNote(s analysis.Projection, w *analysis.WhatIf) string {
 }
 
 // whatIfMarkdown writes the what-if section of the Markdown output.
-func whatIfMarkdown(p *printer, r *analysis.Result) {
+func whatIfMarkdown(p *printer, r *result.Result) {
 	w := r.WhatIf
 	if w == nil {
 		return
 	}
 	p.f("\n### What if\n\n")
 	p.f("%s peaked at **%s**: %s fixed, %s ∝ batch·seq, %s ∝ batch·seq².\n\n", deviceSubject(w.Device),
-		analysis.FormatBytes(w.MeasuredPeakBytes), analysis.FormatBytes(w.FixedBytes), analysis.FormatBytes(w.LinearBytes), analysis.FormatBytes(w.AttentionBytes))
+		units.FormatBytes(w.MeasuredPeakBytes), units.FormatBytes(w.FixedBytes), units.FormatBytes(w.LinearBytes), units.FormatBytes(w.AttentionBytes))
 	if len(w.Suggestions) > 0 {
 		p.f("| with | projected peak | in | |\n|---|---:|---|---|\n")
 		for _, s := range w.Suggestions {
-			p.f("| %s | %s | %s | %s |\n", mdText(s.Title), analysis.FormatBytes(s.PeakBytes), s.Phase, mdText(strings.TrimPrefix(projectionNote(s, w), "; ")))
+			p.f("| %s | %s | %s | %s |\n", mdText(s.Title), units.FormatBytes(s.PeakBytes), s.Phase, mdText(strings.TrimPrefix(projectionNote(s, w), "; ")))
 		}
 		if c := w.Combination; c != nil && len(c.IDs) > 1 {
-			p.f("| **%s** | **%s** | %s | %s |\n", mdText(strings.Join(c.IDs, " + ")), analysis.FormatBytes(c.PeakBytes), c.Phase, mdText(fitsWord(c.Fits, w)))
+			p.f("| **%s** | **%s** | %s | %s |\n", mdText(strings.Join(c.IDs, " + ")), units.FormatBytes(c.PeakBytes), c.Phase, mdText(fitsWord(c.Fits, w)))
 		}
 		p.f("\n")
 	}
 	b, s := scalingLines(w)
 	p.f("Batch %s; sequence %s.", mdText(b), mdText(s))
 	if w.MaxBatchFactor > 0 || w.MaxSeqFactor > 0 {
-		p.f(" Fits %s usable up to batch %s or sequence %s.", analysis.FormatBytes(w.UsableBytes), factorWord(w.MaxBatchFactor), factorWord(w.MaxSeqFactor))
+		p.f(" Fits %s usable up to batch %s or sequence %s.", units.FormatBytes(w.UsableBytes), factorWord(w.MaxBatchFactor), factorWord(w.MaxSeqFactor))
 	}
 	p.f("\n")
 	for i, l := range modelLines(w) {
@@ -172,7 +172,7 @@ func whatIfMarkdown(p *printer, r *analysis.Result) {
 type scaleRow struct{ Factor, Batch, Seq string }
 
 // scaleRows pairs the batch and sequence scalings by factor.
-func scaleRows(w *analysis.WhatIf) []scaleRow {
+func scaleRows(w *result.WhatIf) []scaleRow {
 	var rows []scaleRow
 	at := map[float64]int{}
 	for _, p := range w.Scaling {
@@ -186,7 +186,7 @@ func scaleRows(w *analysis.WhatIf) []scaleRow {
 			at[k] = i
 			rows = append(rows, scaleRow{Factor: factorWord(k)})
 		}
-		v := analysis.FormatBytes(p.PeakBytes) + " (" + string(p.Phase) + ")"
+		v := units.FormatBytes(p.PeakBytes) + " (" + string(p.Phase) + ")"
 		if p.BatchFactor != 1 {
 			rows[i].Batch = v
 		} else {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // checkBadInput requires a one-line *Error naming the file, and no panic.

@@ -3,8 +3,8 @@ package snapshot
 import (
 	"errors"
 	"fmt"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // Error is a problem with an input file: which file, what is wrong, and the
@@ -22,51 +22,10 @@ func (e *Error) Error() string {
 		p = "<input>"
 	}
 	if e.Offset >= 0 {
-		return OneLine(fmt.Sprintf("%s: %s at byte offset %d", p, e.Msg, e.Offset))
+		return units.OneLine(fmt.Sprintf("%s: %s at byte offset %d", p, e.Msg, e.Offset))
 	}
-	return OneLine(fmt.Sprintf("%s: %s", p, e.Msg))
+	return units.OneLine(fmt.Sprintf("%s: %s", p, e.Msg))
 }
-
-// OneLine makes text from an input (quoted in an error, printed in a
-// report) one inert line: line breaks and tabs become spaces; other control
-// characters — C0, DEL and the C1 range, whose 0x9b starts terminal escape
-// sequences — and bytes that are not UTF-8 (a raw 0x9b, 0x9c or 0x9d among
-// them) become \xNN. Text that a CI log would run as a GitHub workflow
-// command is defused: "::" at its start or after a space (where a wrapped
-// line may start) becomes "\x3a:", and "##[" anywhere becomes "##\x5b".
-func OneLine(s string) string {
-	if !needsOneLine(s) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, "\\x%02x", s[i])
-		case r == '\n' || r == '\r' || r == '\t':
-			b.WriteByte(' ')
-		case isControl(r):
-			fmt.Fprintf(&b, "\\x%02x", r)
-		default:
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	out := b.String()
-	if strings.HasPrefix(out, "::") {
-		out = "\\x3a" + out[1:]
-	}
-	return strings.NewReplacer(" ::", " \\x3a:", "##[", "##\\x5b").Replace(out)
-}
-
-// needsOneLine reports whether OneLine changes s.
-func needsOneLine(s string) bool {
-	return strings.ContainsFunc(s, isControl) || !utf8.ValidString(s) || strings.Contains(s, "##[") ||
-		strings.HasPrefix(s, "::") || strings.Contains(s, " ::")
-}
-
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
 
 // IsInputError reports whether err is (or wraps) an *Error, i.e. bad input
 // rather than a failure of torchmem or the machine.

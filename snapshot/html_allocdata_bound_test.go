@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // TestAllocDataElementsOnce: a 2022–23 trace_plot page whose actions name

@@ -10,7 +10,7 @@ import (
 
 // This file reads the HTML pages of python -m torch.cuda._memory_viz
 // (trace_plot, segment_plot) as a stream: the page is never held whole. Two
-// generations exist (snapshot-format.md §1, §11):
+// generations exist:
 //
 //   - since 2023, the pickle is embedded base64-encoded, as
 //     `const local_files = [{"name": "snapshot.pickle", "base64": "gASV…"}]`;

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"compress/gzip"
+	"github.com/torchmem/torchmem/internal/load/jsonlex"
 	"io"
 	"strings"
 	"testing"
@@ -93,7 +94,7 @@ func TestJSONLongValues(t *testing.T) {
 		}, 26, 96 << 20},
 		{"number", "a JSON number or literal longer than 65536 bytes", func() io.Reader {
 			return io.MultiReader(strings.NewReader(`{"traceEvents": [{"ts": 1`), &spaceReader{n: 1 << 20, c: '0'}, strings.NewReader(`}]}`))
-		}, 22 + longGap + maxTokenBytes, 16 << 20},
+		}, 22 + jsonlex.LongGap + jsonlex.MaxTokenBytes, 16 << 20},
 		{"deep array", "a JSON value nested 4 levels deep longer than 4194304 bytes", func() io.Reader {
 			return io.MultiReader(strings.NewReader(deepPrefix), &repeatReader{n: 5 << 20, s: `"a", `}, strings.NewReader(`"a"]}}]}`))
 		}, int64(strings.Index(deepPrefix, `{"Input`)), 64 << 20},

@@ -1,11 +1,3 @@
-// Package snapshot holds torchmem's one model of what a PyTorch memory
-// allocator did, and the readers that fill it from the files users have:
-// CUDA memory snapshots (pickles written by torch.cuda.memory._dump_snapshot,
-// bare segment lists, trace_plot HTML, gzip) and Kineto chrome traces.
-//
-// The model is the same for every input, so every analysis works on both.
-// Readers never execute anything from the input and bound what it can make
-// them allocate.
 package snapshot
 
 // Format names the kind of file a Snapshot was read from.
@@ -58,7 +50,7 @@ type GradAccumulation struct {
 type Source struct {
 	Path       string
 	Format     Format
-	Generation string // snapshot generation A–H (see snapshot-format.md §9) or trace era
+	Generation string // snapshot generation A–H or trace era (see the package documentation)
 	Protocol   int    // pickle protocol, 0 for traces
 	Gzipped    bool
 	Bytes      int64 // size of the input as read (after gzip/base64 decoding)

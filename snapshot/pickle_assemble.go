@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // This file turns the decoded top-level value into a Snapshot: devices,
@@ -104,7 +106,7 @@ func (s *schema) keysOf(d *pdict) string {
 			ks = append(ks, "…")
 			break
 		}
-		ks = append(ks, clipKey(s.keyText(k)))
+		ks = append(ks, units.ClipBytes(s.keyText(k), 100))
 	}
 	return strings.Join(ks, ", ")
 }
@@ -206,7 +208,7 @@ func annotationKind(name string) AnnotationKind {
 }
 
 // generation names the snapshot generation from the features present
-// (snapshot-format.md §9).
+// (the generations of the package documentation).
 func (s *schema) generation(snap *Snapshot) string {
 	f := s.feats
 	switch {

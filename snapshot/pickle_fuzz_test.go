@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // FuzzReadPickle: any input ends in a model or a one-line *Error, never a

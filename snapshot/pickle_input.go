@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unsafe"
+
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // inbuf is the decoder's input buffer: opcodes and their arguments are read
@@ -187,7 +189,7 @@ func (m *vm) textNumber(op byte) error {
 	case 'F':
 		f, err := strconv.ParseFloat(line, 64)
 		if err != nil {
-			return m.fail("FLOAT with a bad value %q", trunc(line))
+			return m.fail("FLOAT with a bad value %q", units.ClipBytes(line, 40))
 		}
 		m.push(value{k: kFloat, n: int64(math.Float64bits(f))})
 		return nil
@@ -203,7 +205,7 @@ func (m *vm) textNumber(op byte) error {
 	}
 	x, ok := new(big.Int).SetString(line, 10)
 	if !ok {
-		return m.fail("%s with a bad value %q", opName(op), trunc(line))
+		return m.fail("%s with a bad value %q", opName(op), units.ClipBytes(line, 40))
 	}
 	switch {
 	case x.IsInt64():
@@ -214,13 +216,6 @@ func (m *vm) textNumber(op byte) error {
 		m.push(value{k: kBig, p: unsafe.Pointer(x)})
 	}
 	return nil
-}
-
-func trunc(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
 }
 
 // pyQuoteToGo turns a Python repr of a byte string ('…' or "…") into a Go
@@ -248,7 +243,7 @@ func (m *vm) memoIndex(op byte) (uint64, error) {
 	}
 	idx, err := strconv.ParseUint(line, 10, 31)
 	if err != nil {
-		return 0, m.fail("%s with a bad index %q", opName(op), trunc(line))
+		return 0, m.fail("%s with a bad index %q", opName(op), units.ClipBytes(line, 40))
 	}
 	return idx, nil
 }

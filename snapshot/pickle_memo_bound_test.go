@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // TestMemoBound: every memo entry counts against one limit (MaxMemo, 8M

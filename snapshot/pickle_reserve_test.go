@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unsafe"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // TestTraceReservedOnce: past reserveAfter entries the decoder reserves

@@ -3,7 +3,7 @@ package snapshot
 import (
 	"testing"
 
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // TestSecurityBounds: SECURITY.md states the readers' bounds as the code
@@ -27,10 +27,6 @@ func TestSecurityBounds(t *testing.T) {
 		"expansionBase":         expansionBase,
 		"expansionPerByte":      expansionPerByte,
 		"maxLongBytes":          maxLongBytes,
-		"maxTokenBytes":         maxTokenBytes,
-		"maxDeepBytes":          maxDeepBytes,
-		"longGap":               longGap,
-		"keepSpace":             keepSpace,
 		"allocFrameBase":        allocFrameBase,
 		"allocFramesPerByte":    allocFramesPerByte,
 	})

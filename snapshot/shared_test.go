@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // realSnapshots lists the real snapshot files in ../shared/snapshots.

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // TestLooksLikeInput: every real snapshot and trace is recognised by its

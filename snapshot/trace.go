@@ -8,12 +8,14 @@ import (
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/torchmem/torchmem/internal/load/jsonlex"
+	"github.com/torchmem/torchmem/internal/load/readahead"
 )
 
-// This file is the Kineto chrome-trace reader (issue 3): it streams the
+// This file is the Kineto chrome-trace reader: it streams the
 // tokens of {"traceEvents": [...]} (or a bare array of events) and decodes
 // one event at a time into compact records; trace_build.go turns those into
-// the model. See shared/docs/chrome-trace.md for the format. Here is the
+// the model (the eras it tells apart: the package documentation). Here is the
 // reader itself and its errors; trace_top.go reads the top-level object,
 // trace_events.go the events, trace_tokens.go the tokens, and
 // trace_records.go files what they hold.
@@ -33,7 +35,7 @@ func readChromeTrace(in *bufio.Reader, src Source, opts Options, lead int64) (s 
 	}()
 	tr = newTraceReader(in, src, opts)
 	tr.skip += lead
-	defer tr.ra.stop()
+	defer tr.ra.Stop()
 	return tr.read()
 }
 
@@ -65,8 +67,8 @@ func (e *rawEvent) reset() {
 type traceReader struct {
 	src  Source
 	opts Options
-	ra   *readAhead // reads through the sanitiser, on a goroutine of its own
-	san  *ctrlSanitizer
+	ra   *readahead.Reader // reads through the sanitiser, on a goroutine of its own
+	san  *jsonlex.Sanitizer
 	dec  *jsontext.Decoder
 	skip int64 // bytes skipped before the decoder (leading whitespace, a UTF-8 BOM)
 
@@ -135,9 +137,9 @@ func newTraceReader(in *bufio.Reader, src Source, opts Options) *traceReader {
 		in.Discard(3)
 		tr.skip = 3
 	}
-	san := newSanitizer(in, opts)
+	san := jsonlex.NewSanitizer(in, opts.MaxDepth, opts.MaxStringBytes)
 	tr.san = san
-	tr.ra = newReadAhead(san, func() int64 { return san.replaced })
+	tr.ra = readahead.NewReader(san, func() int64 { return san.Replaced() })
 	tr.dec = jsontext.NewDecoder(tr.ra, jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
 	return tr
 }
@@ -153,7 +155,7 @@ func (tr *traceReader) offset() int64 {
 // inputOffset maps an offset of the text the decoder was given to the
 // offset in the (decompressed) input.
 func (tr *traceReader) inputOffset(dec int64) int64 {
-	return tr.san.rawOffset(dec) + tr.skip
+	return tr.san.RawOffset(dec) + tr.skip
 }
 
 // nextOffset is the input offset of the next value (after a PeekKind).
@@ -186,11 +188,11 @@ func (tr *traceReader) wrap(err error) error {
 	if errors.As(err, &e) {
 		return e
 	}
-	var le *errLimit
+	var le *jsonlex.LimitError
 	if errors.As(err, &le) {
-		return tr.errAt(le.offset+tr.skip, "invalid chrome trace JSON: %s", le.Error())
+		return tr.errAt(le.Offset+tr.skip, "invalid chrome trace JSON: %s", le.Error())
 	}
-	end := tr.inputOffset(tr.ra.n) // bytes the decoder was given
+	end := tr.inputOffset(tr.ra.Delivered()) // bytes the decoder was given
 	var se *jsontext.SyntacticError
 	if errors.As(err, &se) {
 		off := tr.inputOffset(se.ByteOffset)

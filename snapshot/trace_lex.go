@@ -8,7 +8,7 @@ import (
 
 // This file holds the byte-level helpers of the chrome trace reader:
 // lenient number parsing and small scans of raw values (the sanitiser that
-// bounds the JSON text is in json_sanitize.go).
+// bounds the JSON text is in package jsonlex).
 
 // parseTimeNS parses a timestamp or duration in microseconds, written as a
 // JSON integer, a decimal fraction or a string holding either, into integer

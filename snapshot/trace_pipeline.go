@@ -1,7 +1,7 @@
 package snapshot
 
 // The chrome trace reader runs in three stages on as many goroutines: the
-// read-ahead (disk, gunzip, sanitiser; readahead.go), the JSON decoder
+// read-ahead (disk, gunzip, sanitiser; package readahead), the JSON decoder
 // (readEvent: the fields of each event into a batch), and the recording of
 // the events a batch holds (record: interning names and threads, parsing
 // numbers, filing spans and [memory] events). Batches keep the events in

@@ -12,7 +12,7 @@ import (
 // decoder never blocks on a dead recorder).
 func TestRecordPipelinePanic(t *testing.T) {
 	tr := newTraceReader(bufio.NewReader(strings.NewReader("[]")), Source{Path: "p.json"}, Options{})
-	defer tr.ra.stop()
+	defer tr.ra.Stop()
 	tr.startRecording()
 	for range 3*eventBatchLen + 5 {
 		tr.ev.reset()
@@ -41,7 +41,7 @@ func TestRecordPipelineOrder(t *testing.T) {
 	}
 	b.WriteString(`]`)
 	tr := newTraceReader(bufio.NewReader(strings.NewReader(b.String())), Source{Path: "p.json"}, Options{})
-	defer tr.ra.stop()
+	defer tr.ra.Stop()
 	if _, err := tr.dec.ReadToken(); err != nil {
 		t.Fatal(err)
 	}

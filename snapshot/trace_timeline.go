@@ -9,7 +9,7 @@ import (
 
 // This file reads the raw export of torch.profiler's export_memory_timeline
 // ("….raw.json.gz"): a JSON array of [t_ns, action, ±bytes, category] rows
-// written by torch/profiler/_memory_profiler.py (chrome-trace.md §2.1). It is
+// written by torch/profiler/_memory_profiler.py (MemoryProfileTimeline). It is
 // not a chrome trace, but it is the one file that carries PyTorch's own
 // memory categories, so it is read into the model: one device, no addresses.
 
@@ -128,7 +128,7 @@ func (tr *traceReader) readMemoryTimeline() (*Snapshot, error) {
 	if err := tr.checkEOF(); err != nil {
 		return nil, err
 	}
-	s.Source.Bytes = tr.inputOffset(tr.ra.n)
+	s.Source.Bytes = tr.inputOffset(tr.ra.Delivered())
 	slices.SortStableFunc(d.Events, func(x, y Event) int { return cmp.Compare(x.TimeNS, y.TimeNS) })
 	d.Baseline = baseline
 	d.Preexisting = pre

@@ -1,6 +1,10 @@
 package estimate
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/torchmem/torchmem/internal/units"
+)
 
 // Help states the formulas for --help.
 const Help = `Formulas (bytes per GPU; GB in the guide's sense is 10^9 bytes, output uses GiB):
@@ -39,9 +43,9 @@ func Formulas(in Inputs) []string {
 		out = append(out, "gradients: trainable × "+map[bool]string{true: "2", false: "4"}[s.sixteenBit() && s.LoRARank == 0]+" bytes")
 		switch s.Optimizer {
 		case "adamw", "adamw-fused", "adamw-loop", "adamw8bit", "paged-adamw8bit":
-			out = append(out, fmt.Sprintf("optimizer: AdamW 2 states × %s per trainable parameter", plural(s.stateBytes(), "byte")))
+			out = append(out, fmt.Sprintf("optimizer: AdamW 2 states × %s per trainable parameter", units.Plural(s.stateBytes(), "byte")))
 		case "sgd-momentum":
-			out = append(out, fmt.Sprintf("optimizer: 1 momentum state × %s", plural(s.stateBytes(), "byte")))
+			out = append(out, fmt.Sprintf("optimizer: 1 momentum state × %s", units.Plural(s.stateBytes(), "byte")))
 		case "adafactor":
 			out = append(out, "optimizer: Adafactor, rows + columns per matrix")
 		}
@@ -51,9 +55,9 @@ func Formulas(in Inputs) []string {
 		switch {
 		case optimizerScratch(in, 1) == 0:
 		case s.Optimizer == "adamw":
-			out = append(out, fmt.Sprintf("optimizer step scratch: trainable × %s (foreach AdamW)", plural(s.stateBytes(), "byte")))
+			out = append(out, fmt.Sprintf("optimizer step scratch: trainable × %s (foreach AdamW)", units.Plural(s.stateBytes(), "byte")))
 		default:
-			out = append(out, fmt.Sprintf("optimizer step scratch: 2 × the largest tensor × %s (AdamW, one parameter at a time)", plural(s.stateBytes(), "byte")))
+			out = append(out, fmt.Sprintf("optimizer step scratch: 2 × the largest tensor × %s (AdamW, one parameter at a time)", units.Plural(s.stateBytes(), "byte")))
 		}
 	}
 	a := in.Arch
@@ -158,11 +162,4 @@ func notes(in Inputs, r *Result) []string {
 		out = append(out, "Adafactor without the shapes: counted as 4 bytes per parameter")
 	}
 	return out
-}
-
-func plural(n int64, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -2,60 +2,21 @@ package estimate
 
 import (
 	"fmt"
-	"math"
 	"sort"
-	"strconv"
 	"strings"
+
+	"github.com/torchmem/torchmem/internal/units"
 )
 
-// ParseCount reads a parameter count: "7B", "6.7B", "124M", "350k",
-// "1.2T", or plain digits ("6738415616", "6,738,415,616", "6_738_415_616").
-// Suffixes are decimal (B = 10⁹), as model names use them.
-func ParseCount(s string) (int64, error) {
-	t := strings.NewReplacer(",", "", "_", "", " ", "").Replace(strings.TrimSpace(s))
-	mult := 1.0
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'k', 'K':
-			mult, t = 1e3, t[:n-1]
-		case 'm', 'M':
-			mult, t = 1e6, t[:n-1]
-		case 'b', 'B', 'g', 'G':
-			mult, t = 1e9, t[:n-1]
-		case 't', 'T':
-			mult, t = 1e12, t[:n-1]
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || math.IsNaN(v) || v <= 0 || v*mult > 1e15 {
-		return 0, fmt.Errorf("%q: want a parameter count like 7B, 124M or 6738415616", s)
-	}
-	return int64(math.Round(v * mult)), nil
-}
-
-// ParseSize reads a memory size: "24GiB", "80GB", "24g", "16384MiB".
-// GiB/MiB/KiB and a bare G/M/K are binary; GB/MB/KB are decimal (10⁹),
-// as the guide writes them.
+// ParseSize reads a GPU's memory in the size grammar of every flag
+// (units.ParseBytes: "24GiB", "24g", "16384MiB" binary, "80GB" decimal),
+// more than zero and at most 1 PiB.
 func ParseSize(s string) (int64, error) {
-	t := strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), " ", ""))
-	units := []struct {
-		suffix string
-		mult   float64
-	}{{"tib", 1 << 40}, {"gib", 1 << 30}, {"mib", 1 << 20}, {"kib", 1 << 10},
-		{"tb", 1e12}, {"gb", 1e9}, {"mb", 1e6}, {"kb", 1e3},
-		{"t", 1 << 40}, {"g", 1 << 30}, {"m", 1 << 20}, {"k", 1 << 10}, {"b", 1}}
-	mult := 1.0
-	for _, u := range units {
-		if strings.HasSuffix(t, u.suffix) {
-			mult, t = u.mult, strings.TrimSuffix(t, u.suffix)
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || math.IsNaN(v) || v <= 0 || v*mult > 1<<50 {
+	n, err := units.ParseBytes(s)
+	if err != nil || n <= 0 || n > 1<<50 {
 		return 0, fmt.Errorf("%q: want a size like 24GiB or 80GB", s)
 	}
-	return int64(v * mult), nil
+	return n, nil
 }
 
 // GPU is a device whose memory a plan must fit in.

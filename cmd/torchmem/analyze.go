@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/estimate"
 	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -59,7 +59,8 @@ stops at the first).`,
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: inputCompletion,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format, "text", "markdown", "json"); err != nil {
+			write, err := lookupFormat(report.Analyses, format)
+			if err != nil {
 				return err
 			}
 			if top < 1 {
@@ -80,11 +81,11 @@ stops at the first).`,
 			}
 			if len(paths) > 1 {
 				opts.NoTimeline = true
-				out, err := newRollupOutput(cmd.OutOrStdout(), format, ranks)
+				out, err := newRollupOutput(cmd.OutOrStdout(), format, ranks, textTop)
 				if err != nil {
 					return err
 				}
-				out.textTop, out.strict = textTop, strict
+				out.strict = strict
 				if err := g.analyzeAll(paths, opts, out.add, out.fail); err != nil {
 					return err
 				}
@@ -93,7 +94,7 @@ stops at the first).`,
 				}
 				return out.status(g.stderr)
 			}
-			var results []*analysis.Result
+			var results []*result.Result
 			for _, path := range paths {
 				s, err := g.open(path)
 				if err != nil {
@@ -104,10 +105,10 @@ stops at the first).`,
 				}
 				results = append(results, g.budget.fit(g.analyze(s, opts)))
 			}
-			return writeResults(cmd.OutOrStdout(), format, textTop, results)
+			return write.Write(cmd.OutOrStdout(), results, report.Options{Top: textTop})
 		},
 	}
-	formatFlag(cmd, &format, "text", "text", "markdown", "json")
+	formatFlag(cmd, &format, report.Analyses.Names())
 	cmd.Flags().IntVarP(&device, "device", "d", -1, "analyse only this device (default: all)")
 	cmd.Flags().IntVar(&top, "top", 10, "how many allocation sites to list (text shows 5 unless given)")
 	rankFlag(cmd, &ranks)
@@ -132,27 +133,5 @@ func gpuOption(gpu string, opts *analysis.Options) error {
 		return &exitError{exitInput, fmt.Errorf("--gpu %v", err)}
 	}
 	opts.CapacityBytes = g.CapacityBytes
-	return nil
-}
-
-// writeResults writes analyses in a format; text lists textTop sites.
-func writeResults(w io.Writer, format string, textTop int, results []*analysis.Result) error {
-	if format == "json" {
-		return report.JSON(w, results)
-	}
-	for i, r := range results {
-		if i > 0 {
-			fmt.Fprintln(w)
-		}
-		var err error
-		if format == "markdown" {
-			err = report.Markdown(w, r)
-		} else {
-			err = report.TextTop(w, r, textTop)
-		}
-		if err != nil {
-			return err
-		}
-	}
 	return nil
 }

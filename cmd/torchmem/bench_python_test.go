@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // BenchmarkAgainstPython runs `torchmem analyze --format json` (read,

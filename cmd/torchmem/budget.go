@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/result"
 )
 
 // The output budget of one run. What torchmem prints of a result is its
@@ -33,19 +34,19 @@ const (
 // so far, and the bytes written.
 type runBudget struct {
 	text       *analysis.TextBudget
-	fitted     map[*analysis.Result]bool
+	fitted     map[*result.Result]bool
 	inputBytes int64 // input read, after gzip or base64
 	written    int64
 }
 
 func newRunBudget() *runBudget {
-	return &runBudget{text: analysis.NewTextBudget(textBudgetBase), fitted: map[*analysis.Result]bool{}}
+	return &runBudget{text: analysis.NewTextBudget(textBudgetBase), fitted: map[*result.Result]bool{}}
 }
 
 // fit counts a result's input in the budget and its text against it,
 // cutting what is past it (once per result, in the order the run renders
 // them). A nil budget (commands built without run, in tests) fits all.
-func (b *runBudget) fit(r *analysis.Result) *analysis.Result {
+func (b *runBudget) fit(r *result.Result) *result.Result {
 	if b == nil || r == nil || b.fitted[r] {
 		return r
 	}

@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"debug/elf"
+	"debug/gosym"
 	"debug/macho"
 	"encoding/hex"
 	"fmt"
@@ -81,6 +83,90 @@ func TestMakeBuildIsStatic(t *testing.T) {
 	machine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[runtime.GOARCH]
 	checkStaticELF(t, bin, machine)
 	checkVersion(t, bin, "v9.8.7-test")
+	checkNoTestCode(t, bin)
+}
+
+// testOnly are import paths (and their sub-packages) that only tests and
+// developer tools may link: Go's testing package, the reference pickle
+// decoder, the comparison, browser and terminal libraries of the tests,
+// and the repository's test scaffolding and tools.
+var testOnly = []string{"testing", "github.com/nlpodyssey/gopickle", "github.com/google/go-cmp",
+	"github.com/chromedp", "github.com/creack/pty", "github.com/stretchr/testify",
+	"github.com/torchmem/torchmem/internal/snapshottest", "github.com/torchmem/torchmem/tools",
+	"github.com/torchmem/torchmem/internal/load/loadtest", "github.com/torchmem/torchmem/internal/analysistest"}
+
+// isTestOnly reports whether an import path is one of testOnly or below one.
+func isTestOnly(path string) bool {
+	for _, p := range testOnly {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestBinaryLinksNoTestCode: the torchmem command imports no test code,
+// directly or through another package (go list -deps).
+func TestBinaryLinksNoTestCode(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/torchmem/torchmem/snapshot") {
+		t.Fatalf("go list -deps lists %d packages without torchmem's own snapshot: not the command's list", len(deps))
+	}
+	for _, d := range deps {
+		if isTestOnly(d) {
+			t.Errorf("the torchmem command links %s", d)
+		}
+	}
+}
+
+// checkNoTestCode reads a built binary: its build information names no
+// test-only module and its function table (which -s leaves, the runtime
+// needs it) holds no function of a test-only package.
+func checkNoTestCode(t *testing.T, bin string) {
+	t.Helper()
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatalf("%s: %v", bin, err)
+	}
+	for _, d := range info.Deps {
+		if isTestOnly(d.Path) {
+			t.Errorf("%s links the module %s", bin, d.Path)
+		}
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pcln, text := f.Section(".gopclntab"), f.Section(".text")
+	if pcln == nil || text == nil {
+		t.Fatalf("%s has no .gopclntab or .text section", bin)
+	}
+	data, err := pcln.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, text.Addr))
+	if err != nil {
+		t.Fatalf("%s: the function table: %v", bin, err)
+	}
+	seen := map[string]bool{}
+	for _, fn := range tab.Funcs {
+		if p := fn.PackageName(); isTestOnly(p) && !seen[p] {
+			seen[p] = true
+			t.Errorf("%s holds functions of %s (%s)", bin, p, fn.Name)
+		}
+	}
+	if len(tab.Funcs) < 1000 || !seen["testing"] && !slices.ContainsFunc(tab.Funcs, func(fn gosym.Func) bool {
+		return fn.PackageName() == "github.com/torchmem/torchmem/snapshot"
+	}) {
+		t.Errorf("%s: %d functions and none of torchmem's snapshot package: the table was not read", bin, len(tab.Funcs))
+	}
 }
 
 // TestReleaseFiles checks what make release wrote into

@@ -11,9 +11,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/analysis/rollup"
+	"github.com/torchmem/torchmem/check"
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/report"
-	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 )
 
 func newCheckCmd(g *globals) *cobra.Command {
@@ -89,11 +91,11 @@ working directory.`,
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: inputCompletion,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format, "text", "markdown", "json"); err != nil {
+			if _, err := lookupFormat(report.Checks, format); err != nil {
 				return err
 			}
-			opts := analysis.CheckOptions{Device: device}
-			byKey := map[string]analysis.Budget{}
+			opts := check.CheckOptions{Device: device}
+			byKey := map[string]check.Budget{}
 			var imbalance string // the imbalance budget's value, checked on the roll-up
 			if config != "" {
 				c, err := readCheckConfig(config)
@@ -106,12 +108,12 @@ working directory.`,
 				}
 				sort.Strings(keys)
 				for _, k := range keys {
-					if k == rollup.BudgetImbalance {
-						byKey[k] = analysis.Budget{Key: k, Limit: -1}
+					if k == check.BudgetImbalance {
+						byKey[k] = check.Budget{Key: k, Limit: -1}
 						imbalance = c.Budgets[k]
 						continue
 					}
-					b, err := analysis.NewBudget(k, c.Budgets[k])
+					b, err := check.NewBudget(k, c.Budgets[k])
 					if err != nil {
 						return &exitError{exitInput, fmt.Errorf("--config %s: %w", config, err)}
 					}
@@ -134,12 +136,12 @@ working directory.`,
 				}
 			}
 			for _, s := range budgets {
-				if k, v, ok := strings.Cut(s, "="); ok && strings.TrimSpace(k) == rollup.BudgetImbalance {
-					byKey[rollup.BudgetImbalance] = analysis.Budget{Key: rollup.BudgetImbalance, Limit: -1}
+				if k, v, ok := strings.Cut(s, "="); ok && strings.TrimSpace(k) == check.BudgetImbalance {
+					byKey[check.BudgetImbalance] = check.Budget{Key: check.BudgetImbalance, Limit: -1}
 					imbalance = v
 					continue
 				}
-				b, err := analysis.ParseBudget(s)
+				b, err := check.ParseBudget(s)
 				if err != nil {
 					return &exitError{exitInput, fmt.Errorf("--budget: %w", err)}
 				}
@@ -147,8 +149,8 @@ working directory.`,
 			}
 			imbalanceLimit := 0.0
 			for _, b := range byKey {
-				if b.Key == rollup.BudgetImbalance {
-					l, err := rollup.ParseImbalance(imbalance)
+				if b.Key == check.BudgetImbalance {
+					l, err := check.ParseImbalance(imbalance)
 					if err != nil {
 						return &exitError{exitInput, fmt.Errorf("--budget: %w", err)}
 					}
@@ -158,15 +160,15 @@ working directory.`,
 				opts.Budgets = append(opts.Budgets, b)
 			}
 			if tolerance != "" {
-				t, err := analysis.ParseTolerance(tolerance)
+				t, err := check.ParseTolerance(tolerance)
 				if err != nil {
 					return &exitError{exitInput, fmt.Errorf("--tolerance: %w", err)}
 				}
 				opts.Tolerance = t
 			}
-			opts.Floor = analysis.DefaultFloor
+			opts.Floor = check.DefaultFloor
 			if floor != "" {
-				f, err := analysis.ParseFloor(floor)
+				f, err := check.ParseFloor(floor)
 				if err != nil {
 					return &exitError{exitInput, fmt.Errorf("--floor: %w", err)}
 				}
@@ -186,7 +188,7 @@ working directory.`,
 			if updateBaseline {
 				return writeBaseline(g, cmd.OutOrStdout(), args[0], baseline, aopts, opts)
 			}
-			var bases *rollup.Baselines
+			var bases *check.Baselines
 			if baseline != "" {
 				var err error
 				bases, err = g.loadBaselines(baseline, aopts)
@@ -202,22 +204,22 @@ working directory.`,
 			if err := refuseOverwritingInput("--junit", junit, append(paths, baseline)); err != nil {
 				return err
 			}
-			var results []*analysis.CheckResult
+			var results []*check.CheckResult
 			b := rollup.NewBuilder()
 			n := 0
-			check := func(r *analysis.Result) error {
+			checkOne := func(r *result.Result) error {
 				o := opts
 				var missing string
 				if bases != nil {
 					o.Baseline, missing = bases.For(r, n)
 				}
 				n++
-				cr, err := analysis.Check(r, o)
+				cr, err := check.Check(r, o)
 				if err != nil {
 					return &exitError{exitInput, err}
 				}
 				if missing != "" {
-					cr.Add(analysis.CheckItem{Name: "baseline", Kind: analysis.CheckKindRegression, Device: -1, Status: analysis.CheckSkip, Message: missing})
+					cr.Add(check.CheckItem{Name: "baseline", Kind: check.CheckKindRegression, Device: -1, Status: check.CheckSkip, Message: missing})
 				}
 				results = append(results, cr)
 				b.Add(r)
@@ -228,19 +230,19 @@ working directory.`,
 				if err != nil {
 					return err
 				}
-				if err := check(g.budget.fit(r)); err != nil {
+				if err := checkOne(g.budget.fit(r)); err != nil {
 					return err
 				}
-			} else if err := g.loadAll(paths, g.checkLoader(aopts), check, nil); err != nil {
+			} else if err := g.loadAll(paths, g.checkLoader(aopts), checkOne, nil); err != nil {
 				return err
 			}
 			if imbalanceLimit > 0 {
-				results = append(results, rollup.CheckImbalance(b.Rollup(), imbalanceLimit))
+				results = append(results, check.CheckImbalance(b.Rollup(), imbalanceLimit))
 			}
 			return writeChecks(cmd.OutOrStdout(), g.stderr, g.budget, format, junit, github, sourceRoot, results)
 		},
 	}
-	formatFlag(cmd, &format, "text", "text", "markdown", "json")
+	formatFlag(cmd, &format, report.Checks.Names())
 	cmd.Flags().StringArrayVarP(&budgets, "budget", "b", nil, "an upper bound KEY=VALUE, e.g. peak=20GiB (repeatable; see above for keys)")
 	cmd.Flags().StringVar(&baseline, "baseline", "", "fail when memory grew against this analysis (torchmem analyze --format json)")
 	cmd.Flags().StringVar(&tolerance, "tolerance", "", "allowed growth over the baseline: 5% or 256MiB (default 0)")
@@ -266,7 +268,7 @@ const baselineTopSites = 1000
 // writeChecks writes the report and the CI outputs, and returns the exit
 // error when a check failed. A job summary that cannot be written is a
 // warning on stderr: the checks' verdict decides the exit status.
-func writeChecks(out, stderr io.Writer, budget *runBudget, format, junit string, github bool, sourceRoot string, results []*analysis.CheckResult) error {
+func writeChecks(out, stderr io.Writer, budget *runBudget, format, junit string, github bool, sourceRoot string, results []*check.CheckResult) error {
 	// The JUnit file first: a path that cannot be written is bad usage,
 	// reported before anything goes to stdout.
 	if junit != "" {
@@ -278,16 +280,11 @@ func writeChecks(out, stderr io.Writer, budget *runBudget, format, junit string,
 			return &exitError{exitInput, fmt.Errorf("--junit: %w", err)}
 		}
 	}
-	var err error
-	switch format {
-	case "json":
-		err = report.CheckJSON(out, results)
-	case "markdown":
-		err = report.CheckMarkdown(out, results)
-	default:
-		err = report.CheckText(out, results)
-	}
+	write, err := lookupFormat(report.Checks, format)
 	if err != nil {
+		return err
+	}
+	if err := write.Write(out, results, report.Options{}); err != nil {
 		return err
 	}
 	if github {
@@ -307,13 +304,13 @@ func writeChecks(out, stderr io.Writer, budget *runBudget, format, junit string,
 		total += len(r.Checks)
 	}
 	if failed > 0 {
-		return &exitError{exitFailed, fmt.Errorf("check failed: %d of %s failed", failed, report.Count(total)+" checks")}
+		return &exitError{exitFailed, fmt.Errorf("check failed: %d of %s failed", failed, units.Count(total)+" checks")}
 	}
 	return nil
 }
 
 // appendSummary appends the checks as Markdown to the job summary file.
-func appendSummary(path string, budget *runBudget, results []*analysis.CheckResult) error {
+func appendSummary(path string, budget *runBudget, results []*check.CheckResult) error {
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
@@ -330,30 +327,30 @@ func appendSummary(path string, budget *runBudget, results []*analysis.CheckResu
 // pass writes the analysis (as analyze --format json --top 1000 would) to
 // the baseline path, through a temporary file. A failing run leaves the
 // baseline as it was and exits 1.
-func writeBaseline(g *globals, out io.Writer, path, baseline string, aopts analysis.Options, opts analysis.CheckOptions) error {
+func writeBaseline(g *globals, out io.Writer, path, baseline string, aopts analysis.Options, opts check.CheckOptions) error {
 	r, err := g.loadResult(path, aopts)
 	if err != nil {
 		return err
 	}
 	g.budget.fit(r)
-	cr, err := analysis.Check(r, opts)
+	cr, err := check.Check(r, opts)
 	if err != nil {
 		return &exitError{exitInput, err}
 	}
 	if !cr.OK() {
-		if err := report.CheckText(out, []*analysis.CheckResult{cr}); err != nil {
+		if err := report.CheckText(out, []*check.CheckResult{cr}); err != nil {
 			return err
 		}
-		return &exitError{exitFailed, fmt.Errorf("baseline %s not updated: %d of %s failed", baseline, cr.Failed, report.Count(len(cr.Checks))+" checks")}
+		return &exitError{exitFailed, fmt.Errorf("baseline %s not updated: %d of %s failed", baseline, cr.Failed, units.Count(len(cr.Checks))+" checks")}
 	}
 	var b bytes.Buffer
-	if err := report.JSON(budgetWriter{&b, g.budget}, []*analysis.Result{r}); err != nil {
+	if err := report.JSON(budgetWriter{&b, g.budget}, []*result.Result{r}); err != nil {
 		return &exitError{exitInput, fmt.Errorf("--update-baseline %s: %w", baseline, err)}
 	}
 	if err := writeFileAtomic(baseline, b.Bytes()); err != nil {
 		return &exitError{exitInput, fmt.Errorf("--update-baseline %s: %w", baseline, err)}
 	}
-	_, err = fmt.Fprintf(out, "torchmem check: wrote the baseline %s from %s (%s; %s)\n", snapshot.OneLine(baseline), snapshot.OneLine(path),
-		analysis.FormatBytes(int64(b.Len())), report.CheckSummary(cr))
+	_, err = fmt.Fprintf(out, "torchmem check: wrote the baseline %s from %s (%s; %s)\n", units.OneLine(baseline), units.OneLine(path),
+		units.FormatBytes(int64(b.Len())), report.CheckSummary(cr))
 	return err
 }

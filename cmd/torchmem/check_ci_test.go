@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/result"
 )
 
 // TestLocateIn maps frames recorded on another machine into a checkout.
@@ -144,9 +144,9 @@ func TestCheckUpdateBaseline(t *testing.T) {
 	if code != exitOK || !strings.HasPrefix(out, "torchmem check: wrote the baseline "+base+" from "+small) {
 		t.Fatalf("exit %d\n%s%s", code, out, stderr)
 	}
-	var r analysis.Result
+	var r result.Result
 	data, _ := os.ReadFile(base)
-	if err := json.Unmarshal(data, &r); err != nil || r.Schema != analysis.SchemaID || len(r.Devices) != 1 || len(r.Devices[0].PhasePeaks) == 0 {
+	if err := json.Unmarshal(data, &r); err != nil || r.Schema != result.SchemaID || len(r.Devices) != 1 || len(r.Devices[0].PhasePeaks) == 0 {
 		t.Fatalf("baseline %v: %.200s", err, data)
 	}
 	// Same as analyze --format json --top 1000.

@@ -7,18 +7,19 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/torchmem/torchmem/analysis"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/check"
+	"github.com/torchmem/torchmem/diff"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // checkResult runs check --format json and decodes its one result.
-func checkResult(t *testing.T, wantCode int, args ...string) *analysis.CheckResult {
+func checkResult(t *testing.T, wantCode int, args ...string) *check.CheckResult {
 	t.Helper()
 	code, out, stderr := runCLI(nil, append([]string{"check", "--format", "json"}, args...)...)
 	if code != wantCode {
 		t.Fatalf("check %v: exit %d, want %d\n%s", args, code, wantCode, stderr)
 	}
-	var cr analysis.CheckResult
+	var cr check.CheckResult
 	if err := json.Unmarshal([]byte(out), &cr); err != nil {
 		t.Fatal(err)
 	}
@@ -27,10 +28,10 @@ func checkResult(t *testing.T, wantCode int, args ...string) *analysis.CheckResu
 
 // failedKeys lists the keys of a result's failed checks, sorted, and the
 // smallest growth over the baseline among them.
-func failedKeys(cr *analysis.CheckResult) (keys []string, least int64) {
+func failedKeys(cr *check.CheckResult) (keys []string, least int64) {
 	least = -1
 	for _, it := range cr.Checks {
-		if it.Status != analysis.CheckFail {
+		if it.Status != check.CheckFail {
 			continue
 		}
 		keys = append(keys, it.Key)
@@ -54,12 +55,12 @@ func TestCheckNoiseFloor(t *testing.T) {
 	long := shared(t, "snapshots", "wedsonlin_medium_256_training.pickle")
 	short := shared(t, "snapshots", "wedsonlin_medium_128_training.pickle")
 	cr := checkResult(t, exitOK, short, "--baseline", long)
-	if cr.Failed != 0 || cr.Passed != 25 || cr.Floor == nil || *cr.Floor != analysis.DefaultFloor {
+	if cr.Failed != 0 || cr.Passed != 25 || cr.Floor == nil || *cr.Floor != check.DefaultFloor {
 		t.Errorf("shorter sequence: %d failed, %d passed, floor %+v", cr.Failed, cr.Passed, cr.Floor)
 	}
 	for _, it := range cr.Checks {
 		// 1% of the baseline's peak of 9,113,374,720 B (8.49 GiB).
-		if it.Kind == analysis.CheckKindRegression && it.NoiseFloor != 91_133_747 {
+		if it.Kind == check.CheckKindRegression && it.NoiseFloor != 91_133_747 {
 			t.Errorf("%s: noise floor %d", it.Name, it.NoiseFloor)
 		}
 	}
@@ -104,7 +105,7 @@ func TestCheckNoiseFloor(t *testing.T) {
 			continue
 		}
 		found = true
-		if it.Status != analysis.CheckFail || *it.Baseline>>20 != 1020 || it.Actual>>20 != 1224 || it.NoiseFloor != 16<<20 ||
+		if it.Status != check.CheckFail || *it.Baseline>>20 != 1020 || it.Actual>>20 != 1224 || it.NoiseFloor != 16<<20 ||
 			!strings.Contains(it.Message, "1020 MiB → 1.20 GiB (+20.0%), more than the 0% tolerance and the 16.0 MiB noise floor") {
 			t.Errorf("activations +20%%: %+v", it)
 		}
@@ -126,11 +127,11 @@ func TestCheckDiffSameSites(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("diff: exit %d %s", code, stderr)
 	}
-	var d analysis.DiffResult
+	var d diff.DiffResult
 	if err := json.Unmarshal([]byte(out), &d); err != nil {
 		t.Fatal(err)
 	}
-	bySite := map[string]analysis.SiteDiff{}
+	bySite := map[string]diff.SiteDiff{}
 	for _, sd := range d.Devices[0].Sites {
 		bySite[sd.Site] = sd
 	}

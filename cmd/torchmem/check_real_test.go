@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // realOOMs are the real files with an oom trace entry, and its device, as
 // testdata/facts/snapshot_facts.py counts them with Python's own pickle
-// (snapshot/realfiles_test.go holds the full facts). No real chrome trace
+// (snapshot/realfiles_table_test.go holds the full facts). No real chrome trace
 // has one. record_oom's two dumps (the OOM observer's and the one at exit)
 // hold the same oom entry, event 619 of device 0.
 var realOOMs = map[string]int{

@@ -2,7 +2,9 @@ package main
 
 import (
 	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/analysis/rollup"
+	"github.com/torchmem/torchmem/check"
+	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -16,7 +18,7 @@ func isRollupFile(path string) bool {
 		return false
 	}
 	head, err := snapshot.Head(path)
-	return err == nil && analysis.JSONSchema(head) == rollup.SchemaID
+	return err == nil && result.JSONSchema(head) == rollup.SchemaID
 }
 
 // summaryLimit is the most bytes one JSON summary may take.
@@ -35,52 +37,52 @@ func (g *globals) summaryLimit() (int64, error) {
 // roll-up (named by their own paths), an analysis's JSON (named by the JSON
 // file, as check names a single one), or the analysis of a snapshot or
 // trace.
-func (g *globals) checkLoader(opts analysis.Options) func(string) ([]*analysis.Result, error) {
-	return func(path string) ([]*analysis.Result, error) {
+func (g *globals) checkLoader(opts analysis.Options) func(string) ([]*result.Result, error) {
+	return func(path string) ([]*result.Result, error) {
 		switch {
 		case isRollupFile(path):
 			limit, err := g.summaryLimit()
 			if err != nil {
 				return nil, err
 			}
-			var rs []*analysis.Result
-			err = g.readSummaries(path, limit, func(r *analysis.Result) error {
+			var rs []*result.Result
+			err = g.readSummaries(path, limit, func(r *result.Result) error {
 				rs = append(rs, r)
 				return nil
 			}, nil)
 			return rs, err
 		case path == "-" || isAnalysisFile(path):
 			r, err := g.loadResult(path, opts)
-			return []*analysis.Result{r}, err
+			return []*result.Result{r}, err
 		}
 		r, err := g.analyzeOne(path, opts)
-		return []*analysis.Result{r}, err
+		return []*result.Result{r}, err
 	}
 }
 
 // isAnalysisFile says whether path holds an analysis (torchmem.analysis/v1).
 func isAnalysisFile(path string) bool {
 	head, err := snapshot.Head(path)
-	return err == nil && analysis.JSONSchema(head) == analysis.SchemaID
+	return err == nil && result.JSONSchema(head) == result.SchemaID
 }
 
 // loadBaselines reads check's --baseline: a roll-up gives each rank its own
 // baseline; anything else (an analysis, a snapshot, a trace) is the baseline
 // of every rank.
-func (g *globals) loadBaselines(path string, opts analysis.Options) (*rollup.Baselines, error) {
+func (g *globals) loadBaselines(path string, opts analysis.Options) (*check.Baselines, error) {
 	if !isRollupFile(path) {
 		r, err := g.loadResult(path, opts)
 		if err != nil {
 			return nil, err
 		}
-		return rollup.OneBaseline(g.budget.fit(r)), nil
+		return check.OneBaseline(g.budget.fit(r)), nil
 	}
 	limit, err := g.summaryLimit()
 	if err != nil {
 		return nil, err
 	}
-	b := rollup.NewBaselines()
-	err = g.readSummaries(path, limit, func(r *analysis.Result) error {
+	b := check.NewBaselines()
+	err = g.readSummaries(path, limit, func(r *result.Result) error {
 		b.Add(g.budget.fit(r))
 		return nil
 	}, nil)

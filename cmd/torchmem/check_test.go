@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/result"
 )
 
 // machineFree cuts the testdata/gate folder from paths in an output.
@@ -224,7 +224,7 @@ func TestCheckSnapshots(t *testing.T) {
 		t.Fatalf("analyze: exit %d %s", code, stderr)
 	}
 	baseline := writeTemp(t, dir, "base.json", []byte(js))
-	var base analysis.Result
+	var base result.Result
 	if err := json.Unmarshal([]byte(js), &base); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/internal/units"
 	"go.yaml.in/yaml/v4"
 )
 
@@ -40,7 +40,7 @@ const (
 func readCheckConfig(path string) (*checkConfig, error) {
 	bad := func(format string, args ...any) error {
 		msg := strings.ReplaceAll(strings.TrimSpace(fmt.Sprintf(format, args...)), "\n", "; ")
-		return &exitError{exitInput, fmt.Errorf("--config %s: %s", snapshot.OneLine(path), snapshot.OneLine(msg))}
+		return &exitError{exitInput, fmt.Errorf("--config %s: %s", units.OneLine(path), units.OneLine(msg))}
 	}
 	f, err := os.Open(path)
 	if err != nil {

@@ -10,7 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/diff"
 	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -38,7 +40,8 @@ diff reports; it does not judge: it exits 0 unless an input is bad (use
 		Args:              cobra.ExactArgs(2),
 		ValidArgsFunction: inputCompletion,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format, "text", "markdown", "json"); err != nil {
+			write, err := lookupFormat(report.Diffs, format)
+			if err != nil {
 				return err
 			}
 			if args[0] == "-" && args[1] == "-" {
@@ -46,7 +49,7 @@ diff reports; it does not judge: it exits 0 unless an input is bad (use
 			}
 			opts := analysis.DefaultOptions()
 			opts.TopSites, opts.NoTimeline = top, true
-			var rs [2]*analysis.Result
+			var rs [2]*result.Result
 			for i, path := range args {
 				r, err := g.loadResult(path, opts)
 				if err != nil {
@@ -64,18 +67,11 @@ diff reports; it does not judge: it exits 0 unless an input is bad (use
 					return &exitError{exitInput, fmt.Errorf("no device %d in %s or %s", device, args[0], args[1])}
 				}
 			}
-			d := analysis.Diff(rs[0], rs[1])
-			out := cmd.OutOrStdout()
-			switch format {
-			case "json":
-				return report.DiffJSON(out, d)
-			case "markdown":
-				return report.DiffMarkdown(out, d)
-			}
-			return report.DiffText(out, d)
+			d := diff.Diff(rs[0], rs[1])
+			return write.Write(cmd.OutOrStdout(), d, report.Options{})
 		},
 	}
-	formatFlag(cmd, &format, "text", "text", "markdown", "json")
+	formatFlag(cmd, &format, report.Diffs.Names())
 	cmd.Flags().IntVarP(&device, "device", "d", -1, "compare only this device (default: all)")
 	cmd.Flags().IntVar(&top, "top", 1000, "how many allocation sites of each snapshot or trace to compare")
 	return cmd
@@ -89,7 +85,7 @@ const sniffBytes = 4096
 // analyze --format json (recognised by its "schema" near the start; gzip is
 // fine), or a snapshot or trace, which it analyses with opts. "-" reads
 // stdin.
-func (g *globals) loadResult(path string, opts analysis.Options) (*analysis.Result, error) {
+func (g *globals) loadResult(path string, opts analysis.Options) (*result.Result, error) {
 	sopts, err := g.options()
 	if err != nil {
 		return nil, err
@@ -120,7 +116,7 @@ func (g *globals) loadResult(path string, opts analysis.Options) (*analysis.Resu
 	if len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b {
 		if zr, err := gzip.NewReader(bytes.NewReader(head)); err == nil {
 			plain, _ := io.ReadAll(io.LimitReader(zr, sniffBytes))
-			if analysis.JSONSchema(plain) != "" {
+			if result.JSONSchema(plain) != "" {
 				zr, err := gzip.NewReader(br)
 				if err != nil {
 					return nil, &exitError{exitInput, fmt.Errorf("%s: %v", path, err)}
@@ -129,12 +125,12 @@ func (g *globals) loadResult(path string, opts analysis.Options) (*analysis.Resu
 			}
 		}
 	}
-	if schema := analysis.JSONSchema(head); schema != "" {
+	if schema := result.JSONSchema(head); schema != "" {
 		limit := sopts.MaxInputBytes
 		if limit <= 0 {
 			limit = snapshot.DefaultMaxInputBytes
 		}
-		res, err := analysis.ReadResult(content, path, schema, limit)
+		res, err := result.ReadResult(content, path, schema, limit)
 		if err != nil {
 			return nil, &exitError{exitInput, err}
 		}

@@ -6,28 +6,29 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/diff"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/report"
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/result"
 )
 
 // fuzzResult is an analysis whose strings from the file are s.
 func fuzzResult(s string, peak int64) []byte {
-	r := &analysis.Result{Schema: analysis.SchemaID,
-		Input: analysis.Input{Path: s, Format: s, Generation: s},
-		Devices: []analysis.DeviceResult{{Device: 0, Kind: s,
-			Peak:     analysis.Peak{AllocatedBytes: peak, Phase: analysis.Phase(s), Categories: analysis.Categories{analysis.Activation: peak}},
-			OOM:      &analysis.OOM{RequestedBytes: 1 << 20, Phase: analysis.Phase(s), Site: s},
-			Phases:   []analysis.PhaseSpan{{Phase: analysis.Phase(s), Step: 1, PeakAllocatedBytes: peak, Events: 1}},
-			TopSites: []analysis.Site{{Site: s, Bytes: peak, Count: 1}}}},
-		Leaks: []analysis.Leak{{Kind: s, Site: s, BytesPerStep: peak / 10, Steps: 3, Confidence: analysis.Confidence(s)}},
+	r := &result.Result{Schema: result.SchemaID,
+		Input: result.Input{Path: s, Format: s, Generation: s},
+		Devices: []result.DeviceResult{{Device: 0, Kind: s,
+			Peak:     result.Peak{AllocatedBytes: peak, Phase: result.Phase(s), Categories: result.Categories{result.Activation: peak}},
+			OOM:      &result.OOM{RequestedBytes: 1 << 20, Phase: result.Phase(s), Site: s},
+			Phases:   []result.PhaseSpan{{Phase: result.Phase(s), Step: 1, PeakAllocatedBytes: peak, Events: 1}},
+			TopSites: []result.Site{{Site: s, Bytes: peak, Count: 1}}}},
+		Leaks: []result.Leak{{Kind: s, Site: s, BytesPerStep: peak / 10, Steps: 3, Confidence: result.Confidence(s)}},
 	}
 	b, _ := json.Marshal(r)
 	return b
 }
 
 // FuzzDiffJSON: torchmem diff on two analysis JSON files — read back as
-// baselines are (analysis.ReadResult, within its bounds), compared, written
+// baselines are (result.ReadResult, within its bounds), compared, written
 // as text, Markdown and JSON. Reading ends in a Result or a one-line error;
 // every output is inert text; the JSON is JSON.
 func FuzzDiffJSON(f *testing.F) {
@@ -35,9 +36,9 @@ func FuzzDiffJSON(f *testing.F) {
 		f.Add(fuzzResult(s, 3<<30), fuzzResult("new", 1<<20))
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte) {
-		var rs [2]*analysis.Result
+		var rs [2]*result.Result
 		for i, data := range [][]byte{a, b} {
-			r, err := analysis.ReadResult(bytes.NewReader(data), "in.json", analysis.SchemaID, 1<<20)
+			r, err := result.ReadResult(bytes.NewReader(data), "in.json", result.SchemaID, 1<<20)
 			if err != nil {
 				if strings.ContainsAny(err.Error(), "\r\n") {
 					t.Fatalf("error of two lines: %q", err)
@@ -46,7 +47,7 @@ func FuzzDiffJSON(f *testing.F) {
 			}
 			rs[i] = r
 		}
-		d := analysis.Diff(rs[0], rs[1])
+		d := diff.Diff(rs[0], rs[1])
 		var text, md, js bytes.Buffer
 		if err := report.DiffText(&text, d); err != nil {
 			t.Fatal(err)

@@ -10,8 +10,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/torchmem/torchmem/analysis"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/diff"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 )
 
 // gateDir is testdata/gate with a trailing separator, so that outputs can
@@ -145,7 +146,7 @@ func TestDiffBaselineEqualsSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	diffs := map[string]*analysis.DiffResult{}
+	diffs := map[string]*diff.DiffResult{}
 	for name, args := range map[string][]string{
 		"snapshots": {small, big},
 		"baseline":  {baseline, big},
@@ -155,11 +156,11 @@ func TestDiffBaselineEqualsSnapshot(t *testing.T) {
 		if code != exitOK {
 			t.Fatalf("%s: exit %d %s", name, code, stderr)
 		}
-		var d analysis.DiffResult
+		var d diff.DiffResult
 		if err := json.Unmarshal([]byte(out), &d); err != nil {
 			t.Fatal(err)
 		}
-		d.Base = analysis.Input{}
+		d.Base = result.Input{}
 		diffs[name] = &d
 	}
 	if diff := cmp.Diff(diffs["snapshots"], diffs["baseline"]); diff != "" {
@@ -170,16 +171,16 @@ func TestDiffBaselineEqualsSnapshot(t *testing.T) {
 	}
 	// The bigger batch grows activations: the peak must grow.
 	d := diffs["snapshots"]
-	if len(d.Devices) != 1 || d.Devices[0].PeakAllocated.Delta <= 0 || d.Devices[0].Categories[analysis.Activation].Peak.Delta <= 0 {
+	if len(d.Devices) != 1 || d.Devices[0].PeakAllocated.Delta <= 0 || d.Devices[0].Categories[result.Activation].Peak.Delta <= 0 {
 		t.Errorf("batch 2 → 4: %+v", d.Devices)
 	}
 	// And the peak delta is the difference of the two analyses' peaks.
 	_, bigJS, _ := runCLI(nil, "analyze", "--format", "json", big)
-	var a, b analysis.Result
+	var a, b result.Result
 	if json.Unmarshal([]byte(js), &a) != nil || json.Unmarshal([]byte(bigJS), &b) != nil {
 		t.Fatal("analyze JSON unreadable")
 	}
-	if got, want := d.Devices[0].PeakAllocated, analysis.NewDelta(a.Devices[0].Peak.AllocatedBytes, b.Devices[0].Peak.AllocatedBytes); got != want {
+	if got, want := d.Devices[0].PeakAllocated, diff.NewDelta(a.Devices[0].Peak.AllocatedBytes, b.Devices[0].Peak.AllocatedBytes); got != want {
 		t.Errorf("peak %+v, want %+v", got, want)
 	}
 }
@@ -189,11 +190,11 @@ func TestDiffBaselineEqualsSnapshot(t *testing.T) {
 // is compared and how). Bytes are allocator blocks (memory_allocated()).
 type diffFacts struct {
 	base, new                           string
-	peak, peakReserved                  analysis.Delta
-	end, endReserved                    analysis.Delta
-	optimizerPeak, zeroGradPeak         *analysis.Delta // nil: no such phase in either run
-	sites                               map[string]analysis.Delta
-	optimizerPresence, zeroGradPresence analysis.Presence
+	peak, peakReserved                  diff.Delta
+	end, endReserved                    diff.Delta
+	optimizerPeak, zeroGradPeak         *diff.Delta // nil: no such phase in either run
+	sites                               map[string]diff.Delta
+	optimizerPresence, zeroGradPresence diff.Presence
 }
 
 // diffRealFacts is the output of
@@ -206,16 +207,16 @@ type diffFacts struct {
 var diffRealFacts = []diffFacts{
 	{
 		base: "kkaitlyn_ctx128_fullstep.pickle", new: "nothanmin_fullstep.pickle",
-		peak:          analysis.Delta{Base: 55079000576, New: 23281500672, Delta: -31797499904},
-		peakReserved:  analysis.Delta{Base: 61111009280, New: 23842521088, Delta: -37268488192},
-		end:           analysis.Delta{Base: 54873829888, New: 16019091968, Delta: -38854737920},
-		endReserved:   analysis.Delta{Base: 61111009280, New: 23842521088, Delta: -37268488192},
-		optimizerPeak: &analysis.Delta{Base: 55079000576, New: 16073617920, Delta: -39005382656},
+		peak:          diff.Delta{Base: 55079000576, New: 23281500672, Delta: -31797499904},
+		peakReserved:  diff.Delta{Base: 61111009280, New: 23842521088, Delta: -37268488192},
+		end:           diff.Delta{Base: 54873829888, New: 16019091968, Delta: -38854737920},
+		endReserved:   diff.Delta{Base: 61111009280, New: 23842521088, Delta: -37268488192},
+		optimizerPeak: &diff.Delta{Base: 55079000576, New: 16073617920, Delta: -39005382656},
 		// kkaitlyn's zero_grad ran before the first trace entry: its peak is
 		// the memory allocated before recording began (initial_allocated).
-		zeroGradPeak:      &analysis.Delta{Base: 13763491840, New: 23188357632, Delta: 9424865792},
-		optimizerPresence: analysis.InBoth, zeroGradPresence: analysis.InBoth,
-		sites: map[string]analysis.Delta{
+		zeroGradPeak:      &diff.Delta{Base: 13763491840, New: 23188357632, Delta: 9424865792},
+		optimizerPresence: diff.InBoth, zeroGradPresence: diff.InBoth,
+		sites: map[string]diff.Delta{
 			"optimizers.py:82 step":        {Base: 13630744576, New: 0, Delta: -13630744576},
 			"optimizers.py:84 step":        {Base: 13629696000, New: 0, Delta: -13629696000},
 			"optimizers.py:100 step":       {Base: 205170688, New: 0, Delta: -205170688},
@@ -230,13 +231,13 @@ var diffRealFacts = []diffFacts{
 	},
 	{
 		base: "wedsonlin_medium_128_training.pickle", new: "genG_torch2.1x_wedsonlin_inference.pickle",
-		peak:              analysis.Delta{Base: 7026606592, New: 1738928128, Delta: -5287678464},
-		peakReserved:      analysis.Delta{Base: 7235174400, New: 1763704832, Delta: -5471469568},
-		end:               analysis.Delta{Base: 6816891392, New: 1703276544, Delta: -5113614848},
-		endReserved:       analysis.Delta{Base: 7235174400, New: 1763704832, Delta: -5471469568},
-		optimizerPeak:     &analysis.Delta{Base: 7026606592, New: 0, Delta: -7026606592},
-		optimizerPresence: analysis.OnlyBase,
-		sites: map[string]analysis.Delta{
+		peak:              diff.Delta{Base: 7026606592, New: 1738928128, Delta: -5287678464},
+		peakReserved:      diff.Delta{Base: 7235174400, New: 1763704832, Delta: -5471469568},
+		end:               diff.Delta{Base: 6816891392, New: 1703276544, Delta: -5113614848},
+		endReserved:       diff.Delta{Base: 7235174400, New: 1763704832, Delta: -5471469568},
+		optimizerPeak:     &diff.Delta{Base: 7026606592, New: 0, Delta: -7026606592},
+		optimizerPresence: diff.OnlyBase,
+		sites: map[string]diff.Delta{
 			"<allocated before recording>": {Base: 5101219840, New: 1703276544, Delta: -3397943296},
 			"optimizer.py:80 step":         {Base: 125829120, New: 0, Delta: -125829120},
 			"optimizer.py:76 step":         {Base: 41943040, New: 0, Delta: -41943040},
@@ -257,31 +258,31 @@ func TestDiffRealSnapshots(t *testing.T) {
 			if code != exitOK {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
-			var d analysis.DiffResult
+			var d diff.DiffResult
 			if err := json.Unmarshal([]byte(out), &d); err != nil {
 				t.Fatal(err)
 			}
-			if len(d.Devices) != 1 || d.Devices[0].Device != 0 || d.Devices[0].Presence != analysis.InBoth {
+			if len(d.Devices) != 1 || d.Devices[0].Device != 0 || d.Devices[0].Presence != diff.InBoth {
 				t.Fatalf("devices %+v, want device 0 in both", d.Devices)
 			}
 			dd := d.Devices[0]
-			phases := map[analysis.Phase]analysis.PhaseDiff{}
+			phases := map[result.Phase]diff.PhaseDiff{}
 			for _, p := range dd.Phases {
 				phases[p.Phase] = p
 			}
-			sites := map[string]analysis.Delta{}
+			sites := map[string]diff.Delta{}
 			for _, s := range dd.Sites {
 				site := s.Site
 				// torchmem may split the blocks allocated before recording
 				// by category ("<allocated before recording: parameter>");
 				// Python has one site for them.
-				if strings.HasPrefix(site, analysis.SiteBeforeRecording[:len(analysis.SiteBeforeRecording)-1]) {
-					site = analysis.SiteBeforeRecording
+				if strings.HasPrefix(site, result.SiteBeforeRecording[:len(result.SiteBeforeRecording)-1]) {
+					site = result.SiteBeforeRecording
 				}
 				v := sites[site]
-				sites[site] = analysis.NewDelta(v.Base+s.Bytes.Base, v.New+s.Bytes.New)
+				sites[site] = diff.NewDelta(v.Base+s.Bytes.Base, v.New+s.Bytes.New)
 			}
-			check := func(name string, got, want analysis.Delta) {
+			check := func(name string, got, want diff.Delta) {
 				t.Helper()
 				if got != want {
 					t.Errorf("%s: torchmem %+v, Python %+v", name, got, want)
@@ -292,10 +293,10 @@ func TestDiffRealSnapshots(t *testing.T) {
 			check("allocated at the end", dd.EndAllocated, f.end)
 			check("reserved at the end", dd.EndReserved, f.endReserved)
 			for _, ph := range []struct {
-				phase    analysis.Phase
-				want     *analysis.Delta
-				presence analysis.Presence
-			}{{analysis.PhaseOptimizer, f.optimizerPeak, f.optimizerPresence}, {analysis.PhaseZeroGrad, f.zeroGradPeak, f.zeroGradPresence}} {
+				phase    result.Phase
+				want     *diff.Delta
+				presence diff.Presence
+			}{{result.PhaseOptimizer, f.optimizerPeak, f.optimizerPresence}, {result.PhaseZeroGrad, f.zeroGradPeak, f.zeroGradPresence}} {
 				got, ok := phases[ph.phase]
 				if ph.want == nil {
 					if ok {
@@ -344,13 +345,13 @@ func TestDiffRealSitesByUserFrame(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d %s", code, stderr)
 	}
-	var d analysis.DiffResult
+	var d diff.DiffResult
 	if err := json.Unmarshal([]byte(js), &d); err != nil {
 		t.Fatal(err)
 	}
 	listed := func(path string) map[string]bool {
 		_, js, _ := runCLI(nil, "analyze", "--format", "json", "--top", "1000", path)
-		var r analysis.Result
+		var r result.Result
 		if err := json.Unmarshal([]byte(js), &r); err != nil {
 			t.Fatal(err)
 		}
@@ -371,18 +372,18 @@ func TestDiffRealSitesByUserFrame(t *testing.T) {
 		t.Errorf("sites at %q, peak phases %+v", dd.PhaseSitesAt, dd.PeakPhase)
 	}
 	for _, s := range dd.Sites { // at each run's peak
-		if s.Presence == analysis.OnlyNew && inBase[s.Site] || s.Presence == analysis.OnlyBase && inNew[s.Site] {
+		if s.Presence == diff.OnlyNew && inBase[s.Site] || s.Presence == diff.OnlyBase && inNew[s.Site] {
 			t.Errorf("%s is %s but both runs list it", s.Site, s.Presence)
 		}
 	}
 	silu := false
 	for _, s := range dd.PhaseSites {
-		if s.Presence == analysis.OnlyNew && inBase[s.Site] || s.Presence == analysis.OnlyBase && inNew[s.Site] {
+		if s.Presence == diff.OnlyNew && inBase[s.Site] || s.Presence == diff.OnlyBase && inNew[s.Site] {
 			t.Errorf("%s is %s but both runs list it", s.Site, s.Presence)
 		}
 		if s.Site == "model.py:532 silu" {
 			silu = true
-			if s.Presence != analysis.InBoth || s.Bytes.Base != 384<<20 || s.Bytes.New != 768<<20 || s.Count.Base != 48 || s.Count.New != 48 {
+			if s.Presence != diff.InBoth || s.Bytes.Base != 384<<20 || s.Bytes.New != 768<<20 || s.Count.Base != 48 || s.Count.New != 48 {
 				t.Errorf("silu: %+v", s)
 			}
 		}

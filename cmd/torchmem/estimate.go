@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/report"
-	"github.com/torchmem/torchmem/snapshot"
 )
 
 // estimateFlags are the flags of torchmem estimate.
@@ -61,11 +61,11 @@ GPUs: ` + wrapList(estimate.GPUNames(), 72, "      ") + `.
   torchmem estimate --from snapshot.pickle --at batch=4,seq=128 --seq 256`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(f.format, "text", "markdown", "json"); err != nil {
+			write, err := lookupFormat(report.Estimates, f.format)
+			if err != nil {
 				return err
 			}
 			var r *estimate.Result
-			var err error
 			if f.from != "" {
 				r, err = projectRun(g, cmd, &f)
 			} else {
@@ -74,10 +74,10 @@ GPUs: ` + wrapList(estimate.GPUNames(), 72, "      ") + `.
 			if err != nil {
 				return err
 			}
-			return writeEstimate(cmd.OutOrStdout(), f.format, r)
+			return write.Write(cmd.OutOrStdout(), r, report.Options{})
 		},
 	}
-	formatFlag(cmd, &f.format, "text", "text", "markdown", "json")
+	formatFlag(cmd, &f.format, report.Estimates.Names())
 	fl := cmd.Flags()
 	fl.StringVar(&f.params, "params", "", "parameter count: 7B, 124M, 6738415616")
 	fl.StringVar(&f.config, "config", "", "a Hugging Face config.json (llama, mistral, qwen2, gpt2, …)")
@@ -134,10 +134,10 @@ func formulaEstimate(cmd *cobra.Command, f *estimateFlags) (*estimate.Result, er
 		}
 	}
 	if cmd.Flags().Changed("flash") && cmd.Flags().Changed("attention") && f.setup.Flash && f.setup.Attention != "flash" {
-		return nil, usageError("--flash and --attention %s disagree: give one", snapshot.OneLine(f.setup.Attention))
+		return nil, usageError("--flash and --attention %s disagree: give one", units.OneLine(f.setup.Attention))
 	}
 	if f.params != "" {
-		n, err := estimate.ParseCount(f.params)
+		n, err := units.ParseCount(f.params)
 		if err != nil {
 			return nil, usageError("--params %v", err)
 		}
@@ -175,10 +175,10 @@ func archFromFlags(cmd *cobra.Command, f *estimateFlags) (*estimate.Arch, error)
 			err = pe.Err
 		}
 		if err != nil {
-			return nil, usageError("%s: %v", snapshot.OneLine(f.config), err)
+			return nil, usageError("%s: %v", units.OneLine(f.config), err)
 		}
 		if a, err = estimate.ParseHFConfig(data); err != nil {
-			return nil, usageError("%s: %v", snapshot.OneLine(f.config), err)
+			return nil, usageError("%s: %v", units.OneLine(f.config), err)
 		}
 		a.Source = f.config
 	}
@@ -235,16 +235,6 @@ func readBounded(path string, max int64) ([]byte, error) {
 	return data, nil
 }
 
-func writeEstimate(w io.Writer, format string, r *estimate.Result) error {
-	switch format {
-	case "json":
-		return report.EstimateJSON(w, r)
-	case "markdown":
-		return report.EstimateMarkdown(w, r)
-	}
-	return report.EstimateText(w, r)
-}
-
 // projectRun is estimate --from: a measured run projected to --batch/--seq.
 func projectRun(g *globals, cmd *cobra.Command, f *estimateFlags) (*estimate.Result, error) {
 	for _, name := range []string{"params", "config", "hidden", "layers", "heads", "kv-heads", "ffn", "vocab",
@@ -286,7 +276,7 @@ func projectRun(g *globals, cmd *cobra.Command, f *estimateFlags) (*estimate.Res
 	r, err := analysis.Project(s, analysis.DefaultOptions(), at, to, gpu)
 	g.endProgress()
 	if err != nil {
-		return nil, &exitError{exitInput, fmt.Errorf("%s: %v", snapshot.OneLine(f.from), err)}
+		return nil, &exitError{exitInput, fmt.Errorf("%s: %v", units.OneLine(f.from), err)}
 	}
 	return r, nil
 }
@@ -301,7 +291,7 @@ func parseAt(s string) (analysis.Size, error) {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if !ok || err != nil || n <= 0 || n > 1<<24 {
-			return at, usageError("--at %q: want batch=B,seq=S with positive numbers", snapshot.OneLine(s))
+			return at, usageError("--at %q: want batch=B,seq=S with positive numbers", units.OneLine(s))
 		}
 		switch strings.ToLower(strings.TrimSpace(k)) {
 		case "batch", "b":
@@ -309,7 +299,7 @@ func parseAt(s string) (analysis.Size, error) {
 		case "seq", "s", "sequence", "context":
 			at.Seq = n
 		default:
-			return at, usageError("--at %q: %q is neither batch nor seq", snapshot.OneLine(s), snapshot.OneLine(k))
+			return at, usageError("--at %q: %q is neither batch nor seq", units.OneLine(s), units.OneLine(k))
 		}
 	}
 	return at, nil

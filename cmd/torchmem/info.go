@@ -24,7 +24,8 @@ page, a chrome trace (.json), any of them gzip-compressed, or - for stdin.`,
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: inputCompletion,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format, "text", "json"); err != nil {
+			write, err := lookupFormat(report.Infos, format)
+			if err != nil {
 				return err
 			}
 			var sums []snapshot.Summary
@@ -36,23 +37,9 @@ page, a chrome trace (.json), any of them gzip-compressed, or - for stdin.`,
 				sums = append(sums, snapshot.Summarize(s))
 				g.endProgress()
 			}
-			out := cmd.OutOrStdout()
-			if format == "json" {
-				return report.InfoJSON(out, sums)
-			}
-			for i, s := range sums {
-				if i > 0 {
-					if _, err := out.Write([]byte("\n")); err != nil {
-						return err
-					}
-				}
-				if err := report.InfoText(out, s); err != nil {
-					return err
-				}
-			}
-			return nil
+			return write.Write(cmd.OutOrStdout(), sums, report.Options{})
 		},
 	}
-	formatFlag(cmd, &format, "text", "text", "json")
+	formatFlag(cmd, &format, report.Infos.Names())
 	return cmd
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unicode"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // jsonKeysOutside lists the object keys of a JSON value, except those

@@ -7,16 +7,18 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/analysis/rollup"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
 // isSummary says whether a file found in a folder is torchmem's JSON that
 // merge reads: an analysis or a roll-up.
 func isSummary(head []byte) bool {
-	s := analysis.JSONSchema(head)
-	return s == analysis.SchemaID || s == rollup.SchemaID
+	s := result.JSONSchema(head)
+	return s == result.SchemaID || s == rollup.SchemaID
 }
 
 func newMergeCmd(g *globals) *cobra.Command {
@@ -54,7 +56,7 @@ up: exit status 3 (2 when none could be read; --strict stops at the first).`,
 			return []cobra.Completion{"json", "gz"}, cobra.ShellCompDirectiveFilterFileExt
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format, "text", "markdown", "json", "html"); err != nil {
+			if _, err := lookupFormat(report.Rollups, format); err != nil {
 				return err
 			}
 			sopts, err := g.options()
@@ -77,19 +79,20 @@ up: exit status 3 (2 when none could be read; --strict stops at the first).`,
 			if out != "-" {
 				w = budgetWriter{&page, g.budget} // written whole, once complete
 			}
-			ro, err := newRollupOutput(w, format, ranks)
-			if err != nil {
-				return err
-			}
+			textTop := 5
 			if cmd.Flags().Changed("top") {
 				if top < 1 {
 					return &exitError{exitInput, fmt.Errorf("--top %d: want at least 1", top)}
 				}
-				ro.textTop = top
+				textTop = top
+			}
+			ro, err := newRollupOutput(w, format, ranks, textTop)
+			if err != nil {
+				return err
 			}
 			ro.strict = strict
 			for _, path := range paths {
-				if err := g.readSummaries(path, limit, func(r *analysis.Result) error { return ro.add(g.budget.fit(r)) }, ro.b.AddUnreadable); err != nil {
+				if err := g.readSummaries(path, limit, func(r *result.Result) error { return ro.add(g.budget.fit(r)) }, ro.b.AddUnreadable); err != nil {
 					if err := ro.fail(path, err); err != nil {
 						return err
 					}
@@ -108,11 +111,11 @@ up: exit status 3 (2 when none could be read; --strict stops at the first).`,
 				}
 				return &exitError{exitInput, fmt.Errorf("-o %s: %w", out, err)}
 			}
-			fmt.Fprintf(g.stderr, "wrote %s (%s)\n", out, analysis.FormatBytes(int64(page.Len())))
+			fmt.Fprintf(g.stderr, "wrote %s (%s)\n", out, units.FormatBytes(int64(page.Len())))
 			return ro.status(g.stderr)
 		},
 	}
-	formatFlag(cmd, &format, "text", "text", "markdown", "json", "html")
+	formatFlag(cmd, &format, report.Rollups.Names())
 	cmd.Flags().StringVarP(&out, "output", "o", "-", "the file to write (- for stdout)")
 	rankFlag(cmd, &ranks)
 	strictFlag(cmd, &strict)
@@ -132,7 +135,7 @@ func strictFlag(cmd *cobra.Command, strict *bool) {
 
 // readSummaries reads one input of merge: a file or standard input. The
 // inputs a roll-up lists as unreadable go to unreadable (when not nil).
-func (g *globals) readSummaries(path string, limit int64, add func(*analysis.Result) error, unreadable func(rollup.Unreadable)) error {
+func (g *globals) readSummaries(path string, limit int64, add func(*result.Result) error, unreadable func(rollup.Unreadable)) error {
 	if path == "-" {
 		return rollup.ReadSummariesListing(g.stdin, "-", limit, add, unreadable)
 	}

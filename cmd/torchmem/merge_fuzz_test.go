@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/analysis/rollup"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // FuzzMergeReader: merge's reader on any stream of JSON — seeded with
@@ -24,8 +24,8 @@ func FuzzMergeReader(f *testing.F) {
 	}
 	f.Add([]byte(`[` + string(fuzzResult("a", 1)) + `] {"schema": "torchmem.analysis/v1", "devices": [{"phases": [{}, {}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var rs []*analysis.Result
-		err := rollup.ReadSummaries(bytes.NewReader(data), "in.json", 1<<20, func(r *analysis.Result) error {
+		var rs []*result.Result
+		err := rollup.ReadSummaries(bytes.NewReader(data), "in.json", 1<<20, func(r *result.Result) error {
 			if err := r.Validate(); err != nil {
 				t.Fatalf("an analysis that does not validate was handed on: %v", err)
 			}
@@ -40,7 +40,7 @@ func FuzzMergeReader(f *testing.F) {
 		}
 		for _, format := range []string{"text", "markdown"} {
 			var out bytes.Buffer
-			ro, err := newRollupOutput(&out, format, "all")
+			ro, err := newRollupOutput(&out, format, "all", 5)
 			if err != nil {
 				t.Fatal(err)
 			}

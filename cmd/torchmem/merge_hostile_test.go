@@ -10,8 +10,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/torchmem/torchmem/analysis"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/result"
 )
 
 // hostileStrings are what a stranger's analysis JSON may hold in any string:
@@ -65,7 +65,7 @@ func hostileSummaries(t *testing.T, dir, s string) []string {
 	for _, c := range st.FaultyJob('G')[:4] {
 		sim, _ := st.RankRun(c)
 		snap := writeTemp(t, dir, fmt.Sprintf("rank%d.pickle", c.Rank), st.Marshal(sim.Snapshot(), 4))
-		var r analysis.Result
+		var r result.Result
 		if err := json.Unmarshal([]byte(mustRun(t, nil, "analyze", "--format", "json", snap)), &r); err != nil {
 			t.Fatal(err)
 		}
@@ -113,24 +113,24 @@ func TestMergeHostileStrings(t *testing.T) {
 	goods := hostileSummaries(t, filepath.Join(dir, "good"), "a")
 	for _, c := range []struct {
 		field string
-		has   func(r *analysis.Result) bool
-		set   func(r *analysis.Result, w string)
+		has   func(r *result.Result) bool
+		set   func(r *result.Result, w string)
 	}{
-		{"analysis.input.format", nil, func(r *analysis.Result, w string) { r.Input.Format = w }},
-		{"analysis.devices[0].kind", nil, func(r *analysis.Result, w string) { r.Devices[0].Kind = w }},
-		{"analysis.devices[0].peak.phase", nil, func(r *analysis.Result, w string) { r.Devices[0].Peak.Phase = analysis.Phase(w) }},
-		{"analysis.devices[0].oom.phase", func(r *analysis.Result) bool { return r.Devices[0].OOM != nil },
-			func(r *analysis.Result, w string) { r.Devices[0].OOM.Phase = analysis.Phase(w) }},
-		{"analysis.devices[0].phase_peaks[0].phase", func(r *analysis.Result) bool { return len(r.Devices[0].PhasePeaks) > 0 },
-			func(r *analysis.Result, w string) { r.Devices[0].PhasePeaks[0].Phase = analysis.Phase(w) }},
-		{"analysis.leaks[0].confidence", func(r *analysis.Result) bool { return len(r.Leaks) > 0 },
-			func(r *analysis.Result, w string) { r.Leaks[0].Confidence = analysis.Confidence(w) }},
+		{"analysis.input.format", nil, func(r *result.Result, w string) { r.Input.Format = w }},
+		{"analysis.devices[0].kind", nil, func(r *result.Result, w string) { r.Devices[0].Kind = w }},
+		{"analysis.devices[0].peak.phase", nil, func(r *result.Result, w string) { r.Devices[0].Peak.Phase = result.Phase(w) }},
+		{"analysis.devices[0].oom.phase", func(r *result.Result) bool { return r.Devices[0].OOM != nil },
+			func(r *result.Result, w string) { r.Devices[0].OOM.Phase = result.Phase(w) }},
+		{"analysis.devices[0].phase_peaks[0].phase", func(r *result.Result) bool { return len(r.Devices[0].PhasePeaks) > 0 },
+			func(r *result.Result, w string) { r.Devices[0].PhasePeaks[0].Phase = result.Phase(w) }},
+		{"analysis.leaks[0].confidence", func(r *result.Result) bool { return len(r.Leaks) > 0 },
+			func(r *result.Result, w string) { r.Leaks[0].Confidence = result.Confidence(w) }},
 	} {
 		var good string
 		var base []byte
 		for _, g := range goods {
 			b, _ := os.ReadFile(g)
-			var r analysis.Result
+			var r result.Result
 			if json.Unmarshal(b, &r) == nil && len(r.Devices) > 0 && (c.has == nil || c.has(&r)) {
 				good, base = g, b
 				break
@@ -140,7 +140,7 @@ func TestMergeHostileStrings(t *testing.T) {
 			t.Fatalf("%s: no analysis of the job has one", c.field)
 		}
 		for _, s := range hostileStrings {
-			var r analysis.Result
+			var r result.Result
 			if err := json.Unmarshal(base, &r); err != nil {
 				t.Fatal(err)
 			}

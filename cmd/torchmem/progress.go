@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
 	"golang.org/x/term"
 )
 
@@ -135,12 +135,12 @@ func (p *progress) line() string {
 	n := p.n.Load()
 	switch {
 	case p.total > 0:
-		s += fmt.Sprintf("  %d%%  %s of %s", min(n*100/p.total, 100), analysis.FormatBytes(n), analysis.FormatBytes(p.total))
+		s += fmt.Sprintf("  %d%%  %s of %s", min(n*100/p.total, 100), units.FormatBytes(n), units.FormatBytes(p.total))
 	default:
-		s += "  " + analysis.FormatBytes(n)
+		s += "  " + units.FormatBytes(n)
 	}
 	if elapsed >= progressRateAfter {
-		s += ", " + analysis.FormatBytes(int64(float64(n)/elapsed.Seconds())) + "/s"
+		s += ", " + units.FormatBytes(int64(float64(n)/elapsed.Seconds())) + "/s"
 	}
 	return s
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/creack/pty"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // TestProgressOnTerminal runs torchmem with its stderr on a

@@ -12,7 +12,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/torchmem/torchmem/snapshot"
+	"github.com/torchmem/torchmem/internal/units"
 )
 
 // recordDir is the folder torchmem record writes into, checked before the
@@ -35,7 +35,7 @@ var recordOwnName = regexp.MustCompile(`^(?:(?:oom_)?snapshot_rank[0-9]+_[0-9]+\
 // Anything else is refused with exit status 2 at once.
 func openRecordDir(name string) (*recordDir, error) {
 	refuse := func(format string, args ...any) error {
-		return &exitError{exitInput, fmt.Errorf("record: -o %s: %s", snapshot.OneLine(name), fmt.Sprintf(format, args...))}
+		return &exitError{exitInput, fmt.Errorf("record: -o %s: %s", units.OneLine(name), fmt.Sprintf(format, args...))}
 	}
 	abs, err := filepath.Abs(name)
 	if err != nil {
@@ -56,7 +56,7 @@ func openRecordDir(name string) (*recordDir, error) {
 		return nil, refuse("%v", pathErr(err))
 	case st.Mode()&fs.ModeSymlink != 0:
 		target, _ := os.Readlink(abs)
-		return nil, refuse("is a symbolic link (to %s); name the folder itself", snapshot.OneLine(target))
+		return nil, refuse("is a symbolic link (to %s); name the folder itself", units.OneLine(target))
 	case !st.IsDir():
 		return nil, refuse("exists and is not a folder; name a new or empty folder")
 	}
@@ -92,9 +92,9 @@ func foreignEntry(folder string) string {
 		for _, e := range entries {
 			switch {
 			case e.Type()&fs.ModeSymlink != 0:
-				return fmt.Sprintf("holds a symbolic link, %s", snapshot.OneLine(e.Name()))
+				return fmt.Sprintf("holds a symbolic link, %s", units.OneLine(e.Name()))
 			case !e.Type().IsRegular() || !recordOwnName.MatchString(e.Name()):
-				return fmt.Sprintf("holds %s, which torchmem record did not write", snapshot.OneLine(e.Name()))
+				return fmt.Sprintf("holds %s, which torchmem record did not write", units.OneLine(e.Name()))
 			}
 		}
 		if errors.Is(err, io.EOF) || err == nil && len(entries) == 0 {

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/report"
-	"github.com/torchmem/torchmem/snapshot"
 )
 
 // recordKinds says what each kind of recorded file is.
@@ -30,11 +30,11 @@ func reportRecording(g *globals, o recordOptions, dir *recordDir, st hookStatus,
 		if exit.signalled() {
 			fmt.Fprintf(w, "torchmem: the command %s\n", exit)
 		}
-		fmt.Fprintf(w, "torchmem: nothing was recorded: %s\n", snapshot.OneLine(st.whyNothing()))
+		fmt.Fprintf(w, "torchmem: nothing was recorded: %s\n", units.OneLine(st.whyNothing()))
 		return
 	}
 	for _, e := range st.errors() {
-		fmt.Fprintf(w, "torchmem: the recording hook reported %s\n", clip(snapshot.OneLine(e), 60))
+		fmt.Fprintf(w, "torchmem: the recording hook reported %s\n", units.ClipRunes(units.OneLine(e), 60))
 	}
 	processes := recordProcesses(files)
 	var page bytes.Buffer
@@ -49,7 +49,7 @@ func reportRecording(g *globals, o recordOptions, dir *recordDir, st hookStatus,
 		// Named as the user named DIR (the command ran in this folder too).
 		page = analyseRecorded(g, w, filepath.Join(o.dir, filepath.Base(files[0].path)))
 	}
-	fmt.Fprintf(w, "torchmem: the command %s; files in %s:\n", exit, snapshot.OneLine(o.dir))
+	fmt.Fprintf(w, "torchmem: the command %s; files in %s:\n", exit, units.OneLine(o.dir))
 	for i, f := range files {
 		what := recordKinds[f.kind]
 		switch {
@@ -69,11 +69,11 @@ func reportRecording(g *globals, o recordOptions, dir *recordDir, st hookStatus,
 	}
 	if rr == nil {
 		fmt.Fprintf(w, "  %-36s the HTML report of the file analysed above (%s)\n", "report.html",
-			analysis.FormatBytes(int64(page.Len())))
+			units.FormatBytes(int64(page.Len())))
 		return
 	}
 	fmt.Fprintf(w, "  %-36s the roll-up of the %d processes (%s), linking each one's own page:\n", "report.html",
-		processes, analysis.FormatBytes(int64(page.Len())))
+		processes, units.FormatBytes(int64(page.Len())))
 	fmt.Fprintf(w, "  %-36s the HTML report of each process's file analysed above (%d of %d)\n", "report_rank{R}_{pid}.html",
 		len(rr.files), processes)
 }
@@ -84,11 +84,11 @@ func analyseRecorded(g *globals, w io.Writer, path string) bytes.Buffer {
 	var page bytes.Buffer
 	s, err := g.open(path)
 	if err != nil {
-		fmt.Fprintf(w, "torchmem: %s\n", snapshot.OneLine(err.Error()))
+		fmt.Fprintf(w, "torchmem: %s\n", units.OneLine(err.Error()))
 		return page
 	}
 	r := g.budget.fit(g.analyze(s, analysis.DefaultOptions()))
-	if err := writeResults(w, "text", 5, []*analysis.Result{r}); err != nil { // as analyze prints it
+	if err := report.TextTop(w, r, 5); err != nil { // as analyze prints it
 		fmt.Fprintf(w, "torchmem: %v\n", err)
 	}
 	if err := report.HTML(&page, r, report.HTMLOptions{Version: version}); err != nil {
@@ -96,13 +96,4 @@ func analyseRecorded(g *globals, w io.Writer, path string) bytes.Buffer {
 		page.Reset()
 	}
 	return page
-}
-
-// clip shortens s to at most n characters, marking the cut.
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

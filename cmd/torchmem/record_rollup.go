@@ -8,8 +8,9 @@ import (
 	"slices"
 
 	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/analysis/rollup"
 	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 )
 
 // recordProcesses counts the processes that wrote the files.
@@ -64,8 +65,11 @@ func rollupRecorded(g *globals, w io.Writer, dir *recordDir, userDir string, fil
 		page[p] = rankPageName(key)
 	}
 
-	ro, _ := newRollupOutput(io.Discard, "text", "")
-	use := func(r *analysis.Result) error {
+	// The text for the terminal and the page, written once every input is in.
+	ro, _ := newRollupOutput(w, string(report.FormatText), "", 5)
+	html, _ := report.Rollups.Lookup(string(report.FormatHTML))
+	rollupPage := html.Write(&rr.page, report.Options{HTML: report.HTMLOptions{Version: version, RankPages: rr.pages}})
+	use := func(r *result.Result) error {
 		if name := page[r.Input.Path]; name != "" {
 			var b bytes.Buffer
 			err := report.HTML(&b, r, report.HTMLOptions{Version: version})
@@ -82,6 +86,9 @@ func rollupRecorded(g *globals, w io.Writer, dir *recordDir, userDir string, fil
 		for i := range r.Devices {
 			r.Devices[i].Timeline = nil // only a page needs it
 		}
+		if err := rollupPage.Input(r); err != nil {
+			return err
+		}
 		return ro.add(r)
 	}
 	// An input that fails is listed in the roll-up; the run's own exit
@@ -92,10 +99,10 @@ func rollupRecorded(g *globals, w io.Writer, dir *recordDir, userDir string, fil
 		return rr
 	}
 	ru := ro.b.Rollup()
-	if err := ro.render(w, "text", ru, nil); err != nil {
+	if err := ro.out.Finish(ru); err != nil {
 		fmt.Fprintf(w, "torchmem: %v\n", err)
 	}
-	if err := ro.render(&rr.page, "html", ru, rr.pages); err != nil {
+	if err := rollupPage.Finish(ru); err != nil {
 		fmt.Fprintf(w, "torchmem: report.html: %v\n", err)
 		rr.page.Reset()
 	}

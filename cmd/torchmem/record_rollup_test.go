@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // launcher is a stand-in for torchrun: it starts one worker a rank, all at

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // The tests of torchmem record run real CPython on real scripts, through

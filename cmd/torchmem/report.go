@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/report"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -61,7 +62,7 @@ and the others are rolled up (exit status 3; --strict stops at the first).`,
 			var partial *rollupOutput // a roll-up, whose status ends the run
 			if len(paths) > 1 {
 				opts.NoTimeline = true
-				ro, err := newRollupOutput(&page, "html", "")
+				ro, err := newRollupOutput(&page, string(report.FormatHTML), "", 5)
 				if err != nil {
 					return err
 				}
@@ -100,7 +101,7 @@ and the others are rolled up (exit status 3; --strict stops at the first).`,
 				return &exitError{exitInput, fmt.Errorf("-o %s: %w", out, err)}
 			}
 			if !g.quiet {
-				fmt.Fprintf(g.stderr, "wrote %s (%s)\n", out, analysis.FormatBytes(int64(page.Len())))
+				fmt.Fprintf(g.stderr, "wrote %s (%s)\n", out, units.FormatBytes(int64(page.Len())))
 			}
 			return partial.status(g.stderr)
 		},

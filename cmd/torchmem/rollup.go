@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/torchmem/torchmem/analysis"
-	"github.com/torchmem/torchmem/analysis/rollup"
+	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/rollup"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -28,20 +30,20 @@ const aheadPerWorker = 4
 // inputs being analysed at once, not all of them. An input that cannot be
 // read is handed to fail, in input order, and the run goes on unless fail
 // returns an error; without fail, the first stops the run with its error.
-func (g *globals) analyzeAll(paths []string, opts analysis.Options, use func(*analysis.Result) error, fail func(string, error) error) error {
-	return g.loadAll(paths, func(path string) ([]*analysis.Result, error) {
+func (g *globals) analyzeAll(paths []string, opts analysis.Options, use func(*result.Result) error, fail func(string, error) error) error {
+	return g.loadAll(paths, func(path string) ([]*result.Result, error) {
 		r, err := g.analyzeOne(path, opts)
-		return []*analysis.Result{r}, err
+		return []*result.Result{r}, err
 	}, use, fail)
 }
 
 // loadAll is analyzeAll with load turning each path into its results (an
 // analysis of a snapshot, or the analyses a JSON file holds).
-func (g *globals) loadAll(paths []string, load func(string) ([]*analysis.Result, error), use func(*analysis.Result) error, fail func(string, error) error) error {
+func (g *globals) loadAll(paths []string, load func(string) ([]*result.Result, error), use func(*result.Result) error, fail func(string, error) error) error {
 	workers := min(runtime.GOMAXPROCS(0), len(paths))
 	g.boundMemoryFor(paths, workers)
 	type done struct {
-		rs  []*analysis.Result
+		rs  []*result.Result
 		err error
 	}
 	slots := make([]chan done, len(paths))
@@ -124,7 +126,7 @@ func inputSizes(paths []string) ([]int64, int64) {
 
 // analyzeOne reads and analyses one input of many: no progress bar of its
 // own, no collector setting of its own (analyzeAll sets one for all).
-func (g *globals) analyzeOne(path string, opts analysis.Options) (*analysis.Result, error) {
+func (g *globals) analyzeOne(path string, opts analysis.Options) (*result.Result, error) {
 	sopts, err := g.options()
 	if err != nil {
 		return nil, err
@@ -169,14 +171,8 @@ func (g *globals) boundMemoryFor(paths []string, workers int) {
 // arrive in input order: JSON streams each result out at once; the other
 // formats keep only the roll-up's rows and the few results they show whole.
 type rollupOutput struct {
-	w       io.Writer
-	format  string // text, markdown, json or html
-	version string
-	b       *rollup.Builder
-	keep    rollup.Keeper
-	js      *report.RollupJSON
-	// textTop is how many sites text lists for each rank shown in full.
-	textTop int
+	out report.RollupWriter
+	b   *rollup.Builder
 	// strict makes an input that cannot be read end the run; otherwise it
 	// is listed in the roll-up, and its error (the first few) kept for
 	// stderr.
@@ -189,15 +185,19 @@ type rollupOutput struct {
 const maxFailureLines = 8
 
 // newRollupOutput starts a roll-up in format on w; ranks is the --rank
-// flag: the ranks shown in full besides the worst and the first OOM.
-func newRollupOutput(w io.Writer, format, ranks string) (*rollupOutput, error) {
-	o := &rollupOutput{w: w, format: format, version: version, b: rollup.NewBuilder(), textTop: 5}
-	if err := parseRanks(ranks, &o.keep); err != nil {
+// flag: the ranks shown in full besides the worst and the first OOM, with
+// textTop sites each in text.
+func newRollupOutput(w io.Writer, format, ranks string, textTop int) (*rollupOutput, error) {
+	wr, err := lookupFormat(report.Rollups, format)
+	if err != nil {
 		return nil, err
 	}
-	if format == "json" {
-		o.js = report.NewRollupJSON(w)
+	keep := &rollup.Keeper{}
+	if err := parseRanks(ranks, keep); err != nil {
+		return nil, err
 	}
+	o := &rollupOutput{b: rollup.NewBuilder()}
+	o.out = wr.Write(w, report.Options{Top: textTop, Keep: keep, HTML: report.HTMLOptions{Version: version}})
 	return o, nil
 }
 
@@ -223,13 +223,9 @@ func parseRanks(s string, k *rollup.Keeper) error {
 }
 
 // add takes the next input's result.
-func (o *rollupOutput) add(r *analysis.Result) error {
+func (o *rollupOutput) add(r *result.Result) error {
 	o.b.Add(r)
-	if o.js != nil {
-		return o.js.Input(r)
-	}
-	o.keep.Offer(r)
-	return nil
+	return o.out.Input(r)
 }
 
 // fail takes an input that could not be read: with strict, its error ends
@@ -241,7 +237,7 @@ func (o *rollupOutput) fail(path string, err error) error {
 	}
 	o.failed++
 	if len(o.failures) < maxFailureLines {
-		o.failures = append(o.failures, snapshot.OneLine(err.Error()))
+		o.failures = append(o.failures, units.OneLine(err.Error()))
 	}
 	o.b.Fail(path, failReason(path, err))
 	return nil
@@ -252,9 +248,9 @@ func (o *rollupOutput) fail(path string, err error) error {
 func failReason(path string, err error) string {
 	var se *snapshot.Error
 	if errors.As(err, &se) && se.Path == path {
-		return snapshot.OneLine(strings.TrimPrefix(se.Error(), snapshot.OneLine(path)+": "))
+		return units.OneLine(strings.TrimPrefix(se.Error(), units.OneLine(path)+": "))
 	}
-	return snapshot.OneLine(strings.TrimPrefix(err.Error(), path+": "))
+	return units.OneLine(strings.TrimPrefix(err.Error(), path+": "))
 }
 
 // status is how the run ends once the roll-up is written: nil when every
@@ -266,7 +262,7 @@ func (o *rollupOutput) status(w io.Writer) error {
 	}
 	o.tellFailures(w)
 	return &exitError{exitPartial, fmt.Errorf("%s of %d could not be read (listed in the roll-up; --strict stops at the first)",
-		plural(o.failed, "input"), o.failed+o.b.Results())}
+		units.Plural(o.failed, "input"), o.failed+o.b.Results())}
 }
 
 // tellFailures names the unreadable inputs on w, the first few.
@@ -275,7 +271,7 @@ func (o *rollupOutput) tellFailures(w io.Writer) {
 		fmt.Fprintf(w, "torchmem: %s\n", f)
 	}
 	if more := o.failed - len(o.failures); more > 0 {
-		fmt.Fprintf(w, "torchmem: … %s more could not be read\n", plural(more, "input"))
+		fmt.Fprintf(w, "torchmem: … %s more could not be read\n", units.Plural(more, "input"))
 	}
 }
 
@@ -289,29 +285,5 @@ func (o *rollupOutput) finish(stderr io.Writer) error {
 		o.tellFailures(stderr)
 		return &exitError{exitInput, fmt.Errorf("none of the %d inputs could be read", o.failed)}
 	}
-	ru := o.b.Rollup()
-	if o.format == "json" {
-		return o.js.Finish(ru)
-	}
-	return o.render(o.w, o.format, ru, nil)
-}
-
-// render writes the roll-up ru in format (not json) on w; pages are the
-// inputs' own pages that an HTML roll-up links.
-func (o *rollupOutput) render(w io.Writer, format string, ru *rollup.Rollup, pages map[string]string) error {
-	switch format {
-	case "markdown":
-		return report.RollupMarkdown(w, ru, o.keep.Details(ru))
-	case "html":
-		return report.RollupHTML(w, ru, report.HTMLOptions{Version: o.version, RankPages: pages})
-	}
-	return report.RollupText(w, ru, o.keep.Details(ru), o.textTop)
-}
-
-// plural is "1 input", "3 inputs".
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
+	return o.out.Finish(o.b.Rollup())
 }

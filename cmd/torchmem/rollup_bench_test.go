@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/torchmem/torchmem/analysis"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // The roll-up benchmarks run the torchmem command itself (built once into a
@@ -62,7 +62,7 @@ func measure(b *testing.B, bin string, stdout *bytes.Buffer, args ...string) (ti
 
 // BenchmarkRollup256 analyses 256 generated ranks of about 20 MB each in
 // one command (analyze --format json FOLDER), after analysing each file in
-// a command of its own. Goals (issue 17): the one command takes about the
+// a command of its own. Goals: the one command takes about the
 // sum of the single-file times divided by the cores (time/ideal near 1),
 // and its peak RSS stays under the two largest single-file RSS plus
 // 100 MB (peak/bound at most 1). The CPU times (single-cpu-s, the sum over

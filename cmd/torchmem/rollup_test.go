@@ -11,8 +11,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/report"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
 )
 
 // writeFaultyJob writes the 8 ranks' snapshots of snapshottest.FaultyJob

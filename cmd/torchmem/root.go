@@ -9,9 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/report"
+	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -60,11 +62,11 @@ type globals struct {
 func (g *globals) options() (snapshot.Options, error) {
 	opts := snapshot.Options{}
 	if g.maxInput != "" {
-		n, err := humanize.ParseBytes(g.maxInput)
+		n, err := units.ParseBytes(g.maxInput)
 		if err != nil || n == 0 {
 			return opts, &exitError{exitInput, fmt.Errorf("--max-input-bytes %q: want a size like 8GiB", g.maxInput)}
 		}
-		opts.MaxInputBytes = int64(n)
+		opts.MaxInputBytes = n
 	}
 	return opts, nil
 }
@@ -126,7 +128,7 @@ func (g *globals) endProgress() {
 }
 
 // analyze runs the analysis of an input open read, then ends its progress.
-func (g *globals) analyze(s *snapshot.Snapshot, opts analysis.Options) *analysis.Result {
+func (g *globals) analyze(s *snapshot.Snapshot, opts analysis.Options) *result.Result {
 	r := analysis.Analyze(s, opts)
 	g.endProgress()
 	return r
@@ -155,7 +157,7 @@ Exit codes: 0 ok, 1 a check or regression failed, 2 bad input or usage,
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	root.PersistentFlags().StringVar(&g.maxInput, "max-input-bytes", "", "stop when an input expands past this size after gzip/base64 decoding (default 8GiB; a gzip file, 64MiB + 128x its size)")
 	root.PersistentFlags().BoolVarP(&g.quiet, "quiet", "q", false, "no progress line and no notes on stderr (errors and warnings only)")
-	root.AddCommand(newInfoCmd(g), newAnalyzeCmd(g), newGenCmd(g), newDiffCmd(g), newCheckCmd(g), newReportCmd(g),
+	root.AddCommand(newInfoCmd(g), newAnalyzeCmd(g), newDiffCmd(g), newCheckCmd(g), newReportCmd(g),
 		newEstimateCmd(g), newRecordCmd(g), newMergeCmd(g))
 	return root
 }
@@ -165,18 +167,21 @@ func inputCompletion(cmd *cobra.Command, args []string, toComplete string) ([]co
 	return []cobra.Completion{"pickle", "pkl", "json", "gz", "html"}, cobra.ShellCompDirectiveFilterFileExt
 }
 
-func formatFlag(cmd *cobra.Command, target *string, def string, allowed ...string) {
-	cmd.Flags().StringVarP(target, "format", "f", def, "output format: "+strings.Join(allowed, ", "))
-	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(allowed, cobra.ShellCompDirectiveNoFileComp))
+// formatFlag adds --format: the names of a kind of result's writers, the
+// first the default.
+func formatFlag(cmd *cobra.Command, target *string, names []string) {
+	cmd.Flags().StringVarP(target, "format", "f", names[0], "output format: "+strings.Join(names, ", "))
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(names, cobra.ShellCompDirectiveNoFileComp))
 }
 
-func checkFormat(got string, allowed ...string) error {
-	for _, a := range allowed {
-		if got == a {
-			return nil
-		}
+// lookupFormat finds --format's writer in a kind of result's table; an
+// unknown name is bad usage.
+func lookupFormat[F any](ws report.Writers[F], name string) (report.Writer[F], error) {
+	w, err := ws.Lookup(name)
+	if err != nil {
+		return w, &exitError{exitInput, fmt.Errorf("--format %w", err)}
 	}
-	return &exitError{exitInput, fmt.Errorf("--format %q: want one of %s", got, strings.Join(allowed, ", "))}
+	return w, nil
 }
 
 // run executes the command line and returns the exit code. Errors are one line.

@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // TestSecurityBounds: SECURITY.md states the bounds of --config, of

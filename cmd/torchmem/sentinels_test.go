@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // noReserved lists the devices of the real files that state no reserved
@@ -16,7 +16,7 @@ import (
 // args): the 2021 kineto trace's [memory] events carry Bytes only, on the
 // CPU and on cuda:0; the memory timeline (export_memory_timeline raw) is a
 // list of (time, action, bytes, category) rows; and a CPU's Total Reserved
-// is always 0 (docs/chrome-trace.md: the host allocator caches nothing), in
+// is always 0 (the host allocator caches nothing), in
 // hta_ddp, tracelens_resnet18, tracelens_rocm_norm_layers and PyTorch
 // 2.11's traces in recorded/ (813 and 6 CPU events, all 0). Every other
 // device has dump-time segments or a Total Reserved on every event.

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/torchmem/torchmem/analysis"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/report"
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	"github.com/torchmem/torchmem/result"
 )
 
 // TestTextWidthEveryRealFile: the text output of every command fits
@@ -77,7 +77,7 @@ func TestTopInText(t *testing.T) {
 	} {
 		if c.want < 0 {
 			_, js, _ := runCLI(nil, "analyze", "--format", "json", "--top", "1000", f)
-			var r analysis.Result
+			var r result.Result
 			if err := json.Unmarshal([]byte(js), &r); err != nil {
 				t.Fatal(err)
 			}

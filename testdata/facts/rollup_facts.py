@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Ground-truth facts for the roll-up tests on the real multi-device and
-multi-process inputs (analysis/rollup/realfiles_test.go), computed without
+multi-process inputs (rollup/realfiles_test.go), computed without
 torchmem, with Python's own pickle, gzip and json modules:
 
   - the 3-device OOM snapshot (genF_torch2.8_constructorsun_OOM_expandable_3dev):

@@ -2,7 +2,7 @@
 """Ground-truth facts about the real PyTorch CUDA memory snapshots.
 
 This script is the documented way the table `realSnapshotFacts` in
-snapshot/realfiles_test.go was produced. It reads every snapshot listed in
+snapshot/realfiles_table_test.go was produced. It reads every snapshot listed in
 MANIFEST.json of the shared snapshots folder with Python's own `pickle`
 module (no torch needed: the files are plain dicts / lists, see
 docs/snapshot-format.md §0) and prints, for each file, a Go composite literal
@@ -49,8 +49,8 @@ Run from the repository root:
     python3 testdata/facts/snapshot_facts.py /path/to/snapshots
     python3 testdata/facts/snapshot_facts.py --analysis [/path/to/snapshots]
 
-and replace the `var realSnapshotFacts` block at the end of
-snapshot/realfiles_test.go (or `var realAllocatedFacts` at the end of
+and replace the `var realSnapshotFacts` block in
+snapshot/realfiles_table_test.go (or `var realAllocatedFacts` in
 analysis/realfiles_test.go) with the output, then run gofmt -w on the file.
 The script never writes files. It also checks the invariants it relies on
 and reports violations on stderr (exit status 1).

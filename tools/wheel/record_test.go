@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	st "github.com/torchmem/torchmem/snapshot/snapshottest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // oomProgram initialises CUDA, then runs out of memory (the stand-in's

@@ -5,7 +5,7 @@ PYTHONPATH. It is not PyTorch: it has just the functions torchmem's start-up
 hook calls, each of which writes the call to $TORCHMEM_STANDIN_LOG (one JSON
 object a line) so that a test can assert what the hook asked of torch, and
 when. The snapshots it "takes" are pickles made by torchmem's own writer
-(snapshot/snapshottest), named by the test:
+(internal/snapshottest), named by the test:
 
   TORCHMEM_STANDIN_SNAPSHOT      what _snapshot() returns before an OOM
   TORCHMEM_STANDIN_OOM_SNAPSHOT  what it returns once _standin_oom() ran

@@ -1,0 +1,269 @@
+// Package jsonlex reads the JSON torchmem is given as it is written, not as
+// the standard wants it: a Sanitizer replaces the raw control bytes Kineto
+// leaves in strings and bounds what a decoder after it must hold.
+package jsonlex
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+)
+
+// Sanitizer passes JSON text through, replacing raw control bytes
+// (< 0x20) inside strings with spaces. Kineto writes names with fmt::print,
+// not a JSON library, and real traces carry raw tabs and newlines in their
+// names, which a strict decoder rejects. Replacing byte
+// for byte keeps every byte offset of the input exact for error messages.
+//
+// It also bounds what the decoder after it must hold, on the raw text:
+//   - nesting at maxDepth levels (NewSanitizer);
+//   - one string at maxString bytes;
+//   - a value nested deepBytesDepth levels deep (an event's args and their
+//     values, read whole) at maxDeepBytes;
+//   - a run of whitespace: once more than LongGap bytes pass without a
+//     bracket or quote, runs of whitespace are cut to keepSpace bytes and a
+//     number or literal may not pass MaxTokenBytes. The decoder keeps the
+//     text since its last token, so 5 GiB of spaces would otherwise be
+//     held whole. The cuts are recorded so that offsets stay exact
+//     (RawOffset).
+type Sanitizer struct {
+	r         io.Reader
+	inString  bool
+	escape    bool
+	depth     int
+	maxDepth  int   // 0: no limit
+	maxString int64 // 0: no limit
+	n         int64 // bytes read from r
+	replaced  int64 // control bytes replaced
+	err       error // sticky limit error
+
+	strLen    int64 // bytes of the string being read
+	strStart  int64 // its offset
+	gap       int64 // bytes since the last bracket or quote outside strings
+	space     int64 // whitespace run in a long gap
+	token     int64 // number or literal run in a long gap
+	deepOpen  bool  // a value deepBytesDepth levels deep is open
+	deepStart int64 // its offset
+
+	mu   sync.Mutex
+	out  int64    // bytes passed on
+	cuts []cut    // where whitespace was cut, by output offset
+	drop [][2]int // scratch: ranges of the current chunk to cut
+}
+
+// cut is a place where whitespace was removed: from output offset at on,
+// raw offsets are larger by dropped bytes.
+type cut struct{ at, dropped int64 }
+
+// Bounds of the sanitiser (see Sanitizer).
+const (
+	LongGap        = 64 << 10
+	keepSpace      = 4 << 10
+	MaxTokenBytes  = 64 << 10
+	deepBytesDepth = 4
+	maxDeepBytes   = 4 << 20
+)
+
+// NewSanitizer bounds r: nesting at maxDepth levels and one string at
+// maxString bytes (0: no limit).
+func NewSanitizer(r io.Reader, maxDepth int, maxString int64) *Sanitizer {
+	return &Sanitizer{r: r, maxDepth: maxDepth, maxString: maxString}
+}
+
+// Replaced is the number of control bytes replaced with spaces so far.
+func (s *Sanitizer) Replaced() int64 { return s.replaced }
+
+// LimitError is the error of JSON text past one of the sanitiser's bounds.
+type LimitError struct {
+	Msg    string
+	Offset int64 // in the raw input
+}
+
+func (e *LimitError) Error() string { return e.Msg }
+
+// sanOuter and sanInner mark the bytes the sanitiser must look at outside
+// and inside strings; it skips the others in a tight loop.
+var sanOuter, sanInner, sanSpace [256]bool
+
+func init() {
+	for _, c := range `"[]{}` {
+		sanOuter[c] = true
+	}
+	sanInner['"'], sanInner['\\'] = true, true
+	for c := 0; c < 0x20; c++ {
+		sanInner[c] = true
+	}
+	for _, c := range " \t\r\n" {
+		sanSpace[c] = true
+	}
+}
+
+func (s *Sanitizer) fail(off int64, format string, args ...any) (int, error) {
+	s.err = &LimitError{Msg: fmt.Sprintf(format, args...), Offset: off}
+	return 0, s.err
+}
+
+func (s *Sanitizer) Read(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.r.Read(p)
+	b := p[:n]
+	inString, escape, depth := s.inString, s.escape, s.depth
+	s.drop = s.drop[:0]
+	for i := 0; i < len(b); i++ {
+		if escape {
+			escape = false
+			if b[i] < 0x20 {
+				b[i] = ' '
+				s.replaced++
+			}
+			continue
+		}
+		if inString {
+			start := i
+			for i < len(b) && !sanInner[b[i]] {
+				i++
+			}
+			s.strLen += int64(i - start)
+			if s.maxString > 0 && s.strLen > s.maxString {
+				return s.fail(s.strStart, "a JSON string longer than %d bytes", s.maxString)
+			}
+			if i == len(b) {
+				break
+			}
+			s.strLen++
+			switch b[i] {
+			case '"':
+				inString, s.strLen = false, 0
+			case '\\':
+				escape = true
+			default:
+				b[i] = ' '
+				s.replaced++
+			}
+			continue
+		}
+		start, before := i, s.gap
+		for i < len(b) && !sanOuter[b[i]] {
+			i++
+		}
+		if s.gap += int64(i - start); s.gap > LongGap {
+			from := start // look from the gap's byte LongGap on
+			if before < LongGap {
+				from += int(LongGap - before)
+			}
+			if err := s.LongGap(b, from, i); err != nil {
+				return 0, err
+			}
+		}
+		if i == len(b) {
+			break
+		}
+		s.gap, s.space, s.token = 0, 0, 0
+		switch b[i] {
+		case '"':
+			inString, s.strStart = true, s.n+int64(i)
+		case '[', '{':
+			depth++
+			if s.maxDepth > 0 && depth > s.maxDepth {
+				s.err = &LimitError{Msg: fmt.Sprintf("JSON nested deeper than %d levels", s.maxDepth), Offset: s.n + int64(i)}
+				s.n += int64(i)
+				return i, s.err
+			}
+			if depth == deepBytesDepth {
+				s.deepOpen, s.deepStart = true, s.n+int64(i)
+			}
+		default:
+			if depth == deepBytesDepth {
+				s.deepOpen = false
+			}
+			depth--
+		}
+	}
+	if s.deepOpen && s.n+int64(n)-s.deepStart > maxDeepBytes {
+		return s.fail(s.deepStart, "a JSON value nested %d levels deep longer than %d bytes", deepBytesDepth, maxDeepBytes)
+	}
+	s.inString, s.escape, s.depth = inString, escape, depth
+	s.n += int64(n)
+	if len(s.drop) > 0 {
+		n = s.compact(b)
+	}
+	s.out += int64(n)
+	return n, err
+}
+
+// LongGap looks at b[from:to], the part of a gap between brackets and quotes
+// past LongGap bytes: whitespace runs longer than keepSpace are marked to be
+// cut, and a number or literal may not pass MaxTokenBytes.
+func (s *Sanitizer) LongGap(b []byte, from, to int) error {
+	for j := from; j < to; {
+		c := b[j]
+		switch {
+		case sanSpace[c]:
+			k := j + 1
+			for k < to && sanSpace[b[k]] {
+				k++
+			}
+			if keep := int(max(keepSpace-s.space, 0)); k-j > keep {
+				cutFrom := j + keep
+				if n := len(s.drop); n > 0 && s.drop[n-1][1] == cutFrom {
+					s.drop[n-1][1] = k
+				} else {
+					s.drop = append(s.drop, [2]int{cutFrom, k})
+				}
+			}
+			s.space += int64(k - j)
+			s.token = 0
+			j = k
+			continue
+		case c == ',' || c == ':':
+			s.space, s.token = 0, 0
+		default:
+			s.space = 0
+			if s.token++; s.token > MaxTokenBytes {
+				_, err := s.fail(s.n+int64(j), "a JSON number or literal longer than %d bytes", MaxTokenBytes)
+				return err
+			}
+		}
+		j++
+	}
+	return nil
+}
+
+// compact removes the marked ranges from b, records the cuts and returns
+// the bytes left.
+func (s *Sanitizer) compact(b []byte) int {
+	w, r := 0, 0
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dropped := int64(0)
+	if k := len(s.cuts); k > 0 {
+		dropped = s.cuts[k-1].dropped
+	}
+	for _, d := range s.drop {
+		w += copy(b[w:], b[r:d[0]])
+		dropped += int64(d[1] - d[0])
+		at := s.out + int64(w)
+		if k := len(s.cuts); k > 0 && s.cuts[k-1].at == at {
+			s.cuts[k-1].dropped = dropped
+		} else {
+			s.cuts = append(s.cuts, cut{at: at, dropped: dropped})
+		}
+		r = d[1]
+	}
+	w += copy(b[w:], b[r:])
+	return w
+}
+
+// RawOffset maps an offset of the text passed on to the offset in the input.
+func (s *Sanitizer) RawOffset(out int64) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := sort.Search(len(s.cuts), func(i int) bool { return s.cuts[i].at > out })
+	if i == 0 {
+		return out
+	}
+	return out + s.cuts[i-1].dropped
+}
