@@ -1,6 +1,6 @@
 // Package golden compares test outputs with golden files under testdata/;
 // `go test ./... -update` rewrites them. It is apart from snapshottest so
-// that the torchmem binary, which uses snapshottest for `gen`, carries
+// that tools/gen, which uses snapshottest to write its files, carries
 // neither this nor its diff library.
 package golden
 
