@@ -8,7 +8,7 @@ import (
 // The -update flag (`go test ./... -update` rewrites golden files and other
 // generated expectations) is registered here, in every test binary that uses
 // these helpers, so that the flag is known to all of them; only in test
-// binaries, so the torchmem binary (which uses this package for `gen`) gains
+// binaries, so tools/gen (which uses this package to write its files) gains
 // no flag. The golden subpackage compares and rewrites golden files.
 func init() {
 	if testing.Testing() && flag.Lookup("update") == nil {
