@@ -139,14 +139,14 @@ func Classify(h *History) {
 			continue // sized by estimateBaseline
 		}
 		if cat, ok := h.profilerCategory(b); ok {
-			b.Category, b.Rule, b.Confidence = cat, RuleProfilerCategory, result.High
+			b.classify(cat, RuleProfilerCategory, result.High)
 			continue
 		}
 		if d, ok := special[i]; ok {
-			b.Category, b.Rule, b.Confidence = d.cat, d.rule, d.conf
+			b.classify(d.cat, d.rule, d.conf)
 			continue
 		}
-		b.Category, b.Rule, b.Confidence = decide(f, b.Requested, paramPaired[i], gradPaired[i], pairing, run)
+		b.classify(decide(f, b.Requested, paramPaired[i], gradPaired[i], pairing, run))
 	}
 	transientsAtOOM(h)
 	markAutocastCache(h)
@@ -375,10 +375,10 @@ func (h *History) ruleUses(i int) []result.RuleUse {
 	}
 	m := map[key]*result.RuleUse{}
 	for _, b := range h.LiveBlocks(i) {
-		k := key{b.Rule, b.Category, b.Confidence}
+		k := key{b.Rule(), b.Category, b.Confidence()}
 		u := m[k]
 		if u == nil {
-			u = &result.RuleUse{Rule: b.Rule, Category: b.Category, Confidence: b.Confidence}
+			u = &result.RuleUse{Rule: b.Rule(), Category: b.Category, Confidence: b.Confidence()}
 			m[k] = u
 		}
 		u.Blocks++
