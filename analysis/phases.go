@@ -182,9 +182,10 @@ func annotationIntervals(s *snapshot.Snapshot) (phases, steps []interval) {
 }
 
 // innermost finds, for every event, the shortest interval containing its
-// time (−1 when none), by a sweep in time order.
-func innermost(events []snapshot.Event, ivs []interval) []int32 {
-	out := make([]int32, len(events))
+// time (−1 when none), by a sweep in time order. It writes them into out
+// (one an event), which the caller may reuse: the step pass writes them
+// where the steps go.
+func innermost(events []snapshot.Event, ivs []interval, out []int32) []int32 {
 	for i := range out {
 		out[i] = -1
 	}
@@ -277,7 +278,7 @@ func ComputePhases(h *History) *Phases {
 	// annotations, sparing four bytes an event.
 	var annIdx []int32
 	if len(phaseIvs) > 0 {
-		annIdx = innermost(d.Events, phaseIvs)
+		annIdx = innermost(d.Events, phaseIvs, make([]int32, n))
 	}
 
 	// Frees carry the block's allocation stack unless recorded with
