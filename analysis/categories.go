@@ -132,6 +132,16 @@ func Classify(h *History) {
 		}
 	}
 	paramPaired, gradPaired, pairing := pairSizes(h, gradCand, paramCand, optCand, run)
+	// The pairings by block, read once a block below: two bytes a block
+	// instead of two map lookups, which cost more than the rest of the
+	// loop on a long trace (the values are the small paired* constants).
+	paired := make([][2]uint8, len(h.Blocks))
+	for i, v := range paramPaired {
+		paired[i][0] = uint8(v)
+	}
+	for i, v := range gradPaired {
+		paired[i][1] = uint8(v)
+	}
 
 	for i := range h.Blocks {
 		b, f := &h.Blocks[i], &facts[i]
@@ -146,7 +156,7 @@ func Classify(h *History) {
 			b.classify(d.cat, d.rule, d.conf)
 			continue
 		}
-		b.classify(decide(f, b.Requested, paramPaired[i], gradPaired[i], pairing, run))
+		b.classify(decide(f, b.Requested, int(paired[i][0]), int(paired[i][1]), pairing, run))
 	}
 	transientsAtOOM(h)
 	markAutocastCache(h)
