@@ -8,12 +8,13 @@ import (
 )
 
 // verdictID names a block's classification (its rule and confidence) in
-// the process-wide verdict table: two bytes a block instead of two strings'
+// the process-wide verdict table: one byte a block instead of two strings'
 // thirty-two, on the record the analysis keeps for every allocation of a
-// history (millions of them in a long snapshot). The rules are the
-// package's constants and the confidences result's three, so the table
-// holds at most a few hundred verdicts whatever the input.
-type verdictID uint16
+// history (millions of them in a long snapshot), which it keeps within 64
+// bytes. The rules are the package's constants and the confidences
+// result's three, so the table holds at most three verdicts a rule and
+// one unclassified, whatever the input (TestVerdictsFit counts them).
+type verdictID uint8
 
 // verdict is one entry of the verdict table.
 type verdict struct {
@@ -53,7 +54,7 @@ func verdictOf(rule string, conf result.Confidence) verdictID {
 	}
 	list := append([]verdict(nil), *verdicts.list.Load()...)
 	if len(list) > int(^verdictID(0)) {
-		// Unreachable with the package's rules: a bug, not bad input.
+		// Unreachable while TestVerdictsFit passes: a bug, not bad input.
 		panic("analysis: more classification verdicts than a verdictID holds")
 	}
 	id := verdictID(len(list))
