@@ -42,7 +42,7 @@ func (h *History) allocationsAt(sites *siteCache, i int) *result.AllocationsAt {
 
 func (h *History) allocation(sites *siteCache, bi int) result.Allocation {
 	b := &h.Blocks[bi]
-	a := result.Allocation{Address: b.Addr, Size: b.Size, Requested: b.Requested, Category: b.Category, Rule: b.Rule,
+	a := result.Allocation{Address: b.Addr, Size: b.Size, Requested: b.Requested, Category: b.Category, Rule: b.Rule(),
 		AllocEvent: b.Alloc, FreeEvent: b.Free, Site: h.blockSite(sites, b), Stack: h.displayStack(b.Stack, allocationFrames)}
 	if b.Alloc < 0 {
 		a.Phase, a.AllocEvent = result.PhaseBeforeRecording, -1

@@ -132,6 +132,16 @@ func Classify(h *History) {
 		}
 	}
 	paramPaired, gradPaired, pairing := pairSizes(h, gradCand, paramCand, optCand, run)
+	// The pairings by block, read once a block below: two bytes a block
+	// instead of two map lookups, which cost more than the rest of the
+	// loop on a long trace (the values are the small paired* constants).
+	paired := make([][2]uint8, len(h.Blocks))
+	for i, v := range paramPaired {
+		paired[i][0] = uint8(v)
+	}
+	for i, v := range gradPaired {
+		paired[i][1] = uint8(v)
+	}
 
 	for i := range h.Blocks {
 		b, f := &h.Blocks[i], &facts[i]
@@ -139,14 +149,14 @@ func Classify(h *History) {
 			continue // sized by estimateBaseline
 		}
 		if cat, ok := h.profilerCategory(b); ok {
-			b.Category, b.Rule, b.Confidence = cat, RuleProfilerCategory, result.High
+			b.classify(cat, RuleProfilerCategory, result.High)
 			continue
 		}
 		if d, ok := special[i]; ok {
-			b.Category, b.Rule, b.Confidence = d.cat, d.rule, d.conf
+			b.classify(d.cat, d.rule, d.conf)
 			continue
 		}
-		b.Category, b.Rule, b.Confidence = decide(f, b.Requested, paramPaired[i], gradPaired[i], pairing, run)
+		b.classify(decide(f, b.Requested, int(paired[i][0]), int(paired[i][1]), pairing, run))
 	}
 	transientsAtOOM(h)
 	markAutocastCache(h)
@@ -375,10 +385,10 @@ func (h *History) ruleUses(i int) []result.RuleUse {
 	}
 	m := map[key]*result.RuleUse{}
 	for _, b := range h.LiveBlocks(i) {
-		k := key{b.Rule, b.Category, b.Confidence}
+		k := key{b.Rule(), b.Category, b.Confidence()}
 		u := m[k]
 		if u == nil {
-			u = &result.RuleUse{Rule: b.Rule, Category: b.Category, Confidence: b.Confidence}
+			u = &result.RuleUse{Rule: b.Rule(), Category: b.Category, Confidence: b.Confidence()}
 			m[k] = u
 		}
 		u.Blocks++

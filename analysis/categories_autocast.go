@@ -220,10 +220,11 @@ func markAutocastCache(h *History) {
 			if weightOf(b) != size {
 				continue
 			}
-			b.Category, b.Rule, b.Confidence = result.AutocastCache, RuleAutocastWeightCache, result.Medium
+			conf := result.Medium
 			if strong[bi] || b.Free >= 0 && h.markers.get(b.FreeStack).autocastExit {
-				b.Confidence = result.High
+				conf = result.High
 			}
+			b.classify(result.AutocastCache, RuleAutocastWeightCache, conf)
 		}
 	}
 }
@@ -247,7 +248,7 @@ func autocastDiagnostic(h *History, peak int) (result.Diagnostic, bool) {
 	n := 0
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
-		if b.Rule != RuleAutocastWeightCache {
+		if b.Rule() != RuleAutocastWeightCache {
 			continue
 		}
 		ds = append(ds, delta{b.Alloc, b.Size})

@@ -17,7 +17,7 @@ import (
 func autocastBlocks(h *History, i int) (n int, bytes int64) {
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
-		if b.Rule == RuleAutocastWeightCache && (i == -2 || b.LiveAt(i)) {
+		if b.Rule() == RuleAutocastWeightCache && (i == -2 || b.LiveAt(i)) {
 			n++
 			bytes += b.Size
 			if b.Category != result.AutocastCache {

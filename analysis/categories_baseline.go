@@ -86,7 +86,7 @@ func estimateBaseline(h *History) {
 	setRest := func() {
 		h.Blocks[idx].Size = rest
 		h.Blocks[idx].Requested = rest
-		h.Blocks[idx].Category, h.Blocks[idx].Rule, h.Blocks[idx].Confidence = result.Unknown, RuleBaselineRest, result.Low
+		h.Blocks[idx].classify(result.Unknown, RuleBaselineRest, result.Low)
 	}
 	params := paramBytesFromAccumulateGrad(h)
 	if params <= 0 || params > rest {
@@ -97,8 +97,9 @@ func estimateBaseline(h *History) {
 		if size <= 0 || size > rest {
 			return
 		}
-		h.Blocks = append(h.Blocks, Block{Size: size, Requested: size, Alloc: -1, Free: -1, FreeRequested: -1, Untracked: true,
-			Category: cat, Rule: rule, Confidence: conf})
+		b := Block{Size: size, Requested: size, Alloc: -1, Free: -1, FreeRequested: -1, Untracked: true}
+		b.classify(cat, rule, conf)
+		h.Blocks = append(h.Blocks, b)
 		rest -= size
 	}
 	add(params, result.Parameter, RuleBaselineParameters, result.Medium)

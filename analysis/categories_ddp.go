@@ -81,7 +81,7 @@ func markDDPBucketsBySize(h *History) {
 			}
 			for k := s; k < e; k++ {
 				b := &h.Blocks[run[k].block]
-				b.Category, b.Rule, b.Confidence = result.Gradient, RuleDDPBucket, result.Medium
+				b.classify(result.Gradient, RuleDDPBucket, result.Medium)
 			}
 			s = e - 1
 		}
@@ -166,7 +166,7 @@ func gradientBytesPerBackward(h *History, bwd []result.PhaseSpan) (bytes int64, 
 	per := make([]sum, len(bwd))
 	for i := range h.Blocks {
 		b := &h.Blocks[i]
-		if b.Category != result.Gradient || b.Rule == RuleDDPBucket || b.Alloc < 0 || b.Untracked {
+		if b.Category != result.Gradient || b.Rule() == RuleDDPBucket || b.Alloc < 0 || b.Untracked {
 			continue
 		}
 		k := sort.Search(len(bwd), func(k int) bool { return bwd[k].EndEvent >= b.Alloc })

@@ -101,8 +101,8 @@ func TestModuleInitWeights(t *testing.T) {
 				t.Errorf("parameters: %d blocks, %d B requested, %d B; want 2, %d, %d", n, req, bytes, weight+bias, simBlocks(t, h, params))
 			}
 			for _, b := range h.LiveBlocks(h.EndIndex()) {
-				if b.Category == result.Parameter && b.Rule != RuleModuleInit {
-					t.Errorf("parameter by rule %s, want %s", b.Rule, RuleModuleInit)
+				if b.Category == result.Parameter && b.Rule() != RuleModuleInit {
+					t.Errorf("parameter by rule %s, want %s", b.Rule(), RuleModuleInit)
 				}
 			}
 		})

@@ -164,8 +164,8 @@ func TestKVCacheFamilies(t *testing.T) {
 						t.Errorf("kv_cache %d blocks, %d B; want %d, %d", n, bytes, len(cache), want)
 					}
 					for _, b := range h.LiveBlocks(h.EndIndex()) {
-						if b.Category == result.KVCache && (b.Rule != tc.rule || b.Confidence != tc.conf) {
-							t.Errorf("kv_cache block by %s (%s), want %s (%s)", b.Rule, b.Confidence, tc.rule, tc.conf)
+						if b.Category == result.KVCache && (b.Rule() != tc.rule || b.Confidence() != tc.conf) {
+							t.Errorf("kv_cache block by %s (%s), want %s (%s)", b.Rule(), b.Confidence(), tc.rule, tc.conf)
 						}
 					}
 				})
@@ -229,9 +229,9 @@ func TestAttentionActivationsNotKVCache(t *testing.T) {
 				for i := range h.Blocks {
 					b := &h.Blocks[i]
 					if b.Category == result.KVCache {
-						t.Errorf("block %#x (%d B) is kv_cache by %s", b.Addr, b.Size, b.Rule)
+						t.Errorf("block %#x (%d B) is kv_cache by %s", b.Addr, b.Size, b.Rule())
 					}
-					if b.Category == result.Activation && b.Requested == 2*mib && b.Rule == RuleSavedForBackward {
+					if b.Category == result.Activation && b.Requested == 2*mib && b.Rule() == RuleSavedForBackward {
 						act += b.Requested
 					}
 				}

@@ -39,7 +39,7 @@ func TestSameWaySameCategory(t *testing.T) {
 				split := map[way]bool{}
 				for bi := range h.Blocks {
 					b := &h.Blocks[bi]
-					if b.Untracked || b.Rule == RuleProfilerCategory || len(s.StackOf(b.Stack)) == 0 {
+					if b.Untracked || b.Rule() == RuleProfilerCategory || len(s.StackOf(b.Stack)) == 0 {
 						continue
 					}
 					// the events as recorded: a block freed while an OOM
@@ -57,7 +57,7 @@ func TestSameWaySameCategory(t *testing.T) {
 					} else if o.Category != b.Category && !split[w] {
 						split[w] = true
 						t.Errorf("device %d: blocks of %d B made at one stack in %s: %s (%s) and %s (%s)", d.ID, b.Requested,
-							h.Phases.At(max(b.Alloc, 0)), o.Category, o.Rule, b.Category, b.Rule)
+							h.Phases.At(max(b.Alloc, 0)), o.Category, o.Rule(), b.Category, b.Rule())
 					}
 				}
 			}

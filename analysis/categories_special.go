@@ -158,7 +158,7 @@ func transientsAtOOM(h *History) {
 	}
 	live := map[key][]int{}
 	for i := range h.Blocks {
-		if b := &h.Blocks[i]; b.Rule == RuleForwardLiveAtOOM && len(h.Snap.StackOf(b.Stack)) > 0 {
+		if b := &h.Blocks[i]; b.Rule() == RuleForwardLiveAtOOM && len(h.Snap.StackOf(b.Stack)) > 0 {
 			k := key{b.Stack, b.Requested}
 			live[k] = append(live[k], i)
 		}
@@ -170,11 +170,11 @@ func transientsAtOOM(h *History) {
 	for i := range h.Blocks {
 		b := &h.Blocks[i]
 		k := key{b.Stack, b.Requested}
-		if _, ok := live[k]; !ok || b.Rule == RuleForwardLiveAtOOM {
+		if _, ok := live[k]; !ok || b.Rule() == RuleForwardLiveAtOOM {
 			continue
 		}
 		t, seen := transient[k]
-		transient[k] = (t || !seen) && b.Rule == RuleForwardTransient
+		transient[k] = (t || !seen) && b.Rule() == RuleForwardTransient
 	}
 	for k, blocks := range live {
 		if !transient[k] {
@@ -182,7 +182,7 @@ func transientsAtOOM(h *History) {
 		}
 		for _, i := range blocks {
 			b := &h.Blocks[i]
-			b.Category, b.Rule, b.Confidence = result.Temporary, RuleForwardTransientAtOOM, result.Medium
+			b.classify(result.Temporary, RuleForwardTransientAtOOM, result.Medium)
 		}
 	}
 }

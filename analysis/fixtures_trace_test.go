@@ -125,7 +125,7 @@ func TestFixtureChromeTrace(t *testing.T) {
 	h := BuildHistory(snap, snap.Devices[0])
 	cats := map[string]result.Category{}
 	for _, bl := range h.Blocks {
-		cats[bl.Rule] = bl.Category
+		cats[bl.Rule()] = bl.Category
 	}
 	for rule, cat := range map[string]result.Category{RuleSavedForBackward: result.Activation, RuleForwardTransient: result.Temporary, RuleBackwardScratch: result.AutogradDetail,
 		RuleFreedByZeroGrad: result.Gradient, RulePreFreedInForward: result.Activation, RuleIntraOp: result.Temporary} {

@@ -73,7 +73,7 @@ func (sc *leakScan) keptFindings() []result.Leak {
 	for k := 1; k <= len(sc.steps)-2; k++ {
 		var blocks []int
 		for _, bi := range sc.kept[k] {
-			if sc.h.Blocks[bi].Rule != RuleAutocastWeightCache { // weight copies are no list
+			if sc.h.Blocks[bi].Rule() != RuleAutocastWeightCache { // weight copies are no list
 				blocks = append(blocks, bi)
 			}
 		}

@@ -87,7 +87,7 @@ func (sc *leakScan) heldAtEnd(sites map[string]bool, copies bool) (int64, []int)
 	for k, blocks := range sc.held {
 		var t int64
 		for _, bi := range blocks {
-			if sites[sc.site(bi)] && (copies || sc.h.Blocks[bi].Rule != RuleAutocastWeightCache) {
+			if sites[sc.site(bi)] && (copies || sc.h.Blocks[bi].Rule() != RuleAutocastWeightCache) {
 				t += sc.h.Blocks[bi].Size
 			}
 		}

@@ -166,15 +166,15 @@ func TestDeviceCastsAreNotInput(t *testing.T) {
 					case 2 << 20:
 						cats[b.Category]++
 						if b.Category == result.InputData {
-							t.Errorf("a cast on the device counted as input (%s)", b.Rule)
+							t.Errorf("a cast on the device counted as input (%s)", b.Rule())
 						}
 					case 1 << 20:
 						if kind == "C++ frames" && b.Category != result.InputData {
-							t.Errorf("batch.to(device) is %s (%s), want input", b.Category, b.Rule)
+							t.Errorf("batch.to(device) is %s (%s), want input", b.Category, b.Rule())
 						}
 					case 1 << 19:
 						if kind == "C++ frames" && b.Category == result.InputData {
-							t.Errorf("batch.half() on the device is input (%s)", b.Rule)
+							t.Errorf("batch.half() on the device is input (%s)", b.Rule())
 						}
 					}
 				}

@@ -182,9 +182,10 @@ func annotationIntervals(s *snapshot.Snapshot) (phases, steps []interval) {
 }
 
 // innermost finds, for every event, the shortest interval containing its
-// time (−1 when none), by a sweep in time order.
-func innermost(events []snapshot.Event, ivs []interval) []int32 {
-	out := make([]int32, len(events))
+// time (−1 when none), by a sweep in time order. It writes them into out
+// (one an event), which the caller may reuse: the step pass writes them
+// where the steps go.
+func innermost(events []snapshot.Event, ivs []interval, out []int32) []int32 {
 	for i := range out {
 		out[i] = -1
 	}
@@ -273,7 +274,12 @@ func ComputePhases(h *History) *Phases {
 		ann = &annIntervals{}
 	}
 	phaseIvs, stepIvs := ann.of(s)
-	annIdx := innermost(d.Events, phaseIvs)
+	// The innermost annotated phase of each event: none (nil) without
+	// annotations, sparing four bytes an event.
+	var annIdx []int32
+	if len(phaseIvs) > 0 {
+		annIdx = innermost(d.Events, phaseIvs, make([]int32, n))
+	}
 
 	// Frees carry the block's allocation stack unless recorded with
 	// context="all": then their frames say nothing about when they happened.
@@ -289,8 +295,8 @@ func ComputePhases(h *History) *Phases {
 			fh = h.markers.get(e.Stack).hint
 		}
 		var ah hint
-		if ai := annIdx[i]; ai >= 0 {
-			ah = codeHint(phaseIvs[ai].code)
+		if annIdx != nil && annIdx[i] >= 0 {
+			ah = codeHint(phaseIvs[annIdx[i]].code)
 		}
 		th := hintNone
 		if int(e.Thread) < len(s.Threads) && e.Thread != 0 && s.Threads[e.Thread].Autograd {
@@ -335,6 +341,17 @@ func ComputePhases(h *History) *Phases {
 	p.addEmptySpans(h, phaseIvs, annIdx, stepIvs)
 	p.compact()
 	return p
+}
+
+// framelessAllocs reports whether any of events (with their hints) is an
+// allocation without frames.
+func framelessAllocs(hints []hint, events []snapshot.Event) bool {
+	for i, h := range hints {
+		if h == hintNone && events[i].Action == snapshot.ActionAlloc {
+			return true
+		}
+	}
+	return false
 }
 
 func codeHint(c uint8) hint {
@@ -402,36 +419,31 @@ func resolveHints(hints []hint, events []snapshot.Event, ivs []interval, out []u
 		}
 		return events[i].TimeNS, true
 	}
-	// frameless[i]: allocations without frames among events 0…i−1
-	frameless := make([]int32, n+1)
-	for i, h := range hints {
-		frameless[i+1] = frameless[i]
-		if h == hintNone && events[i].Action == snapshot.ActionAlloc {
-			frameless[i+1]++
+	// The strong hints around each event, by one forward scan: prevIdx the
+	// last before it (−1 when none), ni the first after it (−1 when none).
+	// Events between two strong hints form a gap; whether the gap
+	// allocates without frames is found once for the gap, when asked.
+	nextStrong := func(from int) int {
+		for j := from; j < n; j++ {
+			if strong(hints[j]) {
+				return j
+			}
 		}
+		return -1
 	}
-	// next strong hint index after each position
-	nextIdx := make([]int32, n+1)
-	nextIdx[n] = -1
-	for i := n - 1; i >= 0; i-- {
-		if strong(hints[i]) {
-			nextIdx[i] = int32(i)
-		} else {
-			nextIdx[i] = nextIdx[i+1]
-		}
-	}
-	prevIdx := -1
+	prevIdx, ni := -1, nextStrong(0)
+	framelessGap, framelessKnown := false, false
 	for i, h := range hints {
 		if strong(h) {
 			out[i] = hintCode(h)
-			prevIdx = i
+			prevIdx, ni = i, nextStrong(i+1)
+			framelessKnown = false
 			continue
 		}
 		prev, next := hintNone, hintNone
 		if prevIdx >= 0 {
 			prev = hints[prevIdx]
 		}
-		ni := int(nextIdx[i+1])
 		if ni >= 0 {
 			next = hints[ni]
 		}
@@ -468,7 +480,10 @@ func resolveHints(hints []hint, events []snapshot.Event, ivs []interval, out []u
 			if ni >= 0 {
 				end = ni
 			}
-			if frameless[end] > frameless[prevIdx+1] {
+			if !framelessKnown {
+				framelessGap, framelessKnown = framelessAllocs(hints[prevIdx+1:end], events[prevIdx+1:end]), true
+			}
+			if framelessGap {
 				out[i] = codeBackward
 			} else {
 				out[i] = codeForward // frees only: the end of the forward

@@ -45,12 +45,12 @@ type Block struct {
 	// other streams (active_pending_free) that the trace never touches: it
 	// holds memory but is not allocated at any event.
 	PendingAtStart bool
-	// Category, Rule and Confidence are set by classification. (The
-	// fields are ordered so that the small ones share a word: a long trace
-	// has millions of blocks.)
-	Category   result.Category
-	Rule       string
-	Confidence result.Confidence
+	// Category is set by classification, with the rule and confidence
+	// that decided it (Rule, Confidence: the verdict). (The fields are
+	// ordered so that the small ones share a word: a long trace has
+	// millions of blocks.)
+	Category result.Category
+	verdict  verdictID
 }
 
 // allocEnd is the event at which the block stops being allocated:

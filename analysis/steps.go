@@ -54,10 +54,11 @@ func computeSteps(h *History, stepIvs []interval) *stepPlan {
 	var found planFound
 	switch {
 	case len(stepIvs) > 0:
-		si := innermost(h.Device.Events, stepIvs)
-		for i := range p.step {
-			if si[i] >= 0 {
-				p.step[i] = int32(stepIvs[si[i]].step)
+		// The innermost step interval of each event, then its step, in place.
+		innermost(h.Device.Events, stepIvs, p.step)
+		for i, si := range p.step {
+			if si >= 0 {
+				p.step[i] = int32(stepIvs[si].step)
 			} else {
 				p.step[i] = result.NoStep
 			}

@@ -128,14 +128,14 @@ func gatherEvidence(h *History, dr *result.DeviceResult) *evidence {
 	if fwdIdx >= 0 {
 		ev.gradsInFwd = h.CategoriesAt(fwdIdx)[result.Gradient]
 		for _, b := range h.LiveBlocks(fwdIdx) {
-			if b.Rule == RuleFreedByZeroGrad && (ev.lateZero < 0 || b.Free < ev.lateZero) {
+			if b.Rule() == RuleFreedByZeroGrad && (ev.lateZero < 0 || b.Free < ev.lateZero) {
 				ev.lateZero = b.Free
 			}
 		}
 	}
 	ev.done = practicesOf(h)
 	for _, b := range h.LiveBlocks(ev.index) {
-		if b.Rule == RuleGradMovedWithModel {
+		if b.Rule() == RuleGradMovedWithModel {
 			ev.movedGrads += b.Size
 		}
 	}

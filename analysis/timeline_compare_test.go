@@ -62,7 +62,7 @@ func TestMemoryTimelineAgreesAtPeak(t *testing.T) {
 					embedding = embedding || f.Name == "embedding" && isTorch(f.Filename)
 				}
 				if b.Category != result.Activation || !embedding || h.Phases.At(b.Alloc) != result.PhaseForward {
-					t.Errorf("the %d B tensor PyTorch calls parameter is %s (%s), made in %s by %s", b.Requested, b.Category, b.Rule,
+					t.Errorf("the %d B tensor PyTorch calls parameter is %s (%s), made in %s by %s", b.Requested, b.Category, b.Rule(),
 						h.Phases.At(b.Alloc), h.displayStack(b.Stack, 3))
 				}
 			}

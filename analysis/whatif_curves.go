@@ -106,7 +106,7 @@ func (h *History) staleGradients() map[int]bool {
 	stale := map[int]bool{}
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
-		if b.Category != result.Gradient || b.Rule != RuleFreedByZeroGrad {
+		if b.Category != result.Gradient || b.Rule() != RuleFreedByZeroGrad {
 			continue
 		}
 		// The first forward start at or after the allocation: the block
