@@ -61,13 +61,8 @@ func (m *vm) entryFast() bool {
 	listSlot := -1
 	// get reads a memo fetch at pos: its value, and the position after it.
 	get := func(pos int) (value, int, bool) {
-		var idx, n int
-		switch {
-		case buf[pos] == 'h' && len(buf)-pos >= 2:
-			idx, n = int(buf[pos+1]), 2
-		case buf[pos] == 'j' && len(buf)-pos >= 5:
-			idx, n = int(binary.LittleEndian.Uint32(buf[pos+1:])), 5
-		default:
+		idx, n := memoFetch(buf, pos)
+		if n == 0 {
 			return value{}, pos, false
 		}
 		v, ok := m.memo.get(idx)
@@ -228,19 +223,23 @@ func (m *vm) entryFast() bool {
 	return true
 }
 
+// memoFetch decodes a memo fetch (BINGET or LONG_BINGET) at buf[pos]: the
+// memo index and the bytes the opcode takes, 0 when it is none.
+func memoFetch(buf []byte, pos int) (idx, n int) {
+	switch {
+	case buf[pos] == 'h' && len(buf)-pos >= 2:
+		return int(buf[pos+1]), 2
+	case buf[pos] == 'j' && len(buf)-pos >= 5:
+		return int(binary.LittleEndian.Uint32(buf[pos+1:])), 5
+	}
+	return 0, 0
+}
+
 // frameAt reads a memo fetch of a frame already reduced at buf[pos]: the
 // frame and the bytes the fetch takes (0 when it is none).
 func (m *vm) frameAt(buf []byte, pos int) (FrameID, int) {
-	var idx, n int
-	switch {
-	case buf[pos] == 'h' && len(buf)-pos >= 2:
-		idx, n = int(buf[pos+1]), 2
-	case buf[pos] == 'j' && len(buf)-pos >= 5:
-		idx, n = int(binary.LittleEndian.Uint32(buf[pos+1:])), 5
-	default:
-		return 0, 0
-	}
-	if idx >= m.memo.len() {
+	idx, n := memoFetch(buf, pos)
+	if n == 0 || idx >= m.memo.len() {
 		return 0, 0
 	}
 	if sl := m.memo.slot(idx); sl&slotMask == slotFrame {
