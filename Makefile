@@ -83,7 +83,7 @@ bench-rollup:
 # coverage, counting no executions meanwhile (it stalled three of five 60 s
 # runs); a crasher is still written to testdata/fuzz as found.
 fuzz:
-	@for pkg in ./snapshot/ ./report/ ./cmd/torchmem/; do \
+	@for pkg in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
 		for t in $$($(GO) test -list 'Fuzz.*' $$pkg | grep ^Fuzz); do \
 			echo "== $$pkg $$t"; $(GO) test -run '^$$' -timeout 0 -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 0 $$pkg || exit 1; done; done
 
