@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/internal/resulttest"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -118,11 +119,11 @@ func TestToleranceAllowed(t *testing.T) {
 
 // checkRun is a run of two devices for Check tests.
 func checkRun() *result.Result {
-	d0 := checkDev(0, 1000, 400, result.Categories{result.Parameter: 300, result.Activation: 700},
-		[]result.PhaseSpan{checkSpan(result.PhaseForward, 1, 900), checkSpan(result.PhaseBackward, 1, 1000), checkSpan(result.PhaseForward, 2, 950)},
+	d0 := resulttest.Device(0, 1000, 400, result.Categories{result.Parameter: 300, result.Activation: 700},
+		[]result.PhaseSpan{resulttest.Span(result.PhaseForward, 1, 900), resulttest.Span(result.PhaseBackward, 1, 1000), resulttest.Span(result.PhaseForward, 2, 950)},
 		[]result.Site{{Site: "<allocated before recording: parameter>", Bytes: 300, Count: 3, Category: result.Parameter},
 			{Site: "model.py:3 forward", File: "/src/model.py", Line: 3, Bytes: 700, Count: 7, Category: result.Activation}})
-	d1 := checkDev(1, 50, 50, result.Categories{result.Parameter: 50}, []result.PhaseSpan{checkSpan(result.PhaseForward, 1, 50)}, nil)
+	d1 := resulttest.Device(1, 50, 50, result.Categories{result.Parameter: 50}, []result.PhaseSpan{resulttest.Span(result.PhaseForward, 1, 50)}, nil)
 	return &result.Result{AllocatedUnit: result.AllocatedUnit, Input: result.Input{Path: "run.pickle"}, Devices: []result.DeviceResult{d0, d1}, Leaks: []result.Leak{
 		{Kind: "growing_list", Device: 0, Site: "train.py:9 <module>", BytesPerStep: 64, Confidence: result.Medium},
 		{Kind: "step_growth", Device: 0, Site: "a.py:1 f", BytesPerStep: 128, Confidence: result.Low},
@@ -211,7 +212,7 @@ func TestCheckBaseline(t *testing.T) {
 	grown.Devices[0].Peak.Categories[result.Activation] = 800     // +14%
 	grown.Devices[0].Peak.Categories[result.Temporary] = 1        // was 0
 	grown.Devices[0].Phases = append(grown.Devices[0].Phases[:2], // forward 950 → 900 (the step-2 span dropped)
-		checkSpan(result.PhaseOptimizer, 1, 10))
+		resulttest.Span(result.PhaseOptimizer, 1, 10))
 	grown.Devices = grown.Devices[:1]
 	base.Devices[1].Device = 7 // only in the baseline: not checked
 

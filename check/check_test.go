@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/torchmem/torchmem/diff"
+	"github.com/torchmem/torchmem/internal/resulttest"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -76,7 +77,7 @@ func TestCheckOOM(t *testing.T) {
 // forward's and the optimizer's peaks recorded (as analyze writes them).
 func movedPeak(peakIn result.Phase, fwd, opt result.PhasePeak) result.DeviceResult {
 	d := result.DeviceResult{Device: 0, Kind: "cuda",
-		Phases:     []result.PhaseSpan{checkSpan(result.PhaseForward, 1, fwd.AllocatedBytes), checkSpan(result.PhaseOptimizer, 1, opt.AllocatedBytes)},
+		Phases:     []result.PhaseSpan{resulttest.Span(result.PhaseForward, 1, fwd.AllocatedBytes), resulttest.Span(result.PhaseOptimizer, 1, opt.AllocatedBytes)},
 		PhasePeaks: []result.PhasePeak{fwd, opt}}
 	pp := d.PhasePeakOf(peakIn)
 	d.Peak = result.Peak{AllocatedBytes: pp.AllocatedBytes, Phase: peakIn, Step: 1, EventIndex: pp.EventIndex, Categories: pp.Categories}

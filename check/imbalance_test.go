@@ -3,6 +3,7 @@ package check
 import (
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/resulttest"
 	"github.com/torchmem/torchmem/rollup"
 )
 
@@ -22,7 +23,7 @@ func TestParseImbalance(t *testing.T) {
 // TestCheckImbalance: the simulated job's largest peak against the
 // median, in bytes; one device is no imbalance at all (skipped).
 func TestCheckImbalance(t *testing.T) {
-	results, sims, _ := rankedJob(t, 'G')
+	results, sims, _ := resulttest.FaultyJob(t, 'G')
 	ru := rollup.Build(results)
 	for _, tc := range []struct {
 		limit  float64

@@ -4,20 +4,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/internal/resulttest"
 	"github.com/torchmem/torchmem/result"
 )
-
-// diffDev builds a device result for diff tests.
-func diffDev(id int, peak, end int64, peakCats result.Categories, phases []result.PhaseSpan, sites []result.Site) result.DeviceResult {
-	return result.DeviceResult{Device: id, Kind: "cuda",
-		AtEnd:  result.State{AllocatedBytes: end, ReservedBytes: end + 100},
-		Peak:   result.Peak{AllocatedBytes: peak, ReservedBytes: peak + 100, Phase: result.PhaseForward, Step: 1, Categories: peakCats},
-		Phases: phases, TopSites: sites}
-}
-
-func diffSpan(ph result.Phase, step int, peak int64) result.PhaseSpan {
-	return result.PhaseSpan{Phase: ph, Step: step, PeakAllocatedBytes: peak}
-}
 
 func TestDiffDevices(t *testing.T) {
 	cases := []struct {
@@ -26,11 +15,11 @@ func TestDiffDevices(t *testing.T) {
 		want      []Presence
 		wantIDs   []int
 	}{
-		{"same devices", []result.DeviceResult{diffDev(0, 10, 5, result.Categories{}, nil, nil)}, []result.DeviceResult{diffDev(0, 12, 5, result.Categories{}, nil, nil)}, []Presence{InBoth}, []int{0}},
-		{"device only in new", []result.DeviceResult{diffDev(0, 10, 5, result.Categories{}, nil, nil)},
-			[]result.DeviceResult{diffDev(1, 3, 1, result.Categories{}, nil, nil), diffDev(0, 10, 5, result.Categories{}, nil, nil)}, []Presence{InBoth, OnlyNew}, []int{0, 1}},
-		{"device only in base", []result.DeviceResult{diffDev(2, 10, 5, result.Categories{}, nil, nil), diffDev(0, 1, 1, result.Categories{}, nil, nil)},
-			[]result.DeviceResult{diffDev(0, 10, 5, result.Categories{}, nil, nil)}, []Presence{InBoth, OnlyBase}, []int{0, 2}},
+		{"same devices", []result.DeviceResult{resulttest.Device(0, 10, 5, result.Categories{}, nil, nil)}, []result.DeviceResult{resulttest.Device(0, 12, 5, result.Categories{}, nil, nil)}, []Presence{InBoth}, []int{0}},
+		{"device only in new", []result.DeviceResult{resulttest.Device(0, 10, 5, result.Categories{}, nil, nil)},
+			[]result.DeviceResult{resulttest.Device(1, 3, 1, result.Categories{}, nil, nil), resulttest.Device(0, 10, 5, result.Categories{}, nil, nil)}, []Presence{InBoth, OnlyNew}, []int{0, 1}},
+		{"device only in base", []result.DeviceResult{resulttest.Device(2, 10, 5, result.Categories{}, nil, nil), resulttest.Device(0, 1, 1, result.Categories{}, nil, nil)},
+			[]result.DeviceResult{resulttest.Device(0, 10, 5, result.Categories{}, nil, nil)}, []Presence{InBoth, OnlyBase}, []int{0, 2}},
 		{"no devices", nil, nil, nil, nil},
 	}
 	for _, c := range cases {
@@ -53,12 +42,12 @@ func TestDiffDevices(t *testing.T) {
 }
 
 func TestDiffNumbers(t *testing.T) {
-	base := &result.Result{Input: result.Input{Path: "a"}, Devices: []result.DeviceResult{diffDev(0, 1000, 400, result.Categories{result.Parameter: 300, result.Activation: 700},
-		[]result.PhaseSpan{diffSpan(result.PhaseForward, 1, 900), diffSpan(result.PhaseBackward, 1, 1000), diffSpan(result.PhaseForward, 2, 950), diffSpan(result.PhaseOptimizer, 2, 500)},
+	base := &result.Result{Input: result.Input{Path: "a"}, Devices: []result.DeviceResult{resulttest.Device(0, 1000, 400, result.Categories{result.Parameter: 300, result.Activation: 700},
+		[]result.PhaseSpan{resulttest.Span(result.PhaseForward, 1, 900), resulttest.Span(result.PhaseBackward, 1, 1000), resulttest.Span(result.PhaseForward, 2, 950), resulttest.Span(result.PhaseOptimizer, 2, 500)},
 		[]result.Site{{Site: "model.py:1 f", Bytes: 600, Count: 2, Category: result.Activation}, {Site: "old.py:9 g", Bytes: 100, Count: 1, Category: result.Activation},
 			{Site: "same.py:3 h", Bytes: 300, Count: 3, Category: result.Parameter}})}}
-	nw := &result.Result{Input: result.Input{Path: "b"}, Devices: []result.DeviceResult{diffDev(0, 1500, 400, result.Categories{result.Parameter: 300, result.Activation: 1200},
-		[]result.PhaseSpan{diffSpan(result.PhaseZeroGrad, 1, 300), diffSpan(result.PhaseForward, 1, 1500), diffSpan(result.PhaseBackward, 1, 1400), diffSpan(result.PhaseForward, 3, 1450)},
+	nw := &result.Result{Input: result.Input{Path: "b"}, Devices: []result.DeviceResult{resulttest.Device(0, 1500, 400, result.Categories{result.Parameter: 300, result.Activation: 1200},
+		[]result.PhaseSpan{resulttest.Span(result.PhaseZeroGrad, 1, 300), resulttest.Span(result.PhaseForward, 1, 1500), resulttest.Span(result.PhaseBackward, 1, 1400), resulttest.Span(result.PhaseForward, 3, 1450)},
 		[]result.Site{{Site: "model.py:1 f", Bytes: 1000, Count: 3, Category: result.Activation}, {Site: "new.py:5 k", Bytes: 200, Count: 1, Category: result.Temporary},
 			{Site: "same.py:3 h", Bytes: 300, Count: 3, Category: result.Parameter}})}}
 	d := Diff(base, nw)
@@ -117,7 +106,7 @@ func TestDiffOOM(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			b, n := diffDev(0, 1, 1, result.Categories{}, nil, nil), diffDev(0, 1, 1, result.Categories{}, nil, nil)
+			b, n := resulttest.Device(0, 1, 1, result.Categories{}, nil, nil), resulttest.Device(0, 1, 1, result.Categories{}, nil, nil)
 			b.OOM, n.OOM = c.base, c.new
 			d := Diff(&result.Result{Devices: []result.DeviceResult{b}}, &result.Result{Devices: []result.DeviceResult{n}})
 			if diff := cmp.Diff(c.want, d.Devices[0].OOM); diff != "" {
@@ -169,8 +158,8 @@ func TestDeltaPercent(t *testing.T) {
 // TestDiffDoesNotModify guards the promise that Diff leaves its inputs alone.
 func TestDiffDoesNotModify(t *testing.T) {
 	mk := func() *result.Result {
-		return &result.Result{Devices: []result.DeviceResult{diffDev(0, 10, 5, result.Categories{result.Activation: 10},
-			[]result.PhaseSpan{diffSpan(result.PhaseForward, 1, 10)}, []result.Site{{Site: "b", Bytes: 1}, {Site: "a", Bytes: 9}})},
+		return &result.Result{Devices: []result.DeviceResult{resulttest.Device(0, 10, 5, result.Categories{result.Activation: 10},
+			[]result.PhaseSpan{resulttest.Span(result.PhaseForward, 1, 10)}, []result.Site{{Site: "b", Bytes: 1}, {Site: "a", Bytes: 9}})},
 			Leaks: []result.Leak{{Kind: "k", Site: "s", BytesPerStep: 1}}}
 	}
 	b, n := mk(), mk()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/resulttest"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -103,7 +104,7 @@ func TestReadSummaries(t *testing.T) {
 // JSON is the roll-up of the results themselves — table, heat map and all —
 // so torchmem merge and analysing the files together agree by construction.
 func TestReadSummariesSameRollup(t *testing.T) {
-	results, _, _ := faultyJob(t, 'G')
+	results, _, _ := resulttest.FaultyJob(t, 'G')
 	var stream bytes.Buffer
 	for _, r := range results {
 		b, err := json.MarshalIndent(r, "", "  ")

@@ -1,37 +1,13 @@
 package rollup
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/resulttest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
-	"github.com/torchmem/torchmem/result"
-	"github.com/torchmem/torchmem/snapshot"
 )
-
-// faultyJob simulates snapshottest.FaultyJob(gen) and analyses each rank's
-// snapshot as a per-rank file (oom_snapshot_rank3.pickle…), in reverse rank
-// order, so that ranks must come from the names. sims[r] is rank r's
-// simulation and ooms[r] its out-of-memory error (nil if none).
-func faultyJob(t *testing.T, gen byte) (results []*result.Result, sims []*st.Sim, ooms []*st.OutOfMemory) {
-	t.Helper()
-	job := st.FaultyJob(gen)
-	sims, ooms = make([]*st.Sim, len(job)), make([]*st.OutOfMemory, len(job))
-	for i := len(job) - 1; i >= 0; i-- {
-		c := job[i]
-		sims[c.Rank], ooms[c.Rank] = st.RankRun(c)
-		data := st.Marshal(sims[c.Rank].Snapshot(), 4)
-		s, err := snapshot.Read(bytes.NewReader(data), fmt.Sprintf("job/oom_snapshot_rank%d.pickle", c.Rank), int64(len(data)), snapshot.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		results = append(results, analysis.Analyze(s, analysis.DefaultOptions()))
-	}
-	return results, sims, ooms
-}
 
 // TestFaultyJob rolls up the 8 ranks of the simulated job with a leaking
 // rank (1), a rank with twice the activations (3, which runs out of memory
@@ -50,7 +26,7 @@ func TestFaultyJob(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("generation %c", tc.gen), func(t *testing.T) {
-			results, sims, ooms := faultyJob(t, tc.gen)
+			results, sims, ooms := resulttest.FaultyJob(t, tc.gen)
 			ru := Build(results)
 			peaks := make([]int64, len(sims))
 			for r, s := range sims {
@@ -123,7 +99,7 @@ func TestFaultyJob(t *testing.T) {
 // TestFaultyJobLeak: the leaking rank's row carries its growing_list leak of
 // one step's logits, and no other row has a leak.
 func TestFaultyJobLeak(t *testing.T) {
-	results, sims, _ := faultyJob(t, 'G')
+	results, sims, _ := resulttest.FaultyJob(t, 'G')
 	ru := Build(results)
 	// One step's logits in allocator blocks (memory_allocated()'s unit):
 	// what the leaking rank's simulation grew by in every step after the
