@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/torchmem/torchmem/result"
@@ -105,24 +106,13 @@ func estimateBaseline(h *History) {
 	add(params, result.Parameter, RuleBaselineParameters, result.Medium)
 	// Gradients live across steps (set_to_none=False, or DDP bucket views)
 	// when no gradient is freed by zero_grad and none is made in backward.
-	gradsInWindow := false
-	for i := range h.Blocks {
-		if c := h.Blocks[i].Category; !h.Blocks[i].Untracked && c == result.Gradient {
-			gradsInWindow = true
-			break
-		}
+	inWindow := func(cat result.Category) bool {
+		return slices.ContainsFunc(h.Blocks, func(b Block) bool { return !b.Untracked && b.Category == cat })
 	}
-	if !gradsInWindow {
+	if !inWindow(result.Gradient) {
 		add(params, result.Gradient, RuleBaselineGradients, result.Low)
 	}
-	optInWindow := false
-	for i := range h.Blocks {
-		if c := h.Blocks[i].Category; !h.Blocks[i].Untracked && c == result.OptimizerState {
-			optInWindow = true
-			break
-		}
-	}
-	if !optInWindow {
+	if !inWindow(result.OptimizerState) {
 		for _, a := range h.Snap.Annotations {
 			if a.Kind == snapshot.AnnotationOptStep {
 				if k := optimizerStateFactor(a.Name); k > 0 {
