@@ -16,7 +16,6 @@ import (
 
 // Thresholds of leak detection.
 const (
-	minLeakSteps     = 4        // complete steps needed to look for leaks at all
 	minPatternSteps  = 3        // steps a pattern must be seen in
 	minGraphSites    = 4        // sites a step's survivors span to be a graph
 	minGrowthBytes   = 64 << 10 // total growth below this is noise

@@ -48,15 +48,6 @@ func leakMedian64(v []int64) int64 {
 	return s[len(s)/2]
 }
 
-func leakMedianInt(v []int) int {
-	if len(v) == 0 {
-		return 0
-	}
-	s := append([]int(nil), v...)
-	sort.Ints(s)
-	return s[len(s)/2]
-}
-
 // leakCV is the coefficient of variation of v (0 for fewer than two values or
 // a zero mean).
 func leakCV(v []int64) float64 {

@@ -396,3 +396,8 @@ func isAutogradCall(file string) bool {
 	return strings.HasSuffix(file, "torch/autograd/__init__.py") || strings.HasSuffix(file, "torch/autograd/functional.py") ||
 		strings.Contains(file, "torch/_functorch/") || strings.Contains(file, "torch/func/")
 }
+
+// quadratic reports whether a stack's tensors grow with the square of the
+// sequence: attention code, unless a fused kernel (flash, memory-efficient,
+// cuDNN) made them.
+func (m stackMarkers) quadratic() bool { return m.attention && !m.fusedAttention }

@@ -5,6 +5,10 @@ import (
 	"github.com/torchmem/torchmem/snapshot"
 )
 
+// minLeakSteps is how many complete steps a run needs before its steps are
+// compared (and leaks looked for) at all.
+const minLeakSteps = 4
+
 // stepRange is one step as a pass over the events sees it: events start…end,
 // both included.
 type stepRange struct {

@@ -336,3 +336,12 @@ func (p *Phases) recodeAroundBackward(h *History, start int, a anchor) {
 		}
 	}
 }
+
+func leakMedianInt(v []int) int {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]int(nil), v...)
+	sort.Ints(s)
+	return s[len(s)/2]
+}

@@ -87,11 +87,6 @@ func (h *History) partOf(b *Block, stale, seqSquared bool) part {
 // scales reports whether the batch size or the sequence length scale a part.
 func scales(p part) bool { return p == partLinear || p == partQuad || p == partKV }
 
-// quadratic reports whether a stack's tensors grow with the square of the
-// sequence: attention code, unless a fused kernel (flash, memory-efficient,
-// cuDNN) made them.
-func (m stackMarkers) quadratic() bool { return m.attention && !m.fusedAttention }
-
 // staleGradients marks the gradient blocks that zero_grad frees and that are
 // alive when a forward span starts: kept from the previous step
 // (set_to_none).
