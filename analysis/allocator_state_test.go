@@ -114,10 +114,10 @@ func TestAllocatorStateFacts(t *testing.T) {
 			s := openShared(t, "snapshots", tc.file)
 			h := BuildHistory(s, s.Device(tc.device))
 			var reserved int64
-			for _, g := range h.StateAt(tc.event) {
+			for _, g := range StateAt(h, tc.event) {
 				reserved += g.Size
 			}
-			fr := h.fragmentationAt(tc.event, tc.request)
+			fr := fragmentationAt(h, tc.event, tc.request)
 			if reserved != tc.reserved || fr.CachedFreeBytes != tc.cached || fr.LargestFreeBlockBytes != tc.largest || fr.FreeInUsedSegmentsBytes != tc.inUsed {
 				t.Errorf("after event %d: reserved %d, cached free %d, largest %d, in used segments %d; want %d, %d, %d, %d",
 					tc.event, reserved, fr.CachedFreeBytes, fr.LargestFreeBlockBytes, fr.FreeInUsedSegmentsBytes,
@@ -186,7 +186,7 @@ func TestStateAtMatchesSimulatedDumps(t *testing.T) {
 			}
 			for _, c := range checks {
 				got := map[[2]int64]int{}
-				for _, g := range h.StateAt(c.events - 1 - tc.drop) {
+				for _, g := range StateAt(h, c.events-1-tc.drop) {
 					for _, b := range g.Blocks {
 						if b.Free() {
 							got[[2]int64{int64(b.Address), b.Size}]++

@@ -161,7 +161,7 @@ func nameHostDiagnostics(r *result.Result) {
 // reservedKnown reports whether the file states the device's reserved
 // memory: dump-time segments, or a chrome trace's Total Reserved on an
 // accelerator (a CPU's is always 0: the host allocator caches nothing).
-func (h *History) reservedKnown() bool {
+func reservedKnown(h *History) bool {
 	d := h.Device
 	return len(d.Segments) > 0 || len(d.Reserved) > 0 && d.Kind != snapshot.DeviceCPU
 }
@@ -183,7 +183,7 @@ func deviceResult(h *History, opts Options) result.DeviceResult {
 			res += d.Segments[gi].TotalSize
 		}
 		dr.AtEnd.ReservedBytes = res
-		fr := h.fragmentationAt(end, 0)
+		fr := fragmentationAt(h, end, 0)
 		dr.AtEnd.Fragmentation = &fr
 	}
 	dr.NoHistory = len(d.Events) == 0 || h.Snap.Recording == snapshot.RecordingState
@@ -205,7 +205,7 @@ func deviceResult(h *History, opts Options) result.DeviceResult {
 	if peak < 0 { // the state before the first event: no event, no time
 		dr.Peak.TimeUS = 0
 	}
-	if !h.reservedKnown() {
+	if !reservedKnown(h) {
 		dr.AtEnd.ReservedBytes, dr.AtEnd.ReservedUnknown = 0, true
 		dr.Peak.ReservedBytes, dr.Peak.ReservedUnknown = 0, true
 	}
@@ -221,17 +221,17 @@ func deviceResult(h *History, opts Options) result.DeviceResult {
 	}
 	focus := peak
 	if oom >= 0 {
-		dr.OOM = h.oomAt(sites, oom, opts.TopSites)
+		dr.OOM = oomAt(h, sites, oom, opts.TopSites)
 		focus = oom
 	}
 	dr.TopSites = h.topSites(sites, focus, opts.TopSites)
-	dr.PhasePeaks = h.phasePeaks(sites, opts.TopSites)
+	dr.PhasePeaks = phasePeaks(h, sites, opts.TopSites)
 	dr.Rules = h.ruleUses(end)
 	if !opts.NoTimeline && len(d.Events) > 0 {
-		dr.Timeline = h.buildTimeline(peak, oom, opts.MaxTimelinePoints)
-		dr.PeakAllocations = h.allocationsAt(sites, peak)
+		dr.Timeline = buildTimeline(h, peak, oom, opts.MaxTimelinePoints)
+		dr.PeakAllocations = allocationsAt(h, sites, peak)
 		if dr.OOM != nil {
-			dr.OOM.Allocations = h.allocationsAt(sites, oom)
+			dr.OOM.Allocations = allocationsAt(h, sites, oom)
 		}
 	}
 	if nOOM > 1 {

@@ -14,9 +14,9 @@ import (
 // i: the free pieces of the rebuilt segments, those inside segments that
 // hold live blocks, and the largest one usable for a request of the given
 // size (a request above 1 MiB never uses the small pool's 2 MiB segments).
-func (h *History) fragmentationAt(i int, request int64) result.Fragmentation {
+func fragmentationAt(h *History, i int, request int64) result.Fragmentation {
 	fr := result.Fragmentation{ExpandableSegments: h.expandable()}
-	segs := h.StateAt(i)
+	segs := StateAt(h, i)
 	if segs == nil {
 		fr.CachedFreeBytes = max(0, h.ReservedAt(i)-h.AllocatedAt(i))
 		fr.FreeInUsedSegmentsBytes = fr.CachedFreeBytes
@@ -46,7 +46,7 @@ func (h *History) fragmentationAt(i int, request int64) result.Fragmentation {
 }
 
 // oomAt builds the post-mortem of the oom event at index i.
-func (h *History) oomAt(sites *siteCache, i, topN int) *result.OOM {
+func oomAt(h *History, sites *siteCache, i, topN int) *result.OOM {
 	e := &h.Device.Events[i]
 	site := sites.get(e.Stack)
 	o := &result.OOM{
@@ -63,26 +63,26 @@ func (h *History) oomAt(sites *siteCache, i, topN int) *result.OOM {
 		AllocatedRequestedBytes: h.requestedAt(i),
 		ReservedBytes:           h.ReservedAt(i),
 		Categories:              h.CategoriesAt(i),
-		Fragmentation:           h.fragmentationAt(i, e.Size),
+		Fragmentation:           fragmentationAt(h, i, e.Size),
 		TopSites:                h.topSites(sites, i, topN),
-		LiveByPhase:             h.liveByPhase(i),
-		Layout:                  h.StateAt(i),
+		LiveByPhase:             liveByPhase(h, i),
+		Layout:                  StateAt(h, i),
 	}
 	if o.Site == "" {
 		o.Site = result.SiteNoFrames
 	}
-	if !h.reservedKnown() {
+	if !reservedKnown(h) {
 		o.ReservedBytes, o.ReservedUnknown = 0, true
 	}
 	if site.file != "" && site.line > 0 {
 		o.SiteLine = site.line
 	}
-	o.Verdict = h.oomVerdict(o, e)
+	o.Verdict = oomVerdict(h, o, e)
 	return o
 }
 
 // oomVerdict is the one-sentence explanation of an OOM.
-func (h *History) oomVerdict(o *result.OOM, e *snapshot.Event) string {
+func oomVerdict(h *History, o *result.OOM, e *snapshot.Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Out of memory in %s", o.Phase)
 	if o.Step > 0 && h.Steps.Source != result.StepsNone {
@@ -145,7 +145,7 @@ func topCategories(c result.Categories, n int) string {
 
 // liveByPhase groups the blocks live after event i by the phase and step
 // that allocated them.
-func (h *History) liveByPhase(i int) []result.PhaseBytes {
+func liveByPhase(h *History, i int) []result.PhaseBytes {
 	type key struct {
 		p    result.Phase
 		step int

@@ -233,7 +233,7 @@ func TestAutocastModelFacts(t *testing.T) {
 						b := &h.Blocks[bi]
 						if b.Category == result.AutocastCache {
 							copies += b.Size
-							if p := h.partOf(b, false, false); p == partQuad || p == partLinear {
+							if p := partOf(h, b, false, false); p == partQuad || p == partLinear {
 								t.Errorf("autocast copy %d B in the what-if's part %d", b.Size, p)
 							}
 						}

@@ -4,7 +4,7 @@ import "github.com/torchmem/torchmem/result"
 
 // phasePeaks finds the highest peak of each phase over all steps (the first
 // event reaching it) and measures its categories and its topN sites.
-func (h *History) phasePeaks(sites *siteCache, topN int) []result.PhasePeak {
+func phasePeaks(h *History, sites *siteCache, topN int) []result.PhasePeak {
 	type best struct {
 		value       int64
 		event, step int

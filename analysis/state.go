@@ -14,7 +14,7 @@ func smallSegment(s result.SegmentState) bool { return !s.Expandable && s.Size =
 // blocks and free gaps in them, by replaying the trace backwards from the
 // dump-time segments. It returns nil when the file has no dump-time
 // segments (chrome traces, traces without a state).
-func (h *History) StateAt(i int) []result.SegmentState {
+func StateAt(h *History, i int) []result.SegmentState {
 	if len(h.Device.Segments) == 0 {
 		return nil
 	}

@@ -36,7 +36,7 @@ func TestStateAtEndMatchesDump(t *testing.T) {
 					}
 				}
 			}
-			segs := h.StateAt(h.EndIndex())
+			segs := StateAt(h, h.EndIndex())
 			var free, total int64
 			for _, g := range segs {
 				var sum int64
@@ -63,9 +63,9 @@ func TestStateAtEndMatchesDump(t *testing.T) {
 				if d.Events[i].Action != snapshot.ActionOOM {
 					continue
 				}
-				fr := h.fragmentationAt(i, d.Events[i].Size)
+				fr := fragmentationAt(h, i, d.Events[i].Size)
 				var oomFree int64
-				for _, g := range h.StateAt(i) {
+				for _, g := range StateAt(h, i) {
 					for _, b := range g.Blocks {
 						if b.Free() {
 							oomFree += b.Size

@@ -83,11 +83,11 @@ func gatherEvidence(h *History, dr *result.DeviceResult) *evidence {
 	ev.steps = len(h.Steps.Spans)
 	if len(h.Device.Segments) > 0 {
 		ev.hasState = true
-		ev.peakFragmented = h.fragmentationAt(dr.Peak.EventIndex, 0).FreeInUsedSegmentsBytes
-		end := h.fragmentationAt(h.EndIndex(), 0)
+		ev.peakFragmented = fragmentationAt(h, dr.Peak.EventIndex, 0).FreeInUsedSegmentsBytes
+		end := fragmentationAt(h, h.EndIndex(), 0)
 		ev.endWhollyFree = end.CachedFreeBytes - end.FreeInUsedSegmentsBytes
 	}
-	h.trainingEvidence(ev, dr)
+	trainingEvidence(h, ev, dr)
 	sites := map[string]int64{}
 	for _, b := range h.LiveBlocks(ev.index) {
 		if b.Untracked {
@@ -158,7 +158,7 @@ func gatherEvidence(h *History, dr *result.DeviceResult) *evidence {
 
 // trainingEvidence decides whether the run trains and whether it has a
 // backward (evidence.training, evidence.backward).
-func (h *History) trainingEvidence(ev *evidence, dr *result.DeviceResult) {
+func trainingEvidence(h *History, ev *evidence, dr *result.DeviceResult) {
 	// A step that ends (zero_grad, optimizer) after a forward without a
 	// backward between them: the run trains without one (zeroth-order).
 	forward, stepWithoutBackward := false, false

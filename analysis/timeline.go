@@ -13,7 +13,7 @@ const DefaultMaxTimelinePoints = 20000
 // With more events than maxPoints it keeps, per bucket of consecutive
 // events, the events of the lowest and the highest allocated value, plus the
 // peak and the OOM event, so that extremes stay exact.
-func (h *History) buildTimeline(peak, oom, maxPoints int) *result.Timeline {
+func buildTimeline(h *History, peak, oom, maxPoints int) *result.Timeline {
 	n := len(h.Device.Events)
 	if maxPoints <= 0 {
 		maxPoints = DefaultMaxTimelinePoints
@@ -100,7 +100,7 @@ func (h *History) buildTimeline(peak, oom, maxPoints int) *result.Timeline {
 		}
 		pi++
 	}
-	if !h.reservedKnown() { // no reserved curve rather than one at 0
+	if !reservedKnown(h) { // no reserved curve rather than one at 0
 		t.Reserved = nil
 	}
 	return t

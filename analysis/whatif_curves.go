@@ -46,7 +46,7 @@ func scaled(kb, ks float64) factors {
 // partOf decides the part of a block: by category, then (for what a step
 // allocates) by the phase that allocated it and whether it has two
 // sequence dimensions (seqSquared).
-func (h *History) partOf(b *Block, stale, seqSquared bool) part {
+func partOf(h *History, b *Block, stale, seqSquared bool) part {
 	if b.Untracked {
 		return partFixed
 	}
@@ -90,7 +90,7 @@ func scales(p part) bool { return p == partLinear || p == partQuad || p == partK
 // staleGradients marks the gradient blocks that zero_grad frees and that are
 // alive when a forward span starts: kept from the previous step
 // (set_to_none).
-func (h *History) staleGradients() map[int]bool {
+func staleGradients(h *History) map[int]bool {
 	var starts []int
 	for _, sp := range h.Phases.Spans {
 		if sp.Phase == result.PhaseForward && sp.Events > 0 {

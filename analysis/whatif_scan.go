@@ -80,10 +80,10 @@ type factorQuery struct {
 func buildCurves(h *History, seq int64) *curves {
 	c := &curves{h: h, part: make([]part, len(h.Blocks)), n: len(h.Device.Events),
 		peaks: map[factors]peakAt{}, sums: map[partSet]peakSum{}, limits: map[factorQuery]float64{}, states: map[int][numParts]int64{}}
-	stale := h.staleGradients()
-	sq := h.seqSquared(seq)
+	stale := staleGradients(h)
+	sq := seqSquared(h, seq)
 	for bi := range h.Blocks {
-		c.part[bi] = h.partOf(&h.Blocks[bi], stale[bi], sq[bi])
+		c.part[bi] = partOf(h, &h.Blocks[bi], stale[bi], sq[bi])
 	}
 	return c
 }

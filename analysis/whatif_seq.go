@@ -34,7 +34,7 @@ import (
 // scores are no larger than the output and count as linear (a projection
 // from such a short run to a long one is low); an attention function that
 // returns its scores (no output after them) keeps them linear too.
-func (h *History) seqSquared(seq int64) []bool {
+func seqSquared(h *History, seq int64) []bool {
 	sq := make([]bool, len(h.Blocks))
 	ev := h.Device.Events
 	var call []int32 // the blocks of the current attention call, in order
@@ -66,7 +66,7 @@ func (h *History) seqSquared(seq int64) []bool {
 			closeCall()
 			continue
 		}
-		if h.maskCode(b.Stack) {
+		if maskCode(h, b.Stack) {
 			sq[bi] = fits(b.Requested)
 			continue
 		}
@@ -107,7 +107,7 @@ func activationLike(c result.Category) bool {
 
 // maskCode reports whether the innermost Python frame of a stack is a
 // function named for a mask (an attention mask is query × key).
-func (h *History) maskCode(st snapshot.StackID) bool {
+func maskCode(h *History, st snapshot.StackID) bool {
 	s := h.Snap
 	for _, id := range s.StackOf(st) {
 		f := &s.Frames[id]

@@ -138,7 +138,7 @@ func TestWhatIfSuggestions(t *testing.T) {
 	c := buildCurves(h, 0)
 	var staleRequested int64
 	stale := c.maxOf(partStaleGrad)
-	for bi := range h.staleGradients() {
+	for bi := range staleGradients(h) {
 		staleRequested += h.Blocks[bi].Requested
 	}
 	if staleRequested != 3_877_647_360 || stale != w.Model.GradientBytes || stale < staleRequested {
