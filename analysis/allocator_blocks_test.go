@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -48,22 +49,22 @@ func TestBlockSizesFollowTheAllocator(t *testing.T) {
 				if len(want) != len(got) {
 					t.Fatalf("%d events, the simulator recorded %d", len(got), len(want))
 				}
-				if h.sizing.mismatch != 0 {
-					t.Errorf("%d blocks live at the dump sized otherwise than the simulator", h.sizing.mismatch)
+				if h.Sizing.Mismatch != 0 {
+					t.Errorf("%d blocks live at the dump sized otherwise than the simulator", h.Sizing.Mismatch)
 				}
 				// A block older than the trace that nothing in it sizes is
 				// its rounded request: its rest (at most 1 MiB, or the
 				// oversize rounding of max_split_size) is all that may be
 				// missed, and only while it lives.
-				slack := int64(h.sizing.unknown) * (1 << 20)
+				slack := int64(h.Sizing.Unknown) * (1 << 20)
 				if r.maxSplit > 0 {
-					slack = int64(h.sizing.unknown) * (20 << 20)
+					slack = int64(h.Sizing.Unknown) * (20 << 20)
 				}
 				bad := 0
 				for i, w := range want {
 					if d := w - got[i]; d < 0 || d > slack || slack == 0 && d != 0 {
 						if bad++; bad <= 3 {
-							t.Errorf("after event %d: allocated %d, the simulator %d (%d blocks unsized)", i, got[i], w, h.sizing.unknown)
+							t.Errorf("after event %d: allocated %d, the simulator %d (%d blocks unsized)", i, got[i], w, h.Sizing.Unknown)
 						}
 					}
 				}
@@ -117,11 +118,11 @@ func churn(s *st.Sim, seed uint64, n int) {
 func TestRoundSize(t *testing.T) {
 	const mib = 1 << 20
 	divs := `{"1": 0, "2": 8, "4": 0, "8": 0, "16": 0, "32": 0, "64": 0, "128": 0, "256": 0, "512": 0, "1024": 4, "2048": 0, "4096": 0, "8192": 0, "16384": 0, "32768": 2}`
-	h := &History{Snap: &snapshot.Snapshot{Settings: &snapshot.AllocatorSettings{Other: map[string]string{"roundup_power2_divisions": divs}}}, Device: &snapshot.Device{}}
-	with := h.sizingRules()
-	var plain sizingRules
+	h := &history.History{Snap: &snapshot.Snapshot{Settings: &snapshot.AllocatorSettings{Other: map[string]string{"roundup_power2_divisions": divs}}}, Device: &snapshot.Device{}}
+	with := h.SizingRules()
+	var plain history.SizingRules
 	tests := []struct {
-		rules *sizingRules
+		rules *history.SizingRules
 		n     int64
 		want  int64
 	}{
@@ -139,11 +140,11 @@ func TestRoundSize(t *testing.T) {
 		{&with, 5 * mib, 5 * mib},                 // interval "4": no divisions, 512 B steps
 	}
 	for _, tc := range tests {
-		if got := tc.rules.round(tc.n); got != tc.want {
+		if got := tc.rules.Round(tc.n); got != tc.want {
 			t.Errorf("round(%d) = %d, want %d", tc.n, got, tc.want)
 		}
 	}
-	if with.expandable || with.maxSplit != 0 {
+	if with.Expandable || with.MaxSplit != 0 {
 		t.Errorf("rules %+v: no expandable segments, no max_split_size", with)
 	}
 }
@@ -223,9 +224,9 @@ func TestAllocatedUnitPerFormat(t *testing.T) {
 }
 
 // allocatedCurve is the allocated bytes after every event of h.
-func allocatedCurve(h *History) []int64 {
+func allocatedCurve(h *history.History) []int64 {
 	out := make([]int64, 0, h.NumEvents())
-	for _, v := range h.allocatedRange(0, h.NumEvents()-1) {
+	for _, v := range h.AllocatedRange(0, h.NumEvents()-1) {
 		out = append(out, v)
 	}
 	return out

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -59,8 +60,8 @@ func TestUnsplitRestsMatchDump(t *testing.T) {
 			// The replay gives blocks live at the dump the dump's size and
 			// counts those the allocator's rules size otherwise
 			// (sizing.mismatch).
-			h := Replay(s, d)
-			rules := h.sizingRules()
+			h := history.Replay(s, d)
+			rules := h.SizingRules()
 			checked, withRest := 0, 0
 			for _, b := range h.Blocks {
 				size, ok := dump[b.Addr]
@@ -68,15 +69,15 @@ func TestUnsplitRestsMatchDump(t *testing.T) {
 					continue
 				}
 				checked++
-				if size > rules.round(b.Requested) {
+				if size > rules.Round(b.Requested) {
 					withRest++
 				}
 				if b.Size != size {
 					t.Errorf("block %#x (%d B requested, event %d): sized %d, the dump says %d", b.Addr, b.Requested, b.Alloc, b.Size, size)
 				}
 			}
-			if h.sizing.mismatch != 0 {
-				t.Errorf("%d blocks live at the dump sized otherwise by the allocator's rules", h.sizing.mismatch)
+			if h.Sizing.Mismatch != 0 {
+				t.Errorf("%d blocks live at the dump sized otherwise by the allocator's rules", h.Sizing.Mismatch)
 			}
 			if checked != tc.checked || withRest != tc.withRest {
 				t.Errorf("%d blocks checked, %d with an unsplit rest; want %d, %d", checked, withRest, tc.checked, tc.withRest)
@@ -175,9 +176,9 @@ func TestStateAtMatchesSimulatedDumps(t *testing.T) {
 			snap := read(t, s, tc.drop)
 			h := BuildHistory(snap, snap.Devices[0])
 			rested := 0
-			rules := h.sizingRules()
+			rules := h.SizingRules()
 			for k := range h.Blocks {
-				if b := &h.Blocks[k]; b.Size > rules.round(b.Requested) {
+				if b := &h.Blocks[k]; b.Size > rules.Round(b.Requested) {
 					rested++
 				}
 			}

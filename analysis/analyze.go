@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -35,17 +36,17 @@ func DefaultOptions() Options {
 // BuildHistory replays one device, derives its phases and steps and
 // classifies its blocks: everything the analysis (and leak detection)
 // starts from.
-func BuildHistory(s *snapshot.Snapshot, d *snapshot.Device) *History {
+func BuildHistory(s *snapshot.Snapshot, d *snapshot.Device) *history.History {
 	return buildHistory(s, d, nil)
 }
 
 // buildHistory is BuildHistory with the snapshot's annotation intervals
 // shared between its devices (nil: computed for this one).
-func buildHistory(s *snapshot.Snapshot, d *snapshot.Device, ann *annIntervals) *History {
-	h := Replay(s, d)
-	h.ann = ann
-	ComputePhases(h)
-	Classify(h)
+func buildHistory(s *snapshot.Snapshot, d *snapshot.Device, ann *history.AnnIntervals) *history.History {
+	h := history.Replay(s, d)
+	h.Ann = ann
+	history.ComputePhases(h)
+	history.Classify(h)
 	return h
 }
 
@@ -58,7 +59,7 @@ func Analyze(s *snapshot.Snapshot, opts Options) *result.Result {
 
 // analyze is Analyze that also returns the history of the device the
 // suggestions and the what-if are about (nil when no device has one).
-func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *History) {
+func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *history.History) {
 	if opts.TopSites <= 0 {
 		opts.TopSites = 10
 	}
@@ -85,10 +86,10 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *History) {
 		r.Input.Format = "snapshot"
 	}
 	var best *evidence
-	var bestH *History
+	var bestH *history.History
 	var bestDR int
-	var hs []*History
-	ann := &annIntervals{}
+	var hs []*history.History
+	ann := &history.AnnIntervals{}
 	for _, d := range s.Devices {
 		if opts.Device >= 0 && d.ID != opts.Device {
 			continue
@@ -104,10 +105,10 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *History) {
 	sort.SliceStable(hs, func(a, b int) bool {
 		return hs[a].Device.Kind != snapshot.DeviceCPU && hs[b].Device.Kind == snapshot.DeviceCPU
 	})
-	accelerators := slices.ContainsFunc(hs, func(h *History) bool { return h.Device.Kind != snapshot.DeviceCPU })
-	texts := newFrameTexts(s) // shared by the devices' results, made one after the other
+	accelerators := slices.ContainsFunc(hs, func(h *history.History) bool { return h.Device.Kind != snapshot.DeviceCPU })
+	texts := history.NewFrameTexts(s) // shared by the devices' results, made one after the other
 	for _, h := range hs {
-		h.texts = texts
+		h.Texts = texts
 	}
 	// Leak detection only reads the histories: it runs beside the rest.
 	leaks := make(chan []result.Leak, 1)
@@ -161,22 +162,22 @@ func nameHostDiagnostics(r *result.Result) {
 // reservedKnown reports whether the file states the device's reserved
 // memory: dump-time segments, or a chrome trace's Total Reserved on an
 // accelerator (a CPU's is always 0: the host allocator caches nothing).
-func reservedKnown(h *History) bool {
+func reservedKnown(h *history.History) bool {
 	d := h.Device
 	return len(d.Segments) > 0 || len(d.Reserved) > 0 && d.Kind != snapshot.DeviceCPU
 }
 
 // deviceResult assembles the result of one device from its history.
-func deviceResult(h *History, opts Options) result.DeviceResult {
+func deviceResult(h *history.History, opts Options) result.DeviceResult {
 	d := h.Device
-	sites := h.newSiteCache()
+	sites := h.NewSiteCache()
 	end := h.EndIndex()
 	dr := result.DeviceResult{Device: d.ID, Kind: string(d.Kind), Capacity: d.CapacityBytes,
 		Phases: h.Phases.Spans, Steps: h.Steps.StepPlan, TopSites: []result.Site{}}
 	if dr.Phases == nil {
 		dr.Phases = []result.PhaseSpan{}
 	}
-	dr.AtEnd = result.State{AllocatedBytes: h.AllocatedAt(end), RequestedBytes: h.requestedAt(end), ReservedBytes: h.ReservedAt(end), Categories: h.CategoriesAt(end)}
+	dr.AtEnd = result.State{AllocatedBytes: h.AllocatedAt(end), RequestedBytes: h.RequestedOrNil(end), ReservedBytes: h.ReservedAt(end), Categories: h.CategoriesAt(end)}
 	if len(d.Segments) > 0 {
 		var res int64
 		for gi := range d.Segments {
@@ -189,7 +190,7 @@ func deviceResult(h *History, opts Options) result.DeviceResult {
 	dr.NoHistory = len(d.Events) == 0 || h.Snap.Recording == snapshot.RecordingState
 
 	peak, peakVal := -1, h.InitialAllocated
-	for i, v := range h.allocatedRange(0, end) {
+	for i, v := range h.AllocatedRange(0, end) {
 		if v > peakVal {
 			peak, peakVal = i, v
 		}
@@ -197,7 +198,7 @@ func deviceResult(h *History, opts Options) result.DeviceResult {
 	if len(d.Events) == 0 {
 		peak = end
 	}
-	dr.Peak = result.Peak{AllocatedBytes: h.AllocatedAt(peak), RequestedBytes: h.requestedAt(peak), ReservedBytes: h.ReservedAt(peak), TimeUS: h.TimeUS(peak),
+	dr.Peak = result.Peak{AllocatedBytes: h.AllocatedAt(peak), RequestedBytes: h.RequestedOrNil(peak), ReservedBytes: h.ReservedAt(peak), TimeUS: h.TimeUS(peak),
 		EventIndex: peak, Phase: h.Phases.At(peak), Step: h.Phases.StepAt(peak), Categories: h.CategoriesAt(peak)}
 	if len(d.Events) == 0 {
 		dr.Peak.ReservedBytes = dr.AtEnd.ReservedBytes
@@ -224,9 +225,9 @@ func deviceResult(h *History, opts Options) result.DeviceResult {
 		dr.OOM = oomAt(h, sites, oom, opts.TopSites)
 		focus = oom
 	}
-	dr.TopSites = h.topSites(sites, focus, opts.TopSites)
+	dr.TopSites = h.TopSitesIn(sites, focus, opts.TopSites)
 	dr.PhasePeaks = phasePeaks(h, sites, opts.TopSites)
-	dr.Rules = h.ruleUses(end)
+	dr.Rules = h.RuleUses(end)
 	if !opts.NoTimeline && len(d.Events) > 0 {
 		dr.Timeline = buildTimeline(h, peak, oom, opts.MaxTimelinePoints)
 		dr.PeakAllocations = allocationsAt(h, sites, peak)
@@ -235,7 +236,7 @@ func deviceResult(h *History, opts Options) result.DeviceResult {
 		}
 	}
 	if nOOM > 1 {
-		h.diags = append(h.diags, result.Diagnostic{Kind: "several_ooms", Device: d.ID, Message: fmt.Sprintf("device %d: %d oom entries; the post-mortem is of the first (event %d)", d.ID, nOOM, oom)})
+		h.Diags = append(h.Diags, result.Diagnostic{Kind: "several_ooms", Device: d.ID, Message: fmt.Sprintf("device %d: %d oom entries; the post-mortem is of the first (event %d)", d.ID, nOOM, oom)})
 	}
 	return dr
 }

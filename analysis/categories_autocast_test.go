@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
@@ -14,10 +15,10 @@ import (
 
 // autocastBlocks counts the blocks the autocast rule decided and their
 // bytes live after event i (−2: every such block, live or not).
-func autocastBlocks(h *History, i int) (n int, bytes int64) {
+func autocastBlocks(h *history.History, i int) (n int, bytes int64) {
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
-		if b.Rule() == RuleAutocastWeightCache && (i == -2 || b.LiveAt(i)) {
+		if b.Rule() == history.RuleAutocastWeightCache && (i == -2 || b.LiveAt(i)) {
 			n++
 			bytes += b.Size
 			if b.Category != result.AutocastCache {
@@ -143,7 +144,7 @@ func TestCastsGradientsRealFiles(t *testing.T) {
 		}
 		name := filepath.Base(f)
 		for _, d := range s.Devices {
-			got, want := castsGradients(BuildHistory(s, d)), autocast[name] && d.ID >= 0 // a trace's CPU memory has no backward
+			got, want := history.CastsGradients(BuildHistory(s, d)), autocast[name] && d.ID >= 0 // a trace's CPU memory has no backward
 			if got != want {
 				t.Errorf("%s device %d: casts gradients %v, want %v", name, d.ID, got, want)
 			}

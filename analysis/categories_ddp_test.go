@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -104,7 +105,7 @@ func TestDDPBucketsFixture(t *testing.T) {
 					h := BuildHistory(snap, snap.Device(0))
 					var got []ddpBucket
 					for bi := range h.Blocks {
-						if b := &h.Blocks[bi]; b.Rule() == RuleDDPBucket {
+						if b := &h.Blocks[bi]; b.Rule() == history.RuleDDPBucket {
 							got = append(got, ddpBucket{b.Requested, b.Addr})
 							if b.Category != result.Gradient {
 								t.Errorf("bucket of %d B is %s", b.Requested, b.Category)
@@ -158,7 +159,7 @@ func TestDDPBucketsRealFiles(t *testing.T) {
 					h := BuildHistory(s, d)
 					var got []int64
 					for bi := range h.Blocks {
-						if b := &h.Blocks[bi]; b.Rule() == RuleDDPBucket && b.Category == result.Gradient {
+						if b := &h.Blocks[bi]; b.Rule() == history.RuleDDPBucket && b.Category == result.Gradient {
 							got = append(got, b.Requested)
 						}
 					}

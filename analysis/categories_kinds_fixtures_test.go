@@ -6,13 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
 
 // liveBy sums, among the blocks live at the end, the allocator bytes and
 // the requested bytes of one category.
-func liveBy(h *History, c result.Category) (bytes, requested int64, blocks int) {
+func liveBy(h *history.History, c result.Category) (bytes, requested int64, blocks int) {
 	for _, b := range h.LiveBlocks(h.EndIndex()) {
 		if b.Category == c {
 			bytes += b.Size
@@ -25,7 +26,7 @@ func liveBy(h *History, c result.Category) (bytes, requested int64, blocks int) 
 
 // simBlocks is the allocator bytes the simulator's dump gives the blocks at
 // addrs.
-func simBlocks(t *testing.T, h *History, addrs []uint64) int64 {
+func simBlocks(t *testing.T, h *history.History, addrs []uint64) int64 {
 	t.Helper()
 	var n int64
 	for _, a := range addrs {
@@ -101,8 +102,8 @@ func TestModuleInitWeights(t *testing.T) {
 				t.Errorf("parameters: %d blocks, %d B requested, %d B; want 2, %d, %d", n, req, bytes, weight+bias, simBlocks(t, h, params))
 			}
 			for _, b := range h.LiveBlocks(h.EndIndex()) {
-				if b.Category == result.Parameter && b.Rule() != RuleModuleInit {
-					t.Errorf("parameter by rule %s, want %s", b.Rule(), RuleModuleInit)
+				if b.Category == result.Parameter && b.Rule() != history.RuleModuleInit {
+					t.Errorf("parameter by rule %s, want %s", b.Rule(), history.RuleModuleInit)
 				}
 			}
 		})

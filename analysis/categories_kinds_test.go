@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -76,7 +77,7 @@ func TestMemoryTimelinePreexistingCategories(t *testing.T) {
 		t.Errorf("at the end %v, want %v", d.AtEnd.Categories, end)
 	}
 	for _, u := range d.Rules {
-		if u.Rule != RuleProfilerCategory {
+		if u.Rule != history.RuleProfilerCategory {
 			t.Errorf("rule %s decided %d B: every block has PyTorch's category", u.Rule, u.Bytes)
 		}
 	}
@@ -95,10 +96,10 @@ func TestQLoRAFrozenBaseWeights(t *testing.T) {
 	for _, u := range d.Rules {
 		rules[u.Rule] = u
 	}
-	if u := rules[RuleQuantizedWeights]; u.Blocks != 532 || u.Bytes != 1_077_616_640 || u.Category != result.Parameter {
+	if u := rules[history.RuleQuantizedWeights]; u.Blocks != 532 || u.Bytes != 1_077_616_640 || u.Category != result.Parameter {
 		t.Errorf("quantized base weights %+v, want 532 parameter blocks of 1,077,616,640 B", u)
 	}
-	if u := rules[RulePreParamPaired]; u.Blocks != 88 || u.Bytes != 9_011_200 {
+	if u := rules[history.RulePreParamPaired]; u.Blocks != 88 || u.Bytes != 9_011_200 {
 		t.Errorf("adapter weights %+v, want 88 blocks of 9,011,200 B", u)
 	}
 	if c := d.AtEnd.Categories; c[result.Parameter] != 1_077_616_640+9_011_200 || c[result.Workspace] != 17_039_360 {
@@ -182,8 +183,8 @@ func TestLfielikeKVCache(t *testing.T) {
 	var n int
 	for _, u := range d.Rules {
 		if u.Category == result.KVCache {
-			if u.Rule != RuleKVCacheCopy || u.Confidence != result.Medium {
-				t.Errorf("kv_cache by %s (%s), want %s (medium)", u.Rule, u.Confidence, RuleKVCacheCopy)
+			if u.Rule != history.RuleKVCacheCopy || u.Confidence != result.Medium {
+				t.Errorf("kv_cache by %s (%s), want %s (medium)", u.Rule, u.Confidence, history.RuleKVCacheCopy)
 			}
 			n += u.Blocks
 		}

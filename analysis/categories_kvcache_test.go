@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -84,11 +85,11 @@ func generateLoop(s *st.Sim, kind string, layers, tokens int, update []*st.Dict,
 // project under another name), vLLM's cache engine and model runner, and
 // SGLang's KV pool.
 var kvCases = []kvCase{
-	{"transformers DynamicCache (DynamicLayer.update)", RuleKVCache, result.High, false, func(s *st.Sim, kind string, layers int) []uint64 {
+	{"transformers DynamicCache (DynamicLayer.update)", history.RuleKVCache, result.High, false, func(s *st.Sim, kind string, layers int) []uint64 {
 		return generateLoop(s, kind, layers, 5, []*st.Dict{s.F("transformers/cache_utils.py", 119, "update"), s.F("transformers/cache_utils.py", 776, "update")},
 			"transformers/models/llama/modeling_llama.py")
 	}},
-	{"transformers StaticCache, lazy_initialization inside update", RuleKVCache, result.High, false, func(s *st.Sim, kind string, layers int) []uint64 {
+	{"transformers StaticCache, lazy_initialization inside update", history.RuleKVCache, result.High, false, func(s *st.Sim, kind string, layers int) []uint64 {
 		inner := []*st.Dict{s.F("transformers/cache_utils.py", 270, "lazy_initialization"), s.F("transformers/cache_utils.py", 298, "update"), s.F("transformers/cache_utils.py", 776, "update")}
 		fwd := []*st.Dict{s.F("transformers/models/mistral/modeling_mistral.py", 160, "forward"), s.F("transformers/models/mistral/modeling_mistral.py", 390, "forward")}
 		gen := []*st.Dict{s.F("transformers/generation/utils.py", 2700, "_sample"), s.F("serve.py", 8, "main")}
@@ -103,7 +104,7 @@ var kvCases = []kvCase{
 		}
 		return cache
 	}},
-	{"transformers StaticCache preallocated in __init__ (generate's _get_cache)", RuleKVCache, result.High, false, func(s *st.Sim, kind string, layers int) []uint64 {
+	{"transformers StaticCache preallocated in __init__ (generate's _get_cache)", history.RuleKVCache, result.High, false, func(s *st.Sim, kind string, layers int) []uint64 {
 		init := kvStack(s, kind, []*st.Dict{s.F("transformers/cache_utils.py", 1180, "__init__"), s.F("transformers/generation/utils.py", 1790, "_get_cache"),
 			s.F("transformers/generation/utils.py", 2050, "generate")}, nil, []*st.Dict{s.F("bench.py", 30, "main")})
 		var cache []uint64
@@ -112,14 +113,14 @@ var kvCases = []kvCase{
 		}
 		return cache
 	}},
-	{"a copy of transformers' cache module (cache_utils_V2.py update_new, quantized)", RuleKVCacheCopy, result.Medium, false, func(s *st.Sim, kind string, layers int) []uint64 {
+	{"a copy of transformers' cache module (cache_utils_V2.py update_new, quantized)", history.RuleKVCacheCopy, result.Medium, false, func(s *st.Sim, kind string, layers int) []uint64 {
 		return generateLoop(s, kind, layers, 4, []*st.Dict{s.F("/root/proj/quant/myquant.py", 130, "my_value_quant"), s.F("/root/proj/models/cache_utils_V2.py", 266, "update_new")},
 			"/root/proj/models/modeling_llama_V2.py")
 	}},
-	{"the same copy, dumped with enabled=\"state\"", RuleKVCacheCopy, result.Medium, true, func(s *st.Sim, kind string, layers int) []uint64 {
+	{"the same copy, dumped with enabled=\"state\"", history.RuleKVCacheCopy, result.Medium, true, func(s *st.Sim, kind string, layers int) []uint64 {
 		return generateLoop(s, kind, layers, 3, []*st.Dict{s.F("/root/proj/models/cache_utils.py", 224, "update")}, "/root/proj/models/modeling_llama.py")
 	}},
-	{"vLLM v1 gpu_model_runner _allocate_kv_cache_tensors", RuleKVCache, result.High, false, func(s *st.Sim, kind string, layers int) []uint64 {
+	{"vLLM v1 gpu_model_runner _allocate_kv_cache_tensors", history.RuleKVCache, result.High, false, func(s *st.Sim, kind string, layers int) []uint64 {
 		st0 := kvStack(s, kind, []*st.Dict{s.F("vllm/v1/worker/gpu_model_runner.py", 2990, "_allocate_kv_cache_tensors"),
 			s.F("vllm/v1/worker/gpu_model_runner.py", 3120, "initialize_kv_cache_tensors"), s.F("vllm/v1/worker/gpu_model_runner.py", 3160, "initialize_kv_cache"),
 			s.F("vllm/v1/worker/gpu_worker.py", 260, "initialize_from_config")}, nil, []*st.Dict{s.F("serve.py", 5, "main")})
@@ -133,7 +134,7 @@ var kvCases = []kvCase{
 		}
 		return cache
 	}},
-	{"SGLang MHATokenToKVPool _create_buffers", RuleKVCache, result.High, false, func(s *st.Sim, kind string, layers int) []uint64 {
+	{"SGLang MHATokenToKVPool _create_buffers", history.RuleKVCache, result.High, false, func(s *st.Sim, kind string, layers int) []uint64 {
 		st0 := kvStack(s, kind, []*st.Dict{s.F("sglang/srt/mem_cache/memory_pool.py", 380, "_create_buffers"), s.F("sglang/srt/mem_cache/memory_pool.py", 350, "__init__"),
 			s.F("sglang/srt/model_executor/model_runner.py", 900, "init_memory_pool")}, nil, []*st.Dict{s.F("launch_server.py", 14, "main")})
 		var cache []uint64
@@ -231,7 +232,7 @@ func TestAttentionActivationsNotKVCache(t *testing.T) {
 					if b.Category == result.KVCache {
 						t.Errorf("block %#x (%d B) is kv_cache by %s", b.Addr, b.Size, b.Rule())
 					}
-					if b.Category == result.Activation && b.Requested == 2*mib && b.Rule() == RuleSavedForBackward {
+					if b.Category == result.Activation && b.Requested == 2*mib && b.Rule() == history.RuleSavedForBackward {
 						act += b.Requested
 					}
 				}

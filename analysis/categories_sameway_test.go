@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -35,21 +36,21 @@ func TestSameWaySameCategory(t *testing.T) {
 					ac, fc                  uint8
 					pre, never, step, intra bool
 				}
-				first := map[way]*Block{}
+				first := map[way]*history.Block{}
 				split := map[way]bool{}
 				for bi := range h.Blocks {
 					b := &h.Blocks[bi]
-					if b.Untracked || b.Rule() == RuleProfilerCategory || len(s.StackOf(b.Stack)) == 0 {
+					if b.Untracked || b.Rule() == history.RuleProfilerCategory || len(s.StackOf(b.Stack)) == 0 {
 						continue
 					}
 					// the events as recorded: a block freed while an OOM
 					// unwound was freed in the phase it was made in
-					w := way{stack: b.Stack, size: b.Requested, pre: b.Alloc < 0, never: b.Free < 0, intra: h.facts(bi).intraOp}
+					w := way{stack: b.Stack, size: b.Requested, pre: b.Alloc < 0, never: b.Free < 0, intra: h.Facts(bi).IntraOp}
 					if b.Alloc >= 0 {
-						w.ac = h.Phases.code[b.Alloc]
+						w.ac = h.Phases.Code[b.Alloc]
 					}
 					if b.Free >= 0 {
-						w.fc = h.Phases.code[b.Free]
+						w.fc = h.Phases.Code[b.Free]
 						w.step = b.Alloc >= 0 && h.Phases.StepAt(b.Free) == h.Phases.StepAt(b.Alloc)
 					}
 					if o, ok := first[w]; !ok {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -38,11 +39,11 @@ func TestCompiledSitesBcrafton(t *testing.T) {
 		if e.Action != snapshot.ActionAlloc {
 			continue
 		}
-		ref := siteRefOf(s, e.Stack)
-		if strings.HasSuffix(ref.name, CompiledSuffix) {
-			got[ref.name]++
-			if isGenerated(ref.file) || !strings.HasSuffix(ref.file, "/"+strings.SplitN(ref.name, ":", 2)[0]) {
-				t.Errorf("site %q points at %q", ref.name, ref.file)
+		ref := history.SiteRefOf(s, e.Stack)
+		if strings.HasSuffix(ref.Name, history.CompiledSuffix) {
+			got[ref.Name]++
+			if history.IsGenerated(ref.File) || !strings.HasSuffix(ref.File, "/"+strings.SplitN(ref.Name, ":", 2)[0]) {
+				t.Errorf("site %q points at %q", ref.Name, ref.File)
 			}
 		}
 	}
@@ -76,7 +77,7 @@ func TestIsGenerated(t *testing.T) {
 		"/usr/lib/python3/site-packages/torch/_inductor/output_code.py": false,
 		"<frozen importlib._bootstrap>":                                 false,
 	} {
-		if got := isGenerated(file); got != want {
+		if got := history.IsGenerated(file); got != want {
 			t.Errorf("isGenerated(%q) = %v, want %v", file, got, want)
 		}
 	}

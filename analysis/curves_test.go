@@ -3,6 +3,7 @@ package analysis
 import (
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -36,12 +37,12 @@ func TestCurvesFromMarks(t *testing.T) {
 			// over the larger ones (each check sums all blocks).
 			every := max(1, n/3000)
 			var prev int64
-			for i, v := range h.allocatedRange(0, n-1) {
+			for i, v := range h.AllocatedRange(0, n-1) {
 				if i == 0 && h.AllocatedAt(-1) != h.InitialAllocated {
 					t.Fatalf("%s device %d: AllocatedAt(-1) %d, initial %d", name, d.ID, h.AllocatedAt(-1), h.InitialAllocated)
 				}
 				prev = v
-				if i%every != 0 && i != n-1 && i%curveMark != 0 && (i+1)%curveMark != 0 {
+				if i%every != 0 && i != n-1 && i%history.CurveMark != 0 && (i+1)%history.CurveMark != 0 {
 					continue
 				}
 				var alloc, req int64
@@ -67,7 +68,7 @@ func TestCurvesFromMarks(t *testing.T) {
 // checkReserved replays the reserved bytes forward from ReservedAt(−1) by
 // the segment events (snapshots) or reads the trace's counter points, and
 // compares each event's with ReservedAt.
-func checkReserved(t *testing.T, name string, h *History) {
+func checkReserved(t *testing.T, name string, h *history.History) {
 	t.Helper()
 	d := h.Device
 	cur := h.ReservedAt(-1)
@@ -90,7 +91,7 @@ func checkReserved(t *testing.T, name string, h *History) {
 			t.Fatalf("%s device %d event %d: ReservedAt %d, replayed %d", name, d.ID, i, got, cur)
 		}
 	}
-	if len(d.Reserved) == 0 && len(d.Segments) > 0 && len(d.Events) > 0 && !h.reservedClamped {
+	if len(d.Reserved) == 0 && len(d.Segments) > 0 && len(d.Events) > 0 && !h.ReservedClamped {
 		var end int64
 		for gi := range d.Segments {
 			end += d.Segments[gi].TotalSize

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -157,14 +158,14 @@ func TestFixtureTraining(t *testing.T) {
 			name: "one step, grads kept", steps: 1,
 			want:   result.Categories{result.Parameter: P, result.Gradient: P, result.OptimizerState: 2 * P},
 			phases: []result.Phase{result.PhaseForward, result.PhaseBackward, result.PhaseOptimizer, result.PhaseUnknown},
-			rules:  []string{RulePreParamPaired, RuleBackwardKeptPaired, RuleOptimizerKept},
+			rules:  []string{history.RulePreParamPaired, history.RuleBackwardKeptPaired, history.RuleOptimizerKept},
 		},
 		{
 			name: "two steps, set_to_none", steps: 2, zeroGrad: true,
 			want: result.Categories{result.Parameter: P, result.Gradient: P, result.OptimizerState: 2 * P},
 			phases: []result.Phase{result.PhaseForward, result.PhaseBackward, result.PhaseOptimizer, result.PhaseUnknown,
 				result.PhaseZeroGrad, result.PhaseForward, result.PhaseBackward, result.PhaseOptimizer, result.PhaseUnknown},
-			rules: []string{RulePreParamPaired, RuleBackwardKeptPaired, RuleOptimizerKept},
+			rules: []string{history.RulePreParamPaired, history.RuleBackwardKeptPaired, history.RuleOptimizerKept},
 		},
 		{
 			// Recording starts after step 1: the optimizer state and the
@@ -177,7 +178,7 @@ func TestFixtureTraining(t *testing.T) {
 			// external_annotations still hold step 1's Optimizer.step: a
 			// span without events before the first one.
 			phases: []result.Phase{result.PhaseOptimizer, result.PhaseZeroGrad, result.PhaseForward, result.PhaseBackward, result.PhaseOptimizer, result.PhaseUnknown},
-			rules:  []string{RulePreParamPaired, RuleBackwardKeptPaired, RulePreOptimizerStatePaired},
+			rules:  []string{history.RulePreParamPaired, history.RuleBackwardKeptPaired, history.RulePreOptimizerStatePaired},
 		},
 	}
 	for _, tc := range tests {
@@ -364,7 +365,7 @@ func TestFixtureHistory(t *testing.T) {
 	tests := []struct {
 		name  string
 		build func(r *rig) (snap *snapshot.Snapshot)
-		check func(t *testing.T, h *History, res *result.Result)
+		check func(t *testing.T, h *history.History, res *result.Result)
 	}{
 		{
 			name: "pending free is active, not allocated",
@@ -376,7 +377,7 @@ func TestFixtureHistory(t *testing.T) {
 				d.Events = append(d.Events, snapshot.Event{Action: snapshot.ActionFreeRequested, Addr: a, Size: 6 * mib, TimeNS: d.Events[len(d.Events)-1].TimeNS + 1000})
 				return snap
 			},
-			check: func(t *testing.T, h *History, res *result.Result) {
+			check: func(t *testing.T, h *history.History, res *result.Result) {
 				// PyTorch's memory_allocated() and the dump's allocated_size
 				// stop counting a block at free_requested; it stays active
 				// (its memory held) until free_completed.
@@ -427,7 +428,7 @@ func TestFixtureHistory(t *testing.T) {
 				}
 				return snap
 			},
-			check: func(t *testing.T, h *History, res *result.Result) {
+			check: func(t *testing.T, h *history.History, res *result.Result) {
 				P := sum(paramSizes)
 				if h.InitialAllocated != P+14*mib {
 					t.Errorf("initial allocated %d, want parameters + 14 MiB of activations", h.InitialAllocated)
@@ -459,7 +460,7 @@ func TestFixtureHistory(t *testing.T) {
 				r.s.Free(0, b)
 				return read(t, r.s, 0)
 			},
-			check: func(t *testing.T, h *History, res *result.Result) {
+			check: func(t *testing.T, h *history.History, res *result.Result) {
 				if len(h.Phases.Spans) != 1 || h.Phases.Spans[0].Phase != result.PhaseUnknown || !hasDiag(res, "no_phases") || !hasDiag(res, "no_frames") {
 					t.Errorf("spans %+v, diagnostics %v: want one unknown span, no_phases and no_frames", h.Phases.Spans, res.Diagnostics)
 				}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -119,7 +120,7 @@ func TestFixtureChromeTrace(t *testing.T) {
 		rules = append(rules, u.Rule)
 	}
 	slices.Sort(rules)
-	if diff := cmp.Diff([]string{RuleOptimizerKept, RuleBackwardKept, RuleBaselineRest}, rules); diff != "" {
+	if diff := cmp.Diff([]string{history.RuleOptimizerKept, history.RuleBackwardKept, history.RuleBaselineRest}, rules); diff != "" {
 		t.Errorf("rules at end (-want +got):\n%s", diff)
 	}
 	h := BuildHistory(snap, snap.Devices[0])
@@ -127,8 +128,8 @@ func TestFixtureChromeTrace(t *testing.T) {
 	for _, bl := range h.Blocks {
 		cats[bl.Rule()] = bl.Category
 	}
-	for rule, cat := range map[string]result.Category{RuleSavedForBackward: result.Activation, RuleForwardTransient: result.Temporary, RuleBackwardScratch: result.AutogradDetail,
-		RuleFreedByZeroGrad: result.Gradient, RulePreFreedInForward: result.Activation, RuleIntraOp: result.Temporary} {
+	for rule, cat := range map[string]result.Category{history.RuleSavedForBackward: result.Activation, history.RuleForwardTransient: result.Temporary, history.RuleBackwardScratch: result.AutogradDetail,
+		history.RuleFreedByZeroGrad: result.Gradient, history.RulePreFreedInForward: result.Activation, history.RuleIntraOp: result.Temporary} {
 		if c, ok := cats[rule]; !ok || c != cat {
 			t.Errorf("rule %s: category %v (present %v), want %v", rule, c, ok, cat)
 		}

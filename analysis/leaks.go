@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -42,7 +43,7 @@ const (
 // (warm-up: optimizer state, workspaces) and the last (still in flight)
 // never count as leaking. A rise of reserved memory alone is allocator
 // caching or fragmentation, not a leak, and is not reported here.
-func DetectLeaks(s *snapshot.Snapshot, hs []*History) []result.Leak {
+func DetectLeaks(s *snapshot.Snapshot, hs []*history.History) []result.Leak {
 	out := []result.Leak{}
 	for _, h := range hs {
 		if h == nil || h.Phases == nil || len(h.Device.Events) == 0 {
@@ -66,11 +67,11 @@ func DetectLeaks(s *snapshot.Snapshot, hs []*History) []result.Leak {
 
 // leakScan holds what one device's steps tell about survivors.
 type leakScan struct {
-	h      *History
-	plan   *stepPlan
-	steps  []stepRange
+	h      *history.History
+	plan   *history.StepPlan
+	steps  []history.StepRange
 	stepOf []int32 // step index of every event, −1 outside the steps
-	sites  *siteCache
+	sites  *history.SiteCache
 	// kept[k] are the blocks of eligible step k never freed (or freed only
 	// after the last step); held[k] the same for every step, the first and
 	// the last included (what the end holds); delayed are blocks freed by a
@@ -89,20 +90,20 @@ type delayedBlock struct {
 	from, upto int // step indices of the allocation and of the free
 }
 
-func detectDeviceLeaks(h *History) []result.Leak {
+func detectDeviceLeaks(h *history.History) []result.Leak {
 	if h.Steps == nil {
 		return nil
 	}
 	var out []result.Leak
-	for _, steps := range h.Steps.stepGroups() {
+	for _, steps := range h.Steps.StepGroups() {
 		out = append(out, groupLeaks(h, steps)...)
 	}
 	return out
 }
 
 // groupLeaks looks for leaks among one group of complete steps.
-func groupLeaks(h *History, steps []stepRange) []result.Leak {
-	if len(steps) < minLeakSteps {
+func groupLeaks(h *history.History, steps []history.StepRange) []result.Leak {
+	if len(steps) < history.MinLeakSteps {
 		return nil
 	}
 	sc := scanSurvivors(h, h.Steps, steps)
@@ -117,7 +118,7 @@ func groupLeaks(h *History, steps []stepRange) []result.Leak {
 	capacity := h.Device.CapacityBytes
 	if capacity > 0 {
 		last := sc.steps[len(sc.steps)-1]
-		peak, _ := h.peakIn(last.start, last.end)
+		peak, _ := h.PeakIn(last.Start, last.End)
 		peak = max(peak, 0)
 		for i := range out {
 			l := &out[i]

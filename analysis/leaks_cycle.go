@@ -100,7 +100,7 @@ func (sc *leakScan) cycleFinding() (result.Leak, bool) {
 			hi++
 		}
 		for i := lo; i <= hi; i++ {
-			bi := sc.h.closeAt(i)
+			bi := sc.h.CloseAt(i)
 			if bi < 0 {
 				continue
 			}
@@ -139,7 +139,7 @@ func (sc *leakScan) cycleFinding() (result.Leak, bool) {
 	var at []string
 	for _, m := range collections {
 		r := rel[m]
-		at = append(at, fmt.Sprintf("step %d freed %s from %d earlier steps", sc.steps[m].n, units.FormatBytes(r.bytes), len(r.from)))
+		at = append(at, fmt.Sprintf("step %d freed %s from %d earlier steps", sc.steps[m].N, units.FormatBytes(r.bytes), len(r.from)))
 	}
 	how := "together"
 	if bulk {
@@ -172,7 +172,7 @@ func (sc *leakScan) maxLiveAtStepEnds(blocks []int) int64 {
 	var live, held int64
 	j := 0
 	for _, st := range sc.steps {
-		for j < len(ds) && ds[j].at <= st.end {
+		for j < len(ds) && ds[j].at <= st.End {
 			live += ds[j].size
 			j++
 		}

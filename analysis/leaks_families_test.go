@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -51,7 +52,7 @@ func TestLeakFamilies(t *testing.T) {
 
 func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
 	python := c.Stacks == snapshottest.StacksModule || c.Stacks == snapshottest.StacksUser || c.Stacks == snapshottest.StacksUserCpp
-	run := func(sim *snapshottest.Sim) ([]result.Leak, []*History) {
+	run := func(sim *snapshottest.Sim) ([]result.Leak, []*history.History) {
 		s := leakReadSim(t, sim)
 		hs := leakHistories(s)
 		for _, h := range hs {
@@ -170,7 +171,7 @@ func checkFindingAt(t *testing.T, what string, ls []result.Leak, kind, site stri
 
 // noBackward asserts that a program without backward shows no backward
 // phase (frees after a forward are not a backward).
-func noBackward(t *testing.T, what string, h *History) {
+func noBackward(t *testing.T, what string, h *history.History) {
 	t.Helper()
 	for _, sp := range h.Phases.Spans {
 		if sp.Phase == result.PhaseBackward {

@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
 )
@@ -22,9 +23,9 @@ func (sc *leakScan) growthFinding(found []result.Leak) (result.Leak, bool) {
 	var vals []int64
 	at := []int{}
 	for k := 1; k < len(S); k++ {
-		at = append(at, S[k].start-1)
+		at = append(at, S[k].Start-1)
 	}
-	at = append(at, S[len(S)-1].end)
+	at = append(at, S[len(S)-1].End)
 	for _, i := range at {
 		vals = append(vals, h.RequestedAt(i))
 	}
@@ -60,12 +61,12 @@ func (sc *leakScan) growthFinding(found []result.Leak) (result.Leak, bool) {
 		return result.Leak{}, false
 	}
 	// Which site grew most between the first and the last measure.
-	from, to := S[1].start-1, S[len(S)-1].end
+	from, to := S[1].Start-1, S[len(S)-1].End
 	grow := map[string]int64{}
 	cacheGrow := map[string]int64{}
 	modelGrow := map[string]int64{} // grown inside a model call
-	uses := stackUses(h.Device)
-	cacheStacks, modelStacks := newStackMemo(h.Snap, uses, stackInCache), newStackMemo(h.Snap, uses, stackInModel)
+	uses := history.StackUses(h.Device)
+	cacheStacks, modelStacks := history.NewStackMemo(h.Snap, uses, stackInCache), history.NewStackMemo(h.Snap, uses, stackInModel)
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
 		if b.Untracked {
@@ -78,10 +79,10 @@ func (sc *leakScan) growthFinding(found []result.Leak) (result.Leak, bool) {
 		s := sc.site(bi)
 		if z {
 			grow[s] += b.Size
-			if cacheStacks.get(b.Stack) {
+			if cacheStacks.Get(b.Stack) {
 				cacheGrow[s] += b.Size
 			}
-			if modelStacks.get(b.Stack) {
+			if modelStacks.Get(b.Stack) {
 				modelGrow[s] += b.Size
 			}
 		} else {
@@ -119,7 +120,7 @@ func (sc *leakScan) growthFinding(found []result.Leak) (result.Leak, bool) {
 	if kvCache || inModel {
 		l.Confidence = result.Low // a cache growing with the sequence: expected while generating
 	}
-	first, last := S[1].n, S[len(S)-1].n
+	first, last := S[1].N, S[len(S)-1].N
 	l.Evidence = fmt.Sprintf("Allocated memory at the start of each step rose from %s at step %d to %s after step %d: %s per step, rising in %d of %d steps.",
 		units.FormatBytes(vals[0]), first, units.FormatBytes(vals[len(vals)-1]), last, units.FormatBytes(slope), rises, len(diffs))
 	if site != "" {

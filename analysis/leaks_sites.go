@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -32,7 +33,7 @@ func (sc *leakScan) callSite(blocks []int) string {
 		st := s.StackOf(b.Stack)
 		p := path{bytes: b.Size}
 		for i := len(st) - 1; i >= 0; i-- {
-			if !isNoise(&s.Frames[st[i]]) {
+			if !history.IsNoise(&s.Frames[st[i]]) {
 				p.frames = append(p.frames, st[i])
 			}
 		}
@@ -72,12 +73,12 @@ func (sc *leakScan) callSite(blocks []int) string {
 	lastUser, loopCall := "", ""
 	for _, id := range chain {
 		f := &s.Frames[id]
-		if isModelFrame(f) && lastUser != "" {
+		if history.IsModelFrame(f) && lastUser != "" {
 			return lastUser
 		}
-		if isPython(f) && !isLibrary(f.Filename) && !isModelFrame(f) {
-			lastUser = frameString(f)
-			if fk := (funcKey{f.Filename, f.Name}); sc.plan.loop == fk || sc.h.Phases.callers[fk] {
+		if history.IsPython(f) && !history.IsLibrary(f.Filename) && !history.IsModelFrame(f) {
+			lastUser = history.FrameString(f)
+			if fk := (history.FuncKey{File: f.Filename, Name: f.Name}); sc.plan.Loop == fk || sc.h.Phases.Callers[fk] {
 				loopCall = lastUser
 			}
 		}
@@ -110,7 +111,7 @@ func stackInCache(s *snapshot.Snapshot, st snapshot.StackID) bool {
 // call or a model's forward).
 func stackInModel(s *snapshot.Snapshot, st snapshot.StackID) bool {
 	for _, id := range s.StackOf(st) {
-		if isModelFrame(&s.Frames[id]) {
+		if history.IsModelFrame(&s.Frames[id]) {
 			return true
 		}
 	}

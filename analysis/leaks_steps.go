@@ -3,6 +3,7 @@ package analysis
 import (
 	"sort"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -12,31 +13,31 @@ import (
 
 // scanSurvivors finds, for every block allocated in a step, whether it
 // outlives the next step, and how it ends.
-func scanSurvivors(h *History, plan *stepPlan, steps []stepRange) *leakScan {
+func scanSurvivors(h *history.History, plan *history.StepPlan, steps []history.StepRange) *leakScan {
 	n := len(h.Device.Events)
-	sc := &leakScan{h: h, plan: plan, steps: steps, stepOf: make([]int32, n), sites: h.newSiteCache(),
-		kept: make([][]int, len(steps)), held: make([][]int, len(steps)), guessed: h.anonymous > 0}
+	sc := &leakScan{h: h, plan: plan, steps: steps, stepOf: make([]int32, n), sites: h.NewSiteCache(),
+		kept: make([][]int, len(steps)), held: make([][]int, len(steps)), guessed: h.Anonymous > 0}
 	for i := range sc.stepOf {
 		sc.stepOf[i] = -1
 	}
 	for k, st := range steps {
-		for i := st.start; i <= st.end && i < n; i++ {
+		for i := st.Start; i <= st.End && i < n; i++ {
 			sc.stepOf[i] = int32(k)
 		}
 	}
 	for _, st := range steps {
-		for i := st.start; i <= st.end && i < n && !sc.backward; i++ {
-			sc.backward = h.Phases.code[i] == codeBackward
+		for i := st.Start; i <= st.End && i < n && !sc.backward; i++ {
+			sc.backward = h.Phases.Code[i] == history.CodeBackward
 		}
 	}
 	S := steps
-	lastEnd := S[len(S)-1].end
+	lastEnd := S[len(S)-1].End
 	// nextStep returns the step holding event i, or the first one after it.
 	nextStep := func(i int) int {
 		if k := sc.stepOf[i]; k >= 0 {
 			return int(k)
 		}
-		return sort.Search(len(S), func(k int) bool { return S[k].start > i })
+		return sort.Search(len(S), func(k int) bool { return S[k].Start > i })
 	}
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
@@ -48,7 +49,7 @@ func scanSurvivors(h *History, plan *stepPlan, steps []stepRange) *leakScan {
 			continue
 		}
 		free := b.Free
-		if o := h.firstOOM; o >= 0 && b.Alloc < o && free > o {
+		if o := h.FirstOOM; o >= 0 && b.Alloc < o && free > o {
 			free = -1 // freed while the OutOfMemoryError unwound: it lived to the OOM
 		}
 		if free < 0 || free > lastEnd {
@@ -57,7 +58,7 @@ func scanSurvivors(h *History, plan *stepPlan, steps []stepRange) *leakScan {
 		if k+1 >= len(S) {
 			continue
 		}
-		if free >= 0 && free <= S[k+1].end {
+		if free >= 0 && free <= S[k+1].End {
 			continue // freed by the end of the next step: not a survivor
 		}
 		if free < 0 || free > lastEnd {
@@ -87,13 +88,13 @@ func (sc *leakScan) heldAtEnd(sites map[string]bool, copies bool) (int64, []int)
 	for k, blocks := range sc.held {
 		var t int64
 		for _, bi := range blocks {
-			if sites[sc.site(bi)] && (copies || sc.h.Blocks[bi].Rule() != RuleAutocastWeightCache) {
+			if sites[sc.site(bi)] && (copies || sc.h.Blocks[bi].Rule() != history.RuleAutocastWeightCache) {
 				t += sc.h.Blocks[bi].Size
 			}
 		}
 		if t > 0 {
 			total += t
-			steps = append(steps, sc.steps[k].n)
+			steps = append(steps, sc.steps[k].N)
 		}
 	}
 	return total, steps
@@ -103,13 +104,13 @@ func (sc *leakScan) heldAtEnd(sites map[string]bool, copies bool) (int64, []int)
 func (sc *leakScan) stepNumbers(ks []int) []int {
 	out := make([]int, len(ks))
 	for i, k := range ks {
-		out[i] = sc.steps[k].n
+		out[i] = sc.steps[k].N
 	}
 	return out
 }
 
 // site names a block's allocation site (its first user frame).
-func (sc *leakScan) site(bi int) string { return sc.h.blockSite(sc.sites, &sc.h.Blocks[bi]) }
+func (sc *leakScan) site(bi int) string { return sc.h.BlockSite(sc.sites, &sc.h.Blocks[bi]) }
 
 // forwardish reports whether block bi was allocated in forward (or, in
 // steps without any backward, in an unknown phase: an inference or
@@ -171,8 +172,8 @@ func (sc *leakScan) sumBytes(blocks []int) int64 {
 func (sc *leakScan) forwardAllocated(k int) int64 {
 	var t int64
 	st := sc.steps[k]
-	for i := st.start; i <= st.end; i++ {
-		if bi := sc.h.openAt(i); bi >= 0 && sc.forwardish(int(bi)) {
+	for i := st.Start; i <= st.End; i++ {
+		if bi := sc.h.OpenAt(i); bi >= 0 && sc.forwardish(int(bi)) {
 			t += sc.h.Blocks[bi].Size
 		}
 	}
@@ -184,8 +185,8 @@ func (sc *leakScan) forwardAllocated(k int) int64 {
 func (sc *leakScan) graphAlive(ks []int) bool {
 	for _, k := range ks {
 		st := sc.steps[k]
-		for i := st.start; i <= st.end; i++ {
-			if sc.h.Phases.code[i] == codeBackward {
+		for i := st.Start; i <= st.End; i++ {
+			if sc.h.Phases.Code[i] == history.CodeBackward {
 				return false
 			}
 		}

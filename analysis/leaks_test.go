@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
@@ -37,8 +38,8 @@ func leakReadJSON(t *testing.T, js []byte) *snapshot.Snapshot {
 }
 
 // leakHistories builds one History per device that has events or segments.
-func leakHistories(s *snapshot.Snapshot) []*History {
-	var hs []*History
+func leakHistories(s *snapshot.Snapshot) []*history.History {
+	var hs []*history.History
 	for _, d := range s.Devices {
 		if len(d.Events) == 0 && len(d.Segments) == 0 {
 			continue
@@ -288,10 +289,10 @@ func TestLeakFixtureSpecifics(t *testing.T) {
 	var keys []uint64
 	for i := range h.Device.Events {
 		if h.Device.Events[i].Action == snapshot.ActionAlloc {
-			keys = append(keys, siteKey(h, i))
+			keys = append(keys, history.SiteKey(h, i))
 		}
 	}
-	if sc := periodScore(keys, 7); sc < periodMatchMin { // 7 allocations per layer
+	if sc := history.PeriodScore(keys, 7); sc < history.PeriodMatchMin { // 7 allocations per layer
 		t.Errorf("the layer period scores %.2f: the fixture does not test the layer rule", sc)
 	}
 	if plan := h.Steps; len(plan.Spans) != 0 {
@@ -319,7 +320,7 @@ func TestLeakChromeTrace(t *testing.T) {
 	hs := leakHistories(s)
 	ls := DetectLeaks(s, hs)
 	checkLeakFindings(t, nil, ls, []wantLeak{{result.LeakGrowingList, "model.py:60 forward", fixed(out), result.High, 5}})
-	var h *History
+	var h *history.History
 	for _, x := range hs {
 		if x.Device.ID == 0 {
 			h = x

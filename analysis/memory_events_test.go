@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -55,7 +56,7 @@ func TestBytesPerEvent(t *testing.T) {
 	}
 	a, b := runs[0], runs[1]
 	events := b.events - a.events
-	blockBytes := float64(unsafe.Sizeof(Block{}))
+	blockBytes := float64(unsafe.Sizeof(history.Block{}))
 	kept := ((b.kept - b.blocks*blockBytes) - (a.kept - a.blocks*blockBytes)) / events
 	allocated := (b.allocated - a.allocated) / events
 	t.Logf("per event: the history keeps %.1f bytes beyond its blocks (%d bytes each, %.2f an event), Analyze allocates %.1f",

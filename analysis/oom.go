@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -14,8 +15,8 @@ import (
 // i: the free pieces of the rebuilt segments, those inside segments that
 // hold live blocks, and the largest one usable for a request of the given
 // size (a request above 1 MiB never uses the small pool's 2 MiB segments).
-func fragmentationAt(h *History, i int, request int64) result.Fragmentation {
-	fr := result.Fragmentation{ExpandableSegments: h.expandable()}
+func fragmentationAt(h *history.History, i int, request int64) result.Fragmentation {
+	fr := result.Fragmentation{ExpandableSegments: h.Expandable()}
 	segs := StateAt(h, i)
 	if segs == nil {
 		fr.CachedFreeBytes = max(0, h.ReservedAt(i)-h.AllocatedAt(i))
@@ -46,9 +47,9 @@ func fragmentationAt(h *History, i int, request int64) result.Fragmentation {
 }
 
 // oomAt builds the post-mortem of the oom event at index i.
-func oomAt(h *History, sites *siteCache, i, topN int) *result.OOM {
+func oomAt(h *history.History, sites *history.SiteCache, i, topN int) *result.OOM {
 	e := &h.Device.Events[i]
-	site := sites.get(e.Stack)
+	site := sites.Get(e.Stack)
 	o := &result.OOM{
 		RequestedBytes:          e.Size,
 		DeviceFreeBytes:         e.DeviceFree(),
@@ -56,15 +57,15 @@ func oomAt(h *History, sites *siteCache, i, topN int) *result.OOM {
 		Step:                    h.Phases.StepAt(i),
 		TimeUS:                  h.TimeUS(i),
 		EventIndex:              i,
-		Site:                    site.name,
-		SiteFile:                site.file,
-		Stack:                   h.displayStack(e.Stack, 12),
+		Site:                    site.Name,
+		SiteFile:                site.File,
+		Stack:                   h.DisplayStack(e.Stack, 12),
 		AllocatedBytes:          h.AllocatedAt(i),
-		AllocatedRequestedBytes: h.requestedAt(i),
+		AllocatedRequestedBytes: h.RequestedOrNil(i),
 		ReservedBytes:           h.ReservedAt(i),
 		Categories:              h.CategoriesAt(i),
 		Fragmentation:           fragmentationAt(h, i, e.Size),
-		TopSites:                h.topSites(sites, i, topN),
+		TopSites:                h.TopSitesIn(sites, i, topN),
 		LiveByPhase:             liveByPhase(h, i),
 		Layout:                  StateAt(h, i),
 	}
@@ -74,15 +75,15 @@ func oomAt(h *History, sites *siteCache, i, topN int) *result.OOM {
 	if !reservedKnown(h) {
 		o.ReservedBytes, o.ReservedUnknown = 0, true
 	}
-	if site.file != "" && site.line > 0 {
-		o.SiteLine = site.line
+	if site.File != "" && site.Line > 0 {
+		o.SiteLine = site.Line
 	}
 	o.Verdict = oomVerdict(h, o, e)
 	return o
 }
 
 // oomVerdict is the one-sentence explanation of an OOM.
-func oomVerdict(h *History, o *result.OOM, e *snapshot.Event) string {
+func oomVerdict(h *history.History, o *result.OOM, e *snapshot.Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Out of memory in %s", o.Phase)
 	if o.Step > 0 && h.Steps.Source != result.StepsNone {
@@ -91,8 +92,8 @@ func oomVerdict(h *History, o *result.OOM, e *snapshot.Event) string {
 	if o.Site != result.SiteNoFrames {
 		fmt.Fprintf(&b, " at %s", o.Site)
 	}
-	m := h.markers.get(e.Stack)
-	if m.sdpaMath {
+	m := h.Markers.Get(e.Stack)
+	if m.SdpaMath {
 		b.WriteString(" (scaled_dot_product_attention, math backend)")
 	}
 	fmt.Fprintf(&b, ": %s requested with %s free on the device", units.FormatBytes(o.RequestedBytes), units.FormatBytes(o.DeviceFreeBytes))
@@ -145,7 +146,7 @@ func topCategories(c result.Categories, n int) string {
 
 // liveByPhase groups the blocks live after event i by the phase and step
 // that allocated them.
-func liveByPhase(h *History, i int) []result.PhaseBytes {
+func liveByPhase(h *history.History, i int) []result.PhaseBytes {
 	type key struct {
 		p    result.Phase
 		step int

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -170,7 +171,7 @@ func TestWorkspacesFixture(t *testing.T) {
 	for _, kind := range frameKinds {
 		for _, c := range []trainRun{
 			{layers: 2, hidden: 512, tokens: 1024, steps: 3, ws: 32 << 20, lt: true},
-			{layers: 6, hidden: 256, tokens: 4096, steps: 2, ws: cublasWorkspaceSize},
+			{layers: 6, hidden: 256, tokens: 4096, steps: 2, ws: history.CublasWorkspaceSize},
 			{layers: 3, hidden: 1024, tokens: 512, steps: 4, ws: 32 << 20, lt: true, inference: true},
 		} {
 			t.Run(fmt.Sprintf("%s, %d layers, workspace %d, inference %v", kind, c.layers, c.ws, c.inference), func(t *testing.T) {
@@ -327,7 +328,7 @@ func TestGradientsMovedWithModel(t *testing.T) {
 }
 
 // requestedAtEndOf is requestedAtEnd's requested bytes.
-func requestedAtEndOf(h *History) result.Categories {
+func requestedAtEndOf(h *history.History) result.Categories {
 	c, _ := requestedAtEnd(h)
 	return c
 }

@@ -170,7 +170,7 @@ func TestRealFilesAllocated(t *testing.T) {
 			}
 			dr := r.Devices[0]
 			got := allocatedFacts{File: want.File, Device: want.Device, sub: want.sub, EndAllocated: dr.AtEnd.AllocatedBytes,
-				PeakAllocated: dr.Peak.AllocatedBytes, PeakEvent: dr.Peak.EventIndex, Unsized: h.sizing.unknown}
+				PeakAllocated: dr.Peak.AllocatedBytes, PeakEvent: dr.Peak.EventIndex, Unsized: h.Sizing.Unknown}
 			if dr.AtEnd.RequestedBytes != nil {
 				got.EndRequested = *dr.AtEnd.RequestedBytes
 			}
@@ -180,8 +180,8 @@ func TestRealFilesAllocated(t *testing.T) {
 			if got != want {
 				t.Errorf("got  %+v\nwant %+v", got, want)
 			}
-			if h.sizing.mismatch != 0 {
-				t.Errorf("%d blocks live at the dump sized otherwise by the allocator's rules", h.sizing.mismatch)
+			if h.Sizing.Mismatch != 0 {
+				t.Errorf("%d blocks live at the dump sized otherwise by the allocator's rules", h.Sizing.Mismatch)
 			}
 			// The table's end is the dump's own figure, to the byte: Σ
 			// allocated_size (and Σ requested_size where every segment

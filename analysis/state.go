@@ -3,6 +3,7 @@ package analysis
 import (
 	"sort"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -14,11 +15,11 @@ func smallSegment(s result.SegmentState) bool { return !s.Expandable && s.Size =
 // blocks and free gaps in them, by replaying the trace backwards from the
 // dump-time segments. It returns nil when the file has no dump-time
 // segments (chrome traces, traces without a state).
-func StateAt(h *History, i int) []result.SegmentState {
+func StateAt(h *history.History, i int) []result.SegmentState {
 	if len(h.Device.Segments) == 0 {
 		return nil
 	}
-	rs := h.segmentsAt(i)
+	rs := h.SegmentsAt(i)
 	type iv struct {
 		a, e uint64
 		bi   int
@@ -34,22 +35,22 @@ func StateAt(h *History, i int) []result.SegmentState {
 	out := make([]result.SegmentState, 0, len(rs))
 	li := 0
 	for _, r := range rs {
-		seg := result.SegmentState{Address: r.addr, Size: r.size, Expandable: r.expandable}
-		cur := r.addr
-		for li < len(live) && live[li].e <= r.addr {
+		seg := result.SegmentState{Address: r.Addr, Size: r.Size, Expandable: r.Expandable}
+		cur := r.Addr
+		for li < len(live) && live[li].e <= r.Addr {
 			li++
 		}
-		for k := li; k < len(live) && live[k].a < r.end(); k++ {
+		for k := li; k < len(live) && live[k].a < r.End(); k++ {
 			if live[k].a > cur {
 				seg.Blocks = append(seg.Blocks, result.BlockState{Address: cur, Size: int64(live[k].a - cur), Block: -1})
 			}
-			if start, end := max(cur, live[k].a), min(live[k].e, r.end()); end > start {
+			if start, end := max(cur, live[k].a), min(live[k].e, r.End()); end > start {
 				seg.Blocks = append(seg.Blocks, result.BlockState{Address: start, Size: int64(end - start), Block: live[k].bi})
 			}
 			cur = max(cur, live[k].e)
 		}
-		if cur < r.end() {
-			seg.Blocks = append(seg.Blocks, result.BlockState{Address: cur, Size: int64(r.end() - cur), Block: -1})
+		if cur < r.End() {
+			seg.Blocks = append(seg.Blocks, result.BlockState{Address: cur, Size: int64(r.End() - cur), Block: -1})
 		}
 		out = append(out, seg)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -28,7 +29,7 @@ func hasPython(k snapshottest.StackKind) bool {
 
 // runFamily reads a simulated run and detects its steps and leaks,
 // asserting that its steps are ordered and disjoint.
-func runFamily(t *testing.T, sim *snapshottest.Sim) ([]result.Leak, *stepPlan) {
+func runFamily(t *testing.T, sim *snapshottest.Sim) ([]result.Leak, *history.StepPlan) {
 	t.Helper()
 	s := leakReadSim(t, sim)
 	hs := leakHistories(s)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -42,7 +43,7 @@ func TestTrainingWithoutFramesFamilies(t *testing.T) {
 }
 
 func checkTrainingWithoutFrames(t *testing.T, c snapshottest.LeakConfig) {
-	steps := func(what string, p *stepPlan) {
+	steps := func(what string, p *history.StepPlan) {
 		t.Helper()
 		complete := 0
 		for _, sp := range p.Spans {
@@ -106,7 +107,7 @@ func TestPatternStepsNeedAPattern(t *testing.T) {
 				"one forward pass":  snapshottest.ForwardPass(c, true),
 				"evaluation loop":   snapshottest.EvalLoop(c, true),
 				"outputs kept":      snapshottest.EvalLoopKeepingOutputs(c),
-				"three train steps": snapshottest.TrainLoopRetainGraph(withSteps(c, minLeakSteps-1)),
+				"three train steps": snapshottest.TrainLoopRetainGraph(withSteps(c, history.MinLeakSteps-1)),
 			} {
 				ls, p := runFamily(t, sim)
 				if p.Source == result.StepsFromPeriod && strings.HasPrefix(p.Evidence, "the repeating pattern") || len(ls) > 0 {

@@ -3,6 +3,7 @@ package analysis
 import (
 	"fmt"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -64,8 +65,8 @@ type evidence struct {
 }
 
 // gatherEvidence collects the evidence of one device.
-func gatherEvidence(h *History, dr *result.DeviceResult) *evidence {
-	ev := &evidence{device: dr.Device, capacity: dr.Capacity, expandable: h.expandable(),
+func gatherEvidence(h *history.History, dr *result.DeviceResult) *evidence {
+	ev := &evidence{device: dr.Device, capacity: dr.Capacity, expandable: h.Expandable(),
 		endAlloc: dr.AtEnd.AllocatedBytes, endRes: dr.AtEnd.ReservedBytes,
 		peakAlloc: dr.Peak.AllocatedBytes, peakRes: dr.Peak.ReservedBytes}
 	ev.name = fmt.Sprintf("device %d", dr.Device)
@@ -74,8 +75,8 @@ func gatherEvidence(h *History, dr *result.DeviceResult) *evidence {
 	}
 	if dr.OOM != nil {
 		ev.moment, ev.index, ev.phase, ev.cats, ev.oom = "at the OOM", dr.OOM.EventIndex, dr.OOM.Phase, dr.OOM.Categories, dr.OOM
-		m := h.markers.get(h.Device.Events[dr.OOM.EventIndex].Stack)
-		ev.oomSDPA, ev.oomAttn = m.sdpaMath, m.attention
+		m := h.Markers.Get(h.Device.Events[dr.OOM.EventIndex].Stack)
+		ev.oomSDPA, ev.oomAttn = m.SdpaMath, m.Attention
 	} else {
 		ev.moment, ev.index, ev.phase, ev.cats = "at the peak", dr.Peak.EventIndex, dr.Peak.Phase, dr.Peak.Categories
 	}
@@ -93,10 +94,10 @@ func gatherEvidence(h *History, dr *result.DeviceResult) *evidence {
 		if b.Untracked {
 			continue
 		}
-		m := h.markers.get(b.Stack)
-		if m.attention && (b.Category == result.Activation || b.Category == result.Temporary || b.Category == result.AutogradDetail) {
+		m := h.Markers.Get(b.Stack)
+		if m.Attention && (b.Category == result.Activation || b.Category == result.Temporary || b.Category == result.AutogradDetail) {
 			ev.attention += b.Size
-			sites[siteOf(h.Snap, b.Stack)] += b.Size
+			sites[history.SiteOf(h.Snap, b.Stack)] += b.Size
 		}
 	}
 	var best int64
@@ -112,7 +113,7 @@ func gatherEvidence(h *History, dr *result.DeviceResult) *evidence {
 		if sp.Phase == result.PhaseForward && sp.PeakAllocatedBytes > fwdPeak {
 			fwdPeak = sp.PeakAllocatedBytes
 			if sp.Events > 0 {
-				for k, v := range h.allocatedRange(max(sp.StartEvent, 0), sp.EndEvent) {
+				for k, v := range h.AllocatedRange(max(sp.StartEvent, 0), sp.EndEvent) {
 					if v == fwdPeak {
 						fwdIdx = k
 						break
@@ -125,14 +126,14 @@ func gatherEvidence(h *History, dr *result.DeviceResult) *evidence {
 	if fwdIdx >= 0 {
 		ev.gradsInFwd = h.CategoriesAt(fwdIdx)[result.Gradient]
 		for _, b := range h.LiveBlocks(fwdIdx) {
-			if b.Rule() == RuleFreedByZeroGrad && (ev.lateZero < 0 || b.Free < ev.lateZero) {
+			if b.Rule() == history.RuleFreedByZeroGrad && (ev.lateZero < 0 || b.Free < ev.lateZero) {
 				ev.lateZero = b.Free
 			}
 		}
 	}
 	ev.done = practicesOf(h)
 	for _, b := range h.LiveBlocks(ev.index) {
-		if b.Rule() == RuleGradMovedWithModel {
+		if b.Rule() == history.RuleGradMovedWithModel {
 			ev.movedGrads += b.Size
 		}
 	}
@@ -158,7 +159,7 @@ func gatherEvidence(h *History, dr *result.DeviceResult) *evidence {
 
 // trainingEvidence decides whether the run trains and whether it has a
 // backward (evidence.training, evidence.backward).
-func trainingEvidence(h *History, ev *evidence, dr *result.DeviceResult) {
+func trainingEvidence(h *history.History, ev *evidence, dr *result.DeviceResult) {
 	// A step that ends (zero_grad, optimizer) after a forward without a
 	// backward between them: the run trains without one (zeroth-order).
 	forward, stepWithoutBackward := false, false
@@ -185,7 +186,7 @@ func trainingEvidence(h *History, ev *evidence, dr *result.DeviceResult) {
 			ev.training = true
 		}
 	}
-	if f := h.frameTexts().trainingFrame(); f != "" {
+	if f := h.FrameTexts().TrainingFrame(); f != "" {
 		ev.training, ev.trainedBy = true, f
 	}
 	if ev.training && !ev.backward && !stepWithoutBackward && ev.phase == result.PhaseForward {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -306,7 +307,7 @@ func TestNameWords(t *testing.T) {
 		"<module>":             {"module"},
 		"":                     nil,
 	} {
-		if got := nameWords(in); !slices.Equal(got, want) {
+		if got := history.NameWords(in); !slices.Equal(got, want) {
 			t.Errorf("nameWords(%q) = %q, want %q", in, got, want)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -26,7 +27,7 @@ type practices struct {
 
 // practicesOf reads the practices from the snapshot's frames and the
 // device's blocks.
-func practicesOf(h *History) practices {
+func practicesOf(h *history.History) practices {
 	var p practices
 	flexgen, compressed := false, false
 	for i := range h.Snap.Frames {

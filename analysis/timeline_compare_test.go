@@ -3,6 +3,7 @@ package analysis
 import (
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -59,11 +60,11 @@ func TestMemoryTimelineAgreesAtPeak(t *testing.T) {
 				embedding := false
 				for _, id := range s.StackOf(b.Stack) {
 					f := &s.Frames[id]
-					embedding = embedding || f.Name == "embedding" && isTorch(f.Filename)
+					embedding = embedding || f.Name == "embedding" && history.IsTorch(f.Filename)
 				}
 				if b.Category != result.Activation || !embedding || h.Phases.At(b.Alloc) != result.PhaseForward {
 					t.Errorf("the %d B tensor PyTorch calls parameter is %s (%s), made in %s by %s", b.Requested, b.Category, b.Rule(),
-						h.Phases.At(b.Alloc), h.displayStack(b.Stack, 3))
+						h.Phases.At(b.Alloc), h.DisplayStack(b.Stack, 3))
 				}
 			}
 		}

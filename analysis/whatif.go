@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -67,7 +68,7 @@ func compose(fs ...factors) factors {
 
 // whatIf projects the device of h (its result dr) under the suggestions.
 // capacity is the device memory to fit (0: unknown).
-func whatIf(h *History, dr *result.DeviceResult, sugg []result.Suggestion, capacity int64) *result.WhatIf {
+func whatIf(h *history.History, dr *result.DeviceResult, sugg []result.Suggestion, capacity int64) *result.WhatIf {
 	if h == nil || len(h.Device.Events) == 0 {
 		return nil
 	}
@@ -234,7 +235,7 @@ func bestCombination(c *curves, base factors, known []result.Suggestion, eff map
 
 // requested is the bytes the blocks of a category requested (tensor bytes,
 // not the allocator's blocks) at index j of the curves.
-func requested(h *History, j int, cat result.Category) int64 {
+func requested(h *history.History, j int, cat result.Category) int64 {
 	var n int64
 	for _, b := range h.LiveBlocks(j - 1) {
 		if b.Category == cat {
@@ -248,7 +249,7 @@ func requested(h *History, j int, cat result.Category) int64 {
 func near(x, want float64) bool { return math.Abs(x-want) <= 0.03*want }
 
 // inferModel reads the model's facts from the curves.
-func inferModel(h *History, c *curves) result.InferredModel {
+func inferModel(h *history.History, c *curves) result.InferredModel {
 	final := c.at(c.end())
 	m := result.InferredModel{ParameterBytes: c.maxOf(partParam), GradientBytes: c.maxOf(partGrad, partStaleGrad),
 		OptimizerStateBytes: final[partOpt]}

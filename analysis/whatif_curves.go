@@ -3,6 +3,7 @@ package analysis
 import (
 	"sort"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -46,7 +47,7 @@ func scaled(kb, ks float64) factors {
 // partOf decides the part of a block: by category, then (for what a step
 // allocates) by the phase that allocated it and whether it has two
 // sequence dimensions (seqSquared).
-func partOf(h *History, b *Block, stale, seqSquared bool) part {
+func partOf(h *history.History, b *history.Block, stale, seqSquared bool) part {
 	if b.Untracked {
 		return partFixed
 	}
@@ -66,7 +67,7 @@ func partOf(h *History, b *Block, stale, seqSquared bool) part {
 		// A serving engine's pool (vLLM, SGLang) is sized by its memory
 		// fraction, not by the batch; a cache class (transformers') holds
 		// batch × tokens × layers of keys and values.
-		if h.markers.get(b.Stack).kvPool {
+		if h.Markers.Get(b.Stack).KvPool {
 			return partFixed
 		}
 		return partKV
@@ -90,7 +91,7 @@ func scales(p part) bool { return p == partLinear || p == partQuad || p == partK
 // staleGradients marks the gradient blocks that zero_grad frees and that are
 // alive when a forward span starts: kept from the previous step
 // (set_to_none).
-func staleGradients(h *History) map[int]bool {
+func staleGradients(h *history.History) map[int]bool {
 	var starts []int
 	for _, sp := range h.Phases.Spans {
 		if sp.Phase == result.PhaseForward && sp.Events > 0 {
@@ -101,7 +102,7 @@ func staleGradients(h *History) map[int]bool {
 	stale := map[int]bool{}
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
-		if b.Category != result.Gradient || b.Rule() != RuleFreedByZeroGrad {
+		if b.Category != result.Gradient || b.Rule() != history.RuleFreedByZeroGrad {
 			continue
 		}
 		// The first forward start at or after the allocation: the block

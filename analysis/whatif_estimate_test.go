@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -58,7 +59,7 @@ func within(got, want int64, tol float64) bool {
 // requestedAtEnd sums the bytes the program requested (tensor bytes, what
 // a formula counts) of the blocks live at the end, by category; blocks
 // counts the allocator's blocks of the same (the measured categories).
-func requestedAtEnd(h *History) (requested, blocks result.Categories) {
+func requestedAtEnd(h *history.History) (requested, blocks result.Categories) {
 	for _, b := range h.LiveBlocks(h.EndIndex()) {
 		requested[b.Category] += b.Requested
 		blocks[b.Category] += b.Size

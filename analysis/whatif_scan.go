@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -30,7 +31,7 @@ import (
 // state at each peak of factors that weigh every part, so that the
 // what-if needs one replay.
 type curves struct {
-	h    *History
+	h    *history.History
 	part []part // the part of each block
 	n    int    // events: states 0 (before the first) … n (after the last)
 
@@ -77,7 +78,7 @@ type factorQuery struct {
 // its tensor requested there; the allocator's rounding on top (under
 // 1 MiB a block) does not grow with the tensor and is fixed memory
 // (curves.shares).
-func buildCurves(h *History, seq int64) *curves {
+func buildCurves(h *history.History, seq int64) *curves {
 	c := &curves{h: h, part: make([]part, len(h.Blocks)), n: len(h.Device.Events),
 		peaks: map[factors]peakAt{}, sums: map[partSet]peakSum{}, limits: map[factorQuery]float64{}, states: map[int][numParts]int64{}}
 	stale := staleGradients(h)
@@ -338,10 +339,10 @@ func (c *curves) replay() {
 				m++
 			}
 		}
-		if bi := h.openAt(i); bi >= 0 {
+		if bi := h.OpenAt(i); bi >= 0 {
 			add(bi, 1)
 		}
-		if bi := h.endAt(i); bi >= 0 {
+		if bi := h.EndAt(i); bi >= 0 {
 			add(bi, -1)
 		}
 		if m == 0 {

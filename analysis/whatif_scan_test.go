@@ -26,7 +26,7 @@ func everyState(c *curves) [][numParts]int64 {
 		}
 		add := func(p part, n int64) {
 			delta[b.Alloc+1][p] += n
-			if end := b.allocEnd(); end >= 0 {
+			if end := b.AllocEnd(); end >= 0 {
 				delta[end+1][p] -= n
 			}
 		}

@@ -3,6 +3,7 @@ package analysis
 import (
 	"strings"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -34,7 +35,7 @@ import (
 // scores are no larger than the output and count as linear (a projection
 // from such a short run to a long one is low); an attention function that
 // returns its scores (no output after them) keeps them linear too.
-func seqSquared(h *History, seq int64) []bool {
+func seqSquared(h *history.History, seq int64) []bool {
 	sq := make([]bool, len(h.Blocks))
 	ev := h.Device.Events
 	var call []int32 // the blocks of the current attention call, in order
@@ -56,13 +57,13 @@ func seqSquared(h *History, seq int64) []bool {
 		if ev[i].Action != snapshot.ActionAlloc {
 			continue
 		}
-		bi := h.openAt(i)
+		bi := h.OpenAt(i)
 		if bi < 0 {
 			continue
 		}
 		b := &h.Blocks[bi]
-		m := h.markers.get(b.Stack)
-		if !m.quadratic() {
+		m := h.Markers.Get(b.Stack)
+		if !m.Quadratic() {
 			closeCall()
 			continue
 		}
@@ -78,7 +79,7 @@ func seqSquared(h *History, seq int64) []bool {
 	quad, lin := map[int64]bool{}, map[int64]bool{}
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
-		if b.Alloc < 0 || !activationLike(b.Category) || h.markers.get(b.Stack).hint < hintUser {
+		if b.Alloc < 0 || !activationLike(b.Category) || h.Markers.Get(b.Stack).Hint < history.HintUser {
 			continue
 		}
 		if sq[bi] {
@@ -89,10 +90,10 @@ func seqSquared(h *History, seq int64) []bool {
 	}
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
-		if b.Alloc < 0 || sq[bi] || !activationLike(b.Category) || h.markers.get(b.Stack).hint >= hintUser {
+		if b.Alloc < 0 || sq[bi] || !activationLike(b.Category) || h.Markers.Get(b.Stack).Hint >= history.HintUser {
 			continue
 		}
-		if h.Phases.code[b.Alloc] == codeBackward && quad[b.Requested] && !lin[b.Requested] {
+		if h.Phases.Code[b.Alloc] == history.CodeBackward && quad[b.Requested] && !lin[b.Requested] {
 			sq[bi] = true
 		}
 	}
@@ -107,11 +108,11 @@ func activationLike(c result.Category) bool {
 
 // maskCode reports whether the innermost Python frame of a stack is a
 // function named for a mask (an attention mask is query × key).
-func maskCode(h *History, st snapshot.StackID) bool {
+func maskCode(h *history.History, st snapshot.StackID) bool {
 	s := h.Snap
 	for _, id := range s.StackOf(st) {
 		f := &s.Frames[id]
-		if !isPython(f) {
+		if !history.IsPython(f) {
 			continue
 		}
 		return strings.Contains(strings.ToLower(f.Name), "mask")

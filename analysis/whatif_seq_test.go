@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
@@ -44,7 +45,7 @@ func TestProjectionSeqFamilies(t *testing.T) {
 	}
 }
 
-func simEager(t *testing.T, c st.EagerConfig) (*History, int64) {
+func simEager(t *testing.T, c st.EagerConfig) (*history.History, int64) {
 	t.Helper()
 	sim := st.EagerTrain(c)
 	s := read(t, sim, 0)

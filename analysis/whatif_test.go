@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/analysis/history"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -49,7 +50,7 @@ func statesOf(c *curves) [][numParts]int64 {
 
 // simRun simulates a training run and returns its snapshot's history and
 // the simulator's own peak.
-func simRun(t *testing.T, c st.TrainConfig) (*History, int64) {
+func simRun(t *testing.T, c st.TrainConfig) (*history.History, int64) {
 	t.Helper()
 	sim := st.Train(c)
 	s := read(t, sim, 0)

@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"sort"
@@ -9,18 +9,18 @@ import (
 // segRange is a reserved address range: a segment, or a mapped part of an
 // expandable segment.
 type segRange struct {
-	addr       uint64
-	size       int64
-	expandable bool
+	Addr       uint64
+	Size       int64
+	Expandable bool
 }
 
-func (r segRange) end() uint64 { return r.addr + uint64(r.size) }
+func (r segRange) End() uint64 { return r.Addr + uint64(r.Size) }
 
 // segmentsAt rebuilds the reserved ranges after event i by replaying the
 // segment events backwards from the dump-time segments, as MemoryViz's
 // Allocator State History does. It returns nil when the device has no
 // dump-time segments.
-func (h *History) segmentsAt(i int) []segRange {
+func (h *History) SegmentsAt(i int) []segRange {
 	d := h.Device
 	if len(d.Segments) == 0 {
 		return nil
@@ -28,7 +28,7 @@ func (h *History) segmentsAt(i int) []segRange {
 	var rs []segRange
 	for gi := range d.Segments {
 		g := &d.Segments[gi]
-		rs = append(rs, segRange{addr: g.Address, size: g.TotalSize, expandable: g.IsExpandable})
+		rs = append(rs, segRange{Addr: g.Address, Size: g.TotalSize, Expandable: g.IsExpandable})
 	}
 	for k := len(d.Events) - 1; k > i; k-- {
 		e := &d.Events[k]
@@ -38,20 +38,20 @@ func (h *History) segmentsAt(i int) []segRange {
 		case snapshot.ActionSegmentMap:
 			rs = removeRange(rs, e.Addr, e.Size)
 		case snapshot.ActionSegmentFree:
-			rs = append(rs, segRange{addr: e.Addr, size: e.Size})
+			rs = append(rs, segRange{Addr: e.Addr, Size: e.Size})
 		case snapshot.ActionSegmentUnmap:
-			rs = append(rs, segRange{addr: e.Addr, size: e.Size, expandable: true})
+			rs = append(rs, segRange{Addr: e.Addr, Size: e.Size, Expandable: true})
 		}
 	}
-	sort.Slice(rs, func(a, b int) bool { return rs[a].addr < rs[b].addr })
+	sort.Slice(rs, func(a, b int) bool { return rs[a].Addr < rs[b].Addr })
 	// Merge touching mapped ranges of expandable segments.
 	out := rs[:0]
 	for _, r := range rs {
-		if r.size <= 0 {
+		if r.Size <= 0 {
 			continue
 		}
-		if n := len(out); n > 0 && r.expandable && out[n-1].expandable && out[n-1].end() == r.addr {
-			out[n-1].size += r.size
+		if n := len(out); n > 0 && r.Expandable && out[n-1].Expandable && out[n-1].End() == r.Addr {
+			out[n-1].Size += r.Size
 			continue
 		}
 		out = append(out, r)
@@ -64,22 +64,22 @@ func removeRange(rs []segRange, addr uint64, size int64) []segRange {
 	end := addr + uint64(size)
 	var out []segRange
 	for _, r := range rs {
-		if r.end() <= addr || r.addr >= end {
+		if r.End() <= addr || r.Addr >= end {
 			out = append(out, r)
 			continue
 		}
-		if r.addr < addr {
-			out = append(out, segRange{addr: r.addr, size: int64(addr - r.addr), expandable: r.expandable})
+		if r.Addr < addr {
+			out = append(out, segRange{Addr: r.Addr, Size: int64(addr - r.Addr), Expandable: r.Expandable})
 		}
-		if r.end() > end {
-			out = append(out, segRange{addr: end, size: int64(r.end() - end), expandable: r.expandable})
+		if r.End() > end {
+			out = append(out, segRange{Addr: end, Size: int64(r.End() - end), Expandable: r.Expandable})
 		}
 	}
 	return out
 }
 
 // expandable reports whether the device used expandable segments.
-func (h *History) expandable() bool {
+func (h *History) Expandable() bool {
 	if h.Snap.Settings != nil && h.Snap.Settings.ExpandableSegments {
 		return true
 	}

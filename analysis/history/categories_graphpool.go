@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"fmt"
@@ -79,7 +79,7 @@ func segmentAt(segs []*snapshot.Segment, addr uint64) int {
 // graphPoolDiagnostic says what the graphs' private pools hold at the dump:
 // their allocated blocks (the graphs' outputs and whatever else the
 // capture kept) and the free rest, which only the graphs reuse.
-func graphPoolDiagnostic(h *History) (result.Diagnostic, bool) {
+func GraphPoolDiagnostic(h *History) (result.Diagnostic, bool) {
 	segs := graphPoolSegments(h.Device)
 	if len(segs) == 0 {
 		return result.Diagnostic{}, false

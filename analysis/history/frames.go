@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"path"
@@ -21,7 +21,7 @@ var (
 )
 
 // isNoise reports whether PyTorch's own viewers hide this frame.
-func isNoise(f *snapshot.Frame) bool {
+func IsNoise(f *snapshot.Frame) bool {
 	for _, n := range noiseNames {
 		if strings.Contains(f.Name, n) {
 			return true
@@ -37,13 +37,13 @@ func isNoise(f *snapshot.Frame) bool {
 
 // isPython reports whether a frame is a Python frame (as opposed to a C++
 // frame of stacks="all", a CPython C frame, or a chrome-trace op span).
-func isPython(f *snapshot.Frame) bool {
+func IsPython(f *snapshot.Frame) bool {
 	return strings.HasSuffix(f.Filename, ".py")
 }
 
 // isLibrary reports whether a Python frame belongs to PyTorch or another
 // installed package rather than to the user's code.
-func isLibrary(file string) bool {
+func IsLibrary(file string) bool {
 	f := strings.ReplaceAll(file, "\\", "/")
 	return strings.Contains(f, "/site-packages/") || strings.Contains(f, "/dist-packages/") ||
 		strings.Contains(f, "/lib/python3") || strings.Contains(f, "/torch/") || strings.HasPrefix(f, "torch/") ||
@@ -56,7 +56,7 @@ func isLibrary(file string) bool {
 // characters, in the cache (/tmp/torchinductor_USER/3u/c3uxhj….py, or
 // wherever TORCHINDUCTOR_CACHE_DIR points) — or an FX GraphModule's code
 // (<eval_with_key>.N, also what the eager and aot_eager backends run).
-func isGenerated(file string) bool {
+func IsGenerated(file string) bool {
 	f := strings.ReplaceAll(file, "\\", "/")
 	if strings.HasPrefix(f, "<eval_with_key>") || strings.Contains(f, "/torchinductor_") && strings.HasSuffix(f, ".py") {
 		return true
@@ -74,14 +74,14 @@ func isGenerated(file string) bool {
 }
 
 // isTorch reports whether a Python frame is PyTorch's own code.
-func isTorch(file string) bool {
+func IsTorch(file string) bool {
 	f := strings.ReplaceAll(file, "\\", "/")
 	return strings.Contains(f, "/torch/") || strings.HasPrefix(f, "torch/")
 }
 
 // frameString renders a frame as "file.py:LINE function" with the file's
 // base name (the short form _memory_viz prints).
-func frameString(f *snapshot.Frame) string {
+func FrameString(f *snapshot.Frame) string {
 	if f.Filename == "" {
 		return f.Name
 	}
@@ -100,8 +100,8 @@ func frameString(f *snapshot.Frame) string {
 // "<backward: MulBackward0>") and, when a Python frame names it, that
 // frame's file as recorded and its line (−1 when it has none).
 type siteRef struct {
-	name, file string
-	line       int64
+	Name, File string
+	Line       int64
 }
 
 // CompiledSuffix ends the name of a site whose allocation ran in code that
@@ -110,7 +110,7 @@ type siteRef struct {
 const CompiledSuffix = " (compiled)"
 
 // siteOf names the allocation site of a stack (siteRefOf's name).
-func siteOf(s *snapshot.Snapshot, st snapshot.StackID) string { return siteRefOf(s, st).name }
+func SiteOf(s *snapshot.Snapshot, st snapshot.StackID) string { return SiteRefOf(s, st).Name }
 
 // siteRefOf finds the allocation site of a stack: the innermost Python frame
 // of user code (the noise filter applied, PyTorch and installed packages
@@ -118,7 +118,7 @@ func siteOf(s *snapshot.Snapshot, st snapshot.StackID) string { return siteRefOf
 // Python frame; else the autograd node or op of a C++/trace stack. Frames
 // of generated code (isGenerated) are skipped: a Python frame outside them
 // names the site, marked CompiledSuffix.
-func siteRefOf(s *snapshot.Snapshot, st snapshot.StackID) siteRef {
+func SiteRefOf(s *snapshot.Snapshot, st snapshot.StackID) siteRef {
 	frames := s.StackOf(st)
 	if len(frames) == 0 {
 		return siteRef{}
@@ -129,24 +129,24 @@ func siteRefOf(s *snapshot.Snapshot, st snapshot.StackID) siteRef {
 	ref := func(f *snapshot.Frame) siteRef {
 		r := frameRef(f)
 		if compiled {
-			r.name += CompiledSuffix
+			r.Name += CompiledSuffix
 		}
 		return r
 	}
 	for _, id := range frames {
 		f := &s.Frames[id]
-		if isNoise(f) {
+		if IsNoise(f) {
 			continue
 		}
-		if isGenerated(f.Filename) {
+		if IsGenerated(f.Filename) {
 			compiled = true
 			continue
 		}
-		if isPython(f) {
-			if !isLibrary(f.Filename) {
+		if IsPython(f) {
+			if !IsLibrary(f.Filename) {
 				return ref(f)
 			}
-			if nonTorch == nil && !isTorch(f.Filename) {
+			if nonTorch == nil && !IsTorch(f.Filename) {
 				nonTorch = f
 			}
 			if anyPy == nil {
@@ -167,16 +167,16 @@ func siteRefOf(s *snapshot.Snapshot, st snapshot.StackID) siteRef {
 	case anyPy != nil:
 		return ref(anyPy)
 	case node != "":
-		return siteRef{name: "<backward: " + node + ">", line: -1}
+		return siteRef{Name: "<backward: " + node + ">", Line: -1}
 	case op != "":
-		return siteRef{name: "<op: " + op + ">", line: -1}
+		return siteRef{Name: "<op: " + op + ">", Line: -1}
 	}
-	return siteRef{name: result.SiteNoFrames, line: -1}
+	return siteRef{Name: result.SiteNoFrames, Line: -1}
 }
 
 // frameRef is the site a Python frame names.
 func frameRef(f *snapshot.Frame) siteRef {
-	return siteRef{name: frameString(f), file: f.Filename, line: f.Line}
+	return siteRef{Name: FrameString(f), File: f.Filename, Line: f.Line}
 }
 
 // traceOpName reports whether a frame name looks like a chrome-trace op or
@@ -218,27 +218,27 @@ var plumbing = []string{"CachingAllocator", "empty_generic", "empty_cuda", "_emp
 // frames (noise dropped) when there are any, else the C++ frames without
 // the allocator and dispatcher plumbing. It is made once per file and
 // stack (frameTexts): every device's lists share it.
-func (h *History) displayStack(st snapshot.StackID, max int) []string {
-	t := h.frameTexts()
+func (h *History) DisplayStack(st snapshot.StackID, max int) []string {
+	t := h.FrameTexts()
 	k := [2]int{int(st), max}
 	if out, ok := t.stacks[k]; ok {
 		return out
 	}
-	out := t.displayStack(st, max)
+	out := t.DisplayStack(st, max)
 	t.stacks[k] = out
 	return out
 }
 
-func (t *frameTexts) displayStack(st snapshot.StackID, max int) []string {
+func (t *frameTexts) DisplayStack(st snapshot.StackID, max int) []string {
 	s := t.s
 	out := []string{}
 	var cpp []string
 	for _, id := range s.StackOf(st) {
 		f := &s.Frames[id]
-		if isNoise(f) {
+		if IsNoise(f) {
 			continue
 		}
-		if isPython(f) {
+		if IsPython(f) {
 			if len(out) < max {
 				out = append(out, t.of(id))
 			}
@@ -278,30 +278,30 @@ type frameTexts struct {
 
 // frameTexts is the texts shared by the file's devices (made for a
 // history built alone).
-func (h *History) frameTexts() *frameTexts {
-	if h.texts == nil {
-		h.texts = newFrameTexts(h.Snap)
+func (h *History) FrameTexts() *frameTexts {
+	if h.Texts == nil {
+		h.Texts = NewFrameTexts(h.Snap)
 	}
-	return h.texts
+	return h.Texts
 }
 
 // trainingFrame is trainingFrame of the file, found once for all its
 // devices (it reads every frame's name).
-func (t *frameTexts) trainingFrame() string {
+func (t *frameTexts) TrainingFrame() string {
 	if !t.trainingDone {
 		t.training, t.trainingDone = trainingFrame(t.s), true
 	}
 	return t.training
 }
 
-func newFrameTexts(s *snapshot.Snapshot) *frameTexts {
+func NewFrameTexts(s *snapshot.Snapshot) *frameTexts {
 	return &frameTexts{s: s, text: make([]string, len(s.Frames)), done: make([]bool, len(s.Frames)), stacks: map[[2]int][]string{}}
 }
 
 // of is the text of frame id.
 func (t *frameTexts) of(id snapshot.FrameID) string {
 	if !t.done[id] {
-		t.text[id], t.done[id] = frameString(&t.s.Frames[id]), true
+		t.text[id], t.done[id] = FrameString(&t.s.Frames[id]), true
 	}
 	return t.text[id]
 }
@@ -312,15 +312,15 @@ func (t *frameTexts) of(id snapshot.FrameID) string {
 // forward, in stacks that hold only the user's files). A loop inside it —
 // over the model's layers — is part of one call of the model, never a
 // loop over steps.
-func isModelFrame(f *snapshot.Frame) bool {
-	if !isPython(f) {
+func IsModelFrame(f *snapshot.Frame) bool {
+	if !IsPython(f) {
 		return strings.HasPrefix(f.Name, "nn.Module: ")
 	}
 	file := strings.ReplaceAll(f.Filename, "\\", "/")
 	if strings.HasSuffix(file, "torch/nn/modules/module.py") {
 		return f.Name == "_call_impl" || f.Name == "_wrapped_call_impl"
 	}
-	return f.Name == "forward" && !isTorch(file)
+	return f.Name == "forward" && !IsTorch(file)
 }
 
 // stackMemo memoises a function of a stack (siteOf, markersOf): each
@@ -339,7 +339,7 @@ type stackMemo[T any] struct {
 
 // newStackMemo memoises of for a device that looks up at most about uses
 // stacks (its events and blocks).
-func newStackMemo[T any](s *snapshot.Snapshot, uses int, of func(*snapshot.Snapshot, snapshot.StackID) T) *stackMemo[T] {
+func NewStackMemo[T any](s *snapshot.Snapshot, uses int, of func(*snapshot.Snapshot, snapshot.StackID) T) *stackMemo[T] {
 	if len(s.Stacks) > 4*uses+4096 {
 		return &stackMemo[T]{s: s, of: of, m: map[snapshot.StackID]*T{}}
 	}
@@ -347,7 +347,7 @@ func newStackMemo[T any](s *snapshot.Snapshot, uses int, of func(*snapshot.Snaps
 }
 
 // get is of(stack), the zero value for a stack the snapshot does not have.
-func (c *stackMemo[T]) get(st snapshot.StackID) T {
+func (c *stackMemo[T]) Get(st snapshot.StackID) T {
 	if int(st) >= len(c.s.Stacks) {
 		var zero T
 		return zero
@@ -380,7 +380,7 @@ func (c *stackMemo[T]) ref(st snapshot.StackID) *T {
 
 // stackUses is about how many stacks a device's memos look up: one per
 // event and per block of its segments.
-func stackUses(d *snapshot.Device) int {
+func StackUses(d *snapshot.Device) int {
 	n := len(d.Events)
 	for i := range d.Segments {
 		n += len(d.Segments[i].Blocks)
@@ -389,8 +389,8 @@ func stackUses(d *snapshot.Device) int {
 }
 
 // siteCache finds the allocation site of each stack (siteRefOf).
-type siteCache = stackMemo[siteRef]
+type SiteCache = stackMemo[siteRef]
 
-func (h *History) newSiteCache() *siteCache {
-	return newStackMemo(h.Snap, stackUses(h.Device), siteRefOf)
+func (h *History) NewSiteCache() *SiteCache {
+	return NewStackMemo(h.Snap, StackUses(h.Device), SiteRefOf)
 }

@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"iter"
@@ -14,7 +14,7 @@ import (
 
 // curveMark is how many events apart the history marks the allocated and
 // requested bytes (History.allocMarks): a lookup replays at most as many.
-const curveMark = 64
+const CurveMark = 64
 
 // AllocatedAt returns the allocated bytes after event i (i = −1: initial).
 func (h *History) AllocatedAt(i int) int64 {
@@ -36,10 +36,10 @@ func (h *History) curvesAt(i int) (alloc, req int64) {
 		return h.InitialAllocated, h.InitialRequested
 	}
 	i = min(i, len(h.Device.Events)-1)
-	k := (i + 1) / curveMark
+	k := (i + 1) / CurveMark
 	alloc, req = h.allocMarks[k], h.reqMarks[k]
-	for e := k * curveMark; e <= i; e++ {
-		da, dr := h.deltaAt(e)
+	for e := k * CurveMark; e <= i; e++ {
+		da, dr := h.DeltaAt(e)
 		alloc += da
 		req += dr
 	}
@@ -47,11 +47,11 @@ func (h *History) curvesAt(i int) (alloc, req int64) {
 }
 
 // deltaAt is what event i adds to the allocated and the requested bytes.
-func (h *History) deltaAt(i int) (alloc, req int64) {
-	if bi := h.openAt(i); bi >= 0 {
+func (h *History) DeltaAt(i int) (alloc, req int64) {
+	if bi := h.OpenAt(i); bi >= 0 {
 		alloc, req = h.Blocks[bi].Size, h.Blocks[bi].Requested
 	}
-	if bi := h.endAt(i); bi >= 0 {
+	if bi := h.EndAt(i); bi >= 0 {
 		alloc -= h.Blocks[bi].Size
 		req -= h.Blocks[bi].Requested
 	}
@@ -59,11 +59,11 @@ func (h *History) deltaAt(i int) (alloc, req int64) {
 }
 
 // allocatedRange yields the allocated bytes after each event from..to.
-func (h *History) allocatedRange(from, to int) iter.Seq2[int, int64] {
+func (h *History) AllocatedRange(from, to int) iter.Seq2[int, int64] {
 	return func(yield func(int, int64) bool) {
 		v := h.AllocatedAt(from - 1)
 		for i := max(from, 0); i <= to && i < len(h.Device.Events); i++ {
-			d, _ := h.deltaAt(i)
+			d, _ := h.DeltaAt(i)
 			v += d
 			if !yield(i, v) {
 				return
@@ -74,9 +74,9 @@ func (h *History) allocatedRange(from, to int) iter.Seq2[int, int64] {
 
 // peakIn returns the highest allocated bytes after the events from..to and
 // the first event that reaches them (math.MinInt64 and from when empty).
-func (h *History) peakIn(from, to int) (int64, int) {
+func (h *History) PeakIn(from, to int) (int64, int) {
 	best, at := int64(math.MinInt64), from
-	for i, v := range h.allocatedRange(from, to) {
+	for i, v := range h.AllocatedRange(from, to) {
 		if v > best {
 			best, at = v, i
 		}
@@ -85,7 +85,7 @@ func (h *History) peakIn(from, to int) (int64, int) {
 }
 
 // openAt is the block event i allocates (−1).
-func (h *History) openAt(i int) int32 {
+func (h *History) OpenAt(i int) int32 {
 	if h.Device.Events[i].Action == snapshot.ActionAlloc {
 		return h.blockAt[i]
 	}
@@ -93,7 +93,7 @@ func (h *History) openAt(i int) int32 {
 }
 
 // closeAt is the block whose free event i completes (−1).
-func (h *History) closeAt(i int) int32 {
+func (h *History) CloseAt(i int) int32 {
 	if h.Device.Events[i].Action == snapshot.ActionFreeCompleted {
 		return h.blockAt[i]
 	}
@@ -103,10 +103,10 @@ func (h *History) closeAt(i int) int32 {
 // endAt is the block whose allocation event i ends (free_requested, or
 // free_completed without one, or an allocation at the address of a block
 // whose free is missing; −1).
-func (h *History) endAt(i int) int32 {
+func (h *History) EndAt(i int) int32 {
 	ends := func(bi int32) bool {
 		b := &h.Blocks[bi]
-		return !b.PendingAtStart && b.allocEnd() == i
+		return !b.PendingAtStart && b.AllocEnd() == i
 	}
 	if bi := h.blockAt[i]; bi >= 0 && ends(bi) {
 		return bi
@@ -174,7 +174,7 @@ func (h *History) replayReserved() {
 		// The dump lacks segments the trace created (or a ring overflow
 		// lost a segment_free): shift so that the curve never goes below 0.
 		start -= low
-		h.reservedClamped = true
+		h.ReservedClamped = true
 	}
 	h.InitialReserved = start
 	h.resPoints = make([]snapshot.CounterPoint, 0, changes)

@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"fmt"
@@ -35,8 +35,8 @@ type loopChain struct {
 type loopPositions struct {
 	s      *snapshot.Snapshot
 	ids    map[[2]int64]int32 // (parent prefix, function or frame) → id
-	funcs  map[funcKey]int32
-	fnOf   []funcKey // position → function
+	funcs  map[FuncKey]int32
+	fnOf   []FuncKey // position → function
 	depth  []int32   // position → depth
 	chains map[snapshot.StackID]*loopChain
 	// pls interns (position, line) pairs: the walks index slices by them.
@@ -45,7 +45,7 @@ type loopPositions struct {
 }
 
 func newLoopPositions(s *snapshot.Snapshot) *loopPositions {
-	return &loopPositions{s: s, ids: map[[2]int64]int32{}, funcs: map[funcKey]int32{}, chains: map[snapshot.StackID]*loopChain{}, pls: map[loopSeen]int32{}}
+	return &loopPositions{s: s, ids: map[[2]int64]int32{}, funcs: map[FuncKey]int32{}, chains: map[snapshot.StackID]*loopChain{}, pls: map[loopSeen]int32{}}
 }
 
 func (lp *loopPositions) intern(parent int64, child int64) int32 {
@@ -68,14 +68,14 @@ func (lp *loopPositions) chain(st snapshot.StackID) *loopChain {
 	prefix := int64(-1) // the callers so far
 	for i := len(frames) - 1; i >= 0 && len(c.pos) < maxLoopDepth; i-- {
 		f := &lp.s.Frames[frames[i]]
-		if isModelFrame(f) {
+		if IsModelFrame(f) {
 			c.model = true
 			break
 		}
-		if !isPython(f) || isNoise(f) {
+		if !IsPython(f) || IsNoise(f) {
 			continue
 		}
-		fk := funcKey{f.Filename, f.Name}
+		fk := FuncKey{f.Filename, f.Name}
 		fid, ok := lp.funcs[fk]
 		if !ok {
 			fid = int32(len(lp.funcs))
@@ -85,7 +85,7 @@ func (lp *loopPositions) chain(st snapshot.StackID) *loopChain {
 		// −1−function), a prefix is (prefix, frame).
 		pos := lp.intern(prefix, -1-int64(fid))
 		if int(pos) >= len(lp.fnOf) {
-			lp.fnOf = append(lp.fnOf, make([]funcKey, int(pos)+1-len(lp.fnOf))...)
+			lp.fnOf = append(lp.fnOf, make([]FuncKey, int(pos)+1-len(lp.fnOf))...)
 			lp.depth = append(lp.depth, make([]int32, int(pos)+1-len(lp.depth))...)
 		}
 		lp.fnOf[pos], lp.depth[pos] = fk, int32(len(c.pos))
@@ -158,14 +158,14 @@ func loopPlan(h *History, lp *loopPositions, pos int32, t *loopTrack) planFound 
 	if start < first {
 		bounds = append([]int{start}, t.bounds...)
 	}
-	f := planFound{source: result.StepsFromLoop, site: loopSite(lp.fnOf[pos], head), loop: lp.fnOf[pos]}
+	f := planFound{source: result.StepsFromLoop, site: loopSite(lp.fnOf[pos], head), Loop: lp.fnOf[pos]}
 	f.evidence = fmt.Sprintf("the loop at %s", f.site)
 	for k, b := range bounds {
 		e := end
 		if k+1 < len(bounds) {
 			e = bounds[k+1] - 1
 		}
-		f.steps = append(f.steps, stepRange{n: k + 1, start: b, end: e})
+		f.steps = append(f.steps, StepRange{N: k + 1, Start: b, End: e})
 	}
 	return f
 }

@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"slices"
@@ -87,7 +87,7 @@ func estimateBaseline(h *History) {
 	setRest := func() {
 		h.Blocks[idx].Size = rest
 		h.Blocks[idx].Requested = rest
-		h.Blocks[idx].classify(result.Unknown, RuleBaselineRest, result.Low)
+		h.Blocks[idx].Classify(result.Unknown, RuleBaselineRest, result.Low)
 	}
 	params := paramBytesFromAccumulateGrad(h)
 	if params <= 0 || params > rest {
@@ -99,7 +99,7 @@ func estimateBaseline(h *History) {
 			return
 		}
 		b := Block{Size: size, Requested: size, Alloc: -1, Free: -1, FreeRequested: -1, Untracked: true}
-		b.classify(cat, rule, conf)
+		b.Classify(cat, rule, conf)
 		h.Blocks = append(h.Blocks, b)
 		rest -= size
 	}
@@ -149,7 +149,7 @@ func paramBytesFromAccumulateGrad(h *History) int64 {
 		if first != nil && (g.TimeNS < first.StartNS || g.TimeNS > first.EndNS) {
 			continue
 		}
-		sum += (&sizingRules{}).round(g.Elements * dtypeBytes(g.DType))
+		sum += (&SizingRules{}).Round(g.Elements * dtypeBytes(g.DType))
 		n++
 	}
 	if first == nil {

@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import "github.com/torchmem/torchmem/snapshot"
 
@@ -23,7 +23,7 @@ import "github.com/torchmem/torchmem/snapshot"
 // some of them backward (frees and frameless allocations before a
 // backward), which the forward found here undoes.
 func (p *Phases) forwardByCalls(h *History, hints []hint) {
-	n := len(p.code)
+	n := len(p.Code)
 	weak := func(k int) bool { return hints[k] < hintInit }
 	for i := 0; i < n; {
 		if !weak(i) {
@@ -34,12 +34,12 @@ func (p *Phases) forwardByCalls(h *History, hints []hint) {
 		for j+1 < n && weak(j+1) {
 			j++
 		}
-		before := i == 0 || p.code[i-1] == codeOptimizer || p.code[i-1] == codeZeroGrad || p.code[i-1] == codeData
+		before := i == 0 || p.Code[i-1] == codeOptimizer || p.Code[i-1] == codeZeroGrad || p.Code[i-1] == codeData
 		for k := i; k <= j && before; k++ {
-			before = p.code[k] != codeForward
+			before = p.Code[k] != codeForward
 		}
-		if before && j+1 < n && (p.code[j+1] == codeBackward || p.code[j+1] == codeOptimizer) {
-			p.forwardInRun(h, i, j, p.code[j+1] == codeBackward)
+		if before && j+1 < n && (p.Code[j+1] == CodeBackward || p.Code[j+1] == codeOptimizer) {
+			p.forwardInRun(h, i, j, p.Code[j+1] == CodeBackward)
 		}
 		i = j + 1
 	}
@@ -75,18 +75,18 @@ func (p *Phases) forwardInRun(h *History, i, j int, backward bool) {
 	for k := i; k <= j; k++ {
 		switch {
 		case k < start:
-			p.code[k] = codeUnknown // before the model's call: no backward
+			p.Code[k] = codeUnknown // before the model's call: no backward
 		case k <= last || !frameless:
-			p.code[k] = codeForward // frees after the loss: the forward's end
+			p.Code[k] = codeForward // frees after the loss: the forward's end
 		default:
-			p.code[k] = codeBackward
+			p.Code[k] = CodeBackward
 		}
 	}
-	if caller != (funcKey{}) {
-		if p.callers == nil {
-			p.callers = map[funcKey]bool{}
+	if caller != (FuncKey{}) {
+		if p.Callers == nil {
+			p.Callers = map[FuncKey]bool{}
 		}
-		p.callers[caller] = true
+		p.Callers[caller] = true
 	}
 }
 
@@ -98,7 +98,7 @@ func (p *Phases) forwardInRun(h *History, i, j int, backward bool) {
 // user's and allocates the most is the model's call (−1 when no line
 // calls one). Without Python frames: the first allocation that is no copy
 // to the device (the batch moved before the forward).
-func modelCall(h *History, i, last int) (int, funcKey) {
+func modelCall(h *History, i, last int) (int, FuncKey) {
 	ev := h.Device.Events
 	s := h.Snap
 	type alloc struct {
@@ -113,7 +113,7 @@ func modelCall(h *History, i, last int) (int, funcKey) {
 		st := s.StackOf(ev[k].Stack)
 		var fr []*snapshot.Frame
 		for x := len(st) - 1; x >= 0; x-- {
-			if f := &s.Frames[st[x]]; isPython(f) && !isLibrary(f.Filename) && !isNoise(f) {
+			if f := &s.Frames[st[x]]; IsPython(f) && !IsLibrary(f.Filename) && !IsNoise(f) {
 				fr = append(fr, f)
 			}
 		}
@@ -123,11 +123,11 @@ func modelCall(h *History, i, last int) (int, funcKey) {
 	}
 	if len(as) == 0 {
 		for k := i; k <= last; k++ {
-			if ev[k].Action == snapshot.ActionAlloc && len(s.StackOf(ev[k].Stack)) > 0 && !h.markers.get(ev[k].Stack).toDevice {
-				return k, funcKey{}
+			if ev[k].Action == snapshot.ActionAlloc && len(s.StackOf(ev[k].Stack)) > 0 && !h.Markers.Get(ev[k].Stack).toDevice {
+				return k, FuncKey{}
 			}
 		}
-		return -1, funcKey{}
+		return -1, FuncKey{}
 	}
 	// d: the depth of the step's code, where the allocations part
 	d := 0
@@ -140,11 +140,11 @@ func modelCall(h *History, i, last int) (int, funcKey) {
 			break
 		}
 	}
-	fn := funcKey{as[0].frames[min(d, len(as[0].frames)-1)].Filename, as[0].frames[min(d, len(as[0].frames)-1)].Name}
+	fn := FuncKey{as[0].frames[min(d, len(as[0].frames)-1)].Filename, as[0].frames[min(d, len(as[0].frames)-1)].Name}
 	bytes := map[int64]int64{}
 	first := map[int64]int{}
 	for _, a := range as {
-		if d+1 >= len(a.frames) || (funcKey{a.frames[d].Filename, a.frames[d].Name}) != fn {
+		if d+1 >= len(a.frames) || (FuncKey{a.frames[d].Filename, a.frames[d].Name}) != fn {
 			continue // no call from the step's code
 		}
 		line := a.frames[d].Line
@@ -160,7 +160,7 @@ func modelCall(h *History, i, last int) (int, funcKey) {
 		}
 	}
 	if bv < 0 {
-		return -1, funcKey{}
+		return -1, FuncKey{}
 	}
 	return first[best], fn
 }

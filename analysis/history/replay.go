@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"fmt"
@@ -55,7 +55,7 @@ type Block struct {
 
 // allocEnd is the event at which the block stops being allocated:
 // free_requested, else free_completed (−1: allocated at the end).
-func (b *Block) allocEnd() int {
+func (b *Block) AllocEnd() int {
 	if b.FreeRequested >= 0 {
 		return b.FreeRequested
 	}
@@ -65,7 +65,7 @@ func (b *Block) allocEnd() int {
 // LiveAt reports whether the block is allocated after event i (i = −1: at
 // the start of the trace): allocated and not yet freed by the program.
 func (b *Block) LiveAt(i int) bool {
-	end := b.allocEnd()
+	end := b.AllocEnd()
 	return !b.PendingAtStart && b.Alloc <= i && (end < 0 || end > i)
 }
 
@@ -92,11 +92,11 @@ type History struct {
 	// Phases holds the phase and step of every event and the phase spans.
 	Phases *Phases
 	// Steps is how the events divide into steps (the step pass).
-	Steps *stepPlan
+	Steps *StepPlan
 
 	// texts are the frames' texts of the file, shared by its devices (set
 	// by analyze; made on first use for a history built alone).
-	texts *frameTexts
+	Texts *frameTexts
 
 	// blockAt[i] is the block event i allocates, or whose free it
 	// requests or completes (−1): see openAt, endAt and closeAt.
@@ -110,24 +110,24 @@ type History struct {
 	// (a snapshot's segment events; a chrome trace's Device.Reserved).
 	resPoints []snapshot.CounterPoint
 	// sizing is what sizeBlocks found.
-	sizing blockSizing
+	Sizing blockSizing
 	// extraClose lists blocks closed by an event that also opens one
 	// (an alloc at an address still live: a lost free).
 	extraClose map[int]int32
 	// ann, when set, holds the snapshot's annotation intervals, computed
 	// once for all its devices (Analyze shares it).
-	ann     *annIntervals
-	markers *stackMemo[stackMarkers]
-	diags   []result.Diagnostic
+	Ann     *AnnIntervals
+	Markers *stackMemo[stackMarkers]
+	Diags   []result.Diagnostic
 	// firstOOM is the index of the first oom event (−1).
-	firstOOM int
+	FirstOOM int
 	// replay facts for diagnostics
-	preFreed, preLive           int
+	PreFreed, preLive           int
 	preFreedBytes, preLiveBytes int64
-	liveNotInDump               int
-	reuse                       int
-	anonymous                   int // allocations without an address, paired by size
-	reservedClamped             bool
+	LiveNotInDump               int
+	Reuse                       int
+	Anonymous                   int // allocations without an address, paired by size
+	ReservedClamped             bool
 }
 
 // NumEvents is the number of trace events of the device.
@@ -163,7 +163,7 @@ func hasRequests(s *snapshot.Snapshot) bool {
 
 // requestedAt is RequestedAt for the result: nil when the file has no
 // requested sizes besides its blocks.
-func (h *History) requestedAt(i int) *int64 {
+func (h *History) RequestedOrNil(i int) *int64 {
 	if !hasRequests(h.Snap) {
 		return nil
 	}
@@ -182,7 +182,7 @@ func (h *History) EndIndex() int { return len(h.Device.Events) - 1 }
 // events backwards from the dump-time segments. Phases are left to
 // ComputePhases.
 func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
-	h := &History{Snap: s, Device: d, markers: newStackMemo(s, stackUses(d), markersOf), firstOOM: -1}
+	h := &History{Snap: s, Device: d, Markers: NewStackMemo(s, StackUses(d), markersOf), FirstOOM: -1}
 	n := len(d.Events)
 	h.blockAt = make([]int32, n)
 	for i := range h.blockAt {
@@ -220,8 +220,8 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 		e := &d.Events[i]
 		switch e.Action {
 		case snapshot.ActionOOM:
-			if h.firstOOM < 0 {
-				h.firstOOM = i
+			if h.FirstOOM < 0 {
+				h.FirstOOM = i
 			}
 		case snapshot.ActionAlloc:
 			if e.Addr == 0 {
@@ -231,7 +231,7 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 				k := anonKey{e.Size, h.categoryMeta(e.Meta)}
 				anon[k] = append(anon[k], bi)
 				h.blockAt[i] = bi
-				h.anonymous++
+				h.Anonymous++
 				continue
 			}
 			if old, ok := live[e.Addr]; ok {
@@ -240,7 +240,7 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 					h.extraClose = map[int]int32{}
 				}
 				h.extraClose[i] = old
-				h.reuse++
+				h.Reuse++
 			}
 			bi := newBlock(Block{Addr: e.Addr, Size: e.Size, Requested: e.Size, Alloc: i, Free: -1, FreeRequested: -1, Stack: e.Stack})
 			live[e.Addr] = bi
@@ -318,7 +318,7 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 		}
 		for addr := range live {
 			if !seen[addr] {
-				h.liveNotInDump++
+				h.LiveNotInDump++
 			}
 		}
 	}
@@ -339,7 +339,7 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 			h.InitialAllocated += b.Size
 		}
 		if b.Free >= 0 || b.FreeRequested >= 0 {
-			h.preFreed++
+			h.PreFreed++
 			h.preFreedBytes += b.Size
 		} else if !b.Untracked {
 			h.preLiveBytes += b.Size
@@ -360,19 +360,19 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 		}
 	}
 	h.InitialRequested = req
-	h.allocMarks = make([]int64, 0, n/curveMark+2)
-	h.reqMarks = make([]int64, 0, n/curveMark+2)
+	h.allocMarks = make([]int64, 0, n/CurveMark+2)
+	h.reqMarks = make([]int64, 0, n/CurveMark+2)
 	cur := h.InitialAllocated
 	for i := range d.Events {
-		if i%curveMark == 0 {
+		if i%CurveMark == 0 {
 			h.allocMarks = append(h.allocMarks, cur)
 			h.reqMarks = append(h.reqMarks, req)
 		}
-		da, dr := h.deltaAt(i)
+		da, dr := h.DeltaAt(i)
 		cur += da
 		req += dr
 	}
-	if n%curveMark == 0 { // the mark after the last event
+	if n%CurveMark == 0 { // the mark after the last event
 		h.allocMarks = append(h.allocMarks, cur)
 		h.reqMarks = append(h.reqMarks, req)
 	}
@@ -437,38 +437,38 @@ func (h *History) LiveBlocks(i int) iter.Seq2[int, *Block] {
 }
 
 // replayDiagnostics says what the replay found that limits trust.
-func (h *History) replayDiagnostics() []result.Diagnostic {
+func (h *History) ReplayDiagnostics() []result.Diagnostic {
 	id := h.Device.ID
 	var out []result.Diagnostic
-	if h.preFreed > 0 {
+	if h.PreFreed > 0 {
 		out = append(out, result.Diagnostic{Kind: "trace_starts_mid_run", Device: id, Message: fmt.Sprintf(
-			"device %d: %d blocks (%s) were freed without an allocation in the trace: they were allocated before recording began (or the ring buffer dropped their allocation); their categories come from when they were freed", id, h.preFreed, units.FormatBytes(h.preFreedBytes))})
+			"device %d: %d blocks (%s) were freed without an allocation in the trace: they were allocated before recording began (or the ring buffer dropped their allocation); their categories come from when they were freed", id, h.PreFreed, units.FormatBytes(h.preFreedBytes))})
 	}
 	if h.preLive > 0 && len(h.Device.Events) > 0 {
 		out = append(out, result.Diagnostic{Kind: "blocks_without_history", Device: id, Message: fmt.Sprintf(
 			"device %d: %d blocks (%s) live at the dump have no allocation in the trace: they were allocated before recording began; their categories come from sizes, frames and lifetimes (lower confidence)", id, h.preLive, units.FormatBytes(h.preLiveBytes))})
 	}
-	if h.liveNotInDump > 0 {
+	if h.LiveNotInDump > 0 {
 		out = append(out, result.Diagnostic{Kind: "replay_mismatch", Device: id, Message: fmt.Sprintf(
-			"device %d: %d blocks the trace leaves allocated are not active in the dump-time segments: the trace and the segments disagree (a lost free?); the curves follow the trace", id, h.liveNotInDump)})
+			"device %d: %d blocks the trace leaves allocated are not active in the dump-time segments: the trace and the segments disagree (a lost free?); the curves follow the trace", id, h.LiveNotInDump)})
 	}
-	if h.anonymous > 0 {
+	if h.Anonymous > 0 {
 		out = append(out, result.Diagnostic{Kind: "paired_by_size", Device: id, Message: fmt.Sprintf(
-			"device %d: %d allocations carry no address: each free was paired with the latest allocation of the same size, so the curve is exact but lifetimes, and the categories that rest on them, are guesses", id, h.anonymous)})
+			"device %d: %d allocations carry no address: each free was paired with the latest allocation of the same size, so the curve is exact but lifetimes, and the categories that rest on them, are guesses", id, h.Anonymous)})
 	}
-	if h.reuse > 0 {
+	if h.Reuse > 0 {
 		out = append(out, result.Diagnostic{Kind: "address_reuse", Device: id, Message: fmt.Sprintf(
-			"device %d: %d allocations at an address that was still allocated: a free is missing from the trace", id, h.reuse)})
+			"device %d: %d allocations at an address that was still allocated: a free is missing from the trace", id, h.Reuse)})
 	}
-	if n := h.sizing.unknown; n > 0 {
+	if n := h.Sizing.Unknown; n > 0 {
 		out = append(out, result.Diagnostic{Kind: "block_size_unknown", Device: id, Message: fmt.Sprintf(
-			"device %d: %d blocks allocated before recording and freed in the trace (%s requested) show no block size: each counts as its request rounded to 512 B, though the allocator may have left up to 1 MiB more in each (the rest of the free block it was cut from)", id, n, units.FormatBytes(h.sizing.unknownRequests))})
+			"device %d: %d blocks allocated before recording and freed in the trace (%s requested) show no block size: each counts as its request rounded to 512 B, though the allocator may have left up to 1 MiB more in each (the rest of the free block it was cut from)", id, n, units.FormatBytes(h.Sizing.unknownRequests))})
 	}
-	if n := h.sizing.mismatch; n > 0 {
+	if n := h.Sizing.Mismatch; n > 0 {
 		out = append(out, result.Diagnostic{Kind: "block_size_mismatch", Device: id, Message: fmt.Sprintf(
 			"device %d: %d blocks live at the dump have another size than the caching allocator's rules give them: blocks freed during the trace may be off by up to 1 MiB each", id, n)})
 	}
-	if h.reservedClamped {
+	if h.ReservedClamped {
 		out = append(out, result.Diagnostic{Kind: "reserved_inconsistent", Device: id, Message: fmt.Sprintf(
 			"device %d: the segment events do not add up to the dump-time segments; the reserved curve was shifted to stay non-negative and is approximate", id)})
 	}

@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"path"
@@ -17,7 +17,7 @@ type hint uint8
 
 const (
 	hintNone      hint = iota // no frames at all, or only C++ frames without markers
-	hintUser                  // Python frames, but no phase marker
+	HintUser                  // Python frames, but no phase marker
 	hintInit                  // model set-up: Module.to/_apply, parameter init, state loading (phase unknown)
 	hintForward               // nn.Module __call__ / forward annotation
 	hintBackward              // autograd engine, tensor.backward, autograd thread
@@ -28,13 +28,13 @@ const (
 
 // stackMarkers are facts about one stack, computed once per stack.
 type stackMarkers struct {
-	hint           hint
+	Hint           hint
 	init           bool // model set-up frames (parameters moved or created)
 	toDevice       bool // a copy to the device (Tensor.to, Lightning's batch transfer)
 	cublas         bool // cuBLAS/cuBLASLt workspace allocation
 	accumulateGrad bool // inside AccumulateGrad (gradient written to .grad)
-	attention      bool // scaled-dot-product attention / softmax of attention scores
-	sdpaMath       bool // the math (materialising) SDPA backend
+	Attention      bool // scaled-dot-product attention / softmax of attention scores
+	SdpaMath       bool // the math (materialising) SDPA backend
 	fusedAttention bool // a fused attention kernel (flash, memory-efficient, cuDNN; flash-attn, xformers): no seq² tensors
 	hasFrames      bool
 	python         bool // the stack has Python frames
@@ -75,7 +75,7 @@ type stackMarkers struct {
 	// kvPool: the KV cache is a serving engine's preallocated pool (vLLM's
 	// cache engine and model runners, SGLang's memory pools), sized by a
 	// memory fraction rather than by the batch.
-	kvPool bool
+	KvPool bool
 	// quantizedWeights: bitsandbytes' quantized layers at work (4-bit or
 	// 8-bit matmuls, Linear4bit/Linear8bitLt): the run's base weights are
 	// quantized. peft: a parameter-efficient fine-tuning wrapper (peft).
@@ -137,21 +137,21 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 				// attention kernel's are of q, k and v, no weight's)
 				castOp, m.autocastCast = 2, !strings.Contains(op, "attention")
 			}
-		} else if isPython(f) {
+		} else if IsPython(f) {
 			castOp = 2 // called from Python: an explicit cast or copy
 		}
 		if strings.Contains(name, "scaled_dot_product_attention") || strings.Contains(name, "_scaled_dot_product") {
-			m.attention = true
+			m.Attention = true
 			if strings.Contains(name, "_math") {
-				m.sdpaMath = true
+				m.SdpaMath = true
 			}
 		}
 		if strings.Contains(name, "_flash_attention") || strings.Contains(name, "_efficient_attention") ||
 			strings.Contains(name, "_cudnn_attention") || strings.HasPrefix(name, "flash_attn") ||
 			strings.Contains(name, "memory_efficient_attention") {
-			m.attention, m.fusedAttention = true, true
+			m.Attention, m.fusedAttention = true, true
 		}
-		if !isPython(f) {
+		if !IsPython(f) {
 			switch {
 			case strings.Contains(name, "getNewWorkspace") || strings.Contains(name, "getCurrentCUDABlasHandle") ||
 				strings.Contains(name, "getCUDABlasLtWorkspace") || strings.Contains(name, "getCurrentCUDABlasLtHandle"):
@@ -203,7 +203,7 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 		}
 		m.mainParams = m.mainParams || strings.Contains(low, "main_param")
 		if strings.Contains(low, "attention") || strings.Contains(low, "attn") || strings.Contains(strings.ToLower(path.Base(file)), "attention") {
-			m.attention = true
+			m.Attention = true
 		}
 		if fusedAttentionCode(file, low) {
 			// a fused kernel's integration (SDPA dispatches to flash or
@@ -217,8 +217,8 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 		if name == "batch_to" || name == "transfer_batch_to_device" || name == "move_data_to_device" {
 			m.toDevice = true
 		}
-		torchFile := isTorch(file)
-		modelInside = modelInside || isModelFrame(f) || strings.HasSuffix(file, "torch/cuda/graphs.py")
+		torchFile := IsTorch(file)
+		modelInside = modelInside || IsModelFrame(f) || strings.HasSuffix(file, "torch/cuda/graphs.py")
 		if isAutogradCall(file) {
 			autogradCall = true
 		}
@@ -259,7 +259,7 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 	if castOnly {
 		m.toDevice = false // a dtype cast on the device, no copy from the host
 	}
-	if m.sdpaMath {
+	if m.SdpaMath {
 		m.fusedAttention = false
 	}
 	if sawOp && !m.fusedAttention {
@@ -268,18 +268,18 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 		// matrix and its softmax, mask and dropout hold ∝ seq² tensors —
 		// not the projections, casts or copies of q, k and v.
 		low := strings.ToLower(module)
-		m.attention = scoreOps[op] && (m.attention || strings.Contains(low, "attention") || strings.Contains(low, "attn"))
+		m.Attention = scoreOps[op] && (m.Attention || strings.Contains(low, "attention") || strings.Contains(low, "attn"))
 	}
 	if m.autocastCast {
 		m.toDevice = false // autocast's cast of a weight, not a copy to the device
 	}
 	switch {
 	case fb != hintNone:
-		m.hint = fb
+		m.Hint = fb
 	case inner != hintNone:
-		m.hint = inner
+		m.Hint = inner
 	case user:
-		m.hint = hintUser
+		m.Hint = HintUser
 	}
 	return m
 }
@@ -348,7 +348,7 @@ func markKinds(m *stackMarkers, file, name, low string, modelInside bool) {
 		m.moduleInit = true
 	case isKVCacheCode(file, low) && (!modelInside || isKVCacheFile(file)):
 		m.kvCache = true
-		m.kvPool = m.kvPool || isKVPoolCode(file)
+		m.KvPool = m.KvPool || isKVPoolCode(file)
 	case strings.HasPrefix(path.Base(file), "cache_utils") && strings.HasSuffix(file, ".py"):
 		m.kvCacheCopy = true
 	case strings.Contains(file, "bitsandbytes/") && (strings.Contains(low, "4bit") || strings.Contains(low, "8bit") ||
@@ -400,4 +400,4 @@ func isAutogradCall(file string) bool {
 // quadratic reports whether a stack's tensors grow with the square of the
 // sequence: attention code, unless a fused kernel (flash, memory-efficient,
 // cuDNN) made them.
-func (m stackMarkers) quadratic() bool { return m.attention && !m.fusedAttention }
+func (m stackMarkers) Quadratic() bool { return m.Attention && !m.fusedAttention }

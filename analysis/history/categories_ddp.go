@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"sort"
@@ -54,8 +54,8 @@ func markDDPBucketsBySize(h *History) {
 		return
 	}
 	p := h.Phases
-	firstForward := len(p.code)
-	for i, c := range p.code {
+	firstForward := len(p.Code)
+	for i, c := range p.Code {
 		if c == codeForward {
 			firstForward = i
 			break
@@ -81,7 +81,7 @@ func markDDPBucketsBySize(h *History) {
 			}
 			for k := s; k < e; k++ {
 				b := &h.Blocks[run[k].block]
-				b.classify(result.Gradient, RuleDDPBucket, result.Medium)
+				b.Classify(result.Gradient, RuleDDPBucket, result.Medium)
 			}
 			s = e - 1
 		}
@@ -91,10 +91,10 @@ func markDDPBucketsBySize(h *History) {
 	// of its allocations are still allocated.
 	span, spanStart, liveInSpan := -2, 0, 0
 	for i := range h.Device.Events {
-		if bi := h.endAt(i); bi >= 0 && h.Blocks[bi].Alloc >= spanStart {
+		if bi := h.EndAt(i); bi >= 0 && h.Blocks[bi].Alloc >= spanStart {
 			liveInSpan--
 		}
-		bi := h.openAt(i)
+		bi := h.OpenAt(i)
 		if bi < 0 {
 			continue
 		}
@@ -106,7 +106,7 @@ func markDDPBucketsBySize(h *History) {
 			mark()
 			continue
 		}
-		c := p.code[i]
+		c := p.Code[i]
 		opens := i < firstForward && (c == codeUnknown || c == codeData) || c == codeForward && liveInSpan == 1
 		run = append(run, member{bi, opens})
 	}
@@ -126,8 +126,8 @@ func ddpBucketCandidate(h *History, bwd []result.PhaseSpan, b *Block) bool {
 	default:
 		return false
 	}
-	switch h.Phases.code[b.Alloc] {
-	case codeBackward, codeOptimizer, codeZeroGrad:
+	switch h.Phases.Code[b.Alloc] {
+	case CodeBackward, codeOptimizer, codeZeroGrad:
 		return false
 	}
 	return outlivesBackward(bwd, b)

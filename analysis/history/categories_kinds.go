@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"fmt"
@@ -27,7 +27,7 @@ const (
 // (CUBLAS_WORKSPACE_CONFIG unset: ":4096:2:16:8" = 2×4096 KiB + 8×16 KiB),
 // a size no tensor is likely to have. Hopper's default, 8×4096 KiB, is a
 // power of two that many tensors share: frames must tell that one.
-const cublasWorkspaceSize = 2*4096<<10 + 8*16<<10
+const CublasWorkspaceSize = 2*4096<<10 + 8*16<<10
 
 // maxWorkspaces bounds how many blocks of that size, without frames, are
 // taken for workspaces: cuBLAS keeps one per handle and stream, a device
@@ -55,9 +55,9 @@ type runFacts struct {
 // stack markers.
 func (h *History) runFactsOf(facts []blockFacts) runFacts {
 	r := runFacts{noHistory: true}
-	r.oomBackward = h.firstOOM >= 0 && h.Phases.code[h.firstOOM] == codeBackward
-	for _, c := range h.Phases.code {
-		if c == codeBackward || c == codeOptimizer {
+	r.oomBackward = h.FirstOOM >= 0 && h.Phases.Code[h.FirstOOM] == CodeBackward
+	for _, c := range h.Phases.Code {
+		if c == CodeBackward || c == codeOptimizer {
 			r.training = true
 			break
 		}
@@ -106,9 +106,9 @@ func decideKind(f *blockFacts) (result.Category, string, result.Confidence, bool
 // freed, that no frame and no pairing explains.
 func decideUnexplained(f *blockFacts, size int64, pairing int, run runFacts) (result.Category, string, result.Confidence) {
 	switch {
-	case !f.m.hasFrames && size == cublasWorkspaceSize && run.workspaceSized[size]:
+	case !f.m.hasFrames && size == CublasWorkspaceSize && run.workspaceSized[size]:
 		return result.Workspace, RuleCublasWorkspaceSize, result.Low
-	case run.training && run.oomBackward && pairing == pairedWithGradient && f.m.hint <= hintInit:
+	case run.training && run.oomBackward && pairing == pairedWithGradient && f.m.Hint <= hintInit:
 		// Backward died before it made these weights' gradients: nothing
 		// to pair them with yet, but weights all the same.
 		return result.Parameter, RulePreWeightNoGradientYet, result.Medium
@@ -184,7 +184,7 @@ func pairKeptGradients(h *History, left []int, params map[int64]int, paired map[
 
 // kindsDiagnostics says, from the rules that decided the end state, what
 // the kinds rules took for what, and what nothing explains.
-func kindsDiagnostics(id int, rules []result.RuleUse) []result.Diagnostic {
+func KindsDiagnostics(id int, rules []result.RuleUse) []result.Diagnostic {
 	var out []result.Diagnostic
 	for _, u := range rules {
 		var kind, msg string

@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"strings"
@@ -19,7 +19,7 @@ const RuleCublasWorkspaceFirstMatmul = "cublas_workspace_first_matmul"
 // 2×4096 KiB + 8×16 KiB before. cublasLtWorkspaceSize is cuBLASLt's own
 // (CUBLASLT_WORKSPACE_SIZE, 1024 KiB by default), taken by the same first
 // matmul right after the cuBLAS one when the op runs through cuBLASLt.
-var cublasWorkspaceSizes = [...]int64{32 << 20, cublasWorkspaceSize}
+var cublasWorkspaceSizes = [...]int64{32 << 20, CublasWorkspaceSize}
 
 const cublasLtWorkspaceSize = 1 << 20
 
@@ -59,7 +59,7 @@ func workspaceBlocks(h *History, facts []blockFacts) map[int]bool {
 		}
 		prev := p
 		p = i
-		bi := h.openAt(i)
+		bi := h.OpenAt(i)
 		if bi < 0 {
 			continue
 		}
@@ -76,7 +76,7 @@ func workspaceBlocks(h *History, facts []blockFacts) map[int]bool {
 		k := key{stream: ev[i].Stream}
 		if h.Snap.Source.Format == snapshot.FormatChromeTrace {
 			k.thread = ev[i].Thread
-		} else if f.ac == codeBackward && !f.m.python {
+		} else if f.ac == CodeBackward && !f.m.python {
 			k.thread = 1 // the autograd thread
 		}
 		if taken[k] {
@@ -93,7 +93,7 @@ func workspaceBlocks(h *History, facts []blockFacts) map[int]bool {
 		found[int(bi)] = true
 		// cuBLASLt's workspace: the same op's next allocation, kept too.
 		if j := nextAllocOf(h, i); j >= 0 && ev[j].Stack == ev[i].Stack {
-			if bj := h.openAt(j); bj >= 0 && facts[bj].never && h.Blocks[bj].Requested == cublasLtWorkspaceSize {
+			if bj := h.OpenAt(j); bj >= 0 && facts[bj].never && h.Blocks[bj].Requested == cublasLtWorkspaceSize {
 				found[int(bj)] = true
 			}
 		}
@@ -138,7 +138,7 @@ func nextAllocOf(h *History, i int) int {
 
 // firstSpanOf is the index of the first phase span of a phase code (−1).
 func firstSpanOf(h *History, code uint8) int {
-	for i, c := range h.Phases.code {
+	for i, c := range h.Phases.Code {
 		if c == code {
 			return h.Phases.SpanAt(i)
 		}

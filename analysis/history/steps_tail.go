@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import "github.com/torchmem/torchmem/snapshot"
 
@@ -15,31 +15,31 @@ func tailLoop(h *History, found planFound, start int) planFound {
 	n := len(h.Device.Events)
 	next := len(found.steps) + 1
 	f, _ := loopSteps(h, start)
-	if len(f.steps) < minLeakSteps {
-		found.steps = append(found.steps, stepRange{n: next, start: start, end: n - 1, partial: true})
+	if len(f.steps) < MinLeakSteps {
+		found.steps = append(found.steps, StepRange{N: next, Start: start, End: n - 1, partial: true})
 		return found
 	}
-	first := max(f.steps[0].start, start)
-	f.steps[0].start = first
+	first := max(f.steps[0].Start, start)
+	f.steps[0].Start = first
 	if start < first {
 		if allocates(h, start, first-1) {
-			found.steps = append(found.steps, stepRange{n: next, start: start, end: first - 1, partial: true})
+			found.steps = append(found.steps, StepRange{N: next, Start: start, End: first - 1, partial: true})
 			next++
 		} else {
-			found.steps[len(found.steps)-1].end = first - 1
+			found.steps[len(found.steps)-1].End = first - 1
 		}
 	}
 	found.tail = next
 	for _, st := range f.steps {
-		st.n = next
+		st.N = next
 		found.steps = append(found.steps, st)
 		next++
 	}
-	if last := f.steps[len(f.steps)-1].end; last < n-1 {
-		found.steps = append(found.steps, stepRange{n: next, start: last + 1, end: n - 1, partial: true})
+	if last := f.steps[len(f.steps)-1].End; last < n-1 {
+		found.steps = append(found.steps, StepRange{N: next, Start: last + 1, End: n - 1, partial: true})
 	}
 	found.evidence += ", then " + f.evidence
-	found.site, found.loop = f.site, f.loop
+	found.site, found.Loop = f.site, f.Loop
 	return found
 }
 

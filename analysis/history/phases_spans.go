@@ -1,4 +1,4 @@
-package analysis
+package history
 
 // This file builds a device's phase spans from the phase of every event:
 // the runs of one phase and step, a span for each annotated phase the
@@ -16,15 +16,15 @@ import (
 // buildSpans groups consecutive events of one phase and step into spans and
 // measures their peaks.
 func (p *Phases) buildSpans(h *History) {
-	n := len(p.code)
+	n := len(p.Code)
 	for i := 0; i < n; {
 		j := i
-		for j+1 < n && p.code[j+1] == p.code[i] && p.step[j+1] == p.step[i] {
+		for j+1 < n && p.Code[j+1] == p.Code[i] && p.step[j+1] == p.step[i] {
 			j++
 		}
-		sp := result.PhaseSpan{Phase: codePhase[p.code[i]], Step: int(p.step[i]), StartEvent: i, EndEvent: j,
+		sp := result.PhaseSpan{Phase: codePhase[p.Code[i]], Step: int(p.step[i]), StartEvent: i, EndEvent: j,
 			StartUS: h.TimeUS(i), EndUS: h.TimeUS(j), Events: j - i + 1}
-		peak, _ := h.peakIn(i, j)
+		peak, _ := h.PeakIn(i, j)
 		sp.PeakAllocatedBytes = max(sp.PeakAllocatedBytes, peak)
 		p.Spans = append(p.Spans, sp)
 		i = j + 1
@@ -54,13 +54,13 @@ func (p *Phases) addEmptySpans(h *History, ivs []interval, annIdx []int32, stepI
 	}
 	used := make([]bool, len(ivs))
 	for i, ai := range annIdx {
-		if ai >= 0 && p.code[i] == ivs[ai].code {
+		if ai >= 0 && p.Code[i] == ivs[ai].Code {
 			used[ai] = true
 		}
 	}
 	var extra []result.PhaseSpan
 	for ai, iv := range ivs {
-		if used[ai] || iv.code == codeUnknown || iv.start == math.MinInt64 || iv.end == math.MaxInt64 {
+		if used[ai] || iv.Code == codeUnknown || iv.start == math.MinInt64 || iv.end == math.MaxInt64 {
 			continue
 		}
 		// k: the last event before the annotation starts (events are in
@@ -75,7 +75,7 @@ func (p *Phases) addEmptySpans(h *History, ivs []interval, annIdx []int32, stepI
 				}
 			}
 		}
-		extra = append(extra, result.PhaseSpan{Phase: codePhase[iv.code], Step: st, StartUS: iv.start / 1000, EndUS: iv.end / 1000,
+		extra = append(extra, result.PhaseSpan{Phase: codePhase[iv.Code], Step: st, StartUS: iv.start / 1000, EndUS: iv.end / 1000,
 			StartEvent: k, EndEvent: k, PeakAllocatedBytes: h.AllocatedAt(k)})
 	}
 	if len(extra) == 0 {
@@ -101,11 +101,11 @@ func (p *Phases) addEmptySpans(h *History, ivs []interval, annIdx []int32, stepI
 // nesta's diffusion model takes a jvp inside forward.
 func (p *Phases) nestAutogradInForward(h *History) {
 	ev := h.Device.Events
-	n := len(p.code)
+	n := len(p.Code)
 	sigs := newOuterSigs(h.Snap)
 	prevAlloc := -1
 	for i := 0; i < n; {
-		if p.code[i] != codeBackward {
+		if p.Code[i] != CodeBackward {
 			if ev[i].Action == snapshot.ActionAlloc {
 				prevAlloc = i
 			}
@@ -113,7 +113,7 @@ func (p *Phases) nestAutogradInForward(h *History) {
 			continue
 		}
 		j := i
-		for j+1 < n && p.code[j+1] == codeBackward {
+		for j+1 < n && p.Code[j+1] == CodeBackward {
 			j++
 		}
 		next := -1
@@ -127,10 +127,10 @@ func (p *Phases) nestAutogradInForward(h *History) {
 		for k := i; k <= j && engineOnly; k++ {
 			engineOnly = ev[k].Action != snapshot.ActionAlloc || !sigs.get(ev[k].Stack).python
 		}
-		if engineOnly && prevAlloc >= 0 && p.code[prevAlloc] == codeForward && h.markers.get(ev[prevAlloc].Stack).gradInForward &&
-			(next < 0 || p.code[next] == codeForward && sigs.get(ev[next].Stack).call == sigs.get(ev[prevAlloc].Stack).call) {
+		if engineOnly && prevAlloc >= 0 && p.Code[prevAlloc] == codeForward && h.Markers.Get(ev[prevAlloc].Stack).gradInForward &&
+			(next < 0 || p.Code[next] == codeForward && sigs.get(ev[next].Stack).call == sigs.get(ev[prevAlloc].Stack).call) {
 			for k := i; k <= j; k++ {
-				p.code[k] = codeForward
+				p.Code[k] = codeForward
 			}
 		}
 		i = j + 1

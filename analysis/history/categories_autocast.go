@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"fmt"
@@ -78,7 +78,7 @@ func markAutocastCache(h *History) {
 			return 0
 		}
 		k := sort.Search(len(halves), func(i int) bool { return halves[i] > b.Size }) - 1
-		if k >= 0 && b.Size-halves[k] <= 1<<20 && (&sizingRules{}).round(halves[k]) <= b.Size {
+		if k >= 0 && b.Size-halves[k] <= 1<<20 && (&SizingRules{}).Round(halves[k]) <= b.Size {
 			return 2 * halves[k]
 		}
 		return 0
@@ -116,7 +116,7 @@ func markAutocastCache(h *History) {
 	isCand := map[int]bool{}
 	strong := map[int]bool{}
 	for _, i := range allocs {
-		bi := h.openAt(i)
+		bi := h.OpenAt(i)
 		if bi < 0 {
 			continue
 		}
@@ -124,25 +124,25 @@ func markAutocastCache(h *History) {
 		if b.Untracked || b.Category == result.Parameter || b.Category == result.Workspace || weightOf(b) == 0 {
 			continue
 		}
-		m := h.markers.get(b.Stack)
-		c := h.Phases.code[i]
-		if m.init || c != codeForward && !(m.autocastCast && c != codeOptimizer) && !(m.recompute && c == codeBackward) {
+		m := h.Markers.Get(b.Stack)
+		c := h.Phases.Code[i]
+		if m.init || c != codeForward && !(m.autocastCast && c != codeOptimizer) && !(m.recompute && c == CodeBackward) {
 			continue // C++ frames alone may not show forward; autocast's cast does
 		}
 		if m.autocastCast {
 			isCand[int(bi)], strong[int(bi)] = true, true
 			continue
 		}
-		if m.hint < hintUser || m.fusedAttention || m.sdpaMath { // no Python frames: nothing tells a copy apart; attention kernels cast no weight
+		if m.Hint < HintUser || m.fusedAttention || m.SdpaMath { // no Python frames: nothing tells a copy apart; attention kernels cast no weight
 			continue
 		}
 		prev, next := around(i)
-		if (next < 0 || ev[next].Stack != ev[i].Stack) && !(m.recompute && c == codeBackward) {
+		if (next < 0 || ev[next].Stack != ev[i].Stack) && !(m.recompute && c == CodeBackward) {
 			// the op's output follows its casts (in a recomputed forward
 			// the autograd engine's own work may come between)
 			continue
 		}
-		if prev >= 0 && ev[prev].Stack == ev[i].Stack && !isCand[int(h.openAt(prev))] {
+		if prev >= 0 && ev[prev].Stack == ev[i].Stack && !isCand[int(h.OpenAt(prev))] {
 			continue // the op's second allocation (its output came first)
 		}
 		isCand[int(bi)] = true
@@ -155,7 +155,7 @@ func markAutocastCache(h *History) {
 	var frees []int
 	for bi := range isCand {
 		b := &h.Blocks[bi]
-		if b.Free >= 0 && !(h.firstOOM >= 0 && b.Alloc < h.firstOOM && b.Free > h.firstOOM) {
+		if b.Free >= 0 && !(h.FirstOOM >= 0 && b.Alloc < h.FirstOOM && b.Free > h.FirstOOM) {
 			frees = append(frees, b.Free)
 		}
 	}
@@ -181,16 +181,16 @@ func markAutocastCache(h *History) {
 	// is autocast's by its C++ frames or trace ops, copies leave in one
 	// burst (the region's exit), or backward casts the gradients of the
 	// copies to fp32 (castsGradients).
-	evidence := len(strong) > 0 || len(inBurst) > 0 || autocastInFrames(h.Snap) || castsGradients(h)
+	evidence := len(strong) > 0 || len(inBurst) > 0 || autocastInFrames(h.Snap) || CastsGradients(h)
 	ok := map[int]bool{}
 	for bi := range isCand {
 		b := &h.Blocks[bi]
 		switch {
-		case b.Free < 0, h.firstOOM >= 0 && b.Alloc < h.firstOOM && b.Free > h.firstOOM:
+		case b.Free < 0, h.FirstOOM >= 0 && b.Alloc < h.FirstOOM && b.Free > h.FirstOOM:
 			ok[bi] = true
-		case h.markers.get(b.FreeStack).autocastExit, inBurst[b.Free]:
+		case h.Markers.Get(b.FreeStack).autocastExit, inBurst[b.Free]:
 			ok[bi] = true
-		case h.Phases.code[b.Free] == codeBackward && (evidence || strong[bi]) && (h.Phases.code[b.Alloc] != codeBackward || strong[bi] || h.markers.get(b.Stack).recompute):
+		case h.Phases.Code[b.Free] == CodeBackward && (evidence || strong[bi]) && (h.Phases.Code[b.Alloc] != CodeBackward || strong[bi] || h.Markers.Get(b.Stack).recompute):
 			ok[bi] = true // saved for backward by the graph (a recomputed forward's too), freed with it
 		}
 	}
@@ -221,10 +221,10 @@ func markAutocastCache(h *History) {
 				continue
 			}
 			conf := result.Medium
-			if strong[bi] || b.Free >= 0 && h.markers.get(b.FreeStack).autocastExit {
+			if strong[bi] || b.Free >= 0 && h.Markers.Get(b.FreeStack).autocastExit {
 				conf = result.High
 			}
-			b.classify(result.AutocastCache, RuleAutocastWeightCache, conf)
+			b.Classify(result.AutocastCache, RuleAutocastWeightCache, conf)
 		}
 	}
 }
@@ -238,7 +238,7 @@ func allocBetween(allocs []int, a, b int) bool {
 
 // autocastDiagnostic says how much autocast's weight cache holds (the most
 // it held at once, and at the peak) and what removes it.
-func autocastDiagnostic(h *History, peak int) (result.Diagnostic, bool) {
+func AutocastDiagnostic(h *History, peak int) (result.Diagnostic, bool) {
 	type delta struct {
 		at   int
 		size int64
@@ -324,19 +324,19 @@ func autocastInFrames(s *snapshot.Snapshot) bool {
 // least half of the bytes of the gradients made in backward (the weights
 // autocast casts — linear and convolution weights — hold most of a model's
 // bytes) so that an isolated coincidence of sizes proves nothing.
-func castsGradients(h *History) bool {
+func CastsGradients(h *History) bool {
 	ev := h.Device.Events
 	var grads, cast int64
 	for bi := range h.Blocks {
 		g := &h.Blocks[bi]
-		if g.Category != result.Gradient || g.Alloc < 0 || h.Phases.code[g.Alloc] != codeBackward || g.Requested <= 0 {
+		if g.Category != result.Gradient || g.Alloc < 0 || h.Phases.Code[g.Alloc] != CodeBackward || g.Requested <= 0 {
 			continue
 		}
 		grads += g.Requested
 		for j := g.Alloc + 1; j < len(ev) && ev[j].Action != snapshot.ActionAlloc; j++ {
-			if e := h.endAt(j); e >= 0 {
+			if e := h.EndAt(j); e >= 0 {
 				c := &h.Blocks[e]
-				if 2*c.Requested == g.Requested && c.Alloc >= 0 && c.Alloc < g.Alloc && h.Phases.code[c.Alloc] == codeBackward {
+				if 2*c.Requested == g.Requested && c.Alloc >= 0 && c.Alloc < g.Alloc && h.Phases.Code[c.Alloc] == CodeBackward {
 					cast += g.Requested
 				}
 				break

@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"path"
@@ -24,13 +24,13 @@ var trainingWords = map[string]bool{"train": true, "training": true, "trainer": 
 func trainingFrame(s *snapshot.Snapshot) string {
 	for i := range s.Frames {
 		f := &s.Frames[i]
-		if !isPython(f) || isTorch(f.Filename) {
+		if !IsPython(f) || IsTorch(f.Filename) {
 			continue
 		}
 		file := path.Base(strings.ReplaceAll(f.Filename, "\\", "/"))
-		words := nameWords(f.Name)
-		if !isLibrary(f.Filename) {
-			words = append(words, nameWords(strings.TrimSuffix(file, ".py"))...)
+		words := NameWords(f.Name)
+		if !IsLibrary(f.Filename) {
+			words = append(words, NameWords(strings.TrimSuffix(file, ".py"))...)
 		}
 		for _, w := range words {
 			if trainingWords[w] {
@@ -44,7 +44,7 @@ func trainingFrame(s *snapshot.Snapshot) string {
 // nameWords splits an identifier into lower-case words at underscores,
 // other non-letters and lower-to-upper case changes ("forwardTrain_step" →
 // forward, train, step).
-func nameWords(name string) []string {
+func NameWords(name string) []string {
 	var words []string
 	var cur []rune
 	flush := func() {

@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"math"
@@ -15,7 +15,7 @@ import (
 const (
 	codeUnknown uint8 = iota
 	codeForward
-	codeBackward
+	CodeBackward
 	codeOptimizer
 	codeZeroGrad
 	codeData
@@ -28,7 +28,7 @@ func hintCode(h hint) uint8 {
 	case hintForward:
 		return codeForward
 	case hintBackward:
-		return codeBackward
+		return CodeBackward
 	case hintOptimizer:
 		return codeOptimizer
 	case hintZeroGrad:
@@ -45,7 +45,7 @@ func hintCode(h hint) uint8 {
 // other sources are numbered from 1 in the file (events outside them 0);
 // without steps every event is step 0.
 type Phases struct {
-	code []uint8
+	Code []uint8
 	// step is the step of every event while the phases are computed; then
 	// steps replace it, and spanOrder indexes the spans (a few entries for
 	// a run of millions of events).
@@ -58,15 +58,15 @@ type Phases struct {
 	Sources []string
 	// callers are the functions that called a model found by its calls
 	// (forwardByCalls): the step's code, whose line names the forward.
-	callers map[funcKey]bool
+	Callers map[FuncKey]bool
 }
 
 // At returns the phase of event i.
 func (p *Phases) At(i int) result.Phase {
-	if i < 0 || i >= len(p.code) {
+	if i < 0 || i >= len(p.Code) {
 		return result.PhaseUnknown
 	}
-	return codePhase[p.code[i]]
+	return codePhase[p.Code[i]]
 }
 
 // stepRun is a run of consecutive events of one step, from event start.
@@ -83,7 +83,7 @@ func (p *Phases) StepAt(i int) int {
 		}
 		return int(p.step[i])
 	}
-	if i >= len(p.code) {
+	if i >= len(p.Code) {
 		return 0
 	}
 	k := sort.Search(len(p.steps), func(k int) bool { return int(p.steps[k].start) > i }) - 1
@@ -92,7 +92,7 @@ func (p *Phases) StepAt(i int) int {
 
 // SpanAt returns the index in Spans of the span holding event i (−1).
 func (p *Phases) SpanAt(i int) int {
-	if i < 0 || i >= len(p.code) {
+	if i < 0 || i >= len(p.Code) {
 		return -1
 	}
 	o := p.spanOrder
@@ -127,20 +127,20 @@ var stepRE = regexp.MustCompile(`ProfilerStep\s*#\s*(\d+)`)
 // interval is an annotation range in nanoseconds.
 type interval struct {
 	start, end int64
-	code       uint8
+	Code       uint8
 	step       int
 }
 
 // annIntervals are a snapshot's annotation intervals: they are the same for
 // each of its devices, and computing them per device made the work of a
 // file grow with the square of its devices.
-type annIntervals struct {
+type AnnIntervals struct {
 	once          sync.Once
 	phases, steps []interval
 }
 
 // of returns the intervals of s, computed on first use.
-func (a *annIntervals) of(s *snapshot.Snapshot) (phases, steps []interval) {
+func (a *AnnIntervals) of(s *snapshot.Snapshot) (phases, steps []interval) {
 	a.once.Do(func() { a.phases, a.steps = annotationIntervals(s) })
 	return a.phases, a.steps
 }
@@ -164,15 +164,15 @@ func annotationIntervals(s *snapshot.Snapshot) (phases, steps []interval) {
 			}
 			continue
 		case snapshot.AnnotationForward:
-			iv.code = codeForward
+			iv.Code = codeForward
 		case snapshot.AnnotationBackward:
-			iv.code = codeBackward
+			iv.Code = CodeBackward
 		case snapshot.AnnotationOptStep:
-			iv.code = codeOptimizer
+			iv.Code = codeOptimizer
 		case snapshot.AnnotationZeroGrad:
-			iv.code = codeZeroGrad
+			iv.Code = codeZeroGrad
 		case snapshot.AnnotationData:
-			iv.code = codeData
+			iv.Code = codeData
 		default:
 			continue
 		}
@@ -267,11 +267,11 @@ func innermost(events []snapshot.Event, ivs []interval, out []int32) []int32 {
 func ComputePhases(h *History) *Phases {
 	s, d := h.Snap, h.Device
 	n := len(d.Events)
-	p := &Phases{code: make([]uint8, n), step: make([]int32, n)}
+	p := &Phases{Code: make([]uint8, n), step: make([]int32, n)}
 	h.Phases = p
-	ann := h.ann
+	ann := h.Ann
 	if ann == nil {
-		ann = &annIntervals{}
+		ann = &AnnIntervals{}
 	}
 	phaseIvs, stepIvs := ann.of(s)
 	// The innermost annotated phase of each event: none (nil) without
@@ -292,11 +292,11 @@ func ComputePhases(h *History) *Phases {
 		var fh hint
 		isFree := e.Action == snapshot.ActionFreeRequested || e.Action == snapshot.ActionFreeCompleted
 		if !(isFree && freeFramesAreAllocFrames) {
-			fh = h.markers.get(e.Stack).hint
+			fh = h.Markers.Get(e.Stack).Hint
 		}
 		var ah hint
 		if annIdx != nil && annIdx[i] >= 0 {
-			ah = codeHint(phaseIvs[annIdx[i]].code)
+			ah = codeHint(phaseIvs[annIdx[i]].Code)
 		}
 		th := hintNone
 		if int(e.Thread) < len(s.Threads) && e.Thread != 0 && s.Threads[e.Thread].Autograd {
@@ -314,12 +314,12 @@ func ComputePhases(h *History) *Phases {
 			usedThreads = true
 		default:
 			hints[i] = fh
-			if fh > hintUser {
+			if fh > HintUser {
 				usedFrames = true
 			}
 		}
 	}
-	resolveHints(hints, d.Events, phaseIvs, p.code)
+	resolveHints(hints, d.Events, phaseIvs, p.Code)
 	p.nestAutogradInForward(h)
 	p.forwardByCalls(h, hints)
 	for _, src := range []struct {
@@ -358,7 +358,7 @@ func codeHint(c uint8) hint {
 	switch c {
 	case codeForward:
 		return hintForward
-	case codeBackward:
+	case CodeBackward:
 		return hintBackward
 	case codeOptimizer:
 		return hintOptimizer
@@ -406,7 +406,7 @@ func resolveHints(hints []hint, events []snapshot.Event, ivs []interval, out []u
 	byEnd := make([]interval, 0, len(ivs))
 	byStart := make([]interval, 0, len(ivs))
 	for _, iv := range ivs {
-		if iv.code != codeUnknown && iv.start != math.MinInt64 && iv.end != math.MaxInt64 {
+		if iv.Code != codeUnknown && iv.start != math.MinInt64 && iv.end != math.MaxInt64 {
 			byEnd = append(byEnd, iv)
 			byStart = append(byStart, iv)
 		}
@@ -453,7 +453,7 @@ func resolveHints(hints []hint, events []snapshot.Event, ivs []interval, out []u
 			if k >= 0 {
 				pt, pok := timeOf(prevIdx)
 				if prevIdx < 0 || pok && byEnd[k].end > pt {
-					prev = codeHint(byEnd[k].code)
+					prev = codeHint(byEnd[k].Code)
 				}
 			}
 			// the earliest annotation that starts after this event, before the next strong hint
@@ -461,19 +461,19 @@ func resolveHints(hints []hint, events []snapshot.Event, ivs []interval, out []u
 			if k < len(byStart) {
 				nt, nok := timeOf(ni)
 				if ni < 0 || nok && byStart[k].start < nt {
-					next = codeHint(byStart[k].code)
+					next = codeHint(byStart[k].Code)
 				}
 			}
 		}
 		switch {
 		case prev != hintNone && prev == next:
 			out[i] = hintCode(prev)
-		case h == hintUser:
+		case h == HintUser:
 			if prev == hintForward {
 				out[i] = codeForward
 			}
 		case prev == hintBackward:
-			out[i] = codeBackward
+			out[i] = CodeBackward
 		case prev == hintForward:
 			// backward only if the gap allocates without frames
 			end := n
@@ -484,14 +484,14 @@ func resolveHints(hints []hint, events []snapshot.Event, ivs []interval, out []u
 				framelessGap, framelessKnown = framelessAllocs(hints[prevIdx+1:end], events[prevIdx+1:end]), true
 			}
 			if framelessGap {
-				out[i] = codeBackward
+				out[i] = CodeBackward
 			} else {
 				out[i] = codeForward // frees only: the end of the forward
 			}
 		case prev == hintZeroGrad && next == hintBackward:
-			out[i] = codeBackward
+			out[i] = CodeBackward
 		case prev == hintNone && (next == hintBackward || next == hintOptimizer):
-			out[i] = codeBackward
+			out[i] = CodeBackward
 		}
 	}
 }

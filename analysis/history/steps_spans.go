@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"sort"
@@ -47,17 +47,17 @@ func spanSteps(h *History) planFound {
 	}
 	plan := planFound{source: result.StepsFromAnnotations}
 	switch {
-	case len(optEnds) >= minLeakSteps:
+	case len(optEnds) >= MinLeakSteps:
 		plan.evidence = "Optimizer.step ranges"
 		start := 0
 		for _, t := range optEnds {
 			end := after(t, false) - 1
 			if end >= start {
-				plan.steps = append(plan.steps, stepRange{n: len(plan.steps) + 1, start: start, end: end})
+				plan.steps = append(plan.steps, StepRange{N: len(plan.steps) + 1, Start: start, End: end})
 			}
 			start = max(start, end+1)
 		}
-	case len(fwdStarts) >= minLeakSteps:
+	case len(fwdStarts) >= MinLeakSteps:
 		plan.evidence = "forward spans"
 		for k, t := range fwdStarts {
 			start := after(t, true)
@@ -66,7 +66,7 @@ func spanSteps(h *History) planFound {
 				end = after(fwdStarts[k+1], true) - 1
 			}
 			if end >= start {
-				plan.steps = append(plan.steps, stepRange{n: len(plan.steps) + 1, start: start, end: end})
+				plan.steps = append(plan.steps, StepRange{N: len(plan.steps) + 1, Start: start, End: end})
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"github.com/torchmem/torchmem/result"
@@ -7,13 +7,13 @@ import (
 
 // minLeakSteps is how many complete steps a run needs before its steps are
 // compared (and leaks looked for) at all.
-const minLeakSteps = 4
+const MinLeakSteps = 4
 
 // stepRange is one step as a pass over the events sees it: events start…end,
 // both included.
-type stepRange struct {
-	n          int
-	start, end int
+type StepRange struct {
+	N          int
+	Start, End int
 	partial    bool
 }
 
@@ -22,17 +22,17 @@ type planFound struct {
 	source   result.StepSource
 	evidence string
 	site     string
-	loop     funcKey // the loop frame's function (source loop)
+	Loop     FuncKey // the loop frame's function (source loop)
 	tail     int     // the first step of a loop after the optimizer steps
-	steps    []stepRange
+	steps    []StepRange
 }
 
 // stepPlan is a device's StepPlan (History.Steps) and what leak detection
 // needs of it besides, which is not part of the JSON.
-type stepPlan struct {
+type StepPlan struct {
 	*result.StepPlan
 	// loop is the function of the loop frame when Source is "loop".
-	loop funcKey
+	Loop FuncKey
 	// tail is the number of the first step of a loop that follows the
 	// optimizer steps (tailLoop), 0 when none: leak detection compares the
 	// steps before it and those from it on apart.
@@ -48,13 +48,13 @@ type stepPlan struct {
 // every event (NoStep outside ProfilerStep ranges, 0 outside the steps of
 // the other sources) and returns the plan; the spans' memory is measured
 // by buildSpans.
-func computeSteps(h *History, stepIvs []interval) *stepPlan {
+func computeSteps(h *History, stepIvs []interval) *StepPlan {
 	p := h.Phases
-	n := len(p.code)
+	n := len(p.Code)
 	for i := range p.step {
 		p.step[i] = 0
 	}
-	plan := &stepPlan{StepPlan: &result.StepPlan{Source: result.StepsNone, Evidence: "nothing tells steps apart", FirstEvents: []int{}, Spans: []result.StepSpan{}}}
+	plan := &StepPlan{StepPlan: &result.StepPlan{Source: result.StepsNone, Evidence: "nothing tells steps apart", FirstEvents: []int{}, Spans: []result.StepSpan{}}}
 	var found planFound
 	switch {
 	case len(stepIvs) > 0:
@@ -77,23 +77,23 @@ func computeSteps(h *History, stepIvs []interval) *stepPlan {
 			for j+1 < n && p.step[j+1] == p.step[i] {
 				j++
 			}
-			found.steps = append(found.steps, stepRange{n: int(p.step[i]), start: i, end: j})
+			found.steps = append(found.steps, StepRange{N: int(p.step[i]), Start: i, End: j})
 			i = j + 1
 		}
 		plan.fill(found)
 		return plan
 	}
-	if ends := optimizerEnds(p.code); len(ends) > 0 {
+	if ends := optimizerEnds(p.Code); len(ends) > 0 {
 		found = planFound{source: result.StepsFromOptimizer, evidence: "optimizer steps"}
 		start := 0
 		for k, e := range ends {
-			found.steps = append(found.steps, stepRange{n: k + 1, start: start, end: e})
+			found.steps = append(found.steps, StepRange{N: k + 1, Start: start, End: e})
 			start = e + 1
 		}
 		if start < n {
 			found = tailLoop(h, found, start)
 		}
-	} else if f := spanSteps(h); len(f.steps) >= minLeakSteps {
+	} else if f := spanSteps(h); len(f.steps) >= MinLeakSteps {
 		found = f
 	} else if f, ambiguous := loopSteps(h, 0); len(f.steps) > 0 || ambiguous {
 		found = f
@@ -109,8 +109,8 @@ func computeSteps(h *History, stepIvs []interval) *stepPlan {
 		return plan
 	}
 	for _, st := range found.steps {
-		for i := st.start; i <= st.end && i < n; i++ {
-			p.step[i] = int32(st.n)
+		for i := st.Start; i <= st.End && i < n; i++ {
+			p.step[i] = int32(st.N)
 		}
 	}
 	plan.fill(found)
@@ -118,11 +118,11 @@ func computeSteps(h *History, stepIvs []interval) *stepPlan {
 }
 
 // fill copies what a source found into the plan (memory comes later).
-func (plan *stepPlan) fill(f planFound) {
-	plan.Source, plan.Evidence, plan.Site, plan.loop, plan.tail = f.source, f.evidence, f.site, f.loop, f.tail
+func (plan *StepPlan) fill(f planFound) {
+	plan.Source, plan.Evidence, plan.Site, plan.Loop, plan.tail = f.source, f.evidence, f.site, f.Loop, f.tail
 	for _, st := range f.steps {
-		plan.FirstEvents = append(plan.FirstEvents, st.start)
-		plan.Spans = append(plan.Spans, result.StepSpan{Step: st.n, StartEvent: st.start, EndEvent: st.end, Complete: !st.partial})
+		plan.FirstEvents = append(plan.FirstEvents, st.Start)
+		plan.Spans = append(plan.Spans, result.StepSpan{Step: st.N, StartEvent: st.Start, EndEvent: st.End, Complete: !st.partial})
 	}
 }
 
@@ -133,17 +133,17 @@ func (h *History) measureSteps() {
 		i, j := st.StartEvent, st.EndEvent
 		st.StartUS, st.EndUS = h.TimeUS(i), h.TimeUS(j)
 		st.StartAllocatedBytes, st.EndAllocatedBytes = h.AllocatedAt(i-1), h.AllocatedAt(j)
-		st.PeakAllocatedBytes, st.PeakEvent = h.peakIn(i, j)
+		st.PeakAllocatedBytes, st.PeakEvent = h.PeakIn(i, j)
 	}
 }
 
 // completeSteps returns the complete steps of the plan, for passes that
 // compare steps (leak detection).
-func (plan *stepPlan) completeSteps() []stepRange {
-	var out []stepRange
+func (plan *StepPlan) completeSteps() []StepRange {
+	var out []StepRange
 	for _, st := range plan.Spans {
 		if st.Complete {
-			out = append(out, stepRange{n: st.Step, start: st.StartEvent, end: st.EndEvent})
+			out = append(out, StepRange{N: st.Step, Start: st.StartEvent, End: st.EndEvent})
 		}
 	}
 	return out
@@ -152,14 +152,14 @@ func (plan *stepPlan) completeSteps() []stepRange {
 // stepGroups returns the complete steps in the groups leak detection
 // compares apart: the optimizer steps and the iterations of a loop after
 // them (an evaluation after the training), or all of them.
-func (plan *stepPlan) stepGroups() [][]stepRange {
+func (plan *StepPlan) StepGroups() [][]StepRange {
 	all := plan.completeSteps()
 	for k, st := range all {
-		if plan.tail > 0 && st.n >= plan.tail {
-			return [][]stepRange{all[:k], all[k:]}
+		if plan.tail > 0 && st.N >= plan.tail {
+			return [][]StepRange{all[:k], all[k:]}
 		}
 	}
-	return [][]stepRange{all}
+	return [][]StepRange{all}
 }
 
 // optimizerEnds returns the event index ending each optimizer step: the last
@@ -190,10 +190,10 @@ func optimizerEnds(code []uint8) []int {
 
 // loopSite names a loop frame: the function's file, the first line of the
 // loop body and the function ("eval.py:38 evaluate").
-func loopSite(fn funcKey, head int64) string {
-	f := snapshot.Frame{Filename: fn.file, Line: head, Name: fn.name}
-	return frameString(&f)
+func loopSite(fn FuncKey, head int64) string {
+	f := snapshot.Frame{Filename: fn.File, Line: head, Name: fn.Name}
+	return FrameString(&f)
 }
 
 // funcKey is a Python function: its file and name.
-type funcKey struct{ file, name string }
+type FuncKey struct{ File, Name string }

@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"math/bits"
@@ -38,9 +38,9 @@ const (
 )
 
 // sizingRules are the allocator settings block sizes depend on.
-type sizingRules struct {
-	expandable bool
-	maxSplit   int64 // 0: unlimited
+type SizingRules struct {
+	Expandable bool
+	MaxSplit   int64 // 0: unlimited
 	divisions  [roundupSteps]int64
 }
 
@@ -48,14 +48,14 @@ type sizingRules struct {
 // roundup_power2_divisions setting ({"1": 0, "2": 4, …}; keys in MiB).
 var roundupEntry = regexp.MustCompile(`"?([0-9]+)"?\s*:\s*([0-9]+)`)
 
-func (h *History) sizingRules() sizingRules {
-	r := sizingRules{expandable: h.expandable()}
+func (h *History) SizingRules() SizingRules {
+	r := SizingRules{Expandable: h.Expandable()}
 	st := h.Snap.Settings
 	if st == nil {
 		return r
 	}
 	if st.MaxSplitSize > 0 {
-		r.maxSplit = st.MaxSplitSize
+		r.MaxSplit = st.MaxSplitSize
 	}
 	for _, m := range roundupEntry.FindAllStringSubmatch(st.Other["roundup_power2_divisions"], -1) {
 		mib, err1 := strconv.ParseUint(m[1], 10, 63)
@@ -71,7 +71,7 @@ func (h *History) sizingRules() sizingRules {
 }
 
 // round is the allocator's round_size.
-func (r *sizingRules) round(n int64) int64 {
+func (r *SizingRules) Round(n int64) int64 {
 	if n < minBlockSize {
 		return minBlockSize
 	}
@@ -101,17 +101,17 @@ func roundupPower2Division(n, div int64) int64 {
 
 // keepsRest reports whether a large-pool block of rounded size r keeps the
 // rest of its free block (should_split is false).
-func (r *sizingRules) keepsRest(rounded, rest int64) bool {
-	if r.expandable || rest <= 0 {
+func (r *SizingRules) keepsRest(rounded, rest int64) bool {
+	if r.Expandable || rest <= 0 {
 		return false
 	}
-	return rest <= smallSize || r.maxSplit > 0 && rounded >= r.maxSplit
+	return rest <= smallSize || r.MaxSplit > 0 && rounded >= r.MaxSplit
 }
 
 // blockSizing is what sizeBlocks found, for diagnostics.
 type blockSizing struct {
-	mismatch        int   // blocks live at the dump whose inferred size is not the dump's
-	unknown         int   // blocks older than the trace, freed in it, whose rest cannot be known
+	Mismatch        int   // blocks live at the dump whose inferred size is not the dump's
+	Unknown         int   // blocks older than the trace, freed in it, whose rest cannot be known
 	unknownRequests int64 // their requested bytes
 }
 
@@ -124,11 +124,11 @@ type blockSizing struct {
 // 1 MiB: only such rests are split off), or the next block allocated right
 // after it (that allocation began a free block, so this block ended there).
 func (h *History) sizeBlocks(dumped []bool) {
-	rules := h.sizingRules()
-	lay := newLargeLayout(h.segmentsAt(-1))
+	rules := h.SizingRules()
+	lay := newLargeLayout(h.SegmentsAt(-1))
 	large := func(bi int32) bool {
 		b := &h.Blocks[bi]
-		return b.Addr != 0 && !b.Untracked && !rules.expandable && rules.round(b.Requested) > smallSize
+		return b.Addr != 0 && !b.Untracked && !rules.Expandable && rules.Round(b.Requested) > smallSize
 	}
 	// guessed marks blocks older than the trace whose size is still the
 	// rounded request; they are settled by what follows them.
@@ -153,7 +153,7 @@ func (h *History) sizeBlocks(dumped []bool) {
 			continue
 		}
 		if !dumped[bi] {
-			b.Size = rules.round(b.Requested)
+			b.Size = rules.Round(b.Requested)
 		}
 		if large(int32(bi)) {
 			lay.add(b.Addr)
@@ -167,12 +167,12 @@ func (h *History) sizeBlocks(dumped []bool) {
 	}
 	var s blockSizing
 	for i := range h.Device.Events {
-		if bi := h.closeAt(i); bi >= 0 && large(bi) {
+		if bi := h.CloseAt(i); bi >= 0 && large(bi) {
 			b := &h.Blocks[bi]
 			if gi, ok := guessed[b.Addr]; ok && gi == bi {
 				if follows(bi); guessed[b.Addr] == bi {
 					// Nothing showed where it ended: its request rounded.
-					s.unknown++
+					s.Unknown++
 					s.unknownRequests += b.Requested
 					delete(guessed, b.Addr)
 				}
@@ -188,12 +188,12 @@ func (h *History) sizeBlocks(dumped []bool) {
 		case snapshot.ActionSegmentFree:
 			lay.removeSegment(e.Addr)
 		}
-		bi := h.openAt(i)
+		bi := h.OpenAt(i)
 		if bi < 0 {
 			continue
 		}
 		b := &h.Blocks[bi]
-		size := rules.round(b.Requested)
+		size := rules.Round(b.Requested)
 		if large(bi) {
 			if next, ok := lay.next(b.Addr); ok && rules.keepsRest(size, int64(next-b.Addr)-size) {
 				size = int64(next - b.Addr)
@@ -207,13 +207,13 @@ func (h *History) sizeBlocks(dumped []bool) {
 		}
 		if dumped[bi] {
 			if size != b.Size {
-				s.mismatch++
+				s.Mismatch++
 			}
 			continue
 		}
 		b.Size = size
 	}
-	h.sizing = s
+	h.Sizing = s
 }
 
 // largeLayout is the large-pool segments of a device at one moment, with
@@ -229,7 +229,7 @@ type largeSegment struct {
 func newLargeLayout(rs []segRange) *largeLayout {
 	l := &largeLayout{}
 	for _, r := range rs {
-		l.addSegment(r.addr, r.size)
+		l.addSegment(r.Addr, r.Size)
 	}
 	return l
 }

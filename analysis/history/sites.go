@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"sort"
@@ -8,32 +8,32 @@ import (
 
 // blockSite names the allocation site of a block: its first user frame, or
 // "<allocated before recording: CATEGORY>" / "<no frames: PHASE>".
-func (h *History) blockSite(c *siteCache, b *Block) string { return h.blockSiteRef(c, b).name }
+func (h *History) BlockSite(c *SiteCache, b *Block) string { return h.blockSiteRef(c, b).Name }
 
 // blockSiteRef is blockSite with the file and line of the frame naming it.
-func (h *History) blockSiteRef(c *siteCache, b *Block) siteRef {
+func (h *History) blockSiteRef(c *SiteCache, b *Block) siteRef {
 	if b.Untracked {
-		return siteRef{name: result.SiteUntracked, line: -1}
+		return siteRef{Name: result.SiteUntracked, Line: -1}
 	}
-	if s := c.get(b.Stack); s.name != "" {
+	if s := c.Get(b.Stack); s.Name != "" {
 		return s
 	}
 	// Without frames, name what is known: before recording, by category;
 	// else by the phase that allocated it.
 	if b.Alloc < 0 {
-		return siteRef{name: result.SiteBeforeRecording[:len(result.SiteBeforeRecording)-1] + ": " + b.Category.String() + ">", line: -1}
+		return siteRef{Name: result.SiteBeforeRecording[:len(result.SiteBeforeRecording)-1] + ": " + b.Category.String() + ">", Line: -1}
 	}
-	return siteRef{name: result.SiteNoFrames[:len(result.SiteNoFrames)-1] + ": " + string(h.Phases.At(b.Alloc)) + ">", line: -1}
+	return siteRef{Name: result.SiteNoFrames[:len(result.SiteNoFrames)-1] + ": " + string(h.Phases.At(b.Alloc)) + ">", Line: -1}
 }
 
 // TopSites groups the bytes live after event i by allocation site (the
 // first user frame, "file.py:LINE function") and returns the n largest,
 // each with its dominant category.
 func (h *History) TopSites(i, n int) []result.Site {
-	return h.topSites(h.newSiteCache(), i, n)
+	return h.TopSitesIn(h.NewSiteCache(), i, n)
 }
 
-func (h *History) topSites(c *siteCache, i, n int) []result.Site {
+func (h *History) TopSitesIn(c *SiteCache, i, n int) []result.Site {
 	type acc struct {
 		ref   siteRef
 		bytes int64
@@ -43,10 +43,10 @@ func (h *History) topSites(c *siteCache, i, n int) []result.Site {
 	m := map[string]*acc{}
 	for _, b := range h.LiveBlocks(i) {
 		ref := h.blockSiteRef(c, b)
-		a := m[ref.name]
+		a := m[ref.Name]
 		if a == nil {
 			a = &acc{ref: ref}
-			m[ref.name] = a
+			m[ref.Name] = a
 		}
 		a.bytes += b.Size
 		a.count++
@@ -54,9 +54,9 @@ func (h *History) topSites(c *siteCache, i, n int) []result.Site {
 	}
 	out := make([]result.Site, 0, len(m))
 	for site, a := range m {
-		st := result.Site{Site: site, Bytes: a.bytes, Count: a.count, Category: dominantCategory(a.cats), File: a.ref.file}
-		if a.ref.file != "" && a.ref.line > 0 {
-			st.Line = a.ref.line
+		st := result.Site{Site: site, Bytes: a.bytes, Count: a.count, Category: dominantCategory(a.cats), File: a.ref.File}
+		if a.ref.File != "" && a.ref.Line > 0 {
+			st.Line = a.ref.Line
 		}
 		out = append(out, st)
 	}

@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"github.com/torchmem/torchmem/result"
@@ -26,7 +26,7 @@ func movedGradients(h *History, facts []blockFacts) map[int]bool {
 		if ev[i].Action != snapshot.ActionAlloc {
 			continue
 		}
-		if bi := h.openAt(i); bi >= 0 && facts[bi].m.applyLine != 0 {
+		if bi := h.OpenAt(i); bi >= 0 && facts[bi].m.applyLine != 0 {
 			seq = append(seq, alloc{i, int(bi)})
 			count[facts[bi].m.applyLine]++
 		}
@@ -182,7 +182,7 @@ func transientsAtOOM(h *History) {
 		}
 		for _, i := range blocks {
 			b := &h.Blocks[i]
-			b.classify(result.Temporary, RuleForwardTransientAtOOM, result.Medium)
+			b.Classify(result.Temporary, RuleForwardTransientAtOOM, result.Medium)
 		}
 	}
 }

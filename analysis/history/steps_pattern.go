@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"fmt"
@@ -63,20 +63,20 @@ func patternSteps(h *History) planFound {
 		if sigs.get(ev[i].Stack).python {
 			return planFound{}
 		}
-		engine = engine || h.markers.get(ev[i].Stack).hint == hintBackward
+		engine = engine || h.Markers.Get(ev[i].Stack).Hint == hintBackward
 	}
 	sweeps := parameterSweeps(h)
 	anchors, what := mergeAnchors(h, sweeps), "each sweep of allocations the size of the parameters (the backward's gradients, the optimizer's updates)"
 	if engine {
 		anchors, what = withSweeps(h, mergeAnchors(h, backwardRuns(h)), sweeps), "each backward of the autograd engine (its C++ frames) with the optimizer's updates after it"
 	}
-	if len(anchors) < minLeakSteps || !anchorsAlike(h, anchors) {
+	if len(anchors) < MinLeakSteps || !anchorsAlike(h, anchors) {
 		return planFound{}
 	}
 	f := planFound{source: result.StepsFromPeriod, evidence: fmt.Sprintf("the repeating pattern of a training step, no frame or annotation telling: %s, %d times", what, len(anchors))}
 	start := 0
 	for k, a := range anchors {
-		f.steps = append(f.steps, stepRange{n: k + 1, start: start, end: a.last})
+		f.steps = append(f.steps, StepRange{N: k + 1, Start: start, End: a.last})
 		if engine {
 			h.Phases.recodeAroundBackward(h, start, a)
 		}
@@ -84,7 +84,7 @@ func patternSteps(h *History) planFound {
 	}
 	if start < len(ev) {
 		// the next step's start, cut short by the end of the recording
-		f.steps = append(f.steps, stepRange{n: len(anchors) + 1, start: start, end: len(ev) - 1, partial: true})
+		f.steps = append(f.steps, StepRange{N: len(anchors) + 1, Start: start, End: len(ev) - 1, partial: true})
 	}
 	return f
 }
@@ -100,12 +100,12 @@ func backwardRuns(h *History) []anchor {
 		if ev[i].Action != snapshot.ActionAlloc {
 			continue
 		}
-		m := h.markers.get(ev[i].Stack)
+		m := h.Markers.Get(ev[i].Stack)
 		switch {
-		case m.hint == hintBackward && in:
+		case m.Hint == hintBackward && in:
 			a := &out[len(out)-1]
 			a.last, a.allocs = i, a.allocs+1
-		case m.hint == hintBackward:
+		case m.Hint == hintBackward:
 			out = append(out, anchor{first: i, last: i, allocs: 1})
 			in = true
 		case m.hasFrames:
@@ -157,7 +157,7 @@ func parameterSweeps(h *History) []anchor {
 		cur = anchor{}
 	}
 	for i := range ev {
-		bi := h.openAt(i)
+		bi := h.OpenAt(i)
 		if ev[i].Action != snapshot.ActionAlloc || bi < 0 {
 			continue
 		}
@@ -189,7 +189,7 @@ func fullSweeps(h *History, sweeps []anchor, params map[int64]bool) []anchor {
 	for k, a := range sweeps {
 		sets[k] = map[int64]bool{}
 		for i := a.first; i <= a.last; i++ {
-			if bi := h.openAt(i); bi >= 0 && h.Device.Events[i].Action == snapshot.ActionAlloc && params[h.Blocks[bi].Size] {
+			if bi := h.OpenAt(i); bi >= 0 && h.Device.Events[i].Action == snapshot.ActionAlloc && params[h.Blocks[bi].Size] {
 				sets[k][h.Blocks[bi].Size] = true
 			}
 		}
@@ -203,7 +203,7 @@ func fullSweeps(h *History, sweeps []anchor, params map[int64]bool) []anchor {
 	}
 	full := -1
 	for k := range sweeps {
-		if count[keys[k]] >= minLeakSteps && (full < 0 || len(sets[k]) > len(sets[full])) {
+		if count[keys[k]] >= MinLeakSteps && (full < 0 || len(sets[k]) > len(sets[full])) {
 			full = k
 		}
 	}
@@ -275,7 +275,7 @@ func anchorsAlike(h *History, as []anchor) bool {
 	for k, a := range as {
 		sizes[k] = a.allocs
 	}
-	med := leakMedianInt(sizes)
+	med := LeakMedianInt(sizes)
 	alike := 0
 	for _, n := range sizes {
 		if d := float64(n-med) / float64(med); d >= -anchorSpread && d <= anchorSpread {
@@ -306,38 +306,38 @@ func (p *Phases) recodeAroundBackward(h *History, start int, a anchor) {
 	ev := h.Device.Events
 	runEnd := a.first
 	for k := a.first; k <= a.last; k++ {
-		if ev[k].Action == snapshot.ActionAlloc && h.markers.get(ev[k].Stack).hint == hintBackward {
+		if ev[k].Action == snapshot.ActionAlloc && h.Markers.Get(ev[k].Stack).Hint == hintBackward {
 			runEnd = k
 		}
 	}
 	low := start
 	var lowest int64
-	for k, v := range h.allocatedRange(start, a.first-1) {
+	for k, v := range h.AllocatedRange(start, a.first-1) {
 		if k == start || v < lowest {
 			low, lowest = k, v
 		}
 	}
 	fwd := a.first // the forward's first allocation: no copy of the batch
 	for k := low + 1; k < a.first; k++ {
-		if ev[k].Action == snapshot.ActionAlloc && !h.markers.get(ev[k].Stack).toDevice {
+		if ev[k].Action == snapshot.ActionAlloc && !h.Markers.Get(ev[k].Stack).toDevice {
 			fwd = k
 			break
 		}
 	}
-	for k := start; k <= a.last && k < len(p.code); k++ {
-		if ev[k].Action == snapshot.ActionAlloc && h.markers.get(ev[k].Stack).hint >= hintInit || k >= a.first && k <= runEnd {
+	for k := start; k <= a.last && k < len(p.Code); k++ {
+		if ev[k].Action == snapshot.ActionAlloc && h.Markers.Get(ev[k].Stack).Hint >= hintInit || k >= a.first && k <= runEnd {
 			continue
 		}
 		switch {
 		case k < a.first && k >= fwd:
-			p.code[k] = codeForward
-		case p.code[k] == codeBackward || p.code[k] == codeForward:
-			p.code[k] = codeUnknown
+			p.Code[k] = codeForward
+		case p.Code[k] == CodeBackward || p.Code[k] == codeForward:
+			p.Code[k] = codeUnknown
 		}
 	}
 }
 
-func leakMedianInt(v []int) int {
+func LeakMedianInt(v []int) int {
 	if len(v) == 0 {
 		return 0
 	}

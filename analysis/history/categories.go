@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"sort"
@@ -64,32 +64,32 @@ type blockFacts struct {
 	// throughForward: allocated outside the phases and live across the
 	// whole of the next forward span (the batch the forward reads).
 	throughForward bool
-	intraOp        bool // chrome trace: allocated and freed inside the same op (same thread, same span stack)
+	IntraOp        bool // chrome trace: allocated and freed inside the same op (same thread, same span stack)
 }
 
-func (h *History) facts(bi int) blockFacts {
+func (h *History) Facts(bi int) blockFacts {
 	b := &h.Blocks[bi]
 	p := h.Phases
-	f := blockFacts{pre: b.Alloc < 0, never: b.Free < 0, m: h.markers.ref(b.Stack)}
-	if o := h.firstOOM; o >= 0 && b.Alloc < o && b.Free > o {
+	f := blockFacts{pre: b.Alloc < 0, never: b.Free < 0, m: h.Markers.ref(b.Stack)}
+	if o := h.FirstOOM; o >= 0 && b.Alloc < o && b.Free > o {
 		// Freed while the OutOfMemoryError unwound: the free says nothing
 		// about what the block was; it lived to the OOM.
 		f.never = true
 	}
 	if !f.pre {
-		f.ac = p.code[b.Alloc]
+		f.ac = p.Code[b.Alloc]
 		if f.ac == codeUnknown || f.ac == codeData {
 			f.throughForward = h.liveThroughNextForward(b)
 		}
 		f.aliveAfterSpan = f.never || b.Free > p.phaseEnd(b.Alloc)
 		f.sameSpan = !f.never && p.SpanAt(b.Free) == p.SpanAt(b.Alloc)
-		f.pastOOM = h.firstOOM >= 0 && b.Alloc < h.firstOOM && (b.Free < 0 || b.Free > h.firstOOM)
+		f.pastOOM = h.FirstOOM >= 0 && b.Alloc < h.FirstOOM && (b.Free < 0 || b.Free > h.FirstOOM)
 	}
 	if !f.never {
-		f.fc = p.code[b.Free]
+		f.fc = p.Code[b.Free]
 		if !f.pre && h.Snap.Source.Format == snapshot.FormatChromeTrace && b.Stack != 0 {
 			ea, ef := &h.Device.Events[b.Alloc], &h.Device.Events[b.Free]
-			f.intraOp = ea.Stack == ef.Stack && ea.Thread == ef.Thread && ea.Meta == ef.Meta && h.innermostIsOp(ea.Stack)
+			f.IntraOp = ea.Stack == ef.Stack && ea.Thread == ef.Thread && ea.Meta == ef.Meta && h.innermostIsOp(ea.Stack)
 		}
 	}
 	return f
@@ -100,7 +100,7 @@ func Classify(h *History) {
 	n := len(h.Blocks)
 	facts := make([]blockFacts, n)
 	for i := range h.Blocks {
-		facts[i] = h.facts(i)
+		facts[i] = h.Facts(i)
 	}
 	run := h.runFactsOf(facts)
 	special := h.specialKinds(facts)
@@ -108,7 +108,7 @@ func Classify(h *History) {
 	// Candidates for size pairing.
 	var gradCand, paramCand, optCand []int
 	firstForward := -1
-	for i, c := range h.Phases.code {
+	for i, c := range h.Phases.Code {
 		if c == codeForward {
 			firstForward = i
 			break
@@ -120,13 +120,13 @@ func Classify(h *History) {
 			continue
 		}
 		switch {
-		case !f.pre && f.ac == codeBackward && f.aliveAfterSpan, !f.never && f.fc == codeZeroGrad, f.m.accumulateGrad:
+		case !f.pre && f.ac == CodeBackward && f.aliveAfterSpan, !f.never && f.fc == codeZeroGrad, f.m.accumulateGrad:
 			gradCand = append(gradCand, i)
-		case !f.pre && f.ac == codeOptimizer && f.aliveAfterSpan, f.pre && f.m.hint == hintOptimizer,
+		case !f.pre && f.ac == codeOptimizer && f.aliveAfterSpan, f.pre && f.m.Hint == hintOptimizer,
 			f.pre && !f.never && f.fc == codeOptimizer:
 			optCand = append(optCand, i)
-		case f.never && f.pre && f.m.hint <= hintInit,
-			!f.pre && f.m.init && f.ac != codeForward && f.ac != codeBackward,
+		case f.never && f.pre && f.m.Hint <= hintInit,
+			!f.pre && f.m.init && f.ac != codeForward && f.ac != CodeBackward,
 			f.never && !f.pre && f.ac == codeUnknown && !f.m.toDevice && (firstForward < 0 || b.Alloc < firstForward):
 			paramCand = append(paramCand, i)
 		}
@@ -149,14 +149,14 @@ func Classify(h *History) {
 			continue // sized by estimateBaseline
 		}
 		if cat, ok := h.profilerCategory(b); ok {
-			b.classify(cat, RuleProfilerCategory, result.High)
+			b.Classify(cat, RuleProfilerCategory, result.High)
 			continue
 		}
 		if d, ok := special[i]; ok {
-			b.classify(d.cat, d.rule, d.conf)
+			b.Classify(d.cat, d.rule, d.conf)
 			continue
 		}
-		b.classify(decide(f, b.Requested, int(paired[i][0]), int(paired[i][1]), pairing, run))
+		b.Classify(decide(f, b.Requested, int(paired[i][0]), int(paired[i][1]), pairing, run))
 	}
 	transientsAtOOM(h)
 	markAutocastCache(h)
@@ -278,10 +278,10 @@ func decide(f *blockFacts, size int64, paramPaired, gradPaired, pairing int, run
 	switch {
 	case !f.never && f.fc == codeZeroGrad:
 		return result.Gradient, RuleFreedByZeroGrad, result.High
-	case f.intraOp && f.ac != codeOptimizer:
+	case f.IntraOp && f.ac != codeOptimizer:
 		return result.Temporary, RuleIntraOp, result.High
 	}
-	if f.m.init && (f.pre || f.ac != codeForward && f.ac != codeBackward && f.ac != codeOptimizer) {
+	if f.m.init && (f.pre || f.ac != codeForward && f.ac != CodeBackward && f.ac != codeOptimizer) {
 		return result.Parameter, RuleModelSetup, result.Medium
 	}
 	if !f.pre {
@@ -291,7 +291,7 @@ func decide(f *blockFacts, size int64, paramPaired, gradPaired, pairing int, run
 				return result.OptimizerState, RuleOptimizerKept, result.High
 			}
 			return result.Temporary, RuleOptimizerScratch, result.High
-		case codeBackward:
+		case CodeBackward:
 			switch {
 			case f.m.accumulateGrad && f.aliveAfterSpan:
 				return result.Gradient, RuleAccumulateGrad, result.High
@@ -305,7 +305,7 @@ func decide(f *blockFacts, size int64, paramPaired, gradPaired, pairing int, run
 			return result.AutogradDetail, RuleBackwardScratch, result.Medium
 		case codeForward:
 			switch {
-			case !f.never && f.fc == codeBackward:
+			case !f.never && f.fc == CodeBackward:
 				return result.Activation, RuleSavedForBackward, result.High
 			case f.sameSpan:
 				return result.Temporary, RuleForwardTransient, result.Medium
@@ -329,11 +329,11 @@ func decide(f *blockFacts, size int64, paramPaired, gradPaired, pairing int, run
 		return result.Unknown, RuleOutsidePhases, result.Low
 	}
 	// Allocated before recording began.
-	switch f.m.hint {
+	switch f.m.Hint {
 	case hintOptimizer:
 		return result.OptimizerState, RulePreOptimizerFrames, result.High
 	case hintBackward:
-		if f.never || f.fc != codeBackward {
+		if f.never || f.fc != CodeBackward {
 			if f.m.accumulateGrad {
 				return result.Gradient, RulePreBackwardFrames, result.High
 			}
@@ -344,7 +344,7 @@ func decide(f *blockFacts, size int64, paramPaired, gradPaired, pairing int, run
 		switch f.fc {
 		case codeOptimizer:
 			return result.OptimizerState, RulePreFreedInOptimizer, result.Medium
-		case codeBackward:
+		case CodeBackward:
 			return result.Activation, RulePreFreedInBackward, result.Medium
 		case codeForward:
 			return result.Activation, RulePreFreedInForward, result.Low
@@ -352,7 +352,7 @@ func decide(f *blockFacts, size int64, paramPaired, gradPaired, pairing int, run
 		return result.Unknown, RulePreFreed, result.Low
 	}
 	switch {
-	case f.m.hint == hintForward:
+	case f.m.Hint == hintForward:
 		return result.Activation, RulePreForwardFrames, result.Low
 	case paramPaired == pairedAsOptimizerState:
 		return result.OptimizerState, RulePreOptimizerStatePaired, result.Medium
@@ -377,7 +377,7 @@ func (h *History) CategoriesAt(i int) result.Categories {
 
 // ruleUses counts the bytes each rule decided among the blocks live after
 // event i, largest first.
-func (h *History) ruleUses(i int) []result.RuleUse {
+func (h *History) RuleUses(i int) []result.RuleUse {
 	type key struct {
 		rule string
 		cat  result.Category

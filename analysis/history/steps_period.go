@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 // Bounds of the period search over allocation sites.
 const (
 	minPeriodSteps   = 3      // a period must repeat at least this often
-	periodMatchMin   = 0.9    // share of allocations whose site recurs one period later
+	PeriodMatchMin   = 0.9    // share of allocations whose site recurs one period later
 	periodSample     = 50_000 // positions compared per candidate period at most
 	periodCandidates = 48     // candidate periods scored at most
 	maxSiteUses      = 4      // uses of one site per step the candidate search follows
@@ -21,7 +21,7 @@ const (
 // siteKey is what the period search compares: the allocation stack, or for
 // allocations without frames the phase (backward allocations of a real
 // snapshot have no Python frames, but recur in the same order).
-func siteKey(h *History, i int) uint64 {
+func SiteKey(h *History, i int) uint64 {
 	e := &h.Device.Events[i]
 	if e.Stack != 0 {
 		return uint64(e.Stack)
@@ -29,7 +29,7 @@ func siteKey(h *History, i int) uint64 {
 	if e.Meta != 0 {
 		return 1<<40 | uint64(e.Meta)
 	}
-	return 1<<48 | uint64(h.Phases.code[i])
+	return 1<<48 | uint64(h.Phases.Code[i])
 }
 
 // periodSteps finds steps without annotations: a training or evaluation
@@ -54,7 +54,7 @@ func periodSteps(h *History) planFound {
 	}
 	keys := make([]uint64, n)
 	for j, i := range allocs {
-		keys[j] = siteKey(h, i)
+		keys[j] = SiteKey(h, i)
 	}
 	// Distances between the j-th and (j+lag)-th occurrence of each key: a
 	// site used lag times per step recurs regularly at lag occurrences.
@@ -89,7 +89,7 @@ func periodSteps(h *History) planFound {
 	scores := make([]float64, len(cands))
 	top := 0.0
 	for i, p := range cands {
-		scores[i] = periodScore(keys, p)
+		scores[i] = PeriodScore(keys, p)
 		top = max(top, scores[i])
 	}
 	// Best score first; among near ties the shortest period (its multiples
@@ -113,7 +113,7 @@ func periodSteps(h *History) planFound {
 	sigs := newOuterSigs(h.Snap)
 	best := 0
 	for _, i := range order {
-		if scores[i] < periodMatchMin {
+		if scores[i] < PeriodMatchMin {
 			break
 		}
 		if !oneCallPerPeriod(h, sigs, allocs, cands[i]) {
@@ -143,14 +143,14 @@ func periodSteps(h *History) planFound {
 		if off+(k+1)*best < n {
 			end = allocs[off+(k+1)*best] - 1
 		}
-		plan.steps = append(plan.steps, stepRange{n: k + 1, start: start, end: end})
+		plan.steps = append(plan.steps, StepRange{N: k + 1, Start: start, End: end})
 	}
 	return plan
 }
 
 // periodScore is the share of allocations whose site recurs p allocations
 // later (sampled on long traces).
-func periodScore(keys []uint64, p int) float64 {
+func PeriodScore(keys []uint64, p int) float64 {
 	m := len(keys) - p
 	if m <= 0 {
 		return 0
@@ -213,7 +213,7 @@ func oneCallPerPeriod(h *History, sigs *outerSigs, allocs []int, p int) bool {
 		for j := start; j < start+p; j++ {
 			sg := sigs.get(ev[allocs[j]].Stack)
 			python = python || sg.python
-			if h.Phases.code[allocs[j]] == codeBackward {
+			if h.Phases.Code[allocs[j]] == CodeBackward {
 				bwd = true
 			} else {
 				other = true
@@ -266,8 +266,8 @@ func (o *outerSigs) get(st snapshot.StackID) outerSig {
 	inCall, hasPy := false, false
 	for i := len(frames) - 1; i >= 0; i-- {
 		f := &o.s.Frames[frames[i]]
-		model := isModelFrame(f)
-		if !model && !isPython(f) {
+		model := IsModelFrame(f)
+		if !model && !IsPython(f) {
 			continue
 		}
 		hasPy = true
