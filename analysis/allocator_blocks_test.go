@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -42,8 +43,8 @@ func TestBlockSizesFollowTheAllocator(t *testing.T) {
 				s := st.NewSim()
 				s.Expandable, s.MaxSplitSize = r.expandable, r.maxSplit
 				churn(s, seed, 600)
-				snap := read(t, s, r.drop)
-				h := BuildHistory(snap, snap.Devices[0])
+				snap := analysistest.Read(t, s, r.drop)
+				h := history.Build(snap, snap.Devices[0])
 				want := s.AllocatedAfter(0)[r.drop:]
 				got := allocatedCurve(h)
 				if len(want) != len(got) {
@@ -159,14 +160,14 @@ func TestSnapshotAndTraceCompare(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			s := st.NewSim()
 			churn(s, seed, 500)
-			snap := read(t, s, 0)
+			snap := analysistest.Read(t, s, 0)
 			js := st.ChromeTrace(s, 0)
 			tr, err := snapshot.Read(bytes.NewReader(js), "sim.json", int64(len(js)), snapshot.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			hs := BuildHistory(snap, snap.Devices[0])
-			ht := BuildHistory(tr, tr.Device(0))
+			hs := history.Build(snap, snap.Devices[0])
+			ht := history.Build(tr, tr.Device(0))
 			var fromSnap []int64
 			for i, e := range hs.Device.Events {
 				if e.Action == snapshot.ActionAlloc || e.Action == snapshot.ActionFreeRequested {
@@ -203,7 +204,7 @@ func TestAllocatedUnitPerFormat(t *testing.T) {
 		{"traces", "hta_memory_timeline_categories.raw.json.gz", result.AllocatedUnitTensor, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Analyze(openShared(t, tc.sub, tc.name), Options{TopSites: 1, NoTimeline: true})
+			r := Analyze(analysistest.OpenShared(t, tc.sub, tc.name), Options{TopSites: 1, NoTimeline: true})
 			b, err := json.Marshal(r)
 			if err != nil {
 				t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -47,7 +48,7 @@ func TestUnsplitRestsMatchDump(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
-			s := openShared(t, "snapshots", tc.file)
+			s := analysistest.OpenShared(t, "snapshots", tc.file)
 			d := s.Device(tc.device)
 			dump := map[uint64]int64{}
 			for _, g := range d.Segments {
@@ -112,8 +113,8 @@ func TestAllocatorStateFacts(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
-			s := openShared(t, "snapshots", tc.file)
-			h := BuildHistory(s, s.Device(tc.device))
+			s := analysistest.OpenShared(t, "snapshots", tc.file)
+			h := history.Build(s, s.Device(tc.device))
 			var reserved int64
 			for _, g := range StateAt(h, tc.event) {
 				reserved += g.Size
@@ -161,9 +162,9 @@ func TestStateAtMatchesSimulatedDumps(t *testing.T) {
 				default:
 					s.EmptyCache(0)
 				}
-				if op%500 == 499 && traceLen(s) > tc.drop {
-					c := check{events: traceLen(s), free: map[[2]int64]int{}}
-					for _, g := range read(t, s, 0).Devices[0].Segments {
+				if op%500 == 499 && analysistest.TraceLen(s) > tc.drop {
+					c := check{events: analysistest.TraceLen(s), free: map[[2]int64]int{}}
+					for _, g := range analysistest.Read(t, s, 0).Devices[0].Segments {
 						for _, b := range g.Blocks {
 							if b.State == snapshot.BlockInactive {
 								c.free[[2]int64{int64(b.Address), b.Size}]++
@@ -173,8 +174,8 @@ func TestStateAtMatchesSimulatedDumps(t *testing.T) {
 					checks = append(checks, c)
 				}
 			}
-			snap := read(t, s, tc.drop)
-			h := BuildHistory(snap, snap.Devices[0])
+			snap := analysistest.Read(t, s, tc.drop)
+			h := history.Build(snap, snap.Devices[0])
 			rested := 0
 			rules := h.SizingRules()
 			for k := range h.Blocks {

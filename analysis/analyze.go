@@ -33,23 +33,6 @@ func DefaultOptions() Options {
 	return Options{Device: -1, TopSites: 10, MaxTimelinePoints: DefaultMaxTimelinePoints}
 }
 
-// BuildHistory replays one device, derives its phases and steps and
-// classifies its blocks: everything the analysis (and leak detection)
-// starts from.
-func BuildHistory(s *snapshot.Snapshot, d *snapshot.Device) *history.History {
-	return buildHistory(s, d, nil)
-}
-
-// buildHistory is BuildHistory with the snapshot's annotation intervals
-// shared between its devices (nil: computed for this one).
-func buildHistory(s *snapshot.Snapshot, d *snapshot.Device, ann *history.AnnIntervals) *history.History {
-	h := history.Replay(s, d)
-	h.Ann = ann
-	history.ComputePhases(h)
-	history.Classify(h)
-	return h
-}
-
 // Analyze runs every pass over a snapshot or chrome trace and returns the
 // Result (schema torchmem.analysis/v1).
 func Analyze(s *snapshot.Snapshot, opts Options) *result.Result {
@@ -97,7 +80,7 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *history.Histo
 		if len(d.Events) == 0 && len(d.Segments) == 0 {
 			continue
 		}
-		hs = append(hs, buildHistory(s, d, ann))
+		hs = append(hs, history.BuildWithAnnotations(s, d, ann))
 	}
 	// Accelerators first: a chrome trace's host memory (the CPU, device −1)
 	// comes after them, and is the evidence for suggestions only when it is

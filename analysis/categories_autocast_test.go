@@ -49,7 +49,7 @@ func TestAutocastWeightCache(t *testing.T) {
 				for _, grad := range []bool{true, false} {
 					s := leakReadSim(t, snapshottest.ForwardPass(c, grad))
 					r := Analyze(s, DefaultOptions())
-					h := BuildHistory(s, s.Device(0))
+					h := history.Build(s, s.Device(0))
 					n, bytes := autocastBlocks(h, h.EndIndex())
 					if stacks == snapshottest.StacksNone {
 						if n != 0 {
@@ -81,7 +81,7 @@ func TestAutocastWeightCache(t *testing.T) {
 				// the loop under no_grad: a cache per iteration, freed at the
 				// region's exit
 				s := leakReadSim(t, snapshottest.EvalLoop(c, false))
-				h := BuildHistory(s, s.Device(0))
+				h := history.Build(s, s.Device(0))
 				if n, _ := autocastBlocks(h, -2); stacks != snapshottest.StacksNone && n != c.Steps*copies {
 					t.Errorf("evaluation loop: %d copies, want %d", n, c.Steps*copies)
 				}
@@ -90,7 +90,7 @@ func TestAutocastWeightCache(t *testing.T) {
 				fp.Autocast = false
 				for _, sim := range []*snapshottest.Sim{snapshottest.ForwardPass(fp, true), snapshottest.EvalLoop(fp, true), snapshottest.EvalLoop(fp, false), snapshottest.TrainLoopHealthy(fp)} {
 					s := leakReadSim(t, sim)
-					if n, _ := autocastBlocks(BuildHistory(s, s.Device(0)), -2); n != 0 {
+					if n, _ := autocastBlocks(history.Build(s, s.Device(0)), -2); n != 0 {
 						t.Errorf("fp32: %d blocks taken for autocast copies", n)
 					}
 				}
@@ -118,7 +118,7 @@ func TestAutocastSizeCoincidence(t *testing.T) {
 		sim.Alloc(0, 4096, st)  // rstd
 	}
 	s := leakReadSim(t, sim)
-	h := BuildHistory(s, s.Device(0))
+	h := history.Build(s, s.Device(0))
 	if n, _ := autocastBlocks(h, -2); n != 0 {
 		t.Errorf("%d blocks of layer norms taken for autocast copies", n)
 	}
@@ -144,7 +144,7 @@ func TestCastsGradientsRealFiles(t *testing.T) {
 		}
 		name := filepath.Base(f)
 		for _, d := range s.Devices {
-			got, want := history.CastsGradients(BuildHistory(s, d)), autocast[name] && d.ID >= 0 // a trace's CPU memory has no backward
+			got, want := history.CastsGradients(history.Build(s, d)), autocast[name] && d.ID >= 0 // a trace's CPU memory has no backward
 			if got != want {
 				t.Errorf("%s device %d: casts gradients %v, want %v", name, d.ID, got, want)
 			}

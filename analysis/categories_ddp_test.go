@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -102,7 +103,7 @@ func TestDDPBucketsFixture(t *testing.T) {
 					x := fx{st.NewSim(), kind}
 					c.run(x)
 					snap := leakReadSim(t, x.s)
-					h := BuildHistory(snap, snap.Device(0))
+					h := history.Build(snap, snap.Device(0))
 					var got []ddpBucket
 					for bi := range h.Blocks {
 						if b := &h.Blocks[bi]; b.Rule() == history.RuleDDPBucket {
@@ -156,7 +157,7 @@ func TestDDPBucketsRealFiles(t *testing.T) {
 				}
 				keepFrames(s, kind)
 				for _, d := range s.Devices {
-					h := BuildHistory(s, d)
+					h := history.Build(s, d)
 					var got []int64
 					for bi := range h.Blocks {
 						if b := &h.Blocks[bi]; b.Rule() == history.RuleDDPBucket && b.Category == result.Gradient {
@@ -202,7 +203,7 @@ func TestProjectionDDPRanks(t *testing.T) {
 			measured = f.PeakAllocated
 		}
 	}
-	s := openShared(t, "recorded", "record_ddp/snapshot_rank0_682.pickle")
+	s := analysistest.OpenShared(t, "recorded", "record_ddp/snapshot_rank0_682.pickle")
 	r, err := Project(s, DefaultOptions(), Size{Batch: 8, Seq: 512}, Size{Batch: 16, Seq: 512}, nil)
 	if err != nil {
 		t.Fatal(err)

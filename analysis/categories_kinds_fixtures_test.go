@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -95,8 +96,8 @@ func TestModuleInitWeights(t *testing.T) {
 				}
 				y = ny
 			}
-			snap := read(t, s, 0)
-			h := BuildHistory(snap, snap.Devices[0])
+			snap := analysistest.Read(t, s, 0)
+			h := history.Build(snap, snap.Devices[0])
 			bytes, req, n := liveBy(h, result.Parameter)
 			if n != 2 || req != weight+bias || bytes != simBlocks(t, h, params) {
 				t.Errorf("parameters: %d blocks, %d B requested, %d B; want 2, %d, %d", n, req, bytes, weight+bias, simBlocks(t, h, params))
@@ -135,8 +136,8 @@ func TestKVCache(t *testing.T) {
 				a := s.Alloc(0, 8<<20, fwd)
 				s.Free(0, a)
 			}
-			snap := read(t, s, 0)
-			h := BuildHistory(snap, snap.Devices[0])
+			snap := analysistest.Read(t, s, 0)
+			h := history.Build(snap, snap.Devices[0])
 			bytes, _, n := liveBy(h, result.KVCache)
 			if n != layers || bytes != simBlocks(t, h, cache) {
 				t.Errorf("kv_cache %d blocks, %d B; want %d, %d", n, bytes, layers, simBlocks(t, h, cache))
@@ -175,8 +176,8 @@ func TestKVCache(t *testing.T) {
 				s.Free(0, a)
 			}
 		}
-		snap := read(t, s, 0)
-		h := BuildHistory(snap, snap.Devices[0])
+		snap := analysistest.Read(t, s, 0)
+		h := history.Build(snap, snap.Devices[0])
 		bytes, req, n := liveBy(h, result.KVCache)
 		if n != 2*layers || req != 2*layers*last || bytes != simBlocks(t, h, keys) {
 			t.Errorf("kv_cache %d blocks, %d B requested, %d B; want %d, %d, %d", n, req, bytes, 2*layers, 2*layers*last, simBlocks(t, h, keys))
@@ -206,7 +207,7 @@ func TestStateOnlyDDPOOMDump(t *testing.T) {
 			}
 			s.Alloc(0, 25*mib, nil) // DDP's gradient bucket
 			total += 25 * mib
-			snap := read(t, s, 0)
+			snap := analysistest.Read(t, s, 0)
 			r := Analyze(snap, DefaultOptions())
 			c := r.Devices[0].AtEnd.Categories
 			if c[result.Unknown] != c.Total() || c.Total() < total {
@@ -256,7 +257,7 @@ func TestAdamWGradientsFromBeforeRecording(t *testing.T) {
 				old = append(old, s.Alloc(0, sz, r.optInit), s.Alloc(0, sz, r.optInit))
 				state = append(state, sz, sz)
 			}
-			drop := traceLen(s)
+			drop := analysistest.TraceLen(s)
 			a := s.Alloc(0, 8*mib, r.fwd)
 			loss := s.Alloc(0, 4, r.loss)
 			seed := s.Alloc(0, 4, r.seed)
@@ -275,8 +276,8 @@ func TestAdamWGradientsFromBeforeRecording(t *testing.T) {
 				}
 			})
 			s.Free(0, loss)
-			snap := read(t, s, drop)
-			h := BuildHistory(snap, snap.Devices[0])
+			snap := analysistest.Read(t, s, drop)
+			h := history.Build(snap, snap.Devices[0])
 			pb, preq, pn := liveBy(h, result.Parameter)
 			gb, greq, gn := liveBy(h, result.Gradient)
 			_, oreq, on := liveBy(h, result.OptimizerState)

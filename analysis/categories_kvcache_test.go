@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -158,8 +159,8 @@ func TestKVCacheFamilies(t *testing.T) {
 					s := st.NewSim()
 					s.StateOnly = tc.stateOnly
 					cache := tc.run(s, kind, layers)
-					snap := read(t, s, 0)
-					h := BuildHistory(snap, snap.Devices[0])
+					snap := analysistest.Read(t, s, 0)
+					h := history.Build(snap, snap.Devices[0])
 					bytes, _, n := liveBy(h, result.KVCache)
 					if want := simBlocks(t, h, cache); n != len(cache) || bytes != want {
 						t.Errorf("kv_cache %d blocks, %d B; want %d, %d", n, bytes, len(cache), want)
@@ -224,8 +225,8 @@ func TestAttentionActivationsNotKVCache(t *testing.T) {
 					})
 					s.Free(0, loss)
 				}
-				snap := read(t, s, 0)
-				h := BuildHistory(snap, snap.Devices[0])
+				snap := analysistest.Read(t, s, 0)
+				h := history.Build(snap, snap.Devices[0])
 				var act int64
 				for i := range h.Blocks {
 					b := &h.Blocks[i]

@@ -29,7 +29,7 @@ func TestSameWaySameCategory(t *testing.T) {
 				t.Skipf("%v", err) // a file the loader refuses: other tests say why
 			}
 			for _, d := range s.Devices {
-				h := BuildHistory(s, d)
+				h := history.Build(s, d)
 				type way struct {
 					stack                   snapshot.StackID
 					size                    int64

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -33,7 +34,7 @@ func TestCompiledSitesBcrafton(t *testing.T) {
 		"model.py:57 forward (compiled)":                                2,
 		"nn_utils.py:7 softmax (compiled)":                              48,
 	}
-	s := openShared(t, "snapshots", "genG_torch2.10x_bcrafton.pickle")
+	s := analysistest.OpenShared(t, "snapshots", "genG_torch2.10x_bcrafton.pickle")
 	got := map[string]int{}
 	for _, e := range s.Devices[0].Events {
 		if e.Action != snapshot.ActionAlloc {
@@ -111,7 +112,7 @@ func TestCompiledSitesFixture(t *testing.T) {
 	s.Alloc(0, 8*mib, inductor)
 	s.Alloc(0, 4*mib, aotEager)
 	s.Alloc(0, 2*mib, eager)
-	r := Analyze(read(t, s, 0), DefaultOptions())
+	r := Analyze(analysistest.Read(t, s, 0), DefaultOptions())
 	got := map[string]int64{}
 	for _, st := range r.Devices[0].TopSites {
 		got[st.Site] += st.Bytes

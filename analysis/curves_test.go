@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -18,9 +19,9 @@ import (
 func TestCurvesFromMarks(t *testing.T) {
 	inputs := map[string]*snapshot.Snapshot{}
 	for _, c := range []st.LeakConfig{st.DefaultLeakConfig, {Layers: 3, Hidden: 128, Tokens: 300, Vocab: 500, Steps: 5, Stacks: st.StacksCpp}} {
-		inputs["train "+c.Stacks.String()] = read(t, st.TrainLoopHealthy(c), 0)
+		inputs["train "+c.Stacks.String()] = analysistest.Read(t, st.TrainLoopHealthy(c), 0)
 	}
-	inputs["demo"] = read(t, st.Train(st.DemoConfig), 0)
+	inputs["demo"] = analysistest.Read(t, st.Train(st.DemoConfig), 0)
 	for _, path := range st.SharedInputs(t) {
 		s, err := snapshot.Open(path, snapshot.Options{})
 		if err != nil {
@@ -31,7 +32,7 @@ func TestCurvesFromMarks(t *testing.T) {
 	checked := 0
 	for name, s := range inputs {
 		for _, d := range s.Devices {
-			h := BuildHistory(s, d)
+			h := history.Build(s, d)
 			n := h.NumEvents()
 			// Check every event of small devices, and about 3,000 spread
 			// over the larger ones (each check sums all blocks).
@@ -109,8 +110,8 @@ func checkReserved(t *testing.T, name string, h *history.History) {
 func TestStepAndSpanFromRuns(t *testing.T) {
 	inputs := map[string]*snapshot.Snapshot{}
 	for _, c := range []st.LeakConfig{st.DefaultLeakConfig, {Layers: 2, Hidden: 64, Tokens: 128, Vocab: 100, Steps: 6, Profiler: true}} {
-		inputs["train "+c.Stacks.String()] = read(t, st.TrainLoopHealthy(c), 0)
-		inputs["eval "+c.Stacks.String()] = read(t, st.EvalLoop(c, true), 0)
+		inputs["train "+c.Stacks.String()] = analysistest.Read(t, st.TrainLoopHealthy(c), 0)
+		inputs["eval "+c.Stacks.String()] = analysistest.Read(t, st.EvalLoop(c, true), 0)
 	}
 	for _, path := range st.SharedInputs(t) {
 		s, err := snapshot.Open(path, snapshot.Options{})
@@ -121,7 +122,7 @@ func TestStepAndSpanFromRuns(t *testing.T) {
 	}
 	for name, s := range inputs {
 		for _, d := range s.Devices {
-			h := BuildHistory(s, d)
+			h := history.Build(s, d)
 			covered := 0
 			for si, sp := range h.Phases.Spans {
 				for k := sp.StartEvent; sp.Events > 0 && k <= sp.EndEvent; k++ {

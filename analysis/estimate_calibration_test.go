@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/internal/analysistest"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 )
 
 // measuredSetup is one line of recorded/estimate/measured.jsonl: a
@@ -53,7 +55,7 @@ func (m measuredSetup) peak() int64 {
 // readMeasured reads recorded/estimate/measured.jsonl.
 func readMeasured(t *testing.T) (dir string, rows []measuredSetup) {
 	t.Helper()
-	path := sharedFile(t, "recorded/estimate", "measured.jsonl")
+	path := snapshottest.SharedFile(t, "recorded/estimate", "measured.jsonl")
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +150,7 @@ func TestProjectionCalibrated(t *testing.T) {
 		}
 		n++
 		t.Run(m.Name, func(t *testing.T) {
-			s := openShared(t, "recorded/estimate", m.Snapshot.File)
+			s := analysistest.OpenShared(t, "recorded/estimate", m.Snapshot.File)
 			at := Size{Batch: m.Snapshot.Batch, Seq: m.Snapshot.Seq}
 			r, err := Project(s, DefaultOptions(), at, Size{Batch: m.Batch, Seq: m.Seq}, nil)
 			if err != nil {
@@ -188,7 +190,7 @@ func TestProjectionCS336Lengths(t *testing.T) {
 	peaks := map[int64]int64{}
 	proj := map[int64]map[int64]int64{}
 	for _, seq := range []int64{128, 256} {
-		s := openShared(t, "snapshots", fmt.Sprintf("wedsonlin_medium_%d_training.pickle", seq))
+		s := analysistest.OpenShared(t, "snapshots", fmt.Sprintf("wedsonlin_medium_%d_training.pickle", seq))
 		proj[seq] = map[int64]int64{}
 		for _, to := range []int64{128, 256, 512, 1024} {
 			r, err := Project(s, DefaultOptions(), Size{Batch: 4, Seq: seq}, Size{Seq: to}, nil)
@@ -235,7 +237,7 @@ func TestEstimateCS336Lengths(t *testing.T) {
 	a := loadArch(t, "cs336-medium.json")
 	measured := map[int64]int64{512: 12_435_476_996, 1024: 24_211_100_164}
 	for _, seq := range []int64{128, 256} {
-		s := openShared(t, "snapshots", fmt.Sprintf("wedsonlin_medium_%d_training.pickle", seq))
+		s := analysistest.OpenShared(t, "snapshots", fmt.Sprintf("wedsonlin_medium_%d_training.pickle", seq))
 		measured[seq] = Analyze(s, DefaultOptions()).Devices[0].Peak.AllocatedBytes
 	}
 	for _, seq := range []int64{128, 256, 512, 1024} {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -123,7 +124,7 @@ func TestFixtureChromeTrace(t *testing.T) {
 	if diff := cmp.Diff([]string{history.RuleOptimizerKept, history.RuleBackwardKept, history.RuleBaselineRest}, rules); diff != "" {
 		t.Errorf("rules at end (-want +got):\n%s", diff)
 	}
-	h := BuildHistory(snap, snap.Devices[0])
+	h := history.Build(snap, snap.Devices[0])
 	cats := map[string]result.Category{}
 	for _, bl := range h.Blocks {
 		cats[bl.Rule()] = bl.Category
@@ -154,7 +155,7 @@ func TestFixtureTimeline(t *testing.T) {
 		}
 	}
 	s.OOM(0, 4000*mib, mib, r.fwd)
-	snap := read(t, s, 0)
+	snap := analysistest.Read(t, s, 0)
 	opts := DefaultOptions()
 	opts.MaxTimelinePoints = 1000
 	res := Analyze(snap, opts)

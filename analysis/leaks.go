@@ -30,7 +30,7 @@ const (
 )
 
 // DetectLeaks looks for memory that grows step after step on each device
-// (hs holds one History per device, from BuildHistory) and returns the
+// (hs holds one History per device, from history.Build) and returns the
 // findings, most certain and largest first. s is the snapshot the histories
 // were built from. Steps come from ProfilerStep#N ranges, else from
 // optimizer steps, else from Optimizer.step or forward spans of a trace,

@@ -44,7 +44,7 @@ func leakHistories(s *snapshot.Snapshot) []*history.History {
 		if len(d.Events) == 0 && len(d.Segments) == 0 {
 			continue
 		}
-		hs = append(hs, BuildHistory(s, d))
+		hs = append(hs, history.Build(s, d))
 	}
 	return hs
 }

@@ -47,7 +47,7 @@ func TestBytesPerEvent(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		h := BuildHistory(s, s.Devices[0])
+		h := history.Build(s, s.Devices[0])
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		kept := float64(after.HeapAlloc) - float64(before.HeapAlloc)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -39,7 +40,7 @@ func TestKVCacheNamesAround(t *testing.T) {
 					cache += 32 << 20
 				}
 				snap := leakReadSim(t, s)
-				h := BuildHistory(snap, snap.Device(0))
+				h := history.Build(snap, snap.Device(0))
 				got := requestedAtEndOf(h)[result.KVCache]
 				want := cache
 				if kind != "module frames" {
@@ -158,7 +159,7 @@ func TestDeviceCastsAreNotInput(t *testing.T) {
 					prev = o
 				}
 				snap := leakReadSim(t, s)
-				h := BuildHistory(snap, snap.Device(0))
+				h := history.Build(snap, snap.Device(0))
 				cats := map[result.Category]int{}
 				for bi := range h.Blocks {
 					b := &h.Blocks[bi]

@@ -228,7 +228,7 @@ func TestAutocastModelFacts(t *testing.T) {
 						t.Fatal("no what-if")
 					}
 					models[i] = r.WhatIf.Model
-					h := BuildHistory(s, s.Device(0))
+					h := history.Build(s, s.Device(0))
 					var copies int64
 					for bi := range h.Blocks {
 						b := &h.Blocks[bi]
@@ -311,7 +311,7 @@ func TestGradientsMovedWithModel(t *testing.T) {
 					}
 					return
 				}
-				if got := requestedAtEndOf(BuildHistory(snap, snap.Device(0))); got[result.Gradient] != grads || got[result.Parameter] != params {
+				if got := requestedAtEndOf(history.Build(snap, snap.Device(0))); got[result.Gradient] != grads || got[result.Parameter] != params {
 					t.Errorf("gradient %d, parameter %d requested; want %d, %d", got[result.Gradient], got[result.Parameter], grads, params)
 				}
 				if sg == nil || sg.EstimatedSavingsBytes != end[result.Gradient] {

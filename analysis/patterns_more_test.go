@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
@@ -34,7 +35,7 @@ func TestFrameworkBuffers(t *testing.T) {
 				s.Alloc(0, numel*4, buf(629)) // grad_data, fp32
 				s.Alloc(0, numel*4/8, main)   // this rank's shard of fp32 main parameters (8 ranks)
 				snap := leakReadSim(t, s)
-				got := requestedAtEndOf(BuildHistory(snap, snap.Device(0)))
+				got := requestedAtEndOf(history.Build(snap, snap.Device(0)))
 				if kind != "module frames" {
 					if got[result.Gradient] != 0 || got[result.OptimizerState] != 0 {
 						t.Errorf("gradient %d, optimizer_state %d without Megatron's frames", got[result.Gradient], got[result.OptimizerState])
@@ -186,7 +187,7 @@ func TestCUDAGraphPool(t *testing.T) {
 				if got := d.AtEnd.Categories[result.CUDAGraphPool]; got != alloc || alloc != 64<<20 {
 					t.Errorf("cuda_graph_pool at the end %d, the pool's allocated %d (want the 64 MiB output)", got, alloc)
 				}
-				h := BuildHistory(snap, snap.Device(0))
+				h := history.Build(snap, snap.Device(0))
 				var most int64
 				for i := range h.Device.Events {
 					most = max(most, h.CategoriesAt(i)[result.CUDAGraphPool])

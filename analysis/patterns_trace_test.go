@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -210,7 +211,7 @@ func TestAutocastCopiesInTraces(t *testing.T) {
 						peakCopies = d.Peak.Categories[result.AutocastCache]
 					}
 				}
-				h := BuildHistory(snap, snap.Device(0))
+				h := history.Build(snap, snap.Device(0))
 				var got, input int64
 				for bi := range h.Blocks {
 					b := &h.Blocks[bi]

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/diff"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -158,12 +160,12 @@ func TestRealFilesInvariants(t *testing.T) {
 func TestRealFilesAllocated(t *testing.T) {
 	for _, want := range allAllocatedFacts() {
 		t.Run(fmt.Sprintf("%s/%d", want.File, want.Device), func(t *testing.T) {
-			s := openShared(t, want.sub, want.File)
+			s := analysistest.OpenShared(t, want.sub, want.File)
 			d := s.Device(want.Device)
 			if d == nil {
 				t.Fatalf("no device %d", want.Device)
 			}
-			h := BuildHistory(s, d)
+			h := history.Build(s, d)
 			r := Analyze(s, Options{Device: want.Device, TopSites: 1, NoTimeline: true})
 			if len(r.Devices) != 1 {
 				t.Fatalf("%d device results", len(r.Devices))
@@ -231,7 +233,7 @@ func TestRealFilesAllocatedCoverage(t *testing.T) {
 		t.Fatalf("no snapshots in %s", dir)
 	}
 	for _, f := range files {
-		s := openShared(t, f[0], f[1])
+		s := analysistest.OpenShared(t, f[0], f[1])
 		for _, d := range s.Devices {
 			if len(d.Segments) == 0 && len(d.Events) == 0 {
 				continue
@@ -268,7 +270,7 @@ func TestRealFilesOOMAllocated(t *testing.T) {
 			if strings.Contains(want.File, "/") || strings.HasSuffix(want.File, ".gz") {
 				sub = "recorded"
 			}
-			s := openShared(t, sub, want.File)
+			s := analysistest.OpenShared(t, sub, want.File)
 			r := Analyze(s, Options{Device: want.Device, TopSites: 1, NoTimeline: true})
 			if len(r.Devices) != 1 || r.Devices[0].OOM == nil {
 				t.Fatalf("no OOM on device %d", want.Device)

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -13,10 +15,10 @@ import (
 // the free pieces are what the OOM report calls cached free memory.
 func TestStateAtEndMatchesDump(t *testing.T) {
 	files := []string{
-		sharedFile(t, "snapshots", "genC_torch2.2_nesta_OOM_pickle_named_json.pickle"),
-		sharedFile(t, "snapshots", "nothanmin_fullstep.pickle"),
-		sharedFile(t, "snapshots", "kkaitlyn_ctx128_fullstep.pickle"),
-		sharedFile(t, "snapshots", "wedsonlin_medium_128_training.pickle"),
+		snapshottest.SharedFile(t, "snapshots", "genC_torch2.2_nesta_OOM_pickle_named_json.pickle"),
+		snapshottest.SharedFile(t, "snapshots", "nothanmin_fullstep.pickle"),
+		snapshottest.SharedFile(t, "snapshots", "kkaitlyn_ctx128_fullstep.pickle"),
+		snapshottest.SharedFile(t, "snapshots", "wedsonlin_medium_128_training.pickle"),
 		filepath.Join("..", "testdata", "demo", "oom_snapshot.pickle"),
 	}
 	for _, path := range files {
@@ -26,7 +28,7 @@ func TestStateAtEndMatchesDump(t *testing.T) {
 				t.Fatal(err)
 			}
 			d := s.Devices[0]
-			h := BuildHistory(s, d)
+			h := history.Build(s, d)
 			var inactive, reserved int64
 			for _, g := range d.Segments {
 				reserved += g.TotalSize

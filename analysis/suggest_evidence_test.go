@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -57,8 +58,8 @@ func TestTrainingEvidenceRealFiles(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
-			s := openShared(t, "snapshots", tc.file)
-			h := BuildHistory(s, s.Device(tc.device))
+			s := analysistest.OpenShared(t, "snapshots", tc.file)
+			h := history.Build(s, s.Device(tc.device))
 			dr := deviceResult(h, DefaultOptions())
 			ev := gatherEvidence(h, &dr)
 			if ev.training != tc.training || ev.backward != tc.backward {
@@ -88,7 +89,7 @@ func TestTrainingEvidenceRealFiles(t *testing.T) {
 // block at the end, testdata/facts/allocator_state_facts.py) are more than
 // any other saving, comes last: it does not lower the peak.
 func TestHugepandaSuggestions(t *testing.T) {
-	r := Analyze(openShared(t, "snapshots", "genD_torch2.3_hugepanda.pickle"), DefaultOptions())
+	r := Analyze(analysistest.OpenShared(t, "snapshots", "genD_torch2.3_hugepanda.pickle"), DefaultOptions())
 	want := []string{"activation_checkpointing", "gradient_accumulation", "empty_cache"}
 	if diff := cmp.Diff(want, suggestionIDs(r)); diff != "" {
 		t.Errorf("suggestions (-want +got):\n%s", diff)
@@ -106,7 +107,7 @@ func TestHugepandaSuggestions(t *testing.T) {
 // use that empty_cache cannot release) — and ranks after checkpointing,
 // accumulation and FlashAttention although it claims more than any of them.
 func TestEmptyCacheAfterPeakFixes(t *testing.T) {
-	r := Analyze(openShared(t, "snapshots", "genG_torch2.10x_magma27_python_stacks.pickle"), DefaultOptions())
+	r := Analyze(analysistest.OpenShared(t, "snapshots", "genG_torch2.10x_magma27_python_stacks.pickle"), DefaultOptions())
 	ids := suggestionIDs(r)
 	if len(ids) < 2 || ids[len(ids)-1] != "empty_cache" {
 		t.Fatalf("suggestions %v: want empty_cache last", ids)
@@ -142,8 +143,8 @@ func TestExpandableSegmentsFragmentationOnly(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
-			s := openShared(t, "snapshots", tc.file)
-			h := BuildHistory(s, s.Devices[0])
+			s := analysistest.OpenShared(t, "snapshots", tc.file)
+			h := history.Build(s, s.Devices[0])
 			dr := deviceResult(h, DefaultOptions())
 			ev := gatherEvidence(h, &dr)
 			if got := dr.Peak.ReservedBytes - dr.Peak.AllocatedBytes; got != tc.claimed {
@@ -272,7 +273,7 @@ func TestSuggestionsFixtures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := st.NewSim()
 			tc.build(s)
-			r := Analyze(read(t, s, 0), DefaultOptions())
+			r := Analyze(analysistest.Read(t, s, 0), DefaultOptions())
 			ids := suggestionIDs(r)
 			for _, id := range tc.want {
 				if !slices.Contains(ids, id) {

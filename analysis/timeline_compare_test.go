@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -34,10 +35,10 @@ type timelineFacts struct {
 // with the snapshot's (its weights sized from AccumulateGrad's shapes).
 func TestMemoryTimelineAgreesAtPeak(t *testing.T) {
 	want := timelinePeak
-	s := openShared(t, "recorded", "hf_llama_mixed_ckpt_train.pickle.gz")
+	s := analysistest.OpenShared(t, "recorded", "hf_llama_mixed_ckpt_train.pickle.gz")
 	r := Analyze(s, DefaultOptions())
 	d := r.Devices[0]
-	h := BuildHistory(s, s.Device(0))
+	h := history.Build(s, s.Device(0))
 	peakNS := h.Device.Events[d.Peak.EventIndex].TimeNS
 	if dt := peakNS - want.TimeNS; dt < -2000 || dt > 2000 {
 		t.Fatalf("the snapshot peaks at %d ns, PyTorch's timeline at %d", peakNS, want.TimeNS)
@@ -103,7 +104,7 @@ func TestMemoryTimelineAgreesAtPeak(t *testing.T) {
 	// The trace of the same run, at its peak: the same categories (blocks;
 	// its weights are sized from AccumulateGrad's shapes, tensor bytes,
 	// and the rest of the untracked baseline is the blocks' rounding).
-	tr := openShared(t, "recorded", "hf_llama_mixed_ckpt_train.trace.json.gz")
+	tr := analysistest.OpenShared(t, "recorded", "hf_llama_mixed_ckpt_train.trace.json.gz")
 	rt := Analyze(tr, DefaultOptions())
 	var td *result.DeviceResult
 	for i := range rt.Devices {

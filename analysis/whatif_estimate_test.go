@@ -8,6 +8,7 @@ import (
 
 	"github.com/torchmem/torchmem/analysis/estimate"
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -79,8 +80,8 @@ func TestEstimateMatchesMeasured(t *testing.T) {
 			continue
 		}
 		t.Run(run.file, func(t *testing.T) {
-			s := openShared(t, "snapshots", run.file)
-			end, blocks := requestedAtEnd(BuildHistory(s, s.Devices[0]))
+			s := analysistest.OpenShared(t, "snapshots", run.file)
+			end, blocks := requestedAtEnd(history.Build(s, s.Devices[0]))
 			a := loadArch(t, run.config)
 			opt := "adamw"
 			if run.holds == "params" {
@@ -129,7 +130,7 @@ func TestEstimatedActivations(t *testing.T) {
 		if !run.eager {
 			continue
 		}
-		s := openShared(t, "snapshots", run.file)
+		s := analysistest.OpenShared(t, "snapshots", run.file)
 		w := Analyze(s, DefaultOptions()).WhatIf
 		a := loadArch(t, run.config)
 		e, err := estimate.Compute(estimate.Inputs{Model: estimate.Model{Arch: a}, Setup: estimate.Setup{Precision: "fp32", Batch: run.batch, Seq: run.seq, Attention: "eager"}})

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
@@ -23,8 +25,8 @@ func TestWhatIfKVCacheScales(t *testing.T) {
 				s := st.NewSim()
 				s.StateOnly = tc.stateOnly
 				cache := tc.run(s, kind, 4)
-				snap := read(t, s, 0)
-				h := BuildHistory(snap, snap.Devices[0])
+				snap := analysistest.Read(t, s, 0)
+				h := history.Build(snap, snap.Devices[0])
 				c := buildCurves(h, 0)
 				end := c.end()
 				last := c.at(end)

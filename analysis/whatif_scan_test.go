@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -60,11 +62,11 @@ func everyState(c *curves) [][numParts]int64 {
 // suggestions' effects, the scalings and random factors.
 func TestCurvesAnswerAsEveryState(t *testing.T) {
 	inputs := map[string]*snapshot.Snapshot{
-		"demo":    read(t, st.Train(st.DemoConfig), 0),
-		"healthy": read(t, st.TrainLoopHealthy(st.DefaultLeakConfig), 0),
-		"autocast": read(t, st.TrainLoopGrowingList(st.LeakConfig{Layers: 3, Hidden: 128, Tokens: 256, Vocab: 300, Steps: 5,
+		"demo":    analysistest.Read(t, st.Train(st.DemoConfig), 0),
+		"healthy": analysistest.Read(t, st.TrainLoopHealthy(st.DefaultLeakConfig), 0),
+		"autocast": analysistest.Read(t, st.TrainLoopGrowingList(st.LeakConfig{Layers: 3, Hidden: 128, Tokens: 256, Vocab: 300, Steps: 5,
 			Autocast: true, Stacks: st.StacksUserCpp}), 0),
-		"eager attention": read(t, st.EagerTrain(st.EagerConfig{Layers: 3, Hidden: 512, Heads: 8, KVHeads: 2, Seq: 128, Batch: 2, Vocab: 5000, Steps: 2, Frames: "module"}), 0),
+		"eager attention": analysistest.Read(t, st.EagerTrain(st.EagerConfig{Layers: 3, Hidden: 512, Heads: 8, KVHeads: 2, Seq: 128, Batch: 2, Vocab: 5000, Steps: 2, Frames: "module"}), 0),
 	}
 	for _, path := range st.SharedInputs(t) {
 		inputs[path] = openPath(t, path)
@@ -96,7 +98,7 @@ func TestCurvesAnswerAsEveryState(t *testing.T) {
 			if len(d.Events) == 0 {
 				continue
 			}
-			h := BuildHistory(s, d)
+			h := history.Build(s, d)
 			c := buildCurves(h, 0)
 			all := everyState(c)
 			states += len(all)
@@ -192,7 +194,7 @@ func TestCurvesAnswerAsEveryState(t *testing.T) {
 // projection to another size twice (its plan's peaks without each member
 // depend on the plan).
 func TestWhatIfOneReplay(t *testing.T) {
-	s := openShared(t, "snapshots", "nothanmin_fullstep.pickle")
+	s := analysistest.OpenShared(t, "snapshots", "nothanmin_fullstep.pickle")
 	r, h := analyze(s, DefaultOptions())
 	c := buildCurves(h, 0)
 	var w *result.WhatIf

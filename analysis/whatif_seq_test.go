@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
 
@@ -48,6 +49,6 @@ func TestProjectionSeqFamilies(t *testing.T) {
 func simEager(t *testing.T, c st.EagerConfig) (*history.History, int64) {
 	t.Helper()
 	sim := st.EagerTrain(c)
-	s := read(t, sim, 0)
-	return BuildHistory(s, s.Devices[0]), sim.PeakAllocated(0)
+	s := analysistest.Read(t, sim, 0)
+	return history.Build(s, s.Devices[0]), sim.PeakAllocated(0)
 }

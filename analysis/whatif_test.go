@@ -7,6 +7,7 @@ import (
 
 	"github.com/torchmem/torchmem/analysis/estimate"
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -21,7 +22,7 @@ func TestWhatIfPartsSumToAllocated(t *testing.T) {
 			if len(d.Events) == 0 {
 				continue
 			}
-			h := BuildHistory(s, d)
+			h := history.Build(s, d)
 			for j, v := range statesOf(buildCurves(h, 0)) {
 				var sum int64
 				for p := range v {
@@ -53,8 +54,8 @@ func statesOf(c *curves) [][numParts]int64 {
 func simRun(t *testing.T, c st.TrainConfig) (*history.History, int64) {
 	t.Helper()
 	sim := st.Train(c)
-	s := read(t, sim, 0)
-	return BuildHistory(s, s.Devices[0]), sim.PeakAllocated(0)
+	s := analysistest.Read(t, sim, 0)
+	return history.Build(s, s.Devices[0]), sim.PeakAllocated(0)
 }
 
 // TestProjectionSimulator projects a simulated run (GPT-style blocks with
@@ -96,8 +97,8 @@ func TestProjectionWedsonlin(t *testing.T) {
 	peaks := map[int64]int64{}
 	curvesAt := map[int64]*curves{}
 	for _, seq := range []int64{128, 256} {
-		s := openShared(t, "snapshots", fmt.Sprintf("wedsonlin_medium_%d_training.pickle", seq))
-		h := BuildHistory(s, s.Devices[0])
+		s := analysistest.OpenShared(t, "snapshots", fmt.Sprintf("wedsonlin_medium_%d_training.pickle", seq))
+		h := history.Build(s, s.Devices[0])
 		curvesAt[seq] = buildCurves(h, 0)
 		peaks[seq], _ = curvesAt[seq].peak(unit())
 	}
@@ -117,7 +118,7 @@ func TestProjectionWedsonlin(t *testing.T) {
 // gradients kept across the step (nothanmin's zero_grad runs after the
 // forward: 3.61 GiB of them).
 func TestWhatIfSuggestions(t *testing.T) {
-	s := openShared(t, "snapshots", "nothanmin_fullstep.pickle")
+	s := analysistest.OpenShared(t, "snapshots", "nothanmin_fullstep.pickle")
 	r := Analyze(s, DefaultOptions())
 	w := r.WhatIf
 	if w == nil || len(w.Suggestions) == 0 || w.Combination == nil {
@@ -135,7 +136,7 @@ func TestWhatIfSuggestions(t *testing.T) {
 			t.Errorf("combination %v at %d, above %s alone (%d)", w.Combination.IDs, w.Combination.PeakBytes, id, byID[id].PeakBytes)
 		}
 	}
-	h := BuildHistory(s, s.Devices[0])
+	h := history.Build(s, s.Devices[0])
 	c := buildCurves(h, 0)
 	var staleRequested int64
 	stale := c.maxOf(partStaleGrad)
@@ -154,7 +155,7 @@ func TestWhatIfSuggestions(t *testing.T) {
 // that fits, projections say whether they fit, and the largest batch and
 // sequence factors keep the projection within the usable memory.
 func TestWhatIfCapacity(t *testing.T) {
-	s := openShared(t, "snapshots", "wedsonlin_medium_256_training.pickle")
+	s := analysistest.OpenShared(t, "snapshots", "wedsonlin_medium_256_training.pickle")
 	opts := DefaultOptions()
 	opts.CapacityBytes = 8 << 30
 	w := Analyze(s, opts).WhatIf
@@ -170,7 +171,7 @@ func TestWhatIfCapacity(t *testing.T) {
 	if c := w.Combination; c == nil || len(c.IDs) != 1 || c.IDs[0] != "optimizer_8bit" || !*c.Fits {
 		t.Errorf("combination %+v: want the 8-bit optimizer alone (cost 1, fits)", c)
 	}
-	h := BuildHistory(s, s.Devices[0])
+	h := history.Build(s, s.Devices[0])
 	cv := buildCurves(h, 0)
 	for _, tc := range []struct {
 		k   float64
