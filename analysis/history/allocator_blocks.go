@@ -40,7 +40,7 @@ const (
 // sizingRules are the allocator settings block sizes depend on.
 type SizingRules struct {
 	Expandable bool
-	MaxSplit   int64 // 0: unlimited
+	maxSplit   int64 // 0: unlimited
 	divisions  [roundupSteps]int64
 }
 
@@ -55,7 +55,7 @@ func (h *History) SizingRules() SizingRules {
 		return r
 	}
 	if st.MaxSplitSize > 0 {
-		r.MaxSplit = st.MaxSplitSize
+		r.maxSplit = st.MaxSplitSize
 	}
 	for _, m := range roundupEntry.FindAllStringSubmatch(st.Other["roundup_power2_divisions"], -1) {
 		mib, err1 := strconv.ParseUint(m[1], 10, 63)
@@ -105,7 +105,7 @@ func (r *SizingRules) keepsRest(rounded, rest int64) bool {
 	if r.Expandable || rest <= 0 {
 		return false
 	}
-	return rest <= smallSize || r.MaxSplit > 0 && rounded >= r.MaxSplit
+	return rest <= smallSize || r.maxSplit > 0 && rounded >= r.maxSplit
 }
 
 // blockSizing is what sizeBlocks found, for diagnostics.

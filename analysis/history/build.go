@@ -15,7 +15,7 @@ func Build(s *snapshot.Snapshot, d *snapshot.Device) *History {
 // shared between its devices (nil: computed for this one).
 func BuildWithAnnotations(s *snapshot.Snapshot, d *snapshot.Device, ann *AnnIntervals) *History {
 	h := Replay(s, d)
-	h.Ann = ann
+	h.ann = ann
 	ComputePhases(h)
 	Classify(h)
 	return h

@@ -149,14 +149,14 @@ func Classify(h *History) {
 			continue // sized by estimateBaseline
 		}
 		if cat, ok := h.profilerCategory(b); ok {
-			b.Classify(cat, RuleProfilerCategory, result.High)
+			b.classify(cat, RuleProfilerCategory, result.High)
 			continue
 		}
 		if d, ok := special[i]; ok {
-			b.Classify(d.cat, d.rule, d.conf)
+			b.classify(d.cat, d.rule, d.conf)
 			continue
 		}
-		b.Classify(decide(f, b.Requested, int(paired[i][0]), int(paired[i][1]), pairing, run))
+		b.classify(decide(f, b.Requested, int(paired[i][0]), int(paired[i][1]), pairing, run))
 	}
 	transientsAtOOM(h)
 	markAutocastCache(h)

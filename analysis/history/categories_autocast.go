@@ -181,7 +181,7 @@ func markAutocastCache(h *History) {
 	// is autocast's by its C++ frames or trace ops, copies leave in one
 	// burst (the region's exit), or backward casts the gradients of the
 	// copies to fp32 (castsGradients).
-	evidence := len(strong) > 0 || len(inBurst) > 0 || autocastInFrames(h.Snap) || CastsGradients(h)
+	evidence := len(strong) > 0 || len(inBurst) > 0 || autocastInFrames(h.Snap) || castsGradients(h)
 	ok := map[int]bool{}
 	for bi := range isCand {
 		b := &h.Blocks[bi]
@@ -224,7 +224,7 @@ func markAutocastCache(h *History) {
 			if strong[bi] || b.Free >= 0 && h.Markers.Get(b.FreeStack).autocastExit {
 				conf = result.High
 			}
-			b.Classify(result.AutocastCache, RuleAutocastWeightCache, conf)
+			b.classify(result.AutocastCache, RuleAutocastWeightCache, conf)
 		}
 	}
 }
@@ -324,7 +324,7 @@ func autocastInFrames(s *snapshot.Snapshot) bool {
 // least half of the bytes of the gradients made in backward (the weights
 // autocast casts — linear and convolution weights — hold most of a model's
 // bytes) so that an isolated coincidence of sizes proves nothing.
-func CastsGradients(h *History) bool {
+func castsGradients(h *History) bool {
 	ev := h.Device.Events
 	var grads, cast int64
 	for bi := range h.Blocks {

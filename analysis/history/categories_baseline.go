@@ -87,7 +87,7 @@ func estimateBaseline(h *History) {
 	setRest := func() {
 		h.Blocks[idx].Size = rest
 		h.Blocks[idx].Requested = rest
-		h.Blocks[idx].Classify(result.Unknown, RuleBaselineRest, result.Low)
+		h.Blocks[idx].classify(result.Unknown, RuleBaselineRest, result.Low)
 	}
 	params := paramBytesFromAccumulateGrad(h)
 	if params <= 0 || params > rest {
@@ -99,7 +99,7 @@ func estimateBaseline(h *History) {
 			return
 		}
 		b := Block{Size: size, Requested: size, Alloc: -1, Free: -1, FreeRequested: -1, Untracked: true}
-		b.Classify(cat, rule, conf)
+		b.classify(cat, rule, conf)
 		h.Blocks = append(h.Blocks, b)
 		rest -= size
 	}

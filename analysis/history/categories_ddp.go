@@ -81,7 +81,7 @@ func markDDPBucketsBySize(h *History) {
 			}
 			for k := s; k < e; k++ {
 				b := &h.Blocks[run[k].block]
-				b.Classify(result.Gradient, RuleDDPBucket, result.Medium)
+				b.classify(result.Gradient, RuleDDPBucket, result.Medium)
 			}
 			s = e - 1
 		}

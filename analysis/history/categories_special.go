@@ -182,7 +182,7 @@ func transientsAtOOM(h *History) {
 		}
 		for _, i := range blocks {
 			b := &h.Blocks[i]
-			b.Classify(result.Temporary, RuleForwardTransientAtOOM, result.Medium)
+			b.classify(result.Temporary, RuleForwardTransientAtOOM, result.Medium)
 		}
 	}
 }

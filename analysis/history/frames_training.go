@@ -28,9 +28,9 @@ func trainingFrame(s *snapshot.Snapshot) string {
 			continue
 		}
 		file := path.Base(strings.ReplaceAll(f.Filename, "\\", "/"))
-		words := NameWords(f.Name)
+		words := nameWords(f.Name)
 		if !IsLibrary(f.Filename) {
-			words = append(words, NameWords(strings.TrimSuffix(file, ".py"))...)
+			words = append(words, nameWords(strings.TrimSuffix(file, ".py"))...)
 		}
 		for _, w := range words {
 			if trainingWords[w] {
@@ -44,7 +44,7 @@ func trainingFrame(s *snapshot.Snapshot) string {
 // nameWords splits an identifier into lower-case words at underscores,
 // other non-letters and lower-to-upper case changes ("forwardTrain_step" →
 // forward, train, step).
-func NameWords(name string) []string {
+func nameWords(name string) []string {
 	var words []string
 	var cur []rune
 	flush := func() {

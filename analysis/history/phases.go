@@ -269,7 +269,7 @@ func ComputePhases(h *History) *Phases {
 	n := len(d.Events)
 	p := &Phases{Code: make([]uint8, n), step: make([]int32, n)}
 	h.Phases = p
-	ann := h.Ann
+	ann := h.ann
 	if ann == nil {
 		ann = &AnnIntervals{}
 	}

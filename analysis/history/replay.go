@@ -116,7 +116,7 @@ type History struct {
 	extraClose map[int]int32
 	// ann, when set, holds the snapshot's annotation intervals, computed
 	// once for all its devices (Analyze shares it).
-	Ann     *AnnIntervals
+	ann     *AnnIntervals
 	Markers *stackMemo[stackMarkers]
 	Diags   []result.Diagnostic
 	// firstOOM is the index of the first oom event (−1).
@@ -360,11 +360,11 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 		}
 	}
 	h.InitialRequested = req
-	h.allocMarks = make([]int64, 0, n/CurveMark+2)
-	h.reqMarks = make([]int64, 0, n/CurveMark+2)
+	h.allocMarks = make([]int64, 0, n/curveMark+2)
+	h.reqMarks = make([]int64, 0, n/curveMark+2)
 	cur := h.InitialAllocated
 	for i := range d.Events {
-		if i%CurveMark == 0 {
+		if i%curveMark == 0 {
 			h.allocMarks = append(h.allocMarks, cur)
 			h.reqMarks = append(h.reqMarks, req)
 		}
@@ -372,7 +372,7 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 		cur += da
 		req += dr
 	}
-	if n%CurveMark == 0 { // the mark after the last event
+	if n%curveMark == 0 { // the mark after the last event
 		h.allocMarks = append(h.allocMarks, cur)
 		h.reqMarks = append(h.reqMarks, req)
 	}

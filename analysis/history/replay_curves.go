@@ -14,7 +14,7 @@ import (
 
 // curveMark is how many events apart the history marks the allocated and
 // requested bytes (History.allocMarks): a lookup replays at most as many.
-const CurveMark = 64
+const curveMark = 64
 
 // AllocatedAt returns the allocated bytes after event i (i = −1: initial).
 func (h *History) AllocatedAt(i int) int64 {
@@ -36,9 +36,9 @@ func (h *History) curvesAt(i int) (alloc, req int64) {
 		return h.InitialAllocated, h.InitialRequested
 	}
 	i = min(i, len(h.Device.Events)-1)
-	k := (i + 1) / CurveMark
+	k := (i + 1) / curveMark
 	alloc, req = h.allocMarks[k], h.reqMarks[k]
-	for e := k * CurveMark; e <= i; e++ {
+	for e := k * curveMark; e <= i; e++ {
 		da, dr := h.DeltaAt(e)
 		alloc += da
 		req += dr

@@ -79,6 +79,6 @@ func (b *Block) Rule() string { return (*verdicts.list.Load())[b.verdict].rule }
 func (b *Block) Confidence() result.Confidence { return (*verdicts.list.Load())[b.verdict].conf }
 
 // classify sets the block's category and the verdict that decided it.
-func (b *Block) Classify(cat result.Category, rule string, conf result.Confidence) {
+func (b *Block) classify(cat result.Category, rule string, conf result.Confidence) {
 	b.Category, b.verdict = cat, verdictOf(rule, conf)
 }

@@ -68,7 +68,7 @@ func TestVerdictRoundTrip(t *testing.T) {
 			for k := 0; k < 200; k++ {
 				rule, conf := rules[(k+g)%len(rules)], confs[(k/len(rules)+g)%len(confs)]
 				var b Block
-				b.Classify(result.Gradient, rule, conf)
+				b.classify(result.Gradient, rule, conf)
 				if b.Rule() != rule || b.Confidence() != conf || b.Category != result.Gradient {
 					t.Errorf("classified %s (%s), read back %s (%s)", rule, conf, b.Rule(), b.Confidence())
 					return

@@ -1,9 +1,8 @@
-package analysis
+package history
 
 import (
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
@@ -32,7 +31,7 @@ func TestCurvesFromMarks(t *testing.T) {
 	checked := 0
 	for name, s := range inputs {
 		for _, d := range s.Devices {
-			h := history.Build(s, d)
+			h := Build(s, d)
 			n := h.NumEvents()
 			// Check every event of small devices, and about 3,000 spread
 			// over the larger ones (each check sums all blocks).
@@ -43,7 +42,7 @@ func TestCurvesFromMarks(t *testing.T) {
 					t.Fatalf("%s device %d: AllocatedAt(-1) %d, initial %d", name, d.ID, h.AllocatedAt(-1), h.InitialAllocated)
 				}
 				prev = v
-				if i%every != 0 && i != n-1 && i%history.CurveMark != 0 && (i+1)%history.CurveMark != 0 {
+				if i%every != 0 && i != n-1 && i%curveMark != 0 && (i+1)%curveMark != 0 {
 					continue
 				}
 				var alloc, req int64
@@ -69,7 +68,7 @@ func TestCurvesFromMarks(t *testing.T) {
 // checkReserved replays the reserved bytes forward from ReservedAt(−1) by
 // the segment events (snapshots) or reads the trace's counter points, and
 // compares each event's with ReservedAt.
-func checkReserved(t *testing.T, name string, h *history.History) {
+func checkReserved(t *testing.T, name string, h *History) {
 	t.Helper()
 	d := h.Device
 	cur := h.ReservedAt(-1)
@@ -122,7 +121,7 @@ func TestStepAndSpanFromRuns(t *testing.T) {
 	}
 	for name, s := range inputs {
 		for _, d := range s.Devices {
-			h := history.Build(s, d)
+			h := Build(s, d)
 			covered := 0
 			for si, sp := range h.Phases.Spans {
 				for k := sp.StartEvent; sp.Events > 0 && k <= sp.EndEvent; k++ {
