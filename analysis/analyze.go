@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/analysis/whatif"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -122,9 +123,9 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *history.Histo
 		if capacity == 0 {
 			capacity = r.Devices[bestDR].Capacity
 		}
-		r.WhatIf = whatIf(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
+		r.WhatIf = whatif.Compute(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
 		if reconcileSavings(r, best.statesFirst) {
-			r.WhatIf = whatIf(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
+			r.WhatIf = whatif.Compute(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
 		}
 	}
 	nameHostDiagnostics(r)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/analysis/whatif"
 	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
@@ -204,7 +205,7 @@ func TestProjectionDDPRanks(t *testing.T) {
 		}
 	}
 	s := analysistest.OpenShared(t, "recorded", "record_ddp/snapshot_rank0_682.pickle")
-	r, err := Project(s, DefaultOptions(), Size{Batch: 8, Seq: 512}, Size{Batch: 16, Seq: 512}, nil)
+	r, err := Project(s, DefaultOptions(), whatif.Size{Batch: 8, Seq: 512}, whatif.Size{Batch: 16, Seq: 512}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

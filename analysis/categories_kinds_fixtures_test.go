@@ -25,28 +25,6 @@ func liveBy(h *history.History, c result.Category) (bytes, requested int64, bloc
 	return
 }
 
-// simBlocks is the allocator bytes the simulator's dump gives the blocks at
-// addrs.
-func simBlocks(t *testing.T, h *history.History, addrs []uint64) int64 {
-	t.Helper()
-	var n int64
-	for _, a := range addrs {
-		found := false
-		for _, g := range h.Device.Segments {
-			for _, b := range g.Blocks {
-				if b.Address == a {
-					n += b.Size
-					found = true
-				}
-			}
-		}
-		if !found {
-			t.Fatalf("block %#x is not in the dump", a)
-		}
-	}
-	return n
-}
-
 // TestModuleInitWeights: the recipe of Hugging Face's memory blog post
 // ("Visualize and understand GPU memory in PyTorch"): nn.Linear(10_000,
 // 50_000, device="cuda"), then three forwards of a fresh input. The weight
@@ -99,8 +77,8 @@ func TestModuleInitWeights(t *testing.T) {
 			snap := analysistest.Read(t, s, 0)
 			h := history.Build(snap, snap.Devices[0])
 			bytes, req, n := liveBy(h, result.Parameter)
-			if n != 2 || req != weight+bias || bytes != simBlocks(t, h, params) {
-				t.Errorf("parameters: %d blocks, %d B requested, %d B; want 2, %d, %d", n, req, bytes, weight+bias, simBlocks(t, h, params))
+			if n != 2 || req != weight+bias || bytes != analysistest.SimBlocks(t, h.Device, params) {
+				t.Errorf("parameters: %d blocks, %d B requested, %d B; want 2, %d, %d", n, req, bytes, weight+bias, analysistest.SimBlocks(t, h.Device, params))
 			}
 			for _, b := range h.LiveBlocks(h.EndIndex()) {
 				if b.Category == result.Parameter && b.Rule() != history.RuleModuleInit {
@@ -139,8 +117,8 @@ func TestKVCache(t *testing.T) {
 			snap := analysistest.Read(t, s, 0)
 			h := history.Build(snap, snap.Devices[0])
 			bytes, _, n := liveBy(h, result.KVCache)
-			if n != layers || bytes != simBlocks(t, h, cache) {
-				t.Errorf("kv_cache %d blocks, %d B; want %d, %d", n, bytes, layers, simBlocks(t, h, cache))
+			if n != layers || bytes != analysistest.SimBlocks(t, h.Device, cache) {
+				t.Errorf("kv_cache %d blocks, %d B; want %d, %d", n, bytes, layers, analysistest.SimBlocks(t, h.Device, cache))
 			}
 			if p, _, _ := liveBy(h, result.Parameter); p > int64(layers)*64<<20 {
 				t.Errorf("parameters %d B: more than the %d weights", p, layers)
@@ -179,8 +157,8 @@ func TestKVCache(t *testing.T) {
 		snap := analysistest.Read(t, s, 0)
 		h := history.Build(snap, snap.Devices[0])
 		bytes, req, n := liveBy(h, result.KVCache)
-		if n != 2*layers || req != 2*layers*last || bytes != simBlocks(t, h, keys) {
-			t.Errorf("kv_cache %d blocks, %d B requested, %d B; want %d, %d, %d", n, req, bytes, 2*layers, 2*layers*last, simBlocks(t, h, keys))
+		if n != 2*layers || req != 2*layers*last || bytes != analysistest.SimBlocks(t, h.Device, keys) {
+			t.Errorf("kv_cache %d blocks, %d B requested, %d B; want %d, %d, %d", n, req, bytes, 2*layers, 2*layers*last, analysistest.SimBlocks(t, h.Device, keys))
 		}
 	})
 }
@@ -287,8 +265,8 @@ func TestAdamWGradientsFromBeforeRecording(t *testing.T) {
 			if preq != sum(params) || greq != sum(grads) || oreq != sum(state) {
 				t.Errorf("requested %d/%d/%d, want %d/%d/%d", preq, greq, oreq, sum(params), sum(grads), sum(state))
 			}
-			if pb+gb != simBlocks(t, h, slices.Concat(paramAddrs, gradAddrs)) {
-				t.Errorf("parameter and gradient blocks %d, the simulator's %d", pb+gb, simBlocks(t, h, slices.Concat(paramAddrs, gradAddrs)))
+			if pb+gb != analysistest.SimBlocks(t, h.Device, slices.Concat(paramAddrs, gradAddrs)) {
+				t.Errorf("parameter and gradient blocks %d, the simulator's %d", pb+gb, analysistest.SimBlocks(t, h.Device, slices.Concat(paramAddrs, gradAddrs)))
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/analysis/whatif"
 	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 )
@@ -151,8 +152,8 @@ func TestProjectionCalibrated(t *testing.T) {
 		n++
 		t.Run(m.Name, func(t *testing.T) {
 			s := analysistest.OpenShared(t, "recorded/estimate", m.Snapshot.File)
-			at := Size{Batch: m.Snapshot.Batch, Seq: m.Snapshot.Seq}
-			r, err := Project(s, DefaultOptions(), at, Size{Batch: m.Batch, Seq: m.Seq}, nil)
+			at := whatif.Size{Batch: m.Snapshot.Batch, Seq: m.Snapshot.Seq}
+			r, err := Project(s, DefaultOptions(), at, whatif.Size{Batch: m.Batch, Seq: m.Seq}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -193,7 +194,7 @@ func TestProjectionCS336Lengths(t *testing.T) {
 		s := analysistest.OpenShared(t, "snapshots", fmt.Sprintf("wedsonlin_medium_%d_training.pickle", seq))
 		proj[seq] = map[int64]int64{}
 		for _, to := range []int64{128, 256, 512, 1024} {
-			r, err := Project(s, DefaultOptions(), Size{Batch: 4, Seq: seq}, Size{Seq: to}, nil)
+			r, err := Project(s, DefaultOptions(), whatif.Size{Batch: 4, Seq: seq}, whatif.Size{Seq: to}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

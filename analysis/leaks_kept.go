@@ -105,7 +105,7 @@ func (sc *leakScan) keptFindings() []result.Leak {
 			break
 		}
 		per := leakMedian64(a.bytes)
-		blocks := history.LeakMedianInt(a.blocks)
+		blocks := history.MedianInt(a.blocks)
 		held, seen := sc.heldAtEnd(map[string]bool{a.site: true}, false)
 		l := result.Leak{Kind: result.LeakGrowingList, Device: sc.h.Device.ID, Site: a.site, BytesPerStep: per, Steps: len(seen), TotalBytes: held, SeenInSteps: seen}
 		l.Confidence = sc.patternConfidence(len(a.steps), a.bytes, a.total)
@@ -159,7 +159,7 @@ func (sc *leakScan) graphFinding(ks []int) result.Leak {
 	}
 	alive := sc.graphAlive(ks)
 	l.Evidence = fmt.Sprintf("Each step leaves about %d tensors (%s) from %d sites allocated until the end: %s held at the end, from %s of %d; forward called at %s. Largest: %s.",
-		history.LeakMedianInt(nblocks), units.FormatBytes(perStep), len(groups), units.FormatBytes(total), result.StepNumbers(seen), len(sc.steps), call, strings.Join(top, ", "))
+		history.MedianInt(nblocks), units.FormatBytes(perStep), len(groups), units.FormatBytes(total), result.StepNumbers(seen), len(sc.steps), call, strings.Join(top, ", "))
 	if alive {
 		l.Explanation = "No backward pass frees them: the autograd graph of every step stays alive with its saved activations."
 		l.Remedy = "Do not keep tensors that require grad across steps: if the loop does not train, run it under with torch.no_grad(): (or torch.inference_mode()); accumulate metrics with .item() (total_loss += loss.item()); store outputs with .detach() (.detach().cpu() to free the GPU)."

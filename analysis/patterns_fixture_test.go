@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/analysis/whatif"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -234,7 +235,7 @@ func TestAutocastModelFacts(t *testing.T) {
 						b := &h.Blocks[bi]
 						if b.Category == result.AutocastCache {
 							copies += b.Size
-							if p := partOf(h, b, false, false); p == partQuad || p == partLinear {
+							if p := whatif.PartOf(h, b, false, false); p == whatif.PartQuad || p == whatif.PartLinear {
 								t.Errorf("autocast copy %d B in the what-if's part %d", b.Size, p)
 							}
 						}

@@ -37,7 +37,7 @@ const (
 	roundupSteps    = 16      // … and there are 16 of them (1 MiB to 32 GiB and above)
 )
 
-// sizingRules are the allocator settings block sizes depend on.
+// SizingRules are the allocator settings block sizes depend on.
 type SizingRules struct {
 	Expandable bool
 	maxSplit   int64 // 0: unlimited
@@ -48,6 +48,9 @@ type SizingRules struct {
 // roundup_power2_divisions setting ({"1": 0, "2": 4, …}; keys in MiB).
 var roundupEntry = regexp.MustCompile(`"?([0-9]+)"?\s*:\s*([0-9]+)`)
 
+// SizingRules are the allocator's rules for the sizes of the run's blocks:
+// its rounding (roundup_power2_divisions), expandable segments and
+// max_split_size, from the file's allocator settings.
 func (h *History) SizingRules() SizingRules {
 	r := SizingRules{Expandable: h.Expandable()}
 	st := h.Snap.Settings
@@ -70,7 +73,7 @@ func (h *History) SizingRules() SizingRules {
 	return r
 }
 
-// round is the allocator's round_size.
+// Round is the allocator's round_size.
 func (r *SizingRules) Round(n int64) int64 {
 	if n < minBlockSize {
 		return minBlockSize
@@ -226,7 +229,7 @@ type largeSegment struct {
 	starts    []uint64
 }
 
-func newLargeLayout(rs []segRange) *largeLayout {
+func newLargeLayout(rs []SegRange) *largeLayout {
 	l := &largeLayout{}
 	for _, r := range rs {
 		l.addSegment(r.Addr, r.Size)

@@ -64,10 +64,10 @@ type blockFacts struct {
 	// throughForward: allocated outside the phases and live across the
 	// whole of the next forward span (the batch the forward reads).
 	throughForward bool
-	IntraOp        bool // chrome trace: allocated and freed inside the same op (same thread, same span stack)
+	intraOp        bool // chrome trace: allocated and freed inside the same op (same thread, same span stack)
 }
 
-func (h *History) Facts(bi int) blockFacts {
+func (h *History) facts(bi int) blockFacts {
 	b := &h.Blocks[bi]
 	p := h.Phases
 	f := blockFacts{pre: b.Alloc < 0, never: b.Free < 0, m: h.Markers.ref(b.Stack)}
@@ -89,7 +89,7 @@ func (h *History) Facts(bi int) blockFacts {
 		f.fc = p.Code[b.Free]
 		if !f.pre && h.Snap.Source.Format == snapshot.FormatChromeTrace && b.Stack != 0 {
 			ea, ef := &h.Device.Events[b.Alloc], &h.Device.Events[b.Free]
-			f.IntraOp = ea.Stack == ef.Stack && ea.Thread == ef.Thread && ea.Meta == ef.Meta && h.innermostIsOp(ea.Stack)
+			f.intraOp = ea.Stack == ef.Stack && ea.Thread == ef.Thread && ea.Meta == ef.Meta && h.innermostIsOp(ea.Stack)
 		}
 	}
 	return f
@@ -100,7 +100,7 @@ func Classify(h *History) {
 	n := len(h.Blocks)
 	facts := make([]blockFacts, n)
 	for i := range h.Blocks {
-		facts[i] = h.Facts(i)
+		facts[i] = h.facts(i)
 	}
 	run := h.runFactsOf(facts)
 	special := h.specialKinds(facts)
@@ -278,7 +278,7 @@ func decide(f *blockFacts, size int64, paramPaired, gradPaired, pairing int, run
 	switch {
 	case !f.never && f.fc == codeZeroGrad:
 		return result.Gradient, RuleFreedByZeroGrad, result.High
-	case f.IntraOp && f.ac != codeOptimizer:
+	case f.intraOp && f.ac != codeOptimizer:
 		return result.Temporary, RuleIntraOp, result.High
 	}
 	if f.m.init && (f.pre || f.ac != codeForward && f.ac != CodeBackward && f.ac != codeOptimizer) {
@@ -375,7 +375,7 @@ func (h *History) CategoriesAt(i int) result.Categories {
 	return c
 }
 
-// ruleUses counts the bytes each rule decided among the blocks live after
+// RuleUses counts the bytes each rule decided among the blocks live after
 // event i, largest first.
 func (h *History) RuleUses(i int) []result.RuleUse {
 	type key struct {

@@ -236,7 +236,7 @@ func allocBetween(allocs []int, a, b int) bool {
 	return k < len(allocs) && allocs[k] < b
 }
 
-// autocastDiagnostic says how much autocast's weight cache holds (the most
+// AutocastDiagnostic says how much autocast's weight cache holds (the most
 // it held at once, and at the peak) and what removes it.
 func AutocastDiagnostic(h *History, peak int) (result.Diagnostic, bool) {
 	type delta struct {

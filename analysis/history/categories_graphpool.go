@@ -76,7 +76,7 @@ func segmentAt(segs []*snapshot.Segment, addr uint64) int {
 	return -1
 }
 
-// graphPoolDiagnostic says what the graphs' private pools hold at the dump:
+// GraphPoolDiagnostic says what the graphs' private pools hold at the dump:
 // their allocated blocks (the graphs' outputs and whatever else the
 // capture kept) and the free rest, which only the graphs reuse.
 func GraphPoolDiagnostic(h *History) (result.Diagnostic, bool) {

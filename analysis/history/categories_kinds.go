@@ -23,7 +23,7 @@ const (
 	RulePreWeightNoGradientYet = "preexisting_weight_before_its_gradient"           // before recording, never freed, backward died at an OOM before its gradient
 )
 
-// cublasWorkspaceSize is PyTorch's default cuBLAS workspace before Hopper
+// CublasWorkspaceSize is PyTorch's default cuBLAS workspace before Hopper
 // (CUBLAS_WORKSPACE_CONFIG unset: ":4096:2:16:8" = 2×4096 KiB + 8×16 KiB),
 // a size no tensor is likely to have. Hopper's default, 8×4096 KiB, is a
 // power of two that many tensors share: frames must tell that one.
@@ -182,7 +182,7 @@ func pairKeptGradients(h *History, left []int, params map[int64]int, paired map[
 	}
 }
 
-// kindsDiagnostics says, from the rules that decided the end state, what
+// KindsDiagnostics says, from the rules that decided the end state, what
 // the kinds rules took for what, and what nothing explains.
 func KindsDiagnostics(id int, rules []result.RuleUse) []result.Diagnostic {
 	var out []result.Diagnostic

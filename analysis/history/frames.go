@@ -20,7 +20,7 @@ var (
 	noiseFiles = []string{"core/boxing", "/Register", "/Redispatch", "pythonrun.c", "Modules/main.c", "Objects/call.c", "Objects/methodobject.c", "pycore_ceval.h", "ceval.c", "cpython/abstract.h"}
 )
 
-// isNoise reports whether PyTorch's own viewers hide this frame.
+// IsNoise reports whether PyTorch's own viewers hide this frame.
 func IsNoise(f *snapshot.Frame) bool {
 	for _, n := range noiseNames {
 		if strings.Contains(f.Name, n) {
@@ -35,13 +35,13 @@ func IsNoise(f *snapshot.Frame) bool {
 	return false
 }
 
-// isPython reports whether a frame is a Python frame (as opposed to a C++
+// IsPython reports whether a frame is a Python frame (as opposed to a C++
 // frame of stacks="all", a CPython C frame, or a chrome-trace op span).
 func IsPython(f *snapshot.Frame) bool {
 	return strings.HasSuffix(f.Filename, ".py")
 }
 
-// isLibrary reports whether a Python frame belongs to PyTorch or another
+// IsLibrary reports whether a Python frame belongs to PyTorch or another
 // installed package rather than to the user's code.
 func IsLibrary(file string) bool {
 	f := strings.ReplaceAll(file, "\\", "/")
@@ -50,7 +50,7 @@ func IsLibrary(file string) bool {
 		strings.HasPrefix(f, "<")
 }
 
-// isGenerated reports whether a frame runs code that torch.compile
+// IsGenerated reports whether a frame runs code that torch.compile
 // generated rather than code someone wrote: Inductor's output code — a file
 // c<hash>.py (52 characters of base 32) in a folder named by its 2nd and 3rd
 // characters, in the cache (/tmp/torchinductor_USER/3u/c3uxhj….py, or
@@ -73,13 +73,13 @@ func IsGenerated(file string) bool {
 	return true
 }
 
-// isTorch reports whether a Python frame is PyTorch's own code.
+// IsTorch reports whether a Python frame is PyTorch's own code.
 func IsTorch(file string) bool {
 	f := strings.ReplaceAll(file, "\\", "/")
 	return strings.Contains(f, "/torch/") || strings.HasPrefix(f, "torch/")
 }
 
-// frameString renders a frame as "file.py:LINE function" with the file's
+// FrameString renders a frame as "file.py:LINE function" with the file's
 // base name (the short form _memory_viz prints).
 func FrameString(f *snapshot.Frame) string {
 	if f.Filename == "" {
@@ -109,10 +109,10 @@ type siteRef struct {
 // ("model.py:41 forward (compiled)").
 const CompiledSuffix = " (compiled)"
 
-// siteOf names the allocation site of a stack (siteRefOf's name).
+// SiteOf names the allocation site of a stack (siteRefOf's name).
 func SiteOf(s *snapshot.Snapshot, st snapshot.StackID) string { return SiteRefOf(s, st).Name }
 
-// siteRefOf finds the allocation site of a stack: the innermost Python frame
+// SiteRefOf finds the allocation site of a stack: the innermost Python frame
 // of user code (the noise filter applied, PyTorch and installed packages
 // skipped); else the innermost non-PyTorch Python frame; else the innermost
 // Python frame; else the autograd node or op of a C++/trace stack. Frames
@@ -214,7 +214,7 @@ func autogradNode(name string) string {
 var plumbing = []string{"CachingAllocator", "empty_generic", "empty_cuda", "_empty_generic", "create_out", "set_output",
 	"TensorIterator", "wrap_kernel_functor", "redispatch", "c10::impl::", "StorageImpl", "at::detail::", "::call("}
 
-// displayStack renders a stack for a report, innermost first: the Python
+// DisplayStack renders a stack for a report, innermost first: the Python
 // frames (noise dropped) when there are any, else the C++ frames without
 // the allocator and dispatcher plumbing. It is made once per file and
 // stack (frameTexts): every device's lists share it.
@@ -229,7 +229,9 @@ func (h *History) DisplayStack(st snapshot.StackID, max int) []string {
 	return out
 }
 
-func (t *frameTexts) DisplayStack(st snapshot.StackID, max int) []string {
+// DisplayStack renders a stack as the report shows it, innermost frame
+// first and at most max frames, without History.DisplayStack's memo.
+func (t *FrameTexts) DisplayStack(st snapshot.StackID, max int) []string {
 	s := t.s
 	out := []string{}
 	var cpp []string
@@ -265,7 +267,7 @@ func (t *frameTexts) DisplayStack(st snapshot.StackID, max int) []string {
 // and shared: the stacks of a file's devices name the same frames, and a
 // text per stack and device (256 devices of 80 listed allocations with
 // stacks of 16 frames of 8 KB) took gigabytes. Used by one goroutine.
-type frameTexts struct {
+type FrameTexts struct {
 	s    *snapshot.Snapshot
 	text []string
 	done []bool
@@ -276,37 +278,39 @@ type frameTexts struct {
 	trainingDone bool
 }
 
-// frameTexts is the texts shared by the file's devices (made for a
+// FrameTexts is the texts shared by the file's devices (made for a
 // history built alone).
-func (h *History) FrameTexts() *frameTexts {
+func (h *History) FrameTexts() *FrameTexts {
 	if h.Texts == nil {
 		h.Texts = NewFrameTexts(h.Snap)
 	}
 	return h.Texts
 }
 
-// trainingFrame is trainingFrame of the file, found once for all its
+// TrainingFrame is trainingFrame of the file, found once for all its
 // devices (it reads every frame's name).
-func (t *frameTexts) TrainingFrame() string {
+func (t *FrameTexts) TrainingFrame() string {
 	if !t.trainingDone {
 		t.training, t.trainingDone = trainingFrame(t.s), true
 	}
 	return t.training
 }
 
-func NewFrameTexts(s *snapshot.Snapshot) *frameTexts {
-	return &frameTexts{s: s, text: make([]string, len(s.Frames)), done: make([]bool, len(s.Frames)), stacks: map[[2]int][]string{}}
+// NewFrameTexts makes the frame texts of a file, rendered on first use and
+// shared by its devices.
+func NewFrameTexts(s *snapshot.Snapshot) *FrameTexts {
+	return &FrameTexts{s: s, text: make([]string, len(s.Frames)), done: make([]bool, len(s.Frames)), stacks: map[[2]int][]string{}}
 }
 
 // of is the text of frame id.
-func (t *frameTexts) of(id snapshot.FrameID) string {
+func (t *FrameTexts) of(id snapshot.FrameID) string {
 	if !t.done[id] {
 		t.text[id], t.done[id] = FrameString(&t.s.Frames[id]), true
 	}
 	return t.text[id]
 }
 
-// isModelFrame reports whether a frame enters a model: an nn.Module call
+// IsModelFrame reports whether a frame enters a model: an nn.Module call
 // (module.py _call_impl / _wrapped_call_impl, a trace's "nn.Module: …"
 // span) or a Python function named forward outside PyTorch (a model's own
 // forward, in stacks that hold only the user's files). A loop inside it —
@@ -337,7 +341,7 @@ type stackMemo[T any] struct {
 	m    map[snapshot.StackID]*T // instead of done and v, for a few of many stacks
 }
 
-// newStackMemo memoises of for a device that looks up at most about uses
+// NewStackMemo memoises of for a device that looks up at most about uses
 // stacks (its events and blocks).
 func NewStackMemo[T any](s *snapshot.Snapshot, uses int, of func(*snapshot.Snapshot, snapshot.StackID) T) *stackMemo[T] {
 	if len(s.Stacks) > 4*uses+4096 {
@@ -346,7 +350,7 @@ func NewStackMemo[T any](s *snapshot.Snapshot, uses int, of func(*snapshot.Snaps
 	return &stackMemo[T]{s: s, of: of, done: make([]bool, len(s.Stacks)), v: make([]T, len(s.Stacks))}
 }
 
-// get is of(stack), the zero value for a stack the snapshot does not have.
+// Get is of(stack), the zero value for a stack the snapshot does not have.
 func (c *stackMemo[T]) Get(st snapshot.StackID) T {
 	if int(st) >= len(c.s.Stacks) {
 		var zero T
@@ -378,7 +382,7 @@ func (c *stackMemo[T]) ref(st snapshot.StackID) *T {
 	return &c.v[st]
 }
 
-// stackUses is about how many stacks a device's memos look up: one per
+// StackUses is about how many stacks a device's memos look up: one per
 // event and per block of its segments.
 func StackUses(d *snapshot.Device) int {
 	n := len(d.Events)
@@ -388,9 +392,10 @@ func StackUses(d *snapshot.Device) int {
 	return n
 }
 
-// siteCache finds the allocation site of each stack (siteRefOf).
+// SiteCache finds the allocation site of each stack (siteRefOf).
 type SiteCache = stackMemo[siteRef]
 
+// NewSiteCache makes an empty cache of the sites of the device's stacks.
 func (h *History) NewSiteCache() *SiteCache {
 	return NewStackMemo(h.Snap, StackUses(h.Device), SiteRefOf)
 }

@@ -72,7 +72,7 @@ type stackMarkers struct {
 	// module under another name (a file whose base name starts with
 	// cache_utils, outside transformers).
 	kvCache, kvCacheCopy bool
-	// kvPool: the KV cache is a serving engine's preallocated pool (vLLM's
+	// KvPool: the KV cache is a serving engine's preallocated pool (vLLM's
 	// cache engine and model runners, SGLang's memory pools), sized by a
 	// memory fraction rather than by the batch.
 	KvPool bool
@@ -397,7 +397,7 @@ func isAutogradCall(file string) bool {
 		strings.Contains(file, "torch/_functorch/") || strings.Contains(file, "torch/func/")
 }
 
-// quadratic reports whether a stack's tensors grow with the square of the
+// Quadratic reports whether a stack's tensors grow with the square of the
 // sequence: attention code, unless a fused kernel (flash, memory-efficient,
 // cuDNN) made them.
 func (m stackMarkers) Quadratic() bool { return m.Attention && !m.fusedAttention }

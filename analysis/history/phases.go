@@ -56,7 +56,7 @@ type Phases struct {
 	// Sources says what the phases were derived from ("annotations",
 	// "frames", "autograd threads", "lifetimes").
 	Sources []string
-	// callers are the functions that called a model found by its calls
+	// Callers are the functions that called a model found by its calls
 	// (forwardByCalls): the step's code, whose line names the forward.
 	Callers map[FuncKey]bool
 }
@@ -131,7 +131,7 @@ type interval struct {
 	step       int
 }
 
-// annIntervals are a snapshot's annotation intervals: they are the same for
+// AnnIntervals are a snapshot's annotation intervals: they are the same for
 // each of its devices, and computing them per device made the work of a
 // file grow with the square of its devices.
 type AnnIntervals struct {

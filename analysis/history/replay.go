@@ -53,7 +53,7 @@ type Block struct {
 	verdict  verdictID
 }
 
-// allocEnd is the event at which the block stops being allocated:
+// AllocEnd is the event at which the block stops being allocated:
 // free_requested, else free_completed (−1: allocated at the end).
 func (b *Block) AllocEnd() int {
 	if b.FreeRequested >= 0 {
@@ -94,9 +94,9 @@ type History struct {
 	// Steps is how the events divide into steps (the step pass).
 	Steps *StepPlan
 
-	// texts are the frames' texts of the file, shared by its devices (set
+	// Texts are the frames' texts of the file, shared by its devices (set
 	// by analyze; made on first use for a history built alone).
-	Texts *frameTexts
+	Texts *FrameTexts
 
 	// blockAt[i] is the block event i allocates, or whose free it
 	// requests or completes (−1): see openAt, endAt and closeAt.
@@ -109,7 +109,7 @@ type History struct {
 	// resPoints are the reserved bytes from each event that changes them
 	// (a snapshot's segment events; a chrome trace's Device.Reserved).
 	resPoints []snapshot.CounterPoint
-	// sizing is what sizeBlocks found.
+	// Sizing is what sizeBlocks found.
 	Sizing blockSizing
 	// extraClose lists blocks closed by an event that also opens one
 	// (an alloc at an address still live: a lost free).
@@ -119,7 +119,7 @@ type History struct {
 	ann     *AnnIntervals
 	Markers *stackMemo[stackMarkers]
 	Diags   []result.Diagnostic
-	// firstOOM is the index of the first oom event (−1).
+	// FirstOOM is the index of the first oom event (−1).
 	FirstOOM int
 	// replay facts for diagnostics
 	PreFreed, preLive           int
@@ -436,7 +436,7 @@ func (h *History) LiveBlocks(i int) iter.Seq2[int, *Block] {
 	}
 }
 
-// replayDiagnostics says what the replay found that limits trust.
+// ReplayDiagnostics says what the replay found that limits trust.
 func (h *History) ReplayDiagnostics() []result.Diagnostic {
 	id := h.Device.ID
 	var out []result.Diagnostic

@@ -46,7 +46,7 @@ func (h *History) curvesAt(i int) (alloc, req int64) {
 	return alloc, req
 }
 
-// deltaAt is what event i adds to the allocated and the requested bytes.
+// DeltaAt is what event i adds to the allocated and the requested bytes.
 func (h *History) DeltaAt(i int) (alloc, req int64) {
 	if bi := h.OpenAt(i); bi >= 0 {
 		alloc, req = h.Blocks[bi].Size, h.Blocks[bi].Requested
@@ -58,7 +58,7 @@ func (h *History) DeltaAt(i int) (alloc, req int64) {
 	return alloc, req
 }
 
-// allocatedRange yields the allocated bytes after each event from..to.
+// AllocatedRange yields the allocated bytes after each event from..to.
 func (h *History) AllocatedRange(from, to int) iter.Seq2[int, int64] {
 	return func(yield func(int, int64) bool) {
 		v := h.AllocatedAt(from - 1)
@@ -72,7 +72,7 @@ func (h *History) AllocatedRange(from, to int) iter.Seq2[int, int64] {
 	}
 }
 
-// peakIn returns the highest allocated bytes after the events from..to and
+// PeakIn returns the highest allocated bytes after the events from..to and
 // the first event that reaches them (math.MinInt64 and from when empty).
 func (h *History) PeakIn(from, to int) (int64, int) {
 	best, at := int64(math.MinInt64), from
@@ -84,7 +84,7 @@ func (h *History) PeakIn(from, to int) (int64, int) {
 	return best, at
 }
 
-// openAt is the block event i allocates (−1).
+// OpenAt is the block event i allocates (−1).
 func (h *History) OpenAt(i int) int32 {
 	if h.Device.Events[i].Action == snapshot.ActionAlloc {
 		return h.blockAt[i]
@@ -92,7 +92,7 @@ func (h *History) OpenAt(i int) int32 {
 	return -1
 }
 
-// closeAt is the block whose free event i completes (−1).
+// CloseAt is the block whose free event i completes (−1).
 func (h *History) CloseAt(i int) int32 {
 	if h.Device.Events[i].Action == snapshot.ActionFreeCompleted {
 		return h.blockAt[i]
@@ -100,7 +100,7 @@ func (h *History) CloseAt(i int) int32 {
 	return -1
 }
 
-// endAt is the block whose allocation event i ends (free_requested, or
+// EndAt is the block whose allocation event i ends (free_requested, or
 // free_completed without one, or an allocation at the address of a block
 // whose free is missing; −1).
 func (h *History) EndAt(i int) int32 {

@@ -8,27 +8,28 @@ import (
 
 // segRange is a reserved address range: a segment, or a mapped part of an
 // expandable segment.
-type segRange struct {
+type SegRange struct {
 	Addr       uint64
 	Size       int64
 	Expandable bool
 }
 
-func (r segRange) End() uint64 { return r.Addr + uint64(r.Size) }
+// End is the address just past the range.
+func (r SegRange) End() uint64 { return r.Addr + uint64(r.Size) }
 
-// segmentsAt rebuilds the reserved ranges after event i by replaying the
+// SegmentsAt rebuilds the reserved ranges after event i by replaying the
 // segment events backwards from the dump-time segments, as MemoryViz's
 // Allocator State History does. It returns nil when the device has no
 // dump-time segments.
-func (h *History) SegmentsAt(i int) []segRange {
+func (h *History) SegmentsAt(i int) []SegRange {
 	d := h.Device
 	if len(d.Segments) == 0 {
 		return nil
 	}
-	var rs []segRange
+	var rs []SegRange
 	for gi := range d.Segments {
 		g := &d.Segments[gi]
-		rs = append(rs, segRange{Addr: g.Address, Size: g.TotalSize, Expandable: g.IsExpandable})
+		rs = append(rs, SegRange{Addr: g.Address, Size: g.TotalSize, Expandable: g.IsExpandable})
 	}
 	for k := len(d.Events) - 1; k > i; k-- {
 		e := &d.Events[k]
@@ -38,9 +39,9 @@ func (h *History) SegmentsAt(i int) []segRange {
 		case snapshot.ActionSegmentMap:
 			rs = removeRange(rs, e.Addr, e.Size)
 		case snapshot.ActionSegmentFree:
-			rs = append(rs, segRange{Addr: e.Addr, Size: e.Size})
+			rs = append(rs, SegRange{Addr: e.Addr, Size: e.Size})
 		case snapshot.ActionSegmentUnmap:
-			rs = append(rs, segRange{Addr: e.Addr, Size: e.Size, Expandable: true})
+			rs = append(rs, SegRange{Addr: e.Addr, Size: e.Size, Expandable: true})
 		}
 	}
 	sort.Slice(rs, func(a, b int) bool { return rs[a].Addr < rs[b].Addr })
@@ -60,25 +61,25 @@ func (h *History) SegmentsAt(i int) []segRange {
 }
 
 // removeRange subtracts [addr, addr+size) from the ranges.
-func removeRange(rs []segRange, addr uint64, size int64) []segRange {
+func removeRange(rs []SegRange, addr uint64, size int64) []SegRange {
 	end := addr + uint64(size)
-	var out []segRange
+	var out []SegRange
 	for _, r := range rs {
 		if r.End() <= addr || r.Addr >= end {
 			out = append(out, r)
 			continue
 		}
 		if r.Addr < addr {
-			out = append(out, segRange{Addr: r.Addr, Size: int64(addr - r.Addr), Expandable: r.Expandable})
+			out = append(out, SegRange{Addr: r.Addr, Size: int64(addr - r.Addr), Expandable: r.Expandable})
 		}
 		if r.End() > end {
-			out = append(out, segRange{Addr: end, Size: int64(r.End() - end), Expandable: r.Expandable})
+			out = append(out, SegRange{Addr: end, Size: int64(r.End() - end), Expandable: r.Expandable})
 		}
 	}
 	return out
 }
 
-// expandable reports whether the device used expandable segments.
+// Expandable reports whether the device used expandable segments.
 func (h *History) Expandable() bool {
 	if h.Snap.Settings != nil && h.Snap.Settings.ExpandableSegments {
 		return true

@@ -6,7 +6,7 @@ import (
 	"github.com/torchmem/torchmem/result"
 )
 
-// blockSite names the allocation site of a block: its first user frame, or
+// BlockSite names the allocation site of a block: its first user frame, or
 // "<allocated before recording: CATEGORY>" / "<no frames: PHASE>".
 func (h *History) BlockSite(c *SiteCache, b *Block) string { return h.blockSiteRef(c, b).Name }
 
@@ -33,6 +33,8 @@ func (h *History) TopSites(i, n int) []result.Site {
 	return h.TopSitesIn(h.NewSiteCache(), i, n)
 }
 
+// TopSitesIn is TopSites with the sites found through c, shared with the
+// other passes over the same device.
 func (h *History) TopSitesIn(c *SiteCache, i, n int) []result.Site {
 	type acc struct {
 		ref   siteRef

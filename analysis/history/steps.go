@@ -5,11 +5,11 @@ import (
 	"github.com/torchmem/torchmem/snapshot"
 )
 
-// minLeakSteps is how many complete steps a run needs before its steps are
+// MinLeakSteps is how many complete steps a run needs before its steps are
 // compared (and leaks looked for) at all.
 const MinLeakSteps = 4
 
-// stepRange is one step as a pass over the events sees it: events start…end,
+// StepRange is one step as a pass over the events sees it: events start…end,
 // both included.
 type StepRange struct {
 	N          int
@@ -27,11 +27,11 @@ type planFound struct {
 	steps    []StepRange
 }
 
-// stepPlan is a device's StepPlan (History.Steps) and what leak detection
+// StepPlan is a device's StepPlan (History.Steps) and what leak detection
 // needs of it besides, which is not part of the JSON.
 type StepPlan struct {
 	*result.StepPlan
-	// loop is the function of the loop frame when Source is "loop".
+	// Loop is the function of the loop frame when Source is "loop".
 	Loop FuncKey
 	// tail is the number of the first step of a loop that follows the
 	// optimizer steps (tailLoop), 0 when none: leak detection compares the
@@ -149,7 +149,7 @@ func (plan *StepPlan) completeSteps() []StepRange {
 	return out
 }
 
-// stepGroups returns the complete steps in the groups leak detection
+// StepGroups returns the complete steps in the groups leak detection
 // compares apart: the optimizer steps and the iterations of a loop after
 // them (an evaluation after the training), or all of them.
 func (plan *StepPlan) StepGroups() [][]StepRange {
@@ -195,5 +195,5 @@ func loopSite(fn FuncKey, head int64) string {
 	return FrameString(&f)
 }
 
-// funcKey is a Python function: its file and name.
+// FuncKey is a Python function: its file and name.
 type FuncKey struct{ File, Name string }

@@ -275,7 +275,7 @@ func anchorsAlike(h *History, as []anchor) bool {
 	for k, a := range as {
 		sizes[k] = a.allocs
 	}
-	med := LeakMedianInt(sizes)
+	med := MedianInt(sizes)
 	alike := 0
 	for _, n := range sizes {
 		if d := float64(n-med) / float64(med); d >= -anchorSpread && d <= anchorSpread {
@@ -337,7 +337,9 @@ func (p *Phases) recodeAroundBackward(h *History, start int, a anchor) {
 	}
 }
 
-func LeakMedianInt(v []int) int {
+// MedianInt is the median of v (the upper one of an even count; 0 when v
+// is empty).
+func MedianInt(v []int) int {
 	if len(v) == 0 {
 		return 0
 	}

@@ -18,7 +18,7 @@ const (
 	maxSiteUses      = 4      // uses of one site per step the candidate search follows
 )
 
-// siteKey is what the period search compares: the allocation stack, or for
+// SiteKey is what the period search compares: the allocation stack, or for
 // allocations without frames the phase (backward allocations of a real
 // snapshot have no Python frames, but recur in the same order).
 func SiteKey(h *History, i int) uint64 {
@@ -148,7 +148,7 @@ func periodSteps(h *History) planFound {
 	return plan
 }
 
-// periodScore is the share of allocations whose site recurs p allocations
+// PeriodScore is the share of allocations whose site recurs p allocations
 // later (sampled on long traces).
 func PeriodScore(keys []uint64, p int) float64 {
 	m := len(keys) - p

@@ -59,3 +59,13 @@ func OpenShared(t testing.TB, sub, name string) *snapshot.Snapshot {
 	}
 	return s
 }
+
+// Open reads a real file by its path (one of snapshottest.SharedInputs).
+func Open(t testing.TB, path string) *snapshot.Snapshot {
+	t.Helper()
+	s, err := snapshot.Open(path, snapshot.Options{})
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return s
+}

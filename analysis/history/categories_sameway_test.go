@@ -1,10 +1,9 @@
-package analysis
+package history
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis/history"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -29,23 +28,23 @@ func TestSameWaySameCategory(t *testing.T) {
 				t.Skipf("%v", err) // a file the loader refuses: other tests say why
 			}
 			for _, d := range s.Devices {
-				h := history.Build(s, d)
+				h := Build(s, d)
 				type way struct {
 					stack                   snapshot.StackID
 					size                    int64
 					ac, fc                  uint8
 					pre, never, step, intra bool
 				}
-				first := map[way]*history.Block{}
+				first := map[way]*Block{}
 				split := map[way]bool{}
 				for bi := range h.Blocks {
 					b := &h.Blocks[bi]
-					if b.Untracked || b.Rule() == history.RuleProfilerCategory || len(s.StackOf(b.Stack)) == 0 {
+					if b.Untracked || b.Rule() == RuleProfilerCategory || len(s.StackOf(b.Stack)) == 0 {
 						continue
 					}
 					// the events as recorded: a block freed while an OOM
 					// unwound was freed in the phase it was made in
-					w := way{stack: b.Stack, size: b.Requested, pre: b.Alloc < 0, never: b.Free < 0, intra: h.Facts(bi).IntraOp}
+					w := way{stack: b.Stack, size: b.Requested, pre: b.Alloc < 0, never: b.Free < 0, intra: h.facts(bi).intraOp}
 					if b.Alloc >= 0 {
 						w.ac = h.Phases.Code[b.Alloc]
 					}

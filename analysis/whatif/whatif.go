@@ -1,4 +1,4 @@
-package analysis
+package whatif
 
 import (
 	"math"
@@ -30,25 +30,25 @@ func effects() map[string]effect {
 		return effect{f: f, weight: w, group: group}
 	}
 	return map[string]effect{
-		"activation_checkpointing": with(3, "", func(f *factors) { f[partLinear], f[partQuad] = 0.35, 0.35 }),
-		"flash_attention":          with(0, "", func(f *factors) { f[partQuad] = 0.2 }),
-		"mixed_precision_bf16":     with(1, "", func(f *factors) { f[partLinear], f[partQuad] = 0.5, 0.5 }),
-		"optimizer_8bit":           with(1, "optimizer", func(f *factors) { f[partOpt] = 0.25 }),
-		"paged_optimizer":          with(1, "optimizer", func(f *factors) { f[partOpt] = 0.25 }),
-		"cpu_offload":              with(9, "optimizer", func(f *factors) { f[partOpt] = 0 }),
-		"gradient_accumulation":    with(3, "batch", func(f *factors) { f[partLinear], f[partQuad] = 0.5, 0.5 }),
-		"reduce_batch_size":        with(3, "batch", func(f *factors) { f[partLinear], f[partQuad] = 0.5, 0.5 }),
-		"reduce_sequence_length":   with(27, "", func(f *factors) { f[partLinear], f[partQuad] = 0.5, 0.25 }),
-		"set_to_none":              with(0, "", func(f *factors) { f[partStaleGrad] = 0 }),
+		"activation_checkpointing": with(3, "", func(f *factors) { f[PartLinear], f[PartQuad] = 0.35, 0.35 }),
+		"flash_attention":          with(0, "", func(f *factors) { f[PartQuad] = 0.2 }),
+		"mixed_precision_bf16":     with(1, "", func(f *factors) { f[PartLinear], f[PartQuad] = 0.5, 0.5 }),
+		"optimizer_8bit":           with(1, "optimizer", func(f *factors) { f[PartOpt] = 0.25 }),
+		"paged_optimizer":          with(1, "optimizer", func(f *factors) { f[PartOpt] = 0.25 }),
+		"cpu_offload":              with(9, "optimizer", func(f *factors) { f[PartOpt] = 0 }),
+		"gradient_accumulation":    with(3, "batch", func(f *factors) { f[PartLinear], f[PartQuad] = 0.5, 0.5 }),
+		"reduce_batch_size":        with(3, "batch", func(f *factors) { f[PartLinear], f[PartQuad] = 0.5, 0.5 }),
+		"reduce_sequence_length":   with(27, "", func(f *factors) { f[PartLinear], f[PartQuad] = 0.5, 0.25 }),
+		"set_to_none":              with(0, "", func(f *factors) { f[PartStaleGrad] = 0 }),
 		"qlora": with(27, "weights", func(f *factors) {
-			f[partParam], f[partGrad], f[partStaleGrad], f[partOpt] = 0.25, 0, 0, 0
+			f[PartParam], f[PartGrad], f[PartStaleGrad], f[PartOpt] = 0.25, 0, 0, 0
 		}),
-		"quantize_weights": with(27, "weights", func(f *factors) { f[partParam] = 0.5 }),
+		"quantize_weights": with(27, "weights", func(f *factors) { f[PartParam] = 0.5 }),
 		// sharded over 2 GPUs: each keeps half the weights and their states
 		"shard_states": with(9, "", func(f *factors) {
-			f[partParam], f[partGrad], f[partStaleGrad], f[partOpt] = 0.5, 0.5, 0.5, 0.5
+			f[PartParam], f[PartGrad], f[PartStaleGrad], f[PartOpt] = 0.5, 0.5, 0.5, 0.5
 		}),
-		"use_cache_off": with(0, "", func(f *factors) { f[partKV] = 0 }),
+		"use_cache_off": with(0, "", func(f *factors) { f[PartKV] = 0 }),
 	}
 }
 
@@ -66,9 +66,9 @@ func compose(fs ...factors) factors {
 	return out
 }
 
-// whatIf projects the device of h (its result dr) under the suggestions.
+// Compute projects the device of h (its result dr) under the suggestions.
 // capacity is the device memory to fit (0: unknown).
-func whatIf(h *history.History, dr *result.DeviceResult, sugg []result.Suggestion, capacity int64) *result.WhatIf {
+func Compute(h *history.History, dr *result.DeviceResult, sugg []result.Suggestion, capacity int64) *result.WhatIf {
 	if h == nil || len(h.Device.Events) == 0 {
 		return nil
 	}
@@ -78,13 +78,13 @@ func whatIf(h *history.History, dr *result.DeviceResult, sugg []result.Suggestio
 	return w
 }
 
-// whatIf is whatIf on the curves of the device (see curves.resolve).
+// whatIf is Compute on the curves of the device (see curves.resolve).
 func (c *curves) whatIf(dr *result.DeviceResult, sugg []result.Suggestion, capacity int64) *result.WhatIf {
 	h := c.h
 	peak, pj := c.peak(unit())
 	w := &result.WhatIf{Device: dr.Device, MeasuredPeakBytes: peak, Suggestions: []result.Projection{}, Scaling: []result.ScalePoint{}, Notes: []string{}}
 	at := c.at(pj)
-	w.LinearBytes, w.AttentionBytes = at[partLinear]+at[partKV], at[partQuad]
+	w.LinearBytes, w.AttentionBytes = at[PartLinear]+at[PartKV], at[PartQuad]
 	w.FixedBytes = peak - w.LinearBytes - w.AttentionBytes
 	if capacity > 0 {
 		w.CapacityBytes = capacity
@@ -251,15 +251,15 @@ func near(x, want float64) bool { return math.Abs(x-want) <= 0.03*want }
 // inferModel reads the model's facts from the curves.
 func inferModel(h *history.History, c *curves) result.InferredModel {
 	final := c.at(c.end())
-	m := result.InferredModel{ParameterBytes: c.maxOf(partParam), GradientBytes: c.maxOf(partGrad, partStaleGrad),
-		OptimizerStateBytes: final[partOpt]}
+	m := result.InferredModel{ParameterBytes: c.maxOf(PartParam), GradientBytes: c.maxOf(PartGrad, PartStaleGrad),
+		OptimizerStateBytes: final[PartOpt]}
 	if m.OptimizerStateBytes == 0 { // freed by the end: the largest it was
-		m.OptimizerStateBytes = c.maxOf(partOpt)
+		m.OptimizerStateBytes = c.maxOf(PartOpt)
 	}
-	m.ActivationBytes = c.maxOf(partLinear, partQuad)
-	m.KVCacheBytes = c.maxOf(partKV)
-	if act, sum := c.partsAtMax(partLinear, partQuad); sum == m.ActivationBytes {
-		m.AttentionBytes = act[partQuad]
+	m.ActivationBytes = c.maxOf(PartLinear, PartQuad)
+	m.KVCacheBytes = c.maxOf(PartKV)
+	if act, sum := c.partsAtMax(PartLinear, PartQuad); sum == m.ActivationBytes {
+		m.AttentionBytes = act[PartQuad]
 	}
 	if len(h.Snap.GradAccumulations) > 0 {
 		m.DType = "fp32"
@@ -275,10 +275,10 @@ func inferModel(h *history.History, c *curves) result.InferredModel {
 	}
 	// The ratio of the tensors' own bytes: the allocator's blocks round
 	// parameters allocated before the recording differently.
-	paramReq := requested(h, c.argmax(partParam), result.Parameter)
+	paramReq := requested(h, c.argmax(PartParam), result.Parameter)
 	optJ := c.end()
-	if final[partOpt] == 0 {
-		optJ = c.argmax(partOpt)
+	if final[PartOpt] == 0 {
+		optJ = c.argmax(PartOpt)
 	}
 	r := float64(requested(h, optJ, result.OptimizerState)) / float64(max(paramReq, 1))
 	m.StatePerParameterByte = math.Round(r*1000) / 1000

@@ -1,4 +1,4 @@
-package analysis
+package whatif
 
 import (
 	"fmt"
@@ -18,27 +18,27 @@ import (
 // preallocated pool (vLLM, SGLang) is sized by its memory fraction and
 // stays fixed. Every family of TestKVCacheFamilies, every stack kind.
 func TestWhatIfKVCacheScales(t *testing.T) {
-	for _, tc := range kvCases {
-		pool := strings.Contains(tc.name, "vLLM") || strings.Contains(tc.name, "SGLang")
-		for _, kind := range []string{kvModule, kvUser, kvCpp} {
-			t.Run(fmt.Sprintf("%s, %s", tc.name, kind), func(t *testing.T) {
+	for _, tc := range analysistest.KVCases {
+		pool := strings.Contains(tc.Name, "vLLM") || strings.Contains(tc.Name, "SGLang")
+		for _, kind := range []string{analysistest.KVModule, analysistest.KVUser, analysistest.KVCpp} {
+			t.Run(fmt.Sprintf("%s, %s", tc.Name, kind), func(t *testing.T) {
 				s := st.NewSim()
-				s.StateOnly = tc.stateOnly
-				cache := tc.run(s, kind, 4)
+				s.StateOnly = tc.StateOnly
+				cache := tc.Run(s, kind, 4)
 				snap := analysistest.Read(t, s, 0)
 				h := history.Build(snap, snap.Devices[0])
 				c := buildCurves(h, 0)
 				end := c.end()
 				last := c.at(end)
-				want := simBlocks(t, h, cache)
-				kv := last[partKV]
+				want := analysistest.SimBlocks(t, h.Device, cache)
+				kv := last[PartKV]
 				if pool && kv != 0 || !pool && kv != want {
 					t.Fatalf("KV part at the end %d B, cache %d B (a pool: %v)", kv, want, pool)
 				}
 				// At the end, batch ×2 adds one more of each part that scales
 				// with the batch — the KV cache among them unless it is a pool
 				// — and checkpointing keeps 35% of the activations only.
-				act := float64(last[partLinear] + last[partQuad])
+				act := float64(last[PartLinear] + last[PartQuad])
 				if got, want := c.value(end, scaled(2, 1))-c.value(end, unit()), act+float64(kv); math.Abs(got-want) > 1 {
 					t.Errorf("batch ×2 adds %.0f B at the end, want %.0f (activations %.0f, KV part %d)", got, want, act, kv)
 				}

@@ -1,4 +1,4 @@
-package analysis
+package whatif
 
 import (
 	"math"
@@ -32,7 +32,7 @@ import (
 // what-if needs one replay.
 type curves struct {
 	h    *history.History
-	part []part // the part of each block
+	part []Part // the part of each block
 	n    int    // events: states 0 (before the first) … n (after the last)
 
 	peaks     map[factors]peakAt
@@ -79,18 +79,18 @@ type factorQuery struct {
 // 1 MiB a block) does not grow with the tensor and is fixed memory
 // (curves.shares).
 func buildCurves(h *history.History, seq int64) *curves {
-	c := &curves{h: h, part: make([]part, len(h.Blocks)), n: len(h.Device.Events),
+	c := &curves{h: h, part: make([]Part, len(h.Blocks)), n: len(h.Device.Events),
 		peaks: map[factors]peakAt{}, sums: map[partSet]peakSum{}, limits: map[factorQuery]float64{}, states: map[int][numParts]int64{}}
 	stale := staleGradients(h)
 	sq := seqSquared(h, seq)
 	for bi := range h.Blocks {
-		c.part[bi] = partOf(h, &h.Blocks[bi], stale[bi], sq[bi])
+		c.part[bi] = PartOf(h, &h.Blocks[bi], stale[bi], sq[bi])
 	}
 	return c
 }
 
 // shares is how block bi's bytes divide: n in its part p, the rest fixed.
-func (c *curves) shares(bi int32) (p part, n, rest int64) {
+func (c *curves) shares(bi int32) (p Part, n, rest int64) {
 	b := &c.h.Blocks[bi]
 	p = c.part[bi]
 	if scales(p) && b.Requested > 0 && b.Requested < b.Size {
@@ -144,7 +144,7 @@ func (c *curves) peak(f factors) (int64, int) {
 }
 
 // setOf is the set of the given parts.
-func setOf(parts []part) partSet {
+func setOf(parts []Part) partSet {
 	var s partSet
 	for _, p := range parts {
 		s |= 1 << p
@@ -154,7 +154,7 @@ func setOf(parts []part) partSet {
 
 // sum is the largest sum of some parts together over the run and the
 // first state that holds it.
-func (c *curves) sum(parts []part) peakSum {
+func (c *curves) sum(parts []Part) peakSum {
 	s := setOf(parts)
 	_, ok := c.sums[s]
 	c.ask(ok, func() { c.pending.sums = append(c.pending.sums, s) })
@@ -163,18 +163,18 @@ func (c *curves) sum(parts []part) peakSum {
 
 // partsAtMax is the bytes of some parts (the others 0) at the first state
 // where they are largest together, and that sum (see sum).
-func (c *curves) partsAtMax(parts ...part) ([numParts]int64, int64) {
+func (c *curves) partsAtMax(parts ...Part) ([numParts]int64, int64) {
 	r := c.sum(parts)
 	return r.parts, r.bytes
 }
 
 // maxOf is the largest value of some parts together over the run (0 when
 // they never hold any).
-func (c *curves) maxOf(parts ...part) int64 { return max(c.sum(parts).bytes, 0) }
+func (c *curves) maxOf(parts ...Part) int64 { return max(c.sum(parts).bytes, 0) }
 
 // argmax is the first state where some parts together are largest (0 when
 // they never hold any).
-func (c *curves) argmax(parts ...part) int {
+func (c *curves) argmax(parts ...Part) int {
 	if r := c.sum(parts); r.bytes >= 0 {
 		return r.at
 	}
@@ -224,11 +224,11 @@ func (c *curves) maxFactor(limit int64, seq bool) float64 {
 func factorAt(v *[numParts]int64, limit int64, seq bool) float64 {
 	fixed := float64(0)
 	for p := range v {
-		if part(p) != partLinear && part(p) != partQuad && part(p) != partKV {
+		if Part(p) != PartLinear && Part(p) != PartQuad && Part(p) != PartKV {
 			fixed += float64(v[p])
 		}
 	}
-	lin, quad := float64(v[partLinear]+v[partKV]), float64(v[partQuad])
+	lin, quad := float64(v[PartLinear]+v[PartKV]), float64(v[PartQuad])
 	room := float64(limit) - fixed
 	if room < 0 {
 		return -1
@@ -281,7 +281,7 @@ func (c *curves) replay() {
 		if b := &h.Blocks[bi]; b.Alloc < 0 && b.LiveAt(-1) {
 			p, n, rest := c.shares(int32(bi))
 			v[p] += n
-			v[partFixed] += rest
+			v[PartFixed] += rest
 		}
 	}
 	// grew[p]: the state where part p took its value in the current run.
@@ -327,7 +327,7 @@ func (c *curves) replay() {
 	capture(0, &v)
 	inRun := true // the state before the first event starts the first run
 	for i := 0; i < c.n; i++ {
-		var dp [4]part
+		var dp [4]Part
 		var dv [4]int64
 		m := 0
 		add := func(bi int32, sign int64) {
@@ -335,7 +335,7 @@ func (c *curves) replay() {
 			dp[m], dv[m] = p, sign*n
 			m++
 			if rest != 0 {
-				dp[m], dv[m] = partFixed, sign*rest
+				dp[m], dv[m] = PartFixed, sign*rest
 				m++
 			}
 		}

@@ -1,4 +1,4 @@
-package analysis
+package whatif
 
 import (
 	"sort"
@@ -7,20 +7,20 @@ import (
 	"github.com/torchmem/torchmem/result"
 )
 
-// part is a share of allocated memory that a projection scales on its own.
-type part int
+// Part is a share of allocated memory that a projection scales on its own.
+type Part int
 
 // Parts of allocated memory, by how they change with the batch size, the
 // sequence length and the suggestions.
 const (
-	partParam     part = iota // parameters
-	partGrad                  // gradients
-	partStaleGrad             // the previous step's gradients, alive in a forward until zero_grad frees them
-	partOpt                   // optimizer state
-	partFixed                 // unknown, workspaces, autocast's weight copies, optimizer and zero_grad scratch: independent of the batch
-	partLinear                // activations, temporaries, autograd detail and inputs of a step: ∝ batch·seq
-	partQuad                  // the same allocated in attention code: ∝ batch·seq² (scores, softmax)
-	partKV                    // a generation's KV cache in a cache class: ∝ batch·seq, untouched by the activation techniques
+	PartParam     Part = iota // parameters
+	PartGrad                  // gradients
+	PartStaleGrad             // the previous step's gradients, alive in a forward until zero_grad frees them
+	PartOpt                   // optimizer state
+	PartFixed                 // unknown, workspaces, autocast's weight copies, optimizer and zero_grad scratch: independent of the batch
+	PartLinear                // activations, temporaries, autograd detail and inputs of a step: ∝ batch·seq
+	PartQuad                  // the same allocated in attention code: ∝ batch·seq² (scores, softmax)
+	PartKV                    // a generation's KV cache in a cache class: ∝ batch·seq, untouched by the activation techniques
 	numParts
 )
 
@@ -40,53 +40,53 @@ func unit() factors {
 // the sequence length.
 func scaled(kb, ks float64) factors {
 	f := unit()
-	f[partLinear], f[partQuad], f[partKV] = kb*ks, kb*ks*ks, kb*ks
+	f[PartLinear], f[PartQuad], f[PartKV] = kb*ks, kb*ks*ks, kb*ks
 	return f
 }
 
-// partOf decides the part of a block: by category, then (for what a step
+// PartOf decides the part of a block: by category, then (for what a step
 // allocates) by the phase that allocated it and whether it has two
 // sequence dimensions (seqSquared).
-func partOf(h *history.History, b *history.Block, stale, seqSquared bool) part {
+func PartOf(h *history.History, b *history.Block, stale, seqSquared bool) Part {
 	if b.Untracked {
-		return partFixed
+		return PartFixed
 	}
 	switch b.Category {
 	case result.Parameter:
-		return partParam
+		return PartParam
 	case result.Gradient:
 		if stale {
-			return partStaleGrad
+			return PartStaleGrad
 		}
-		return partGrad
+		return PartGrad
 	case result.OptimizerState:
-		return partOpt
+		return PartOpt
 	case result.AutocastCache:
-		return partFixed // a weight's 16-bit copy: the weight's size, whatever the batch
+		return PartFixed // a weight's 16-bit copy: the weight's size, whatever the batch
 	case result.KVCache:
 		// A serving engine's pool (vLLM, SGLang) is sized by its memory
 		// fraction, not by the batch; a cache class (transformers') holds
 		// batch × tokens × layers of keys and values.
 		if h.Markers.Get(b.Stack).KvPool {
-			return partFixed
+			return PartFixed
 		}
-		return partKV
+		return PartKV
 	case result.Activation, result.Temporary, result.AutogradDetail, result.InputData:
 		if b.Alloc >= 0 {
 			if ph := h.Phases.At(b.Alloc); ph == result.PhaseOptimizer || ph == result.PhaseZeroGrad {
-				return partFixed
+				return PartFixed
 			}
 		}
 		if b.Category != result.InputData && seqSquared {
-			return partQuad
+			return PartQuad
 		}
-		return partLinear
+		return PartLinear
 	}
-	return partFixed
+	return PartFixed
 }
 
 // scales reports whether the batch size or the sequence length scale a part.
-func scales(p part) bool { return p == partLinear || p == partQuad || p == partKV }
+func scales(p Part) bool { return p == PartLinear || p == PartQuad || p == PartKV }
 
 // staleGradients marks the gradient blocks that zero_grad frees and that are
 // alive when a forward span starts: kept from the previous step

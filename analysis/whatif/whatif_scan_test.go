@@ -1,4 +1,4 @@
-package analysis
+package whatif
 
 import (
 	"math"
@@ -6,11 +6,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis/estimate"
 	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
-	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -26,7 +24,7 @@ func everyState(c *curves) [][numParts]int64 {
 		if b.PendingAtStart {
 			continue
 		}
-		add := func(p part, n int64) {
+		add := func(p Part, n int64) {
 			delta[b.Alloc+1][p] += n
 			if end := b.AllocEnd(); end >= 0 {
 				delta[end+1][p] -= n
@@ -36,7 +34,7 @@ func everyState(c *curves) [][numParts]int64 {
 		// rounding is fixed.
 		if p := c.part[bi]; scales(p) && b.Requested > 0 && b.Requested < b.Size {
 			add(p, b.Requested)
-			add(partFixed, b.Size-b.Requested)
+			add(PartFixed, b.Size-b.Requested)
 		} else {
 			add(p, b.Size)
 		}
@@ -69,7 +67,7 @@ func TestCurvesAnswerAsEveryState(t *testing.T) {
 		"eager attention": analysistest.Read(t, st.EagerTrain(st.EagerConfig{Layers: 3, Hidden: 512, Heads: 8, KVHeads: 2, Seq: 128, Batch: 2, Vocab: 5000, Steps: 2, Frames: "module"}), 0),
 	}
 	for _, path := range st.SharedInputs(t) {
-		inputs[path] = openPath(t, path)
+		inputs[path] = analysistest.Open(t, path)
 	}
 	rng := rand.New(rand.NewSource(1))
 	weights := []float64{0, 0.25, 0.5, 1, 2, 8}
@@ -88,9 +86,9 @@ func TestCurvesAnswerAsEveryState(t *testing.T) {
 		}
 		fs = append(fs, f)
 	}
-	var sets [][]part
-	for p := part(0); p < numParts; p++ {
-		sets = append(sets, []part{p}, []part{p, part(rng.Intn(int(numParts)))})
+	var sets [][]Part
+	for p := Part(0); p < numParts; p++ {
+		sets = append(sets, []Part{p}, []Part{p, Part(rng.Intn(int(numParts)))})
 	}
 	states := 0
 	for name, s := range inputs {
@@ -187,25 +185,4 @@ func TestCurvesAnswerAsEveryState(t *testing.T) {
 		}
 	}
 	t.Logf("%d inputs, %d states, %d factors, %d sets of parts", len(inputs), states, len(fs), len(sets))
-}
-
-// TestWhatIfOneReplay: the what-if of a run replays its events once (its
-// queries gathered; the states it reads kept by that replay), and the
-// projection to another size twice (its plan's peaks without each member
-// depend on the plan).
-func TestWhatIfOneReplay(t *testing.T) {
-	s := analysistest.OpenShared(t, "snapshots", "nothanmin_fullstep.pickle")
-	r, h := analyze(s, DefaultOptions())
-	c := buildCurves(h, 0)
-	var w *result.WhatIf
-	c.resolve(func() { w = c.whatIf(&r.Devices[0], r.Suggestions, 0) })
-	if c.replays != 1 || w.MeasuredPeakBytes != r.WhatIf.MeasuredPeakBytes {
-		t.Errorf("%d replays for the what-if (peak %d, the analysis' %d)", c.replays, w.MeasuredPeakBytes, r.WhatIf.MeasuredPeakBytes)
-	}
-	c = buildCurves(h, 0)
-	gpu := estimate.NewGPU("", 24<<30)
-	c.resolve(func() { c.project(r, 2, 1, Size{Batch: 4}, Size{Batch: 8}, gpu) })
-	if c.replays > 2 {
-		t.Errorf("%d replays for a projection", c.replays)
-	}
 }

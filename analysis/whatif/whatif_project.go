@@ -1,12 +1,12 @@
-package analysis
+package whatif
 
 import (
 	"errors"
 	"fmt"
 
 	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
-	"github.com/torchmem/torchmem/snapshot"
 )
 
 // Size is a batch size and sequence length (0: not given).
@@ -22,18 +22,14 @@ var ProjectFormulas = []string{
 	"attention code's per-token tensors (repeated keys and values, its output) are linear",
 }
 
-// Project projects the measured run of s, recorded at size at, to size to
-// (a zero field keeps the measured one): the projected peak is TotalBytes
-// of an estimate (schema torchmem.estimate/v1) whose parts are those at
-// the projected peak. gpu, when given, is the device to fit (else the
-// file's capacity, when it records one); the plan is the cheapest
-// combination of the run's suggestions that fits at the projected size.
-func Project(s *snapshot.Snapshot, opts Options, at, to Size, gpu *estimate.GPU) (*estimate.Result, error) {
+// Target checks the sizes of a projection from at to to and
+// returns to with what it leaves out (zero) taken from at.
+func Target(at, to Size) (Size, error) {
 	if at.Batch < 0 || at.Seq < 0 || to.Batch < 0 || to.Seq < 0 {
-		return nil, errors.New("sizes must be positive")
+		return to, errors.New("sizes must be positive")
 	}
 	if to.Batch > 0 && at.Batch == 0 || to.Seq > 0 && at.Seq == 0 {
-		return nil, errors.New("give the measured size of what to project (--at batch=B,seq=S)")
+		return to, errors.New("give the measured size of what to project (--at batch=B,seq=S)")
 	}
 	if to.Batch == 0 {
 		to.Batch = at.Batch
@@ -43,20 +39,19 @@ func Project(s *snapshot.Snapshot, opts Options, at, to Size, gpu *estimate.GPU)
 	}
 	kb, ks := ratio(to.Batch, at.Batch), ratio(to.Seq, at.Seq)
 	if kb*ks*ks > 1e6 || kb*ks*ks < 1e-6 {
-		return nil, fmt.Errorf("a projection by ×%g (batch) and ×%g (sequence) is beyond what one run can say", kb, ks)
+		return to, fmt.Errorf("a projection by ×%g (batch) and ×%g (sequence) is beyond what one run can say", kb, ks)
 	}
-	opts.NoTimeline = true
-	if gpu != nil {
-		opts.CapacityBytes = gpu.CapacityBytes
-	}
-	r, h := analyze(s, opts)
-	if h == nil || r.WhatIf == nil {
-		return nil, errors.New("no allocation history to project (a state-only snapshot has none)")
-	}
+	return to, nil
+}
+
+// Project projects the measured device h (r its analysis, with a
+// what-if) from size at to size to, both as Target returns them.
+func Project(h *history.History, r *result.Result, at, to Size, gpu *estimate.GPU) *estimate.Result {
+	kb, ks := ratio(to.Batch, at.Batch), ratio(to.Seq, at.Seq)
 	c := buildCurves(h, at.Seq)
 	var e *estimate.Result
 	c.resolve(func() { e = c.project(r, kb, ks, at, to, gpu) })
-	return e, nil
+	return e
 }
 
 // project is Project on the curves of the measured device (see
@@ -87,13 +82,13 @@ func (c *curves) project(r *result.Result, kb, ks float64, at, to Size, gpu *est
 		e.Notes = append(e.Notes, "parameter count: parameter bytes ÷ 4 (fp32 assumed; the file does not say the dtype)")
 	}
 	v := c.at(j)
-	e.ParametersBytes = v[partParam]
-	e.GradientsBytes = v[partGrad] + v[partStaleGrad]
-	e.OptimizerStateBytes = v[partOpt]
+	e.ParametersBytes = v[PartParam]
+	e.GradientsBytes = v[PartGrad] + v[PartStaleGrad]
+	e.OptimizerStateBytes = v[PartOpt]
 	// A KV cache grows with batch × tokens: it is part of "other" (neither
 	// weights nor activations), scaled as the projection scales it.
-	e.OtherBytes = v[partFixed] + saturate(kb*ks*float64(v[partKV]))
-	lin, quad := kb*ks*float64(v[partLinear]), kb*ks*ks*float64(v[partQuad])
+	e.OtherBytes = v[PartFixed] + saturate(kb*ks*float64(v[PartKV]))
+	lin, quad := kb*ks*float64(v[PartLinear]), kb*ks*ks*float64(v[PartQuad])
 	act, attn := saturate(lin+quad), saturate(quad)
 	e.ActivationsBytes, e.AttentionBytes = &act, &attn
 	e.TotalBytes = peak
