@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/analysis/leaks"
 	"github.com/torchmem/torchmem/analysis/whatif"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -95,8 +96,8 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *history.Histo
 		h.Texts = texts
 	}
 	// Leak detection only reads the histories: it runs beside the rest.
-	leaks := make(chan []result.Leak, 1)
-	go func() { leaks <- DetectLeaks(s, hs) }()
+	found := make(chan []result.Leak, 1)
+	go func() { found <- leaks.Detect(s, hs) }()
 	bestOOM := false
 	for _, h := range hs {
 		dr := deviceResult(h, opts)
@@ -113,7 +114,7 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *history.Histo
 			best, bestOOM, bestH, bestDR = ev, dr.OOM != nil, h, len(r.Devices)-1
 		}
 	}
-	r.Leaks = <-leaks
+	r.Leaks = <-found
 	if r.Leaks == nil {
 		r.Leaks = []result.Leak{}
 	}

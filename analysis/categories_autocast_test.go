@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
@@ -45,7 +46,7 @@ func TestAutocastWeightCache(t *testing.T) {
 			copies := 4*layers + 1 // four linear weights a layer and the LM head
 			t.Run(fmt.Sprintf("%d layers, %s", layers, stacks), func(t *testing.T) {
 				for _, grad := range []bool{true, false} {
-					s := leakReadSim(t, snapshottest.ForwardPass(c, grad))
+					s := analysistest.Read(t, snapshottest.ForwardPass(c, grad), 0)
 					r := Analyze(s, DefaultOptions())
 					h := history.Build(s, s.Device(0))
 					n, bytes := autocastBlocks(h, h.EndIndex())
@@ -78,7 +79,7 @@ func TestAutocastWeightCache(t *testing.T) {
 				}
 				// the loop under no_grad: a cache per iteration, freed at the
 				// region's exit
-				s := leakReadSim(t, snapshottest.EvalLoop(c, false))
+				s := analysistest.Read(t, snapshottest.EvalLoop(c, false), 0)
 				h := history.Build(s, s.Device(0))
 				if n, _ := autocastBlocks(h, -2); stacks != snapshottest.StacksNone && n != c.Steps*copies {
 					t.Errorf("evaluation loop: %d copies, want %d", n, c.Steps*copies)
@@ -87,7 +88,7 @@ func TestAutocastWeightCache(t *testing.T) {
 				fp := c
 				fp.Autocast = false
 				for _, sim := range []*snapshottest.Sim{snapshottest.ForwardPass(fp, true), snapshottest.EvalLoop(fp, true), snapshottest.EvalLoop(fp, false), snapshottest.TrainLoopHealthy(fp)} {
-					s := leakReadSim(t, sim)
+					s := analysistest.Read(t, sim, 0)
 					if n, _ := autocastBlocks(history.Build(s, s.Device(0)), -2); n != 0 {
 						t.Errorf("fp32: %d blocks taken for autocast copies", n)
 					}
@@ -115,7 +116,7 @@ func TestAutocastSizeCoincidence(t *testing.T) {
 		sim.Alloc(0, 4096, st)  // mean: half a parameter's size
 		sim.Alloc(0, 4096, st)  // rstd
 	}
-	s := leakReadSim(t, sim)
+	s := analysistest.Read(t, sim, 0)
 	h := history.Build(s, s.Device(0))
 	if n, _ := autocastBlocks(h, -2); n != 0 {
 		t.Errorf("%d blocks of layer norms taken for autocast copies", n)

@@ -103,7 +103,7 @@ func TestDDPBucketsFixture(t *testing.T) {
 					}
 					x := fx{st.NewSim(), kind}
 					c.run(x)
-					snap := leakReadSim(t, x.s)
+					snap := analysistest.Read(t, x.s, 0)
 					h := history.Build(snap, snap.Device(0))
 					var got []ddpBucket
 					for bi := range h.Blocks {

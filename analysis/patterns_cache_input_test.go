@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -39,7 +40,7 @@ func TestKVCacheNamesAround(t *testing.T) {
 					s.Alloc(0, 32<<20, alloc)
 					cache += 32 << 20
 				}
-				snap := leakReadSim(t, s)
+				snap := analysistest.Read(t, s, 0)
 				h := history.Build(snap, snap.Device(0))
 				got := requestedAtEndOf(h)[result.KVCache]
 				want := cache
@@ -89,7 +90,7 @@ func TestUseCacheInTraining(t *testing.T) {
 						}
 					})
 				}
-				snap := leakReadSim(t, s)
+				snap := analysistest.Read(t, s, 0)
 				r := Analyze(snap, DefaultOptions())
 				var sg *result.Suggestion
 				for i := range r.Suggestions {
@@ -158,7 +159,7 @@ func TestDeviceCastsAreNotInput(t *testing.T) {
 					}
 					prev = o
 				}
-				snap := leakReadSim(t, s)
+				snap := analysistest.Read(t, s, 0)
 				h := history.Build(snap, snap.Device(0))
 				cats := map[result.Category]int{}
 				for bi := range h.Blocks {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/analysis/whatif"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -178,7 +179,7 @@ func TestWorkspacesFixture(t *testing.T) {
 			t.Run(fmt.Sprintf("%s, %d layers, workspace %d, inference %v", kind, c.layers, c.ws, c.inference), func(t *testing.T) {
 				x := fx{st.NewSim(), kind}
 				c.run(x)
-				snap := leakReadSim(t, x.s)
+				snap := analysistest.Read(t, x.s, 0)
 				r := Analyze(snap, DefaultOptions())
 				d := r.Devices[0]
 				want := 2 * c.ws
@@ -223,7 +224,7 @@ func TestAutocastModelFacts(t *testing.T) {
 				var models [2]result.InferredModel
 				for i, autocast := range []bool{false, true} {
 					c.Autocast = autocast
-					s := leakReadSim(t, st.TrainLoopHealthy(c))
+					s := analysistest.Read(t, st.TrainLoopHealthy(c), 0)
 					r := Analyze(s, DefaultOptions())
 					if r.WhatIf == nil {
 						t.Fatal("no what-if")
@@ -294,7 +295,7 @@ func TestGradientsMovedWithModel(t *testing.T) {
 					s.Alloc(0, int64(4096*(l+1)), apply(963))
 					params += 2 * 4096 * int64(l+1)
 				}
-				snap := leakReadSim(t, s)
+				snap := analysistest.Read(t, s, 0)
 				r := Analyze(snap, DefaultOptions())
 				end := r.Devices[0].AtEnd.Categories
 				var sg *result.Suggestion

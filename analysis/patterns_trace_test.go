@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -126,7 +127,7 @@ func TestAttentionInTraces(t *testing.T) {
 						})
 					})
 				})
-				snap := leakReadJSON(t, f.json())
+				snap := analysistest.ReadJSON(t, f.json())
 				r := Analyze(snap, DefaultOptions())
 				if r.WhatIf == nil {
 					t.Fatal("no what-if")
@@ -203,7 +204,7 @@ func TestAutocastCopiesInTraces(t *testing.T) {
 						}
 					})
 				})
-				snap := leakReadJSON(t, f.json())
+				snap := analysistest.ReadJSON(t, f.json())
 				r := Analyze(snap, DefaultOptions())
 				var peakCopies int64
 				for _, d := range r.Devices {
@@ -282,7 +283,7 @@ func TestKVCacheInTraces(t *testing.T) {
 						}
 					})
 				})
-				snap := leakReadJSON(t, f.json())
+				snap := analysistest.ReadJSON(t, f.json())
 				r := Analyze(snap, DefaultOptions())
 				var want int64
 				if kind == "module frames" || kind == "user frames" {

@@ -12,7 +12,7 @@ import (
 // curves answers what the what-if asks of the parts of one device's
 // allocated memory over its run — a projected peak, the largest a part
 // was, how far the batch could grow — by replaying the blocks event by
-// event (History.openAt and endAt), keeping nothing per event: the part
+// event (History.OpenAt and EndAt), keeping nothing per event: the part
 // of each block, and the answers.
 //
 // Only the ends of runs of events that add memory are looked at (and the

@@ -69,3 +69,13 @@ func Open(t testing.TB, path string) *snapshot.Snapshot {
 	}
 	return s
 }
+
+// ReadJSON reads a chrome trace from its bytes.
+func ReadJSON(t testing.TB, js []byte) *snapshot.Snapshot {
+	t.Helper()
+	s, err := snapshot.Read(bytes.NewReader(js), "trace.json", int64(len(js)), snapshot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

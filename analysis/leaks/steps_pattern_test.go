@@ -1,4 +1,4 @@
-package analysis
+package leaks
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -77,7 +78,7 @@ func TestPatternStepsPhases(t *testing.T) {
 	for _, layers := range []int{1, 12} {
 		c := familyConfig(layers, false, snapshottest.StacksCpp)
 		c.NoAnnotations = true
-		s := leakReadSim(t, snapshottest.TrainLoopHealthy(c))
+		s := analysistest.Read(t, snapshottest.TrainLoopHealthy(c), 0)
 		h := leakHistories(s)[0]
 		spans := map[int]map[result.Phase]int{}
 		for _, sp := range h.Phases.Spans {

@@ -1,7 +1,6 @@
-package analysis
+package leaks
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,33 +8,12 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
-
-// leakReadSim pickles a simulation the way _dump_snapshot does and reads it
-// back through the real reader.
-func leakReadSim(t *testing.T, sim *snapshottest.Sim) *snapshot.Snapshot {
-	t.Helper()
-	b := snapshottest.Marshal(sim.Snapshot(), 4)
-	s, err := snapshot.Read(bytes.NewReader(b), "leak.pickle", int64(len(b)), snapshot.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// leakReadJSON reads a chrome trace from bytes.
-func leakReadJSON(t *testing.T, js []byte) *snapshot.Snapshot {
-	t.Helper()
-	s, err := snapshot.Read(bytes.NewReader(js), "trace.json", int64(len(js)), snapshot.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // leakHistories builds one History per device that has events or segments.
 func leakHistories(s *snapshot.Snapshot) []*history.History {
@@ -160,9 +138,9 @@ func TestLeakFixtures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sim := tt.sim()
-			s := leakReadSim(t, sim)
+			s := analysistest.Read(t, sim, 0)
 			hs := leakHistories(s)
-			got := DetectLeaks(s, hs)
+			got := Detect(s, hs)
 			checkLeakFindings(t, sim, got, tt.want)
 		})
 	}
@@ -231,8 +209,8 @@ func describeLeaks(ls []result.Leak) string {
 func TestLeakFixtureSpecifics(t *testing.T) {
 	c := snapshottest.DefaultLeakConfig
 	sim := snapshottest.EvalLoop(c, true)
-	s := leakReadSim(t, sim)
-	ls := DetectLeaks(s, leakHistories(s))
+	s := analysistest.Read(t, sim, 0)
+	ls := Detect(s, leakHistories(s))
 	if len(ls) != 1 {
 		t.Fatalf("eval leak: %s", describeLeaks(ls))
 	}
@@ -263,8 +241,8 @@ func TestLeakFixtureSpecifics(t *testing.T) {
 		t.Errorf("retained_graph evidence: %s / %s", l.Evidence, l.Explanation)
 	}
 
-	s = leakReadSim(t, snapshottest.TrainLoopGrowingList(c))
-	ls = DetectLeaks(s, leakHistories(s))
+	s = analysistest.Read(t, snapshottest.TrainLoopGrowingList(c), 0)
+	ls = Detect(s, leakHistories(s))
 	if len(ls) != 1 || !strings.Contains(ls[0].Fix, ".detach().cpu()") || !strings.HasPrefix(ls[0].Fix, ls[0].Remedy) || leakHistories(s)[0].Steps.Source != result.StepsFromOptimizer {
 		t.Errorf("growing list: %s", describeLeaks(ls))
 	}
@@ -272,8 +250,8 @@ func TestLeakFixtureSpecifics(t *testing.T) {
 	// the end (the first and last steps count too).
 	six := c
 	six.Steps = 6
-	s = leakReadSim(t, snapshottest.TrainLoopGrowingList(six))
-	ls = DetectLeaks(s, leakHistories(s))
+	s = analysistest.Read(t, snapshottest.TrainLoopGrowingList(six), 0)
+	ls = Detect(s, leakHistories(s))
 	if len(ls) != 1 || ls[0].TotalBytes != 6*c.LogitsBytes() || !slices.Equal(ls[0].SeenInSteps, []int{1, 2, 3, 4, 5, 6}) ||
 		!strings.Contains(ls[0].Fix, "Saves "+units.FormatBytes(6*c.LogitsBytes())+" now") {
 		t.Errorf("growing list over 6 steps holds %d bytes (want 6 logits, %d) in steps %v: %s", ls[0].TotalBytes, 6*c.LogitsBytes(), ls[0].SeenInSteps, describeLeaks(ls))
@@ -284,7 +262,7 @@ func TestLeakFixtureSpecifics(t *testing.T) {
 	// they are one call of the model, not steps.
 	deep := c
 	deep.Layers, deep.Steps = 24, 1
-	s = leakReadSim(t, snapshottest.EvalLoop(deep, true))
+	s = analysistest.Read(t, snapshottest.EvalLoop(deep, true), 0)
 	h := leakHistories(s)[0]
 	var keys []uint64
 	for i := range h.Device.Events {
@@ -299,7 +277,7 @@ func TestLeakFixtureSpecifics(t *testing.T) {
 		t.Errorf("one forward pass was cut into %d steps (%s)", len(plan.Spans), plan.Evidence)
 	}
 
-	s = leakReadSim(t, snapshottest.TrainLoopReservedDrift(c, 4<<20))
+	s = analysistest.Read(t, snapshottest.TrainLoopReservedDrift(c, 4<<20), 0)
 	h = leakHistories(s)[0]
 	first, last := h.Steps.Spans[1], h.Steps.Spans[len(h.Steps.Spans)-2]
 	if h.ReservedAt(last.EndEvent) <= h.ReservedAt(first.EndEvent) {
@@ -316,9 +294,9 @@ func TestLeakFixtureSpecifics(t *testing.T) {
 func TestLeakChromeTrace(t *testing.T) {
 	const out = 64 << 20
 	const capacity = 80_000_000_000
-	s := leakReadJSON(t, snapshottest.KinetoGrowingList(8, out, capacity, 10<<30))
+	s := analysistest.ReadJSON(t, snapshottest.KinetoGrowingList(8, out, capacity, 10<<30))
 	hs := leakHistories(s)
-	ls := DetectLeaks(s, hs)
+	ls := Detect(s, hs)
 	checkLeakFindings(t, nil, ls, []wantLeak{{result.LeakGrowingList, "model.py:60 forward", fixed(out), result.High, 5}})
 	var h *history.History
 	for _, x := range hs {
@@ -428,7 +406,7 @@ func TestLeakRealFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := DetectLeaks(s, leakHistories(s))
+			got := Detect(s, leakHistories(s))
 			for _, l := range got {
 				if l.Confidence == result.High {
 					t.Errorf("high-confidence %s on a real file at %s: %s", l.Kind, l.Site, l.Evidence)
@@ -457,14 +435,14 @@ func TestLeakRealFiles(t *testing.T) {
 // frame); the same survivors on steps found only from the period of
 // allocation sites are medium at most.
 func TestLeakConfidenceFromPeriod(t *testing.T) {
-	s := leakReadSim(t, snapshottest.TrainLoopGrowingList(snapshottest.DefaultLeakConfig))
+	s := analysistest.Read(t, snapshottest.TrainLoopGrowingList(snapshottest.DefaultLeakConfig), 0)
 	hs := leakHistories(s)
-	ls := DetectLeaks(s, hs)
+	ls := Detect(s, hs)
 	if len(ls) != 1 || ls[0].Confidence != result.High || hs[0].Steps.Source != result.StepsFromOptimizer {
 		t.Fatalf("optimizer steps: %s", describeLeaks(ls))
 	}
 	hs[0].Steps.Source = result.StepsFromPeriod // the same boundaries, as if found from the period
-	ls = DetectLeaks(s, hs)
+	ls = Detect(s, hs)
 	if len(ls) != 1 || ls[0].Confidence != result.Medium {
 		t.Errorf("period steps: %s", describeLeaks(ls))
 	}

@@ -1,10 +1,11 @@
-package analysis
+package leaks
 
 import (
 	"fmt"
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -53,7 +54,7 @@ func TestLeakFamilies(t *testing.T) {
 func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
 	python := c.Stacks == snapshottest.StacksModule || c.Stacks == snapshottest.StacksUser || c.Stacks == snapshottest.StacksUserCpp
 	run := func(sim *snapshottest.Sim) ([]result.Leak, []*history.History) {
-		s := leakReadSim(t, sim)
+		s := analysistest.Read(t, sim, 0)
 		hs := leakHistories(s)
 		for _, h := range hs {
 			for k, sp := range h.Steps.Spans {
@@ -62,7 +63,7 @@ func checkFamilies(t *testing.T, c snapshottest.LeakConfig) {
 				}
 			}
 		}
-		return DetectLeaks(s, hs), hs
+		return Detect(s, hs), hs
 	}
 	// (a) one forward pass: no steps, nothing at all
 	for _, grad := range []bool{true, false} {

@@ -1,10 +1,11 @@
-package analysis
+package leaks
 
 import (
 	"fmt"
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -31,7 +32,7 @@ func hasPython(k snapshottest.StackKind) bool {
 // asserting that its steps are ordered and disjoint.
 func runFamily(t *testing.T, sim *snapshottest.Sim) ([]result.Leak, *history.StepPlan) {
 	t.Helper()
-	s := leakReadSim(t, sim)
+	s := analysistest.Read(t, sim, 0)
 	hs := leakHistories(s)
 	p := hs[0].Steps
 	for k, sp := range p.Spans {
@@ -39,7 +40,7 @@ func runFamily(t *testing.T, sim *snapshottest.Sim) ([]result.Leak, *history.Ste
 			t.Errorf("step %d spans events %d–%d", sp.Step, sp.StartEvent, sp.EndEvent)
 		}
 	}
-	return DetectLeaks(s, hs), p
+	return Detect(s, hs), p
 }
 
 // TestFunctionModelFamilies runs the model written as plain functions

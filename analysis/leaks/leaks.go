@@ -1,4 +1,4 @@
-package analysis
+package leaks
 
 import (
 	"fmt"
@@ -11,9 +11,9 @@ import (
 	"github.com/torchmem/torchmem/snapshot"
 )
 
-// This file holds the leak pass: DetectLeaks, its kinds and thresholds, and
-// the scan of one device's steps. The steps are compared in leaks_steps.go;
-// the findings are made in leaks_kept.go, leaks_cycle.go and leaks_growth.go.
+// This file holds the leak pass: Detect, its kinds and thresholds, and
+// the scan of one device's steps. The steps are compared in steps.go;
+// the findings are made in kept.go, cycle.go and growth.go.
 
 // Thresholds of leak detection.
 const (
@@ -29,7 +29,7 @@ const (
 	highPatternShare = 0.8      // share of the eligible steps for high confidence
 )
 
-// DetectLeaks looks for memory that grows step after step on each device
+// Detect looks for memory that grows step after step on each device
 // (hs holds one History per device, from history.Build) and returns the
 // findings, most certain and largest first. s is the snapshot the histories
 // were built from. Steps come from ProfilerStep#N ranges, else from
@@ -43,7 +43,7 @@ const (
 // (warm-up: optimizer state, workspaces) and the last (still in flight)
 // never count as leaking. A rise of reserved memory alone is allocator
 // caching or fragmentation, not a leak, and is not reported here.
-func DetectLeaks(s *snapshot.Snapshot, hs []*history.History) []result.Leak {
+func Detect(s *snapshot.Snapshot, hs []*history.History) []result.Leak {
 	out := []result.Leak{}
 	for _, h := range hs {
 		if h == nil || h.Phases == nil || len(h.Device.Events) == 0 {
