@@ -8,6 +8,7 @@ import (
 
 	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/analysis/leaks"
+	"github.com/torchmem/torchmem/analysis/suggest"
 	"github.com/torchmem/torchmem/analysis/whatif"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -70,7 +71,7 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *history.Histo
 	if r.Input.Format == string(snapshot.FormatSnapshotPickle) || r.Input.Format == string(snapshot.FormatSegmentList) || r.Input.Format == string(snapshot.FormatTracePlotHTML) {
 		r.Input.Format = "snapshot"
 	}
-	var best *evidence
+	var best *suggest.Evidence
 	var bestH *history.History
 	var bestDR int
 	var hs []*history.History
@@ -106,11 +107,11 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *history.Histo
 		if accelerators && h.Device.Kind == snapshot.DeviceCPU {
 			continue
 		}
-		ev := gatherEvidence(h, &dr)
+		ev := suggest.Gather(h, &dr)
 		switch {
 		case best == nil,
 			dr.OOM != nil && !bestOOM,
-			dr.OOM == nil && !bestOOM && ev.peakAlloc > best.peakAlloc:
+			dr.OOM == nil && !bestOOM && ev.PeakAlloc > best.PeakAlloc:
 			best, bestOOM, bestH, bestDR = ev, dr.OOM != nil, h, len(r.Devices)-1
 		}
 	}
@@ -118,14 +119,14 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *history.Histo
 	if r.Leaks == nil {
 		r.Leaks = []result.Leak{}
 	}
-	r.Suggestions = suggest(best, r.Leaks)
+	r.Suggestions = suggest.From(best, r.Leaks)
 	if bestH != nil {
 		capacity := opts.CapacityBytes
 		if capacity == 0 {
 			capacity = r.Devices[bestDR].Capacity
 		}
 		r.WhatIf = whatif.Compute(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
-		if reconcileSavings(r, best.statesFirst) {
+		if suggest.ReconcileSavings(r, best.StatesFirst) {
 			r.WhatIf = whatif.Compute(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
 		}
 	}
@@ -169,7 +170,7 @@ func deviceResult(h *history.History, opts Options) result.DeviceResult {
 			res += d.Segments[gi].TotalSize
 		}
 		dr.AtEnd.ReservedBytes = res
-		fr := fragmentationAt(h, end, 0)
+		fr := history.FragmentationAt(h, end, 0)
 		dr.AtEnd.Fragmentation = &fr
 	}
 	dr.NoHistory = len(d.Events) == 0 || h.Snap.Recording == snapshot.RecordingState

@@ -83,7 +83,7 @@ func deviceDiagnostics(h *history.History, dr *result.DeviceResult) []result.Dia
 	if all > 0 {
 		out = append(out, result.Diagnostic{Kind: "trust", Device: id, Message: fmt.Sprintf(
 			"device %d: %s; phases from %s; categories at the end: %.0f%% high, %.0f%% medium, %.0f%% low confidence", id, curves,
-			strings.Join(h.Phases.Sources, ", "), pct(high, all), pct(medium, all), pct(low, all))})
+			strings.Join(h.Phases.Sources, ", "), units.Percent(high, all), units.Percent(medium, all), units.Percent(low, all))})
 	}
 	if all > 0 && low*10 >= all {
 		var rules []string
@@ -93,7 +93,7 @@ func deviceDiagnostics(h *history.History, dr *result.DeviceResult) []result.Dia
 			}
 		}
 		out = append(out, result.Diagnostic{Kind: "low_confidence_categories", Device: id, Message: fmt.Sprintf(
-			"device %d: %.0f%% of the bytes at the end were classified by low-confidence rules (%s): treat those categories as guesses", id, pct(low, all), strings.Join(rules, ", "))})
+			"device %d: %.0f%% of the bytes at the end were classified by low-confidence rules (%s): treat those categories as guesses", id, units.Percent(low, all), strings.Join(rules, ", "))})
 	}
 	return out
 }

@@ -360,7 +360,7 @@ func TestFixtureHistory(t *testing.T) {
 					t.Errorf("block %+v: want free requested at the last event, never completed, active but not allocated", b)
 				}
 				held := false
-				for _, g := range StateAt(h, last) {
+				for _, g := range history.StateAt(h, last) {
 					for _, p := range g.Blocks {
 						held = held || p.Block == 0 && p.Size == 6*mib
 					}

@@ -11,41 +11,6 @@ import (
 	"github.com/torchmem/torchmem/snapshot"
 )
 
-// fragmentationAt measures the allocator's cached free memory after event
-// i: the free pieces of the rebuilt segments, those inside segments that
-// hold live blocks, and the largest one usable for a request of the given
-// size (a request above 1 MiB never uses the small pool's 2 MiB segments).
-func fragmentationAt(h *history.History, i int, request int64) result.Fragmentation {
-	fr := result.Fragmentation{ExpandableSegments: h.Expandable()}
-	segs := StateAt(h, i)
-	if segs == nil {
-		fr.CachedFreeBytes = max(0, h.ReservedAt(i)-h.AllocatedAt(i))
-		fr.FreeInUsedSegmentsBytes = fr.CachedFreeBytes
-		return fr
-	}
-	for _, g := range segs {
-		var free int64
-		used := false
-		for _, b := range g.Blocks {
-			if !b.Free() {
-				used = true
-				continue
-			}
-			free += b.Size
-			fr.FreeBlocks++
-			if request <= 1<<20 || !smallSegment(g) {
-				fr.LargestFreeBlockBytes = max(fr.LargestFreeBlockBytes, b.Size)
-			}
-		}
-		fr.CachedFreeBytes += free
-		if used {
-			fr.FreeInUsedSegmentsBytes += free
-		}
-	}
-	fr.Fragmented = request > 0 && fr.CachedFreeBytes >= request && fr.LargestFreeBlockBytes < request
-	return fr
-}
-
 // oomAt builds the post-mortem of the oom event at index i.
 func oomAt(h *history.History, sites *history.SiteCache, i, topN int) *result.OOM {
 	e := &h.Device.Events[i]
@@ -64,10 +29,10 @@ func oomAt(h *history.History, sites *history.SiteCache, i, topN int) *result.OO
 		AllocatedRequestedBytes: h.RequestedOrNil(i),
 		ReservedBytes:           h.ReservedAt(i),
 		Categories:              h.CategoriesAt(i),
-		Fragmentation:           fragmentationAt(h, i, e.Size),
+		Fragmentation:           history.FragmentationAt(h, i, e.Size),
 		TopSites:                h.TopSitesIn(sites, i, topN),
 		LiveByPhase:             liveByPhase(h, i),
-		Layout:                  StateAt(h, i),
+		Layout:                  history.StateAt(h, i),
 	}
 	if o.Site == "" {
 		o.Site = result.SiteNoFrames

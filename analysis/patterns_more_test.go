@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/analysis/suggest"
 	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
@@ -254,7 +255,7 @@ func TestAdviceFollows(t *testing.T) {
 				s.OOM(0, 2<<30, 256<<20, fwd) // 2 GiB asked, 256 MiB left: the states fill the device
 			})
 			r := Analyze(analysistest.Read(t, s, 0), DefaultOptions())
-			if len(r.Suggestions) == 0 || !shrinksStates(r.Suggestions[0].ID) || suggestionIn(r, "activation_checkpointing") != nil {
+			if len(r.Suggestions) == 0 || !suggest.ShrinksStates(r.Suggestions[0].ID) || suggestionIn(r, "activation_checkpointing") != nil {
 				t.Errorf("suggestions %v: want what shrinks the states first, no checkpointing", suggestionIDs(r))
 			}
 			checkSavingsAreWhatIfs(t, r)

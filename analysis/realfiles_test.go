@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/analysis/suggest"
 	"github.com/torchmem/torchmem/diff"
 	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/internal/snapshottest"
@@ -125,8 +126,8 @@ func TestRealFilesInvariants(t *testing.T) {
 				// Ranked by savings, and empty_cache (which does not lower the
 				// peak) after every fix that does.
 				prev := r.Suggestions[i-1]
-				if lowersPeak(sg.ID) && !lowersPeak(prev.ID) ||
-					lowersPeak(sg.ID) == lowersPeak(prev.ID) && sg.EstimatedSavingsBytes > prev.EstimatedSavingsBytes {
+				if suggest.LowersPeak(sg.ID) && !suggest.LowersPeak(prev.ID) ||
+					suggest.LowersPeak(sg.ID) == suggest.LowersPeak(prev.ID) && sg.EstimatedSavingsBytes > prev.EstimatedSavingsBytes {
 					t.Errorf("suggestions not ranked: %s (%d) after %s (%d)", sg.ID, sg.EstimatedSavingsBytes, prev.ID, prev.EstimatedSavingsBytes)
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/suggest"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -37,7 +38,7 @@ func TestSavingsMatchWhatIfEveryRealFile(t *testing.T) {
 				p, ok := byID[sg.ID]
 				switch {
 				case !ok:
-					if lowersPeak(sg.ID) && sg.ID != "detach_or_item" && sg.ID != "no_grad_eval" {
+					if suggest.LowersPeak(sg.ID) && sg.ID != "detach_or_item" && sg.ID != "no_grad_eval" {
 						t.Errorf("%s: no what-if projection", sg.ID)
 					}
 				case p.Method == "reserved_only":

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/analysis/suggest"
 	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
@@ -61,12 +62,12 @@ func TestTrainingEvidenceRealFiles(t *testing.T) {
 			s := analysistest.OpenShared(t, "snapshots", tc.file)
 			h := history.Build(s, s.Device(tc.device))
 			dr := deviceResult(h, DefaultOptions())
-			ev := gatherEvidence(h, &dr)
-			if ev.training != tc.training || ev.backward != tc.backward {
-				t.Errorf("training %v, backward %v; want %v, %v", ev.training, ev.backward, tc.training, tc.backward)
+			ev := suggest.Gather(h, &dr)
+			if ev.Training != tc.training || ev.Backward != tc.backward {
+				t.Errorf("training %v, backward %v; want %v, %v", ev.Training, ev.Backward, tc.training, tc.backward)
 			}
-			if tc.trainedBy == nil && ev.trainedBy != "" || tc.trainedBy != nil && !slices.Contains(tc.trainedBy, ev.trainedBy) {
-				t.Errorf("training frame %q, want one of %q", ev.trainedBy, tc.trainedBy)
+			if tc.trainedBy == nil && ev.TrainedBy != "" || tc.trainedBy != nil && !slices.Contains(tc.trainedBy, ev.TrainedBy) {
+				t.Errorf("training frame %q, want one of %q", ev.TrainedBy, tc.trainedBy)
 			}
 			r := Analyze(s, DefaultOptions())
 			for _, sg := range r.Suggestions {
@@ -146,12 +147,12 @@ func TestExpandableSegmentsFragmentationOnly(t *testing.T) {
 			s := analysistest.OpenShared(t, "snapshots", tc.file)
 			h := history.Build(s, s.Devices[0])
 			dr := deviceResult(h, DefaultOptions())
-			ev := gatherEvidence(h, &dr)
+			ev := suggest.Gather(h, &dr)
 			if got := dr.Peak.ReservedBytes - dr.Peak.AllocatedBytes; got != tc.claimed {
 				t.Errorf("reserved − allocated at the peak %d, want %d", got, tc.claimed)
 			}
-			if ev.peakFragmented != tc.fragmented {
-				t.Errorf("fragmentation at the peak %d, want %d", ev.peakFragmented, tc.fragmented)
+			if ev.PeakFragmented != tc.fragmented {
+				t.Errorf("fragmentation at the peak %d, want %d", ev.PeakFragmented, tc.fragmented)
 			}
 			if slices.Contains(suggestionIDs(Analyze(s, DefaultOptions())), "expandable_segments") {
 				t.Error("expandable_segments suggested for wholly free cached segments")

@@ -1,4 +1,4 @@
-package analysis
+package suggest
 
 import (
 	"fmt"
@@ -8,9 +8,9 @@ import (
 	"github.com/torchmem/torchmem/snapshot"
 )
 
-// evidence is what suggestions are chosen from: one device at its decisive
+// Evidence is what suggestions are chosen from: one device at its decisive
 // moment (the OOM when there is one, else the peak).
-type evidence struct {
+type Evidence struct {
 	device     int
 	name       string // "device 0", or "the cpu (host memory)"
 	moment     string // "at the OOM" or "at the peak"
@@ -27,7 +27,7 @@ type evidence struct {
 	capacity   int64
 	endAlloc   int64
 	endRes     int64
-	peakAlloc  int64
+	PeakAlloc  int64
 	peakRes    int64
 	// hasState: the allocator's segments are known (a snapshot with
 	// dump-time segments), so cached memory splits into the two parts below.
@@ -36,21 +36,21 @@ type evidence struct {
 	// that hold live blocks (what expandable segments reclaim); endWhollyFree
 	// the cached segments without a live block at the end (what
 	// torch.cuda.empty_cache() releases).
-	peakFragmented, endWhollyFree int64
+	PeakFragmented, endWhollyFree int64
 	gradsInFwd                    int64 // gradient bytes live at the forward peak
 	lateZero                      int   // event of a zero_grad that frees them after that peak (−1)
 	steps                         int   // training steps seen
-	// training: something shows that the run trains — a backward, optimizer
+	// Training: something shows that the run trains — a backward, optimizer
 	// or zero_grad phase, gradients or optimizer state, or a training loop in
 	// the stacks (trainingFrame, named in trainedBy).
-	training  bool
-	trainedBy string
-	// backward: the run has a backward that keeps activations — one was
+	Training  bool
+	TrainedBy string
+	// Backward: the run has a backward that keeps activations — one was
 	// recorded (a backward phase that allocated, or gradients), or a training
 	// run was cut off in the forward of its decisive moment (it ran out of
 	// memory there, or the recording ends in it) and no step of it ended
 	// without a backward.
-	backward bool
+	Backward bool
 	fp32     bool // parameters known to be fp32 (chrome-trace shapes)
 	// done is what the run already does (autocast, checkpointing,
 	// quantized weights, a pretrained checkpoint).
@@ -58,17 +58,17 @@ type evidence struct {
 	// movedGrads are the gradients Module.to moved with the model, live at
 	// the decisive moment.
 	movedGrads int64
-	// statesFirst: at an OOM, parameters, gradients and optimizer state
+	// StatesFirst: at an OOM, parameters, gradients and optimizer state
 	// leave the device less room than the failed request: no activation
 	// fix can make it fit.
-	statesFirst bool
+	StatesFirst bool
 }
 
-// gatherEvidence collects the evidence of one device.
-func gatherEvidence(h *history.History, dr *result.DeviceResult) *evidence {
-	ev := &evidence{device: dr.Device, capacity: dr.Capacity, expandable: h.Expandable(),
+// Gather collects the evidence of one device.
+func Gather(h *history.History, dr *result.DeviceResult) *Evidence {
+	ev := &Evidence{device: dr.Device, capacity: dr.Capacity, expandable: h.Expandable(),
 		endAlloc: dr.AtEnd.AllocatedBytes, endRes: dr.AtEnd.ReservedBytes,
-		peakAlloc: dr.Peak.AllocatedBytes, peakRes: dr.Peak.ReservedBytes}
+		PeakAlloc: dr.Peak.AllocatedBytes, peakRes: dr.Peak.ReservedBytes}
 	ev.name = fmt.Sprintf("device %d", dr.Device)
 	if h.Device.Kind == snapshot.DeviceCPU {
 		ev.name = "the cpu (host memory)"
@@ -84,8 +84,8 @@ func gatherEvidence(h *history.History, dr *result.DeviceResult) *evidence {
 	ev.steps = len(h.Steps.Spans)
 	if len(h.Device.Segments) > 0 {
 		ev.hasState = true
-		ev.peakFragmented = fragmentationAt(h, dr.Peak.EventIndex, 0).FreeInUsedSegmentsBytes
-		end := fragmentationAt(h, h.EndIndex(), 0)
+		ev.PeakFragmented = history.FragmentationAt(h, dr.Peak.EventIndex, 0).FreeInUsedSegmentsBytes
+		end := history.FragmentationAt(h, h.EndIndex(), 0)
 		ev.endWhollyFree = end.CachedFreeBytes - end.FreeInUsedSegmentsBytes
 	}
 	trainingEvidence(h, ev, dr)
@@ -143,7 +143,7 @@ func gatherEvidence(h *history.History, dr *result.DeviceResult) *evidence {
 		// and what the device still had.
 		usable := o.AllocatedBytes + o.Fragmentation.CachedFreeBytes + o.DeviceFreeBytes
 		states := ev.cats[result.Parameter] + ev.cats[result.Gradient] + ev.cats[result.OptimizerState]
-		ev.statesFirst = states > 0 && usable-states < o.RequestedBytes
+		ev.StatesFirst = states > 0 && usable-states < o.RequestedBytes
 	}
 	if len(h.Snap.GradAccumulations) > 0 {
 		ev.fp32 = true
@@ -159,18 +159,18 @@ func gatherEvidence(h *history.History, dr *result.DeviceResult) *evidence {
 
 // trainingEvidence decides whether the run trains and whether it has a
 // backward (evidence.training, evidence.backward).
-func trainingEvidence(h *history.History, ev *evidence, dr *result.DeviceResult) {
+func trainingEvidence(h *history.History, ev *Evidence, dr *result.DeviceResult) {
 	// A step that ends (zero_grad, optimizer) after a forward without a
 	// backward between them: the run trains without one (zeroth-order).
 	forward, stepWithoutBackward := false, false
 	for _, sp := range h.Phases.Spans {
 		switch {
 		case sp.Phase == result.PhaseBackward && sp.Events > 0:
-			ev.training, ev.backward = true, true
+			ev.Training, ev.Backward = true, true
 		case sp.Phase == result.PhaseForward && sp.Events > 0:
 			forward = true
 		case sp.Phase == result.PhaseOptimizer || sp.Phase == result.PhaseZeroGrad:
-			ev.training = ev.training || sp.Phase == result.PhaseZeroGrad || sp.Events > 0
+			ev.Training = ev.Training || sp.Phase == result.PhaseZeroGrad || sp.Events > 0
 			stepWithoutBackward = stepWithoutBackward || forward
 		}
 	}
@@ -180,31 +180,24 @@ func trainingEvidence(h *history.History, ev *evidence, dr *result.DeviceResult)
 	}
 	for _, c := range cats {
 		if c[result.Gradient] > 0 {
-			ev.training, ev.backward = true, true
+			ev.Training, ev.Backward = true, true
 		}
 		if c[result.OptimizerState] > 0 {
-			ev.training = true
+			ev.Training = true
 		}
 	}
 	if f := h.FrameTexts().TrainingFrame(); f != "" {
-		ev.training, ev.trainedBy = true, f
+		ev.Training, ev.TrainedBy = true, f
 	}
-	if ev.training && !ev.backward && !stepWithoutBackward && ev.phase == result.PhaseForward {
+	if ev.Training && !ev.Backward && !stepWithoutBackward && ev.phase == result.PhaseForward {
 		// Cut off in its forward, before the backward: by the OOM, or by the
 		// end of the recording (every later event still in forward).
-		ev.backward = true
+		ev.Backward = true
 		for k := max(ev.index, 0); ev.oom == nil && k < h.NumEvents(); k++ {
 			if h.Phases.At(k) != result.PhaseForward {
-				ev.backward = false
+				ev.Backward = false
 				break
 			}
 		}
 	}
-}
-
-func pct(part, whole int64) float64 {
-	if whole <= 0 {
-		return 0
-	}
-	return 100 * float64(part) / float64(whole)
 }

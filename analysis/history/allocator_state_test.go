@@ -1,4 +1,4 @@
-package analysis
+package history
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
@@ -61,7 +60,7 @@ func TestUnsplitRestsMatchDump(t *testing.T) {
 			// The replay gives blocks live at the dump the dump's size and
 			// counts those the allocator's rules size otherwise
 			// (sizing.mismatch).
-			h := history.Replay(s, d)
+			h := Replay(s, d)
 			rules := h.SizingRules()
 			checked, withRest := 0, 0
 			for _, b := range h.Blocks {
@@ -114,12 +113,12 @@ func TestAllocatorStateFacts(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
 			s := analysistest.OpenShared(t, "snapshots", tc.file)
-			h := history.Build(s, s.Device(tc.device))
+			h := Build(s, s.Device(tc.device))
 			var reserved int64
 			for _, g := range StateAt(h, tc.event) {
 				reserved += g.Size
 			}
-			fr := fragmentationAt(h, tc.event, tc.request)
+			fr := FragmentationAt(h, tc.event, tc.request)
 			if reserved != tc.reserved || fr.CachedFreeBytes != tc.cached || fr.LargestFreeBlockBytes != tc.largest || fr.FreeInUsedSegmentsBytes != tc.inUsed {
 				t.Errorf("after event %d: reserved %d, cached free %d, largest %d, in used segments %d; want %d, %d, %d, %d",
 					tc.event, reserved, fr.CachedFreeBytes, fr.LargestFreeBlockBytes, fr.FreeInUsedSegmentsBytes,
@@ -144,7 +143,7 @@ func TestStateAtMatchesSimulatedDumps(t *testing.T) {
 			rng := rand.New(rand.NewSource(tc.seed))
 			s := st.NewSim()
 			stack := s.Stack(s.F("model.py", 10, "forward"))
-			sizes := []int64{4 << 10, 300 << 10, 1 << 20, 1<<20 + 512, 3 * mib, 9*mib + 700<<10, 19*mib + 600<<10, 19*mib + 100<<10, 24*mib + 300<<10, 63 * mib}
+			sizes := []int64{4 << 10, 300 << 10, 1 << 20, 1<<20 + 512, 3 * analysistest.MiB, 9*analysistest.MiB + 700<<10, 19*analysistest.MiB + 600<<10, 19*analysistest.MiB + 100<<10, 24*analysistest.MiB + 300<<10, 63 * analysistest.MiB}
 			type check struct {
 				events int
 				free   map[[2]int64]int
@@ -175,7 +174,7 @@ func TestStateAtMatchesSimulatedDumps(t *testing.T) {
 				}
 			}
 			snap := analysistest.Read(t, s, tc.drop)
-			h := history.Build(snap, snap.Devices[0])
+			h := Build(snap, snap.Devices[0])
 			rested := 0
 			rules := h.SizingRules()
 			for k := range h.Blocks {

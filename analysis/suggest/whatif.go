@@ -1,4 +1,4 @@
-package analysis
+package suggest
 
 import "github.com/torchmem/torchmem/result"
 
@@ -7,11 +7,11 @@ import "github.com/torchmem/torchmem/result"
 // peak. A suggestion the what-if finds to save nothing that matters is
 // dropped; the rest are ranked again by the savings the what-if found.
 
-// reconcileSavings sets each suggestion's saving to the what-if's for the
+// ReconcileSavings sets each suggestion's saving to the what-if's for the
 // same change (where the what-if projects the technique at every event)
 // and drops those that would save under 1 MiB or 1% of the measured peak.
 // It reports whether it dropped any.
-func reconcileSavings(r *result.Result, statesFirst bool) bool {
+func ReconcileSavings(r *result.Result, statesFirst bool) bool {
 	w := r.WhatIf
 	if w == nil {
 		return false

@@ -1,10 +1,9 @@
-package analysis
+package history
 
 import (
 	"path/filepath"
 	"testing"
 
-	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -19,7 +18,7 @@ func TestStateAtEndMatchesDump(t *testing.T) {
 		snapshottest.SharedFile(t, "snapshots", "nothanmin_fullstep.pickle"),
 		snapshottest.SharedFile(t, "snapshots", "kkaitlyn_ctx128_fullstep.pickle"),
 		snapshottest.SharedFile(t, "snapshots", "wedsonlin_medium_128_training.pickle"),
-		filepath.Join("..", "testdata", "demo", "oom_snapshot.pickle"),
+		snapshottest.RepoFile("testdata", "demo", "oom_snapshot.pickle"),
 	}
 	for _, path := range files {
 		t.Run(filepath.Base(path), func(t *testing.T) {
@@ -28,7 +27,7 @@ func TestStateAtEndMatchesDump(t *testing.T) {
 				t.Fatal(err)
 			}
 			d := s.Devices[0]
-			h := history.Build(s, d)
+			h := Build(s, d)
 			var inactive, reserved int64
 			for _, g := range d.Segments {
 				reserved += g.TotalSize
@@ -65,7 +64,7 @@ func TestStateAtEndMatchesDump(t *testing.T) {
 				if d.Events[i].Action != snapshot.ActionOOM {
 					continue
 				}
-				fr := fragmentationAt(h, i, d.Events[i].Size)
+				fr := FragmentationAt(h, i, d.Events[i].Size)
 				var oomFree int64
 				for _, g := range StateAt(h, i) {
 					for _, b := range g.Blocks {

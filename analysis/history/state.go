@@ -1,9 +1,8 @@
-package analysis
+package history
 
 import (
 	"sort"
 
-	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -15,7 +14,7 @@ func smallSegment(s result.SegmentState) bool { return !s.Expandable && s.Size =
 // blocks and free gaps in them, by replaying the trace backwards from the
 // dump-time segments. It returns nil when the file has no dump-time
 // segments (chrome traces, traces without a state).
-func StateAt(h *history.History, i int) []result.SegmentState {
+func StateAt(h *History, i int) []result.SegmentState {
 	if len(h.Device.Segments) == 0 {
 		return nil
 	}
@@ -55,4 +54,39 @@ func StateAt(h *history.History, i int) []result.SegmentState {
 		out = append(out, seg)
 	}
 	return out
+}
+
+// FragmentationAt measures the allocator's cached free memory after event
+// i: the free pieces of the rebuilt segments, those inside segments that
+// hold live blocks, and the largest one usable for a request of the given
+// size (a request above 1 MiB never uses the small pool's 2 MiB segments).
+func FragmentationAt(h *History, i int, request int64) result.Fragmentation {
+	fr := result.Fragmentation{ExpandableSegments: h.Expandable()}
+	segs := StateAt(h, i)
+	if segs == nil {
+		fr.CachedFreeBytes = max(0, h.ReservedAt(i)-h.AllocatedAt(i))
+		fr.FreeInUsedSegmentsBytes = fr.CachedFreeBytes
+		return fr
+	}
+	for _, g := range segs {
+		var free int64
+		used := false
+		for _, b := range g.Blocks {
+			if !b.Free() {
+				used = true
+				continue
+			}
+			free += b.Size
+			fr.FreeBlocks++
+			if request <= 1<<20 || !smallSegment(g) {
+				fr.LargestFreeBlockBytes = max(fr.LargestFreeBlockBytes, b.Size)
+			}
+		}
+		fr.CachedFreeBytes += free
+		if used {
+			fr.FreeInUsedSegmentsBytes += free
+		}
+	}
+	fr.Fragmented = request > 0 && fr.CachedFreeBytes >= request && fr.LargestFreeBlockBytes < request
+	return fr
 }

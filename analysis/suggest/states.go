@@ -1,4 +1,4 @@
-package analysis
+package suggest
 
 import (
 	"fmt"
@@ -7,9 +7,9 @@ import (
 	"github.com/torchmem/torchmem/result"
 )
 
-// shrinksStates reports whether a suggestion shrinks what a training run
+// ShrinksStates reports whether a suggestion shrinks what a training run
 // keeps whatever its batch: parameters, gradients, optimizer state.
-func shrinksStates(id string) bool {
+func ShrinksStates(id string) bool {
 	switch id {
 	case "mixed_precision_bf16", "shard_states", "optimizer_8bit", "paged_optimizer", "cpu_offload", "qlora", "quantize_weights":
 		return true
@@ -21,11 +21,11 @@ func shrinksStates(id string) bool {
 // other reasons than its activations: sharding when the states alone leave
 // no room at an OOM, gradients moved with the model, and a KV cache that
 // training builds and never reads.
-func stateSuggestions(ev *evidence, where string) []result.Suggestion {
+func stateSuggestions(ev *Evidence, where string) []result.Suggestion {
 	var out []result.Suggestion
 	c := ev.cats
 	states := c[result.Parameter] + c[result.Gradient] + c[result.OptimizerState]
-	if ev.statesFirst && ev.training {
+	if ev.StatesFirst && ev.Training {
 		out = append(out, result.Suggestion{ID: "shard_states", Title: "Shard parameters, gradients and optimizer state across GPUs (FSDP / ZeRO-3)",
 			Because: fmt.Sprintf("at the OOM parameters, gradients and optimizer state hold %s %s and leave less room than the %s requested: no activation fix makes the step fit; sharded over 2 GPUs each keeps half of them",
 				units.FormatBytes(states), where, units.FormatBytes(ev.oom.RequestedBytes)),
@@ -38,7 +38,7 @@ func stateSuggestions(ev *evidence, where string) []result.Suggestion {
 			EstimatedSavingsBytes: ev.movedGrads, Cost: "none (the next backward makes them again)",
 			How: "model.zero_grad(set_to_none=True)  # or optimizer.zero_grad(set_to_none=True)\nmodel.to(device)"})
 	}
-	if kv := c[result.KVCache]; kv > 0 && ev.backward {
+	if kv := c[result.KVCache]; kv > 0 && ev.Backward {
 		out = append(out, result.Suggestion{ID: "use_cache_off", Title: "Turn off the KV cache in training (use_cache=False)",
 			Because:               fmt.Sprintf("the run trains and its model builds a key/value cache of %s %s that nothing reads: transformers builds one when use_cache is left on", units.FormatBytes(kv), where),
 			EstimatedSavingsBytes: kv, Cost: "none in training",
