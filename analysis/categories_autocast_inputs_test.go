@@ -111,7 +111,7 @@ func autocastInputCasts(layers int, hidden, tokens int64, einsum, handAttention 
 			sim.Alloc(0, act, attn(true))
 			sim.Alloc(0, tokens*tokens*2, attn(false))
 		}
-		sim.Alloc(0, act, attn(false))                   // the attention's 16-bit output
+		sim.Alloc(0, act, attn(false))                 // the attention's 16-bit output
 		sim.Alloc(0, hidden*hidden*2, proj(524, true)) // o_proj: the weight's cast only
 		sim.Alloc(0, act, proj(524, false))
 	}
