@@ -65,12 +65,6 @@ func measuredSources(t *testing.T) map[string]string {
 		"here": filepath.Join(measuredHere, "measured.jsonl")}
 }
 
-// readMeasured reads recorded/estimate/measured.jsonl.
-func readMeasured(t *testing.T) (dir string, rows []measuredSetup) {
-	t.Helper()
-	return readMeasuredFile(t, sharedFile(t, "recorded/estimate", "measured.jsonl"))
-}
-
 // readMeasuredFile reads one measured.jsonl: one setup a line.
 func readMeasuredFile(t *testing.T, path string) (dir string, rows []measuredSetup) {
 	t.Helper()
