@@ -68,32 +68,33 @@ func measuredSources(t *testing.T) map[string]string {
 		"here": filepath.Join(measuredHere, "measured.jsonl")}
 }
 
-// readMeasured reads recorded/estimate/measured.jsonl.
-func readMeasured(t *testing.T) (dir string, rows []measuredSetup) {
-	t.Helper()
-	return readMeasuredFile(t, snapshottest.SharedFile(t, "recorded/estimate", "measured.jsonl"))
-}
-
 // readMeasuredFile reads one measured.jsonl: one setup a line.
 func readMeasuredFile(t *testing.T, path string) (dir string, rows []measuredSetup) {
+	t.Helper()
+	return filepath.Dir(path), readJSONL[measuredSetup](t, path)
+}
+
+// readJSONL reads a file of one JSON object a line (at least one).
+func readJSONL[T any](t *testing.T, path string) []T {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	var rows []T
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var m measuredSetup
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+		var r T
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		rows = append(rows, m)
+		rows = append(rows, r)
 	}
 	if len(rows) == 0 {
-		t.Fatalf("%s: no setups", path)
+		t.Fatalf("%s: no lines", path)
 	}
-	return filepath.Dir(path), rows
+	return rows
 }
 
 // inputsOf is the estimate's description of a measured setup: its
@@ -223,16 +224,8 @@ type cs336Run struct {
 // cs336Rerun reads cs336.jsonl, by mode and sequence length.
 func cs336Rerun(t *testing.T) map[string]map[int64]cs336Run {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(measuredHere, "cs336.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	runs := map[string]map[int64]cs336Run{}
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var r cs336Run
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			t.Fatal(err)
-		}
+	for _, r := range readJSONL[cs336Run](t, filepath.Join(measuredHere, "cs336.jsonl")) {
 		if runs[r.Mode] == nil {
 			runs[r.Mode] = map[int64]cs336Run{}
 		}

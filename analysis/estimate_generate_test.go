@@ -1,8 +1,6 @@
 package analysis
 
 import (
-	"bufio"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -36,17 +34,7 @@ type generateRun struct {
 func readGenerate(t *testing.T) (runs []generateRun, recorded generateRun) {
 	t.Helper()
 	path := filepath.Join(measuredHere, "generate.jsonl")
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var g generateRun
-		if err := json.Unmarshal(sc.Bytes(), &g); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
+	for _, g := range readJSONL[generateRun](t, path) {
 		if g.Name == "snapshot" {
 			recorded = g
 			continue
