@@ -53,6 +53,11 @@ func (m *vm) entryFast() bool {
 	pos++
 	d := &m.fast.dict
 	d.keys, d.vals = d.keys[:0], d.vals[:0]
+	if m.fast.frames == nil {
+		// Most stacks fit: an entry the fast path leaves to the opcodes
+		// then costs no new scratch (its grown one is kept only on success).
+		m.fast.frames = make([]FrameID, 0, 256)
+	}
 	frames := m.fast.frames[:0]
 	list := -1 // the index in d.vals of the frames list written here
 	// memo: what the entry's MEMOIZEs store, in order (the dict's first);
