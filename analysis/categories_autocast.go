@@ -130,7 +130,9 @@ func markAutocastCache(h *History) {
 			continue // C++ frames alone may not show forward; autocast's cast does
 		}
 		if m.autocastCast {
-			isCand[int(bi)], strong[int(bi)] = true, true
+			if !m.castInAttention {
+				isCand[int(bi)], strong[int(bi)] = true, true
+			}
 			continue
 		}
 		if m.hint < hintUser || m.fusedAttention || m.sdpaMath { // no Python frames: nothing tells a copy apart; attention kernels cast no weight
@@ -146,6 +148,15 @@ func markAutocastCache(h *History) {
 			continue // the op's second allocation (its output came first)
 		}
 		isCand[int(bi)] = true
+	}
+	if len(strong) > 0 {
+		// C++ frames show every cast autocast makes: an allocation whose
+		// frames do not is no copy, whatever its size and Python stack.
+		for bi := range isCand {
+			if !strong[bi] {
+				delete(isCand, bi)
+			}
+		}
 	}
 	if len(isCand) == 0 {
 		return
@@ -205,12 +216,40 @@ func markAutocastCache(h *History) {
 			bySize[w] = append(bySize[w], delta{b.Free, -1})
 		}
 	}
-	for size, ds := range bySize {
+	mostLive := func(ds []delta) int {
 		sort.Slice(ds, func(a, b int) bool { return ds[a].at < ds[b].at })
 		live, most := 0, 0
 		for _, d := range ds {
 			live += d.d
 			most = max(most, live)
+		}
+		return most
+	}
+	for size, ds := range bySize {
+		most := mostLive(ds)
+		if most > params[size] {
+			// More copies of this size than weights: some casts are of
+			// activations (an fp32 input cast for the op, of the same size
+			// by coincidence). An op casts its arguments in order, and the
+			// input comes before the weight (F.linear, matmul, einsum,
+			// conv): drop the first cast of each op that casts more than
+			// one tensor, and count again.
+			var kept []delta
+			for bi := range ok {
+				b := &h.Blocks[bi]
+				if weightOf(b) != size {
+					continue
+				}
+				if _, next := around(b.Alloc); next >= 0 && ev[next].Stack == ev[b.Alloc].Stack && isCand[int(h.openAt(next))] {
+					delete(ok, bi)
+					continue
+				}
+				kept = append(kept, delta{b.Alloc, 1})
+				if b.Free >= 0 {
+					kept = append(kept, delta{b.Free, -1})
+				}
+			}
+			most = mostLive(kept)
 		}
 		if most > params[size] {
 			continue

@@ -41,6 +41,12 @@ type stackMarkers struct {
 	// autocastCast: a cast made by autocast (at::autocast::cached_cast,
 	// C++ frames), which caches the copies of weights.
 	autocastCast bool
+	// castInAttention: the innermost Python function on the way to the
+	// op, before any forward or projection, is an attention function (a
+	// hand-written scaled_dot_product_attention, eager_attention_forward):
+	// what autocast casts there are queries, keys, values and scores —
+	// activations, never a weight.
+	castInAttention bool
 	// applyLine is the line of the innermost torch/nn/modules/module.py
 	// _apply frame (0: none): Module.to/cuda moves a parameter at one line
 	// of _apply and its .grad at another.
@@ -114,6 +120,7 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 	sawOp := false        // a chrome trace's op span in the stack
 	castOnly := false     // Tensor.to with a dtype and no device
 	modelInside := false  // a model's call or a graph capture seen between a frame and the allocation
+	castScoped := false   // the innermost forward, projection or attention function seen (castInAttention)
 	for _, id := range frames {
 		f := &s.Frames[id]
 		name, file := f.Name, strings.ReplaceAll(f.Filename, "\\", "/")
@@ -194,6 +201,14 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 		}
 		user = true
 		low := strings.ToLower(name)
+		if !castScoped && isPython(f) {
+			switch {
+			case name == "forward" || strings.Contains(low, "proj") || strings.Contains(low, "linear"):
+				castScoped = true
+			case strings.Contains(low, "attention") || strings.Contains(low, "attn"):
+				m.castInAttention, castScoped = true, true
+			}
+		}
 		markKinds(&m, file, name, low, modelInside)
 		if m.applyLine == 0 && name == "_apply" && strings.HasSuffix(file, "torch/nn/modules/module.py") {
 			m.applyLine = f.Line

@@ -158,7 +158,7 @@ func TestRealFilesInvariants(t *testing.T) {
 func TestRealFilesAllocated(t *testing.T) {
 	for _, want := range allAllocatedFacts() {
 		t.Run(fmt.Sprintf("%s/%d", want.File, want.Device), func(t *testing.T) {
-			s := openShared(t, want.sub, want.File)
+			s := openFacts(t, want.sub, want.File)
 			d := s.Device(want.Device)
 			if d == nil {
 				t.Fatalf("no device %d", want.Device)
@@ -205,8 +205,8 @@ func TestRealFilesAllocated(t *testing.T) {
 	}
 }
 
-// TestRealFilesAllocatedCoverage: realAllocatedFacts and
-// recordedAllocatedFacts have a row for every device of every real snapshot
+// TestRealFilesAllocatedCoverage: realAllocatedFacts,
+// recordedAllocatedFacts and measuredAllocatedFacts have a row for every device of every real snapshot
 // that has segments or a trace, so that every device's allocated figure is
 // checked against its dump.
 func TestRealFilesAllocatedCoverage(t *testing.T) {
@@ -230,8 +230,12 @@ func TestRealFilesAllocatedCoverage(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatalf("no snapshots in %s", dir)
 	}
+	_, measured := snapshottest.MeasuredSnapshots(t)
+	for _, f := range measured {
+		files = append(files, [2]string{"measured", f})
+	}
 	for _, f := range files {
-		s := openShared(t, f[0], f[1])
+		s := openFacts(t, f[0], f[1])
 		for _, d := range s.Devices {
 			if len(d.Segments) == 0 && len(d.Events) == 0 {
 				continue
@@ -255,7 +259,25 @@ func allAllocatedFacts() []allocatedFacts {
 		f.sub = "recorded"
 		out = append(out, f)
 	}
+	for _, f := range measuredAllocatedFacts {
+		f.sub = "measured"
+		out = append(out, f)
+	}
 	return out
+}
+
+// openFacts reads the file of a facts row: from a folder of ../shared, or
+// ("measured") this repository's own recordings.
+func openFacts(t *testing.T, sub, name string) *snapshot.Snapshot {
+	t.Helper()
+	if sub != "measured" {
+		return openShared(t, sub, name)
+	}
+	s, err := snapshot.Open(filepath.Join(measuredHere, name), snapshot.Options{})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return s
 }
 
 // TestRealFilesOOMAllocated checks what is allocated at every real oom entry
@@ -299,7 +321,7 @@ type oomFacts struct {
 type allocatedFacts struct {
 	File                                                     string
 	Device                                                   int
-	sub                                                      string // the folder of ../shared
+	sub                                                      string // the folder of ../shared, or "measured"
 	EndAllocated, EndRequested, PeakAllocated, PeakRequested int64
 	PeakEvent                                                int
 	Unsized                                                  int

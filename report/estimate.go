@@ -344,7 +344,7 @@ func EstimateText(w io.Writer, r *estimate.Result) error {
 	if len(r.Notes) > 0 {
 		p.f("\nnotes\n")
 		for _, n := range r.Notes {
-			p.f("  - %s\n", units.OneLine(n))
+			p.wrap("  - ", "    ", units.OneLine(n))
 		}
 	}
 	return p.err

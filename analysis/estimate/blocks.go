@@ -186,7 +186,10 @@ func gpt2Block(a *Arch, s Setup, d dims, c computeKind) expr {
 	case a.Activation == "gelu" || a.Activation == "gelu_pytorch_tanh":
 		e = e.add(d, 2*el, "f") // c_fc's output and the activation
 	case c == computeAMP:
-		e = e.add(d, 14, "f") // pow and tanh run in fp32 under autocast
+		// pow runs in fp32 under autocast, so from c_fc's 16-bit output x
+		// the graph keeps x's fp32 cast (pow's input), tanh's output, 1 +
+		// tanh, 0.5·x in 16 bits, and c_proj's 16-bit cast of the product.
+		e = e.add(d, 4+4+4+2+2, "f")
 	default:
 		e = e.add(d, 5*el, "f")
 	}

@@ -59,6 +59,10 @@ type Setup struct {
 	// NewTokens > 0 with Optimizer "none" generates that many tokens after
 	// a prompt of Seq tokens, keeping a KV cache.
 	NewTokens int64 `json:"new_tokens"`
+	// StaticCache: the generation's KV cache is allocated at its full
+	// length before the prompt is read (transformers' "static" cache,
+	// used with torch.compile), not grown a token at a time.
+	StaticCache bool `json:"static_cache,omitempty"`
 	// LoRARank > 0 trains rank-r adapters on every linear layer of the
 	// blocks; the base stays frozen at Precision (int4: QLoRA).
 	LoRARank int64 `json:"lora_rank"`
@@ -243,6 +247,8 @@ func (in *Inputs) check() error {
 		return fmt.Errorf("new tokens %d: want 0 to %d", s.NewTokens, 1<<24)
 	case s.NewTokens > 0 && s.training():
 		return fmt.Errorf("generating %d new tokens is inference: give --optimizer none", s.NewTokens)
+	case s.StaticCache && s.NewTokens == 0:
+		return fmt.Errorf("a static KV cache is a generation's: give --new-tokens")
 	case s.Batch < 1 || s.Batch > 1<<20:
 		return fmt.Errorf("batch %d: want 1 to %d", s.Batch, 1<<20)
 	case s.Seq < 1 || s.Seq > 1<<24:

@@ -143,6 +143,11 @@ func notes(in Inputs, r *Result) []string {
 	} else if in.Params > 0 && a.Vocab == 0 {
 		out = append(out, "vocabulary unknown: the logits are not counted")
 	}
+	if a != nil && a.Vocab > 0 {
+		out = append(out, "the blocks are counted as transformers' own "+a.Family+" code runs them (calibrated on measured runs); "+
+			"a model written by hand can keep much more (a hand-written softmax keeps two seq² tensors a layer): "+
+			"`torchmem estimate --from` a short run of it projects what it really keeps")
+	}
 	if a != nil && a.Positions > 0 && s.Seq > a.Positions {
 		out = append(out, fmt.Sprintf("sequence %d is longer than the model's %d learned positions", s.Seq, a.Positions))
 	}

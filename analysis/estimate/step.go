@@ -243,15 +243,16 @@ func inferencePeak(in Inputs, r *Result, states []Part, ws, gathered Part) {
 	el := c.elem()
 	tokens := s.Batch * s.Seq
 	q, kv := a.Heads*a.HeadDim, a.KVHeads*a.HeadDim
-	stream := tokens * a.Hidden * (c.residual() + el) // the residual stream and a norm's output
-	mlp := int64(3)
-	if !a.Gated {
-		mlp = 2
-	}
-	block := max(tokens*mlp*a.FFN*el, tokens*(2*q+2*kv)*el)
+	// The model's forward holds the embedding's output to its end and its
+	// layer loop holds each block's input; inside a block the sum after
+	// attention and a norm's output join them. At the head: the embedding's
+	// output, the last block's and the final norm's.
+	stream := tokens * a.Hidden * (3*c.residual() + el)
+	headStream := tokens * a.Hidden * (2*c.residual() + el)
+	block := max(tokens*inferenceMLP(a, c)*a.FFN, tokens*(2*q+2*kv)*el)
 	var scores int64
 	if backendOf(a, s) != backendFused {
-		scores = s.Batch * a.Heads * s.Seq * s.Seq * (4 + el)
+		scores = s.Batch * a.Heads * s.Seq * s.Seq * eagerInferenceScores(a, s)
 	}
 	logits := tokens * a.Vocab * el
 	lastLogits := s.Batch * a.Vocab * (el + 4) // generate(): the last position's logits, and their fp32 copy
@@ -259,22 +260,67 @@ func inferencePeak(in Inputs, r *Result, states []Part, ws, gathered Part) {
 	if s.NewTokens > 0 {
 		logits = lastLogits
 	}
-	act := stream + max(block+scores, logits)
+	act := max(stream+block+scores, headStream+logits)
 	r.ActivationsBytes, r.AttentionBytes = &act, &scores
 	r.LogitsBytes = logits
+	// The cache holds every token the model has read: the prompt and all
+	// new tokens but the last, which is returned and never read back.
+	// A static cache is allocated at its full length before the prompt.
+	cached := s.Seq + s.NewTokens - 1
+	promptCache := s.Seq
+	if s.StaticCache {
+		promptCache = cached
+	}
 	prompt := phase(PhaseForward, append(states, ws, gathered,
-		Part{"KV cache", boolBytes(s.NewTokens > 0, a.Layers*kvLayer(s.Seq))}, Part{"working set", act})...)
+		Part{"KV cache", boolBytes(s.NewTokens > 0, a.Layers*kvLayer(promptCache))}, Part{"working set", act})...)
 	if s.NewTokens == 0 {
 		setPeak(r, prompt)
 		return
 	}
-	// The last new token: the cache of every token, one layer's keys
-	// or values twice while DynamicCache concatenates, the logits.
-	total := s.Seq + s.NewTokens
-	r.KVCacheBytes = a.Layers * kvLayer(total)
+	// The last new token read: the cache of every token, one layer's keys
+	// or values twice while a dynamic cache concatenates, the logits.
+	r.KVCacheBytes = a.Layers * kvLayer(cached)
+	growing := kvLayer(cached) / 2
+	if s.StaticCache {
+		growing = 0
+	}
 	decode := phase(PhaseGenerate, append(states, ws, gathered,
-		Part{"KV cache", r.KVCacheBytes + kvLayer(total)/2}, Part{"working set", lastLogits + s.Batch*a.Hidden*(c.residual()+el)})...)
+		Part{"KV cache", r.KVCacheBytes + growing}, Part{"working set", lastLogits + s.Batch*a.Hidden*(2*c.residual()+el)})...)
 	setPeak(r, prompt, decode)
+}
+
+// inferenceMLP is the bytes per token and MLP channel a block's MLP holds
+// at once without autograd: a gated MLP its activation, the up projection
+// and their product; GPT-2's gelu_new, written in Python ops, its input,
+// half of it and two intermediates of the tanh chain; other MLPs the
+// projection's output and the activation's.
+func inferenceMLP(a *Arch, c computeKind) int64 {
+	el := c.elem()
+	switch {
+	case a.Gated:
+		return 3 * el
+	case a.Family == FamilyGPT2 && a.Activation != "gelu" && a.Activation != "gelu_pytorch_tanh":
+		return 4 * el
+	}
+	return 2 * el
+}
+
+// eagerInferenceScores is the bytes per attention score transformers'
+// eager attention holds at once without autograd: the masked scores and
+// the fp32 softmax output, plus, for bf16 scores, the fp32 copy softmax
+// makes of its input first (half precision has a direct kernel and fp32
+// needs no copy).
+// GPT-2's eager code runs softmax in the scores' own dtype: the masked
+// scores and the softmax output.
+func eagerInferenceScores(a *Arch, s Setup) int64 {
+	el := s.compute().elem()
+	switch {
+	case a.Family == FamilyGPT2 || el == 4:
+		return 2 * el
+	case s.Precision == "fp16":
+		return el + 4 + el // the masked scores, the fp32 output and its 16-bit cast
+	}
+	return el + 4 + 4
 }
 
 func boolBytes(b bool, n int64) int64 {

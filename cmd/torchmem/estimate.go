@@ -99,6 +99,7 @@ GPUs: ` + wrapList(estimate.GPUNames(), 72, "      ") + `.
 	fl.StringVar(&f.setup.Attention, "attention", "sdpa", "attention: sdpa (transformers' default; fused kernels in 16-bit), eager, flash")
 	fl.BoolVar(&f.setup.Flash, "flash", false, "FlashAttention 2 (--attention flash): no seq² scores kept")
 	fl.Int64Var(&f.setup.NewTokens, "new-tokens", 0, "inference (--optimizer none): generate N tokens after a --seq-token prompt,\nwith a KV cache")
+	fl.BoolVar(&f.setup.StaticCache, "static-cache", false, "with --new-tokens: the KV cache is allocated at full length before the prompt\n(transformers' cache_implementation=\"static\")")
 	fl.Int64Var(&f.lora, "lora", 0, "rank-R LoRA adapters on a frozen base (int4: QLoRA)")
 	fl.IntVar(&f.setup.ZeRO, "zero", 0, "ZeRO stage 0-3 (DeepSpeed; FSDP's full sharding is stage 3)")
 	fl.Int64Var(&f.setup.World, "world", 1, "data-parallel GPUs the ZeRO stage shards over")
@@ -238,7 +239,7 @@ func readBounded(path string, max int64) ([]byte, error) {
 // projectRun is estimate --from: a measured run projected to --batch/--seq.
 func projectRun(g *globals, cmd *cobra.Command, f *estimateFlags) (*estimate.Result, error) {
 	for _, name := range []string{"params", "config", "hidden", "layers", "heads", "kv-heads", "ffn", "vocab",
-		"precision", "amp", "mixed", "optimizer", "checkpointing", "attention", "flash", "new-tokens", "lora", "zero", "world", "offload-optimizer"} {
+		"precision", "amp", "mixed", "optimizer", "checkpointing", "attention", "flash", "new-tokens", "static-cache", "lora", "zero", "world", "offload-optimizer"} {
 		if cmd.Flags().Changed(name) {
 			return nil, usageError("--%s describes a model to estimate: with --from the measured run says it", name)
 		}

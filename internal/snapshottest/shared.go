@@ -107,3 +107,21 @@ func RepoFile(elem ...string) string {
 	_, here, _, _ := runtime.Caller(0) // <repo>/internal/snapshottest/shared.go
 	return filepath.Join(append([]string{filepath.Dir(here), "..", ".."}, elem...)...)
 }
+
+// MeasuredSnapshots lists the snapshots this repository recorded on a GPU
+// for its own calibration (testdata/estimate/measured), as paths relative
+// to that folder: real files like ../shared's, so every one needs a row
+// in the facts tables.
+func MeasuredSnapshots(t testing.TB) (dir string, files []string) {
+	t.Helper()
+	dir = RepoFile("testdata", "estimate", "measured")
+	m, err := filepath.Glob(filepath.Join(dir, "*.pickle.gz"))
+	if err != nil || len(m) == 0 {
+		t.Fatalf("no snapshots in %s", dir)
+	}
+	for _, f := range m {
+		files = append(files, filepath.Base(f))
+	}
+	sort.Strings(files)
+	return dir, files
+}

@@ -49,7 +49,9 @@ Run from the repository root:
     python3 testdata/facts/snapshot_facts.py /path/to/snapshots
     python3 testdata/facts/snapshot_facts.py --analysis [/path/to/snapshots]
 
-and replace the `var realSnapshotFacts` block in
+--recorded reads ../shared/recorded and its subfolders instead (tables
+recorded*Facts), --measured this repository's own GPU recordings in
+testdata/estimate/measured (tables measured*Facts). Then replace the `var realSnapshotFacts` block in
 snapshot/realfiles_table_test.go (or `var realAllocatedFacts` in
 analysis/realfiles_test.go) with the output, then run gofmt -w on the file.
 The script never writes files. It also checks the invariants it relies on
@@ -533,18 +535,22 @@ def main():
     args = sys.argv[1:]
     analysis = "--analysis" in args
     recorded = "--recorded" in args
-    args = [a for a in args if a not in ("--analysis", "--recorded")]
+    measured = "--measured" in args
+    args = [a for a in args if a not in ("--analysis", "--recorded", "--measured")]
     folder = args[0] if args else os.path.join(repo, "..", "shared", "recorded" if recorded else "snapshots")
+    if measured and not args:
+        folder = os.path.join(repo, "testdata", "estimate", "measured")
     manifest = os.path.join(folder, "MANIFEST.json")
-    if recorded:
+    if recorded or measured:
         names = recorded_names(folder)
     elif os.path.exists(manifest):
         with open(manifest) as f:
             names = sorted(m["file"] for m in json.load(f))
     else:
         names = sorted(n for n in os.listdir(folder) if n.endswith((".pickle", ".pkl")))
-    prefix = "recorded" if recorded else "real"
-    flags = " ".join(f for f in ("--recorded" if recorded else "", "--analysis" if analysis else "") if f)
+    prefix = "recorded" if recorded else "measured" if measured else "real"
+    flags = " ".join(f for f in ("--recorded" if recorded else "", "--measured" if measured else "",
+                                 "--analysis" if analysis else "") if f)
     if analysis:
         rows = []
         for n in names:
