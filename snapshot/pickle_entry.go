@@ -53,11 +53,23 @@ func (m *vm) entryFast() bool {
 	pos++
 	d := &m.fast.dict
 	d.keys, d.vals = d.keys[:0], d.vals[:0]
+	if m.fast.frames == nil {
+		// Most stacks fit: an entry the fast path leaves to the opcodes
+		// then costs no new scratch (its grown one is kept only on success).
+		m.fast.frames = make([]FrameID, 0, 256)
+	}
 	frames := m.fast.frames[:0]
 	list := -1 // the index in d.vals of the frames list written here
 	// memo: what the entry's MEMOIZEs store, in order (the dict's first);
-	// listSlot: the frames list's among them.
+	// texts: beside it, a short string's text number + 1 (0: not one);
+	// listSlot: the frames list's among them. Both hold at most the dict,
+	// the list and a string a key: made once at that size, they are never
+	// made again, whether or not an entry is taken.
+	if m.fast.memo == nil {
+		m.fast.memo, m.fast.texts = make([]value, 0, maxFastKeys+2), make([]uint32, 0, maxFastKeys+2)
+	}
 	memo := append(m.fast.memo[:0], value{k: kGone})
+	texts := append(m.fast.texts[:0], 0)
 	listSlot := -1
 	// get reads a memo fetch at pos: its value, and the position after it.
 	get := func(pos int) (value, int, bool) {
@@ -133,9 +145,15 @@ func (m *vm) entryFast() bool {
 			if n > memoShortString || int64(n) > m.opts.MaxStringBytes || len(buf)-pos < 2+n {
 				return false
 			}
-			v, pos = strVal(kStr, m.internShort(buf[pos+2:pos+2+n])), pos+2+n
+			str, ti, numbered := m.memo.texts.internNumbered(buf[pos+2 : pos+2+n])
+			v, pos = strVal(kStr, str), pos+2+n
 			if next := skip(pos); next < len(buf) && buf[next] == 0x94 {
 				memo, pos = append(memo, v), next+1
+				if numbered {
+					texts = append(texts, ti+1)
+				} else {
+					texts = append(texts, 0)
+				}
 			}
 		case ']': // a frames list: MEMOIZE, then nothing, one frame and APPEND, or MARK, frames, APPENDS
 			if list >= 0 || k.str() != "frames" {
@@ -147,7 +165,7 @@ func (m *vm) entryFast() bool {
 			if list, pos = len(d.vals), skip(pos+1); pos >= len(buf) {
 				return false
 			}
-			listSlot, memo = len(memo), append(memo, value{k: kStack})
+			listSlot, memo, texts = len(memo), append(memo, value{k: kStack}), append(texts, 0)
 			switch buf[pos] {
 			case '(':
 				for pos = skip(pos + 1); pos < len(buf) && buf[pos] != 'e'; pos = skip(pos) {
@@ -212,10 +230,14 @@ func (m *vm) entryFast() bool {
 		id := int64(s.b.Stack(frames))
 		memo[listSlot].n, d.vals[list].n = id, id
 	}
-	for _, v := range memo {
+	for i, v := range memo {
+		if t := texts[i]; t > 0 {
+			m.memo.setText(m.memo.len(), t-1) // a string: nothing for memoPut to do but set
+			continue
+		}
 		_ = m.memoPut(m.memo.len(), v) // within MaxMemo: checked above
 	}
-	m.fast.frames, m.fast.memo = frames, memo
+	m.fast.frames, m.fast.memo, m.fast.texts = frames, memo, texts
 	m.off += int64(1 + pos - in.pos) // the EMPTY_DICT and what followed
 	in.pos = pos
 	l.addEvent(s.event(d), m.off, s.inputBytes)

@@ -50,12 +50,19 @@ func (t *shortTexts) at(i uint32) string { return t.text[i/memoChunk][i%memoChun
 // intern returns the text of b (at most memoShortString bytes), the same
 // string for the same text while texts has room.
 func (t *shortTexts) intern(b []byte) string {
+	s, _, _ := t.internNumbered(b)
+	return s
+}
+
+// internNumbered is intern that also returns the text's number, and false
+// for one past the texts' room (a string of its own, without a number).
+func (t *shortTexts) internNumbered(b []byte) (string, uint32, bool) {
 	if i, ok := t.idx[string(b)]; ok {
-		return t.at(i)
+		return t.at(i), i, true
 	}
 	s := string(b)
-	t.add(s)
-	return s
+	i, ok := t.add(s)
+	return s, i, ok
 }
 
 // index is the number of the text of s, interned now if there is room.
@@ -167,6 +174,19 @@ func (t *memoTable) release(slot uint64) {
 // set stores v at idx; an index past the end first fills the slots up to
 // it with empty ones (the caller bounds idx).
 func (t *memoTable) set(idx int, v value) {
+	c := t.replace(idx)
+	*c = t.encode(v)
+}
+
+// setText stores text number i of texts at idx, as set does the text's
+// string without looking the text up again.
+func (t *memoTable) setText(idx int, i uint32) {
+	*t.replace(idx) = slotStr | uint64(i)
+}
+
+// replace returns slot idx, its side-table entry freed, for set and
+// setText to overwrite (first filling the slots up to it).
+func (t *memoTable) replace(idx int) *uint64 {
 	for t.n <= idx {
 		if t.n%memoChunk == 0 {
 			t.chunks = append(t.chunks, make([]uint64, memoChunk))
@@ -176,7 +196,7 @@ func (t *memoTable) set(idx int, v value) {
 	}
 	c := &t.chunks[idx/memoChunk][idx%memoChunk]
 	t.release(*c)
-	*c = t.encode(v)
+	return c
 }
 
 // get returns the value at idx and whether it was ever stored.

@@ -66,6 +66,7 @@ type vm struct {
 		dict    pdict
 		frames  []FrameID
 		memo    []value
+		texts   []uint32 // beside memo: a short string's text number + 1, else 0
 		off     bool
 		entries int
 	}

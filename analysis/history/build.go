@@ -1,6 +1,8 @@
 package history
 
 import (
+	"runtime/debug"
+
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -17,6 +19,22 @@ func BuildWithAnnotations(s *snapshot.Snapshot, d *snapshot.Device, ann *AnnInte
 	h := Replay(s, d)
 	h.ann = ann
 	ComputePhases(h)
+	if len(d.Events) >= returnScratchEvents {
+		// The phase and step passes leave some ten bytes an event of
+		// scratch behind, which the runtime keeps resident; Classify's
+		// per-block records then come on top of it, at the analysis's
+		// peak. Returned to the system first, they do not. Measured
+		// (alternated, 3-5 runs): the 171 MB dense snapshot's peak RSS
+		// 252 -> 240 MiB, CPU unchanged within noise; the 200 MB training
+		// one 113 -> 108 MiB for 5% more CPU (the forced collection); the
+		// 1 GB one 529 -> 519 MiB.
+		debug.FreeOSMemory()
+	}
 	Classify(h)
 	return h
 }
+
+// returnScratchEvents is the fewest events of a device for which
+// BuildWithAnnotations returns the phase passes' scratch (about 10 MB) to
+// the system: below, a forced collection is not worth what it returns.
+const returnScratchEvents = 1 << 20

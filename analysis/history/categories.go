@@ -52,19 +52,38 @@ const (
 	RuleBaselineRest            = "baseline_untracked"
 )
 
-// blockFacts are the features of one block the rules read.
+// blockFacts are the features of one block the rules read: 16 bytes (Classify
+// keeps one a block while it decides, the peak of the analysis's memory on
+// a long trace), the rarer yes/no facts as bits of one byte.
 type blockFacts struct {
+	m              *stackMarkers // the stack's, in h.markers (a pointer: a long trace has millions of blocks)
 	pre            bool          // allocated before recording
 	never          bool          // never freed
 	ac, fc         uint8         // phase codes at alloc and free
 	aliveAfterSpan bool          // outlives the phase span it was allocated in
-	sameSpan       bool          // freed in the span it was allocated in
-	m              *stackMarkers // the stack's, in h.markers (a pointer: a long trace has millions of blocks)
-	pastOOM        bool          // live at the OOM and never freed before it
+	bits           factBits      // sameSpan, pastOOM, throughForward, intraOp
+}
+
+// factBits are the rarer facts of a block, one bit each.
+type factBits uint8
+
+const (
+	sameSpan factBits = 1 << iota // freed in the span it was allocated in
+	pastOOM                       // live at the OOM and never freed before it
 	// throughForward: allocated outside the phases and live across the
 	// whole of the next forward span (the batch the forward reads).
-	throughForward bool
-	intraOp        bool // chrome trace: allocated and freed inside the same op (same thread, same span stack)
+	throughForward
+	intraOp // chrome trace: allocated and freed inside the same op (same thread, same span stack)
+)
+
+// is reports whether fact b holds.
+func (f blockFacts) is(b factBits) bool { return f.bits&b != 0 }
+
+// set records fact b when on holds.
+func (f *blockFacts) set(b factBits, on bool) {
+	if on {
+		f.bits |= b
+	}
 }
 
 func (h *History) facts(bi int) blockFacts {
@@ -79,17 +98,17 @@ func (h *History) facts(bi int) blockFacts {
 	if !f.pre {
 		f.ac = p.Code[b.Alloc]
 		if f.ac == codeUnknown || f.ac == codeData {
-			f.throughForward = h.liveThroughNextForward(b)
+			f.set(throughForward, h.liveThroughNextForward(b))
 		}
 		f.aliveAfterSpan = f.never || b.Free > p.phaseEnd(b.Alloc)
-		f.sameSpan = !f.never && p.SpanAt(b.Free) == p.SpanAt(b.Alloc)
-		f.pastOOM = h.FirstOOM >= 0 && b.Alloc < h.FirstOOM && (b.Free < 0 || b.Free > h.FirstOOM)
+		f.set(sameSpan, !f.never && p.SpanAt(b.Free) == p.SpanAt(b.Alloc))
+		f.set(pastOOM, h.FirstOOM >= 0 && b.Alloc < h.FirstOOM && (b.Free < 0 || b.Free > h.FirstOOM))
 	}
 	if !f.never {
 		f.fc = p.Code[b.Free]
 		if !f.pre && h.Snap.Source.Format == snapshot.FormatChromeTrace && b.Stack != 0 {
 			ea, ef := &h.Device.Events[b.Alloc], &h.Device.Events[b.Free]
-			f.intraOp = ea.Stack == ef.Stack && ea.Thread == ef.Thread && ea.Meta == ef.Meta && h.innermostIsOp(ea.Stack)
+			f.set(intraOp, ea.Stack == ef.Stack && ea.Thread == ef.Thread && ea.Meta == ef.Meta && h.innermostIsOp(ea.Stack))
 		}
 	}
 	return f
@@ -106,7 +125,8 @@ func Classify(h *History) {
 	special := h.specialKinds(facts)
 
 	// Candidates for size pairing.
-	var gradCand, paramCand, optCand []int
+	var gradCand []int32 // the most numerous: a gradient a parameter a step
+	var paramCand, optCand []int
 	firstForward := -1
 	for i, c := range h.Phases.Code {
 		if c == codeForward {
@@ -121,7 +141,7 @@ func Classify(h *History) {
 		}
 		switch {
 		case !f.pre && f.ac == CodeBackward && f.aliveAfterSpan, !f.never && f.fc == codeZeroGrad, f.m.accumulateGrad:
-			gradCand = append(gradCand, i)
+			gradCand = append(gradCand, int32(i))
 		case !f.pre && f.ac == codeOptimizer && f.aliveAfterSpan, f.pre && f.m.Hint == hintOptimizer,
 			f.pre && !f.never && f.fc == codeOptimizer:
 			optCand = append(optCand, i)
@@ -131,16 +151,13 @@ func Classify(h *History) {
 			paramCand = append(paramCand, i)
 		}
 	}
-	paramPaired, gradPaired, pairing := pairSizes(h, gradCand, paramCand, optCand, run)
 	// The pairings by block, read once a block below: two bytes a block
 	// instead of two map lookups, which cost more than the rest of the
 	// loop on a long trace (the values are the small paired* constants).
 	paired := make([][2]uint8, len(h.Blocks))
+	paramPaired, pairing := pairSizes(h, gradCand, paramCand, optCand, run, paired)
 	for i, v := range paramPaired {
 		paired[i][0] = uint8(v)
-	}
-	for i, v := range gradPaired {
-		paired[i][1] = uint8(v)
 	}
 
 	for i := range h.Blocks {
@@ -167,12 +184,14 @@ func Classify(h *History) {
 // pairSizes pairs parameter candidates with gradients by size. The gradient
 // reference is, per size, the largest count in any one step (a step makes
 // one gradient per parameter); without gradients, optimizer state sizes are
-// used. It returns which parameter candidates and which gradient candidates
-// found a partner, and whether pairing worked at all.
-func pairSizes(h *History, gradCand, paramCand, optCand []int, run runFacts) (paramOK, gradOK map[int]int, pairing int) {
-	paramOK, gradOK = map[int]int{}, map[int]int{}
+// used. It returns which parameter candidates found a partner and whether
+// pairing worked at all, and marks the gradient candidates that did in
+// paired[block][1] (a byte a block: they are as many as the parameters
+// times the steps).
+func pairSizes(h *History, gradCand []int32, paramCand, optCand []int, run runFacts, paired [][2]uint8) (paramOK map[int]int, pairing int) {
+	paramOK = map[int]int{}
 	if len(paramCand) == 0 {
-		return paramOK, gradOK, 0
+		return paramOK, 0
 	}
 	ref := map[int64]int{}
 	source := pairedWithGradient
@@ -199,7 +218,7 @@ func pairSizes(h *History, gradCand, paramCand, optCand []int, run runFacts) (pa
 		source = pairedWithOptimizerState
 		ref = optimizerStateRef(h, optCand)
 	} else {
-		return paramOK, gradOK, 0
+		return paramOK, 0
 	}
 	order := append([]int(nil), paramCand...)
 	sort.SliceStable(order, func(a, b int) bool {
@@ -249,16 +268,16 @@ func pairSizes(h *History, gradCand, paramCand, optCand []int, run runFacts) (pa
 			// Gradients and parameters are both known, and no size
 			// matches: the backward survivors are not gradients of these
 			// parameters (or the dtypes differ).
-			return paramOK, gradOK, pairingFailed
+			return paramOK, pairingFailed
 		}
-		return paramOK, gradOK, 0
+		return paramOK, 0
 	}
 	for _, gi := range gradCand {
 		if paramSizes[h.Blocks[gi].Requested] {
-			gradOK[gi] = source
+			paired[gi][1] = uint8(source)
 		}
 	}
-	return paramOK, gradOK, source
+	return paramOK, source
 }
 
 const (
@@ -278,7 +297,7 @@ func decide(f *blockFacts, size int64, paramPaired, gradPaired, pairing int, run
 	switch {
 	case !f.never && f.fc == codeZeroGrad:
 		return result.Gradient, RuleFreedByZeroGrad, result.High
-	case f.intraOp && f.ac != codeOptimizer:
+	case f.is(intraOp) && f.ac != codeOptimizer:
 		return result.Temporary, RuleIntraOp, result.High
 	}
 	if f.m.init && (f.pre || f.ac != codeForward && f.ac != CodeBackward && f.ac != codeOptimizer) {
@@ -307,9 +326,9 @@ func decide(f *blockFacts, size int64, paramPaired, gradPaired, pairing int, run
 			switch {
 			case !f.never && f.fc == CodeBackward:
 				return result.Activation, RuleSavedForBackward, result.High
-			case f.sameSpan:
+			case f.is(sameSpan):
 				return result.Temporary, RuleForwardTransient, result.Medium
-			case f.pastOOM:
+			case f.is(pastOOM):
 				return result.Activation, RuleForwardLiveAtOOM, result.Medium
 			}
 			return result.Activation, RuleForwardKept, result.Low
@@ -319,7 +338,7 @@ func decide(f *blockFacts, size int64, paramPaired, gradPaired, pairing int, run
 			if f.m.toDevice {
 				return result.InputData, RuleCopiedToDevice, result.Medium
 			}
-			if f.throughForward && !f.m.init && paramPaired == 0 {
+			if f.is(throughForward) && !f.m.init && paramPaired == 0 {
 				return result.InputData, RuleBatchThroughForward, result.Medium
 			}
 		}

@@ -44,7 +44,7 @@ func TestSameWaySameCategory(t *testing.T) {
 					}
 					// the events as recorded: a block freed while an OOM
 					// unwound was freed in the phase it was made in
-					w := way{stack: b.Stack, size: b.Requested, pre: b.Alloc < 0, never: b.Free < 0, intra: h.facts(bi).intraOp}
+					w := way{stack: b.Stack, size: b.Requested, pre: b.Alloc < 0, never: b.Free < 0, intra: h.facts(bi).is(intraOp)}
 					if b.Alloc >= 0 {
 						w.ac = h.Phases.Code[b.Alloc]
 					}
