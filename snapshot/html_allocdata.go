@@ -65,7 +65,7 @@ func (r *allocReader) wrap(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, errTooLarge) {
+	if errors.Is(err, ErrInputTooLarge) {
 		return err
 	}
 	var le *jsonlex.LimitError
@@ -89,7 +89,7 @@ func (r *allocReader) wrap(err error) error {
 // readAllocData reads the alloc_data JSON at input offset base and builds
 // the model from it.
 func readAllocData(in *bufio.Reader, src Source, opts Options, base int64) (*Snapshot, error) {
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
 	san := jsonlex.NewSanitizer(in, opts.MaxDepth, opts.MaxStringBytes)
 	r := &allocReader{dec: jsontext.NewDecoder(san, jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true)), san: san, base: base, path: src.Path}
 	ad, err := r.read()

@@ -27,10 +27,10 @@ var (
 	pageMarkers   = [][]byte{markBase64, markAllocData, markTraceData}
 )
 
-// readTracePlotHTML finds the first data a _memory_viz page embeds and reads
+// ReadTracePlotHTML finds the first data a _memory_viz page embeds and reads
 // it. lead is the number of input bytes already consumed (leading
 // whitespace).
-func readTracePlotHTML(in *bufio.Reader, src Source, opts Options, lead int64) (*Snapshot, error) {
+func ReadTracePlotHTML(in *bufio.Reader, src Source, opts Options, lead int64) (*Snapshot, error) {
 	which, off, err := findMarker(in, pageMarkers)
 	if err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func readBase64Pickle(in *bufio.Reader, src Source, opts Options, off int64) (*S
 	off++
 	q := &quotedReader{r: in}
 	dec := &base64Reader{r: q, corrupt: -1}
-	s, err := readPickle(bufio.NewReaderSize(dec, 64<<10), src, opts, -1)
+	s, err := ReadPickle(bufio.NewReaderSize(dec, 64<<10), src, opts, -1)
 	switch {
 	case dec.corrupt >= 0:
 		return nil, &Error{Path: src.Path, Offset: off + dec.corrupt, Msg: "bad base64 in the embedded snapshot"}

@@ -8,11 +8,11 @@ import (
 	"runtime/debug"
 )
 
-// readPickle decodes a snapshot pickle with torchmem's streaming decoder.
+// ReadPickle decodes a snapshot pickle with torchmem's streaming decoder.
 // Bytes after STOP are ignored (trace_plot pads the pickle with NULs). size
 // is the pickle's length when known (−1 otherwise): the trace is reserved
 // from it (plist.addEvent).
-func readPickle(in *bufio.Reader, src Source, opts Options, size int64) (snap *Snapshot, err error) {
+func ReadPickle(in *bufio.Reader, src Source, opts Options, size int64) (snap *Snapshot, err error) {
 	return readPickleWith(in, src, opts, size, nil)
 }
 
@@ -32,7 +32,7 @@ func readPickleWith(in *bufio.Reader, src Source, opts Options, size int64, tune
 	b := NewBuilder(src)
 	sch := newSchema(b)
 	sch.inputBytes = size
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
 	m := &vm{in: newInbuf(ra), opts: opts, path: src.Path, sch: sch,
 		stack: make([]value, 0, 4096), maxStack: maxStackValues(opts)}
 	sch.m = m

@@ -19,7 +19,7 @@ import (
 func decodeFast(t *testing.T, data []byte, fast bool) (*Snapshot, int, error) {
 	t.Helper()
 	var m *vm
-	s, err := readPickleWith(bufio.NewReader(bytes.NewReader(data)), Source{Path: "x.pickle"}, Options{}.withDefaults(), int64(len(data)),
+	s, err := readPickleWith(bufio.NewReader(bytes.NewReader(data)), Source{Path: "x.pickle"}, Options{}.WithDefaults(), int64(len(data)),
 		func(v *vm) { m, v.fast.off = v, !fast })
 	return s, m.fast.entries, err
 }

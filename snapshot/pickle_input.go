@@ -106,7 +106,7 @@ func (m *vm) readErr(err error, what string) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return m.truncated(what)
 	}
-	if errors.Is(err, errTooLarge) {
+	if errors.Is(err, ErrInputTooLarge) {
 		return err
 	}
 	return &Error{Path: m.path, Offset: m.off, Msg: "read error: " + err.Error()}

@@ -122,7 +122,7 @@ func TestMemoLimitInTrace(t *testing.T) {
 	data := buf.Bytes()
 	decode := func(fast bool, limit int) (*vm, error) {
 		var m *vm
-		opts := Options{MaxMemo: limit}.withDefaults()
+		opts := Options{MaxMemo: limit}.WithDefaults()
 		_, err := readPickleWith(bufio.NewReader(bytes.NewReader(data)), Source{Path: "x.pickle"}, opts, int64(len(data)),
 			func(v *vm) { m, v.fast.off = v, !fast })
 		return m, err

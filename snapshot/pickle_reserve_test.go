@@ -31,7 +31,7 @@ func TestTraceReservedOnce(t *testing.T) {
 		var s *Snapshot
 		var err error
 		alloc := st.HeapAllocated(func() {
-			s, err = readPickle(bufio.NewReader(bytes.NewReader(data)), Source{Path: "train.pickle"}, Options{}.withDefaults(), size)
+			s, err = ReadPickle(bufio.NewReader(bytes.NewReader(data)), Source{Path: "train.pickle"}, Options{}.WithDefaults(), size)
 		})
 		if err != nil {
 			t.Fatal(err)

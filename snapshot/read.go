@@ -11,80 +11,6 @@ import (
 	"strings"
 )
 
-// Options bound what an input may make a reader do.
-type Options struct {
-	// MaxInputBytes caps the bytes a reader will decode after gzip or base64
-	// expansion (default 8 GiB). A larger input stops with an error. Left
-	// to its default, a gzip input may also expand to at most
-	// gzipExpansionBase plus gzipExpansionRatio times its compressed size.
-	MaxInputBytes int64
-	// MaxStringBytes caps one string in a pickle (default 16 MiB; the longest
-	// strings of real snapshots, FX traces, are a few KB).
-	MaxStringBytes int64
-	// MaxDepth caps nesting of pickle marks and JSON containers (default 10,000).
-	MaxDepth int
-	// MaxMemo caps the pickle memo: its entries, and every index a pickle
-	// stores at (the entries before an index count too). The default
-	// follows the input: 8M entries (at most 32 bytes each), or one entry
-	// per 40 bytes of the file (per 4 bytes of a gzip file) when that is
-	// more. Real snapshots memoize about one object per 77 bytes, so a
-	// hostile file's memo costs at most 256 MiB, or 0.8× its own size (8×
-	// a gzip file's).
-	MaxMemo int
-	// MaxValues caps pickle values pending on the stack or in lists that are
-	// not snapshot records (default 1M; real snapshots keep a few thousand);
-	// records themselves are bounded by the input size.
-	MaxValues int
-	// MaxValueBytes caps the bytes of those values (default 32 MiB): the
-	// stack, generic list items, dict entries and containers not reduced
-	// into the model, each counted at its size in memory.
-	MaxValueBytes int64
-	// MaxDevices caps the devices of one file (default 256: a machine has
-	// at most a few hundred), so that no per-device work can explode.
-	MaxDevices int
-	// Progress, when set, is called now and then with the input bytes read so far.
-	Progress func(read int64)
-
-	memoAuto  bool // MaxMemo was left to follow the input size
-	inputAuto bool // MaxInputBytes was left to its default
-}
-
-// Default limits.
-const (
-	DefaultMaxInputBytes  int64 = 8 << 30
-	DefaultMaxStringBytes int64 = 16 << 20
-	DefaultMaxDepth             = 10000
-	DefaultMaxMemo              = 8 << 20
-	DefaultMaxValues            = 1 << 20
-	DefaultMaxValueBytes  int64 = 32 << 20
-	DefaultMaxDevices           = 256
-)
-
-func (o Options) withDefaults() Options {
-	if o.MaxInputBytes <= 0 {
-		o.MaxInputBytes, o.inputAuto = DefaultMaxInputBytes, true
-	}
-	if o.MaxStringBytes <= 0 {
-		o.MaxStringBytes = DefaultMaxStringBytes
-	}
-	if o.MaxDepth <= 0 {
-		o.MaxDepth = DefaultMaxDepth
-	}
-	if o.MaxMemo <= 0 {
-		o.MaxMemo, o.memoAuto = DefaultMaxMemo, true
-	}
-	if o.MaxValues <= 0 {
-		o.MaxValues = DefaultMaxValues
-	}
-	if o.MaxValueBytes <= 0 {
-		o.MaxValueBytes = DefaultMaxValueBytes
-	}
-	if o.MaxDevices <= 0 {
-		o.MaxDevices = DefaultMaxDevices
-	}
-	return o
-}
-
 // Open reads a snapshot or chrome trace from a file; "-" reads standard input.
 func Open(path string, opts Options) (*Snapshot, error) {
 	if path == "-" {
@@ -165,13 +91,11 @@ func (l *limitReader) bound() int64 {
 	return min(l.max, gzipExpansionBase+l.ratio*max(l.size, l.compressed.n))
 }
 
-var errTooLarge = errors.New("input too large")
-
 func (l *limitReader) Read(p []byte) (int, error) {
 	limit := l.bound()
 	if l.n > limit {
 		l.over = l.ratio > 0 && limit < l.max
-		return 0, errTooLarge
+		return 0, ErrInputTooLarge
 	}
 	if rem := limit + 1 - l.n; int64(len(p)) > rem {
 		p = p[:rem]
@@ -180,7 +104,7 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	l.n += int64(n)
 	if limit = l.bound(); l.n > limit {
 		l.over = l.ratio > 0 && limit < l.max
-		return n, errTooLarge
+		return n, ErrInputTooLarge
 	}
 	return n, err
 }
@@ -188,7 +112,10 @@ func (l *limitReader) Read(p []byte) (int, error) {
 // Read sniffs the format of r by its first bytes (never by the file name) and
 // decodes it. size is the file size when known, −1 otherwise.
 func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error) {
-	opts = opts.withDefaults()
+	// A limit left at zero follows the input: the memo its size, a gzip
+	// input's expansion its compressed size.
+	memoAuto, inputAuto := opts.MaxMemo <= 0, opts.MaxInputBytes <= 0
+	opts = opts.WithDefaults()
 	cr := &countingReader{r: r, progress: opts.Progress}
 	src := Source{Path: path, FileBytes: size}
 	br := bufio.NewReaderSize(cr, 256<<10)
@@ -206,7 +133,7 @@ func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error)
 		zr.Multistream(true)
 		src.Gzipped = true
 		lim = &limitReader{r: paddedGzip{zr}, max: opts.MaxInputBytes, size: size, compressed: cr}
-		if opts.inputAuto {
+		if inputAuto {
 			lim.ratio = gzipExpansionRatio
 		}
 		in = bufio.NewReaderSize(lim, 256<<10)
@@ -214,7 +141,7 @@ func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error)
 		lim = &limitReader{r: br, max: opts.MaxInputBytes}
 		in = bufio.NewReaderSize(lim, 256<<10)
 	}
-	if opts.memoAuto {
+	if memoAuto {
 		per := int64(40)
 		if src.Gzipped {
 			per = 4
@@ -229,7 +156,7 @@ func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error)
 		err = gzipEnd(in, path)
 	}
 	if err == nil {
-		err = checkSizes(s)
+		err = CheckSizes(s)
 	}
 	if src.FileBytes < 0 {
 		src.FileBytes = cr.n
@@ -239,7 +166,7 @@ func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error)
 			return nil, &Error{Path: path, Offset: -1, Msg: fmt.Sprintf("gzip input expands past %d bytes, %d times its %d compressed bytes and %d MiB more: more than files PyTorch writes expand (raise the limit with --max-input-bytes)",
 				lim.bound(), gzipExpansionRatio, max(lim.size, cr.n), gzipExpansionBase>>20)}
 		}
-		if errors.Is(err, errTooLarge) || (lim != nil && lim.n > lim.max) {
+		if errors.Is(err, ErrInputTooLarge) || (lim != nil && lim.n > lim.max) {
 			what := "input"
 			if src.Gzipped {
 				what = "gzip input expands"
@@ -277,10 +204,10 @@ func readSniffed(in *bufio.Reader, src Source, opts Options) (*Snapshot, error) 
 	}
 	switch {
 	case head[0] == 0x80:
-		return readPickle(in, src, opts, size)
+		return ReadPickle(in, src, opts, size)
 	case head[0] == '}' || head[0] == ']' || head[0] == '(':
 		// Protocol 0/1 pickles have no PROTO opcode.
-		return readPickle(in, src, opts, size)
+		return ReadPickle(in, src, opts, size)
 	}
 	// Text: leading whitespace (any amount: it is skipped, not kept) and a
 	// UTF-8 byte-order mark.
@@ -292,9 +219,9 @@ func readSniffed(in *bufio.Reader, src Source, opts Options) (*Snapshot, error) 
 	switch {
 	case len(next) == 0:
 	case next[0] == '<':
-		return readTracePlotHTML(in, src, opts, lead)
+		return ReadTracePlotHTML(in, src, opts, lead)
 	case next[0] == '{' || next[0] == '[':
-		return readChromeTrace(in, src, opts, lead)
+		return ReadChromeTrace(in, src, opts, lead)
 	}
 	return nil, &Error{Path: src.Path, Offset: 0, Msg: fmt.Sprintf("not a PyTorch memory snapshot, trace_plot HTML or chrome trace (starts with % x)", head[:min(len(head), 4)])}
 }

@@ -18,10 +18,10 @@ func TestReadAheadPanicInsideDecoders(t *testing.T) {
 		head string
 	}{
 		{"chrome trace", func(in *bufio.Reader) (*Snapshot, error) {
-			return readChromeTrace(in, Source{Path: "p.json"}, Options{}, 0)
+			return ReadChromeTrace(in, Source{Path: "p.json"}, Options{}, 0)
 		}, trace},
 		{"pickle", func(in *bufio.Reader) (*Snapshot, error) {
-			return readPickle(in, Source{Path: "p.pickle"}, Options{}, -1)
+			return ReadPickle(in, Source{Path: "p.pickle"}, Options{}, -1)
 		}, pickleHead},
 	}
 	for _, tc := range tests {

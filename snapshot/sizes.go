@@ -15,9 +15,9 @@ import (
 // memory timeline.
 const maxDeviceBytes = 1 << 58
 
-// checkSizes refuses a model whose figures on one device add up past
+// CheckSizes refuses a model whose figures on one device add up past
 // maxDeviceBytes, or hold a size no arithmetic can negate (−2⁶³).
-func checkSizes(s *Snapshot) error {
+func CheckSizes(s *Snapshot) error {
 	for _, d := range s.Devices {
 		var sum uint64
 		add := func(n int64) bool {

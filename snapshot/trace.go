@@ -20,12 +20,12 @@ import (
 // trace_events.go the events, trace_tokens.go the tokens, and
 // trace_records.go files what they hold.
 
-// readChromeTrace decodes a Kineto chrome trace, .json or gzip, from the 2021
+// ReadChromeTrace decodes a Kineto chrome trace, .json or gzip, from the 2021
 // format to today, or the raw export of torch.profiler's
 // export_memory_timeline (a JSON array of [t_ns, action, bytes, category]).
 // lead is the number of input bytes already consumed (leading whitespace).
-func readChromeTrace(in *bufio.Reader, src Source, opts Options, lead int64) (s *Snapshot, err error) {
-	opts = opts.withDefaults()
+func ReadChromeTrace(in *bufio.Reader, src Source, opts Options, lead int64) (s *Snapshot, err error) {
+	opts = opts.WithDefaults()
 	var tr *traceReader
 	defer func() {
 		if r := recover(); r != nil {
@@ -181,8 +181,8 @@ func (tr *traceReader) wrap(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, errTooLarge) {
-		return errTooLarge
+	if errors.Is(err, ErrInputTooLarge) {
+		return ErrInputTooLarge
 	}
 	var e *Error
 	if errors.As(err, &e) {

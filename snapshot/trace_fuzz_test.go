@@ -15,7 +15,7 @@ func (panicReader) Read([]byte) (int, error) { panic("boom\nsecond line") }
 // TestTraceRecoversPanic: a panic below the reader becomes a one-line *Error.
 func TestTraceRecoversPanic(t *testing.T) {
 	in := bufio.NewReaderSize(panicReader{}, 16)
-	_, err := readChromeTrace(in, Source{Path: "p.json"}, Options{}, 0)
+	_, err := ReadChromeTrace(in, Source{Path: "p.json"}, Options{}, 0)
 	wantInputError(t, err, "p.json", "reader failure: boom second line")
 }
 
@@ -40,7 +40,7 @@ func FuzzTraceRead(f *testing.F) {
 		if len(data) == 0 || (data[0] != '{' && data[0] != '[') {
 			return
 		}
-		s, err := readChromeTrace(bufio.NewReader(bytes.NewReader(data)), Source{Path: "f.json"}, Options{MaxDepth: 100}, 0)
+		s, err := ReadChromeTrace(bufio.NewReader(bytes.NewReader(data)), Source{Path: "f.json"}, Options{MaxDepth: 100}, 0)
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) || strings.ContainsAny(err.Error(), "\r\n") {
