@@ -1,16 +1,19 @@
-package snapshot
+package snapshot_test
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // largestSnapshot returns the largest real snapshot.
 func largestSnapshot(b *testing.B) string {
 	var best string
 	var size int64
-	for _, p := range realSnapshots(b) {
+	for _, p := range snapshottest.RealSnapshots(b) {
 		if st, err := os.Stat(p); err == nil && st.Size() > size {
 			best, size = p, st.Size()
 		}
@@ -27,7 +30,7 @@ func BenchmarkReadLargestSnapshot(b *testing.B) {
 	b.ReportAllocs()
 	b.Run(filepath.Base(path), func(b *testing.B) {
 		for b.Loop() {
-			if _, err := Open(path, Options{}); err != nil {
+			if _, err := snapshot.Open(path, snapshot.Options{}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -43,7 +46,7 @@ func BenchmarkReadReference(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := ReadReference(f, path); err != nil {
+		if _, err := snapshot.ReadReference(f, path); err != nil {
 			b.Fatal(err)
 		}
 		f.Close()

@@ -1,8 +1,9 @@
-package snapshot
+package snapshot_test
 
 import (
 	"bytes"
 	"errors"
+	"github.com/torchmem/torchmem/snapshot"
 	"strings"
 	"testing"
 )
@@ -34,9 +35,9 @@ func FuzzSettingsValues(f *testing.F) {
 		default:
 			p = slicesConcat([]byte(head), pickleStr("future_key"), data[1:], []byte("u."))
 		}
-		s, err := Read(bytes.NewReader(p), "fuzz.pickle", int64(len(p)), Options{MaxStringBytes: 1 << 20})
+		s, err := snapshot.Read(bytes.NewReader(p), "fuzz.pickle", int64(len(p)), snapshot.Options{MaxStringBytes: 1 << 20})
 		if err != nil {
-			var e *Error
+			var e *snapshot.Error
 			if !errors.As(err, &e) {
 				t.Fatalf("error %T is not an *Error: %v", err, err)
 			}
@@ -54,7 +55,7 @@ func FuzzSettingsValues(f *testing.F) {
 				text += len(k) + len(v)
 			}
 		}
-		if text > 2*maxRendered+len(p) {
+		if text > 2*snapshot.MaxRendered+len(p) {
 			t.Fatalf("%d bytes of text rendered from a %d-byte file", text, len(p))
 		}
 	})

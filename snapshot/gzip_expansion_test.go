@@ -1,4 +1,4 @@
-package snapshot
+package snapshot_test
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // gzipMembers is a gzip file of n members, each the compressed chunk, the
@@ -30,20 +31,20 @@ func gzipMembers(prefix, chunk []byte, n int) []byte {
 }
 
 // TestGzipExpansionBound: with --max-input-bytes left to its default, a
-// gzip input stops once it expands past gzipExpansionBase plus
-// gzipExpansionRatio times its compressed size — from a file, or from
+// gzip input stops once it expands past GzipExpansionBase plus
+// GzipExpansionRatio times its compressed size — from a file, or from
 // standard input (the compressed bytes read so far) — with one line
 // naming the option, instead of decoding up to 8 GiB (a 9 MB gzip took 70
 // CPU-seconds); with the limit given, that limit holds instead. The real
 // gzip files expand 7–30× and read with the default (TestAnalyzeEveryInput).
 func TestGzipExpansionBound(t *testing.T) {
 	bomb := gzipMembers([]byte("\x80\x04"), bytes.Repeat([]byte("N0"), 2<<20), 32) // 128 MiB of None, POP
-	limit := int64(gzipExpansionBase + gzipExpansionRatio*len(bomb))
+	limit := int64(snapshot.GzipExpansionBase + snapshot.GzipExpansionRatio*len(bomb))
 	t.Logf("%d bytes of gzip, 128 MiB decompressed: stops past %d", len(bomb), limit)
 	for _, size := range []int64{int64(len(bomb)), -1} {
 		var err error
 		heap := st.HeapAllocated(func() {
-			_, err = Read(bytes.NewReader(bomb), "bomb.pickle.gz", size, Options{})
+			_, err = snapshot.Read(bytes.NewReader(bomb), "bomb.pickle.gz", size, snapshot.Options{})
 		})
 		what := fmt.Sprintf("size %d", size)
 		wantInputError(t, err, "bomb.pickle.gz", "gzip input expands past")
@@ -55,7 +56,7 @@ func TestGzipExpansionBound(t *testing.T) {
 		}
 	}
 	// Given, the limit is the one given.
-	_, err := Read(bytes.NewReader(bomb), "bomb.pickle.gz", int64(len(bomb)), Options{MaxInputBytes: 100 << 20})
+	_, err := snapshot.Read(bytes.NewReader(bomb), "bomb.pickle.gz", int64(len(bomb)), snapshot.Options{MaxInputBytes: 100 << 20})
 	if err == nil || !strings.Contains(err.Error(), "gzip input expands past the limit of 104857600 bytes") {
 		t.Errorf("with the limit given: %v", err)
 	}

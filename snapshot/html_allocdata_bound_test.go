@@ -1,4 +1,4 @@
-package snapshot
+package snapshot_test
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // TestAllocDataElementsOnce: a 2022–23 trace_plot page whose actions name
@@ -38,10 +39,10 @@ func TestAllocDataElementsOnce(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			z := st.Gzip(c.page)
-			var s *Snapshot
+			var s *snapshot.Snapshot
 			var err error
 			heap := st.HeapAllocated(func() {
-				s, err = Read(bytes.NewReader(z), "page.html.gz", int64(len(z)), Options{})
+				s, err = snapshot.Read(bytes.NewReader(z), "page.html.gz", int64(len(z)), snapshot.Options{})
 			})
 			if c.events >= 0 {
 				if err != nil {

@@ -1,4 +1,4 @@
-package snapshot
+package snapshot_test
 
 import (
 	"bytes"
@@ -9,14 +9,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // TestStreamingMatchesReference decodes every real snapshot with the
 // streaming decoder and with gopickle, and requires the same model.
 func TestStreamingMatchesReference(t *testing.T) {
-	for _, path := range realSnapshots(t) {
+	for _, path := range st.RealSnapshots(t) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			fast, err := Open(path, Options{})
+			fast, err := snapshot.Open(path, snapshot.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -25,12 +26,12 @@ func TestStreamingMatchesReference(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			ref, err := ReadReference(f, path)
+			ref, err := snapshot.ReadReference(f, path)
 			if err != nil {
 				t.Fatal(err)
 			}
 			// Source facts differ by construction (sizes, protocol); compare the rest.
-			fast.Source, ref.Source = Source{}, Source{}
+			fast.Source, ref.Source = snapshot.Source{}, snapshot.Source{}
 			if diff := cmp.Diff(canonical(ref), canonical(fast), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("streaming decoder differs from gopickle (-ref +fast):\n%s", diff)
 			}
@@ -40,10 +41,10 @@ func TestStreamingMatchesReference(t *testing.T) {
 
 // canonical renumbers frames and stacks in a fixed traversal order, so that
 // two models that differ only in interning order compare equal.
-func canonical(s *Snapshot) *Snapshot {
-	b := NewBuilder(Source{})
-	restack := func(id StackID) StackID {
-		var fr []FrameID
+func canonical(s *snapshot.Snapshot) *snapshot.Snapshot {
+	b := snapshot.NewBuilder(snapshot.Source{})
+	restack := func(id snapshot.StackID) snapshot.StackID {
+		var fr []snapshot.FrameID
 		for _, f := range s.StackOf(id) {
 			fr = append(fr, b.Frame(s.Frames[f]))
 		}
@@ -53,16 +54,16 @@ func canonical(s *Snapshot) *Snapshot {
 	out.Devices = nil
 	for _, d := range s.Devices {
 		nd := *d
-		nd.Segments = append([]Segment(nil), d.Segments...)
+		nd.Segments = append([]snapshot.Segment(nil), d.Segments...)
 		for i := range nd.Segments {
 			g := &nd.Segments[i]
-			g.Blocks = append([]Block(nil), g.Blocks...)
+			g.Blocks = append([]snapshot.Block(nil), g.Blocks...)
 			for j := range g.Blocks {
 				g.Blocks[j].Stack = restack(g.Blocks[j].Stack)
 			}
 			g.Stack = restack(g.Stack)
 		}
-		nd.Events = append([]Event(nil), d.Events...)
+		nd.Events = append([]snapshot.Event(nil), d.Events...)
 		for i := range nd.Events {
 			nd.Events[i].Stack = restack(nd.Events[i].Stack)
 		}
@@ -92,7 +93,7 @@ func TestGeneratedTrainingMatchesReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fast, err := Read(bytes.NewReader(buf.Bytes()), "train.pickle", int64(buf.Len()), Options{})
+			fast, err := snapshot.Read(bytes.NewReader(buf.Bytes()), "train.pickle", int64(buf.Len()), snapshot.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,11 +103,11 @@ func TestGeneratedTrainingMatchesReference(t *testing.T) {
 			if per := float64(buf.Len()) / float64(entries); per < c.minEntry || per > c.maxE {
 				t.Errorf("%.0f bytes an entry, want %.0f–%.0f", per, c.minEntry, c.maxE)
 			}
-			ref, err := ReadReference(bytes.NewReader(buf.Bytes()), "train.pickle")
+			ref, err := snapshot.ReadReference(bytes.NewReader(buf.Bytes()), "train.pickle")
 			if err != nil {
 				t.Fatal(err)
 			}
-			fast.Source, ref.Source = Source{}, Source{}
+			fast.Source, ref.Source = snapshot.Source{}, snapshot.Source{}
 			if diff := cmp.Diff(canonical(ref), canonical(fast), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("streaming decoder differs from gopickle (-ref +fast):\n%s", diff)
 			}

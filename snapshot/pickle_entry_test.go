@@ -93,7 +93,7 @@ func TestEntryFastPath(t *testing.T) {
 			inputs[fmt.Sprintf("byte %d set to %#x", at, b)] = bad
 		}
 	}
-	for _, path := range realSnapshots(t) {
+	for _, path := range st.RealSnapshots(t) {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package snapshot
+package snapshot_test
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // TestSizesAddUpBounded: a file whose sizes on one device add up past
@@ -70,13 +71,13 @@ func TestSizesAddUpBounded(t *testing.T) {
 	for _, rows := range [][]int64{{-1 << 63}, {-e62, -e62}, {-1}} {
 		t.Run(fmt.Sprint("timeline, preexisting rows ", rows), func(t *testing.T) {
 			data := timeline(rows...)
-			_, err := Read(strings.NewReader(data), "f", int64(len(data)), Options{})
+			_, err := snapshot.Read(strings.NewReader(data), "f", int64(len(data)), snapshot.Options{})
 			wantInputError(t, err, "f", "row 0: PREEXISTING memory of -")
 		})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Read(strings.NewReader(c.data), "f", int64(len(c.data)), Options{})
+			_, err := snapshot.Read(strings.NewReader(c.data), "f", int64(len(c.data)), snapshot.Options{})
 			switch {
 			case c.bad && strings.HasPrefix(c.name, "timeline, three preexisting rows of 2^62"):
 				wantInputError(t, err, "f", "row 0: PREEXISTING memory of 4611686018427387904 bytes, or of more than 288230376151711744 in all")

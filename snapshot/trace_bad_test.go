@@ -1,10 +1,11 @@
-package snapshot
+package snapshot_test
 
 import (
 	"bytes"
 	"compress/gzip"
 	"errors"
 	"fmt"
+	"github.com/torchmem/torchmem/snapshot"
 	"io"
 	"os"
 	"strings"
@@ -13,9 +14,9 @@ import (
 
 // wantInputError checks that err is a one-line *Error naming path, with a
 // message containing want.
-func wantInputError(t *testing.T, err error, path, want string) *Error {
+func wantInputError(t *testing.T, err error, path, want string) *snapshot.Error {
 	t.Helper()
-	var e *Error
+	var e *snapshot.Error
 	if !errors.As(err, &e) {
 		t.Fatalf("error %v (%T), want *Error", err, err)
 	}
@@ -37,33 +38,33 @@ func TestTraceBadInput(t *testing.T) {
 	tests := []struct {
 		name   string
 		in     string
-		opts   Options
+		opts   snapshot.Options
 		want   string
 		offset int64 // −2: do not check
 	}{
-		{"empty", "", Options{}, "empty", 0},
-		{"spaces", "   \n", Options{}, "not a PyTorch memory snapshot", 0},
-		{"not JSON", "{not json}", Options{}, "invalid chrome trace JSON", -2},
-		{"open brace", "{", Options{}, "unexpected end of JSON input", 1},
-		{"empty object", "{}", Options{}, "no traceEvents", 0},
-		{"traceEvents number", `{"traceEvents": 5}`, Options{}, "traceEvents is a number, not an array", 16},
-		{"traceEvents object", `{"schemaVersion": 1, "traceEvents": {"a": 1}}`, Options{}, "traceEvents is an object", -2},
-		{"event not an object", `{"traceEvents": [{"ph": "X"}, 2]}`, Options{}, "element 1 of traceEvents is a number", 30},
-		{"snapshot as JSON", `{"segments": [], "device_traces": [[]]}`, Options{}, "memory snapshot as JSON", 0},
-		{"other object", `{"username": "x", "token": "SECRET"}`, Options{}, `no traceEvents (2 keys: "username", "token")`, 0},
-		{"array of numbers", `[1, 2, 3]`, Options{}, "a JSON array of a number", 1},
-		{"string", `["a"]`, Options{}, "a JSON array of a string", -2},
-		{"short timeline row", `[[1, 2]]`, Options{}, "row 0 has 2 fields", 1},
-		{"timeline row of strings", `[[-1, 1, 5, 7], ["a", 1, 2, 3]]`, Options{}, "row 1: field 0 is not an integer", 17},
-		{"trailing data", `{"traceEvents": []} {}`, Options{}, "data after the top-level value", 20},
-		{"trailing comma", `{"traceEvents": [],}`, Options{}, "invalid chrome trace JSON", -2},
-		{"truncated string", `{"traceEvents": [{"name": "aten::`, Options{}, "unexpected end of JSON input", -2},
-		{"too deep", deep, Options{}, "nested deeper than 10000", 10039},
-		{"too deep for MaxDepth", `{"traceEvents": [{"args": {"a": [[1]]}}]}`, Options{MaxDepth: 4}, "nested deeper than 4", 32},
+		{"empty", "", snapshot.Options{}, "empty", 0},
+		{"spaces", "   \n", snapshot.Options{}, "not a PyTorch memory snapshot", 0},
+		{"not JSON", "{not json}", snapshot.Options{}, "invalid chrome trace JSON", -2},
+		{"open brace", "{", snapshot.Options{}, "unexpected end of JSON input", 1},
+		{"empty object", "{}", snapshot.Options{}, "no traceEvents", 0},
+		{"traceEvents number", `{"traceEvents": 5}`, snapshot.Options{}, "traceEvents is a number, not an array", 16},
+		{"traceEvents object", `{"schemaVersion": 1, "traceEvents": {"a": 1}}`, snapshot.Options{}, "traceEvents is an object", -2},
+		{"event not an object", `{"traceEvents": [{"ph": "X"}, 2]}`, snapshot.Options{}, "element 1 of traceEvents is a number", 30},
+		{"snapshot as JSON", `{"segments": [], "device_traces": [[]]}`, snapshot.Options{}, "memory snapshot as JSON", 0},
+		{"other object", `{"username": "x", "token": "SECRET"}`, snapshot.Options{}, `no traceEvents (2 keys: "username", "token")`, 0},
+		{"array of numbers", `[1, 2, 3]`, snapshot.Options{}, "a JSON array of a number", 1},
+		{"string", `["a"]`, snapshot.Options{}, "a JSON array of a string", -2},
+		{"short timeline row", `[[1, 2]]`, snapshot.Options{}, "row 0 has 2 fields", 1},
+		{"timeline row of strings", `[[-1, 1, 5, 7], ["a", 1, 2, 3]]`, snapshot.Options{}, "row 1: field 0 is not an integer", 17},
+		{"trailing data", `{"traceEvents": []} {}`, snapshot.Options{}, "data after the top-level value", 20},
+		{"trailing comma", `{"traceEvents": [],}`, snapshot.Options{}, "invalid chrome trace JSON", -2},
+		{"truncated string", `{"traceEvents": [{"name": "aten::`, snapshot.Options{}, "unexpected end of JSON input", -2},
+		{"too deep", deep, snapshot.Options{}, "nested deeper than 10000", 10039},
+		{"too deep for MaxDepth", `{"traceEvents": [{"args": {"a": [[1]]}}]}`, snapshot.Options{MaxDepth: 4}, "nested deeper than 4", 32},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Read(strings.NewReader(tc.in), "bad.json", int64(len(tc.in)), tc.opts)
+			s, err := snapshot.Read(strings.NewReader(tc.in), "bad.json", int64(len(tc.in)), tc.opts)
 			if err == nil {
 				t.Fatalf("no error; snapshot %+v", s.Source)
 			}
@@ -89,7 +90,7 @@ func TestTraceTruncated(t *testing.T) {
 	}
 	for pct := step; pct < 100; pct += step {
 		cut := raw[:len(raw)*pct/100]
-		_, err := Read(bytes.NewReader(cut), "cut.json", int64(len(cut)), Options{})
+		_, err := snapshot.Read(bytes.NewReader(cut), "cut.json", int64(len(cut)), snapshot.Options{})
 		e := wantInputError(t, err, "cut.json", "invalid chrome trace JSON")
 		if e.Offset < 0 || e.Offset > int64(len(cut)) {
 			t.Errorf("%d%%: offset %d outside the %d bytes", pct, e.Offset, len(cut))
@@ -105,17 +106,17 @@ func TestTraceTruncatedGzip(t *testing.T) {
 	}
 	for _, pct := range []int{1, 25, 50, 75, 99} {
 		cut := gz[:len(gz)*pct/100]
-		_, err := Read(bytes.NewReader(cut), "cut.json.gz", int64(len(cut)), Options{})
+		_, err := snapshot.Read(bytes.NewReader(cut), "cut.json.gz", int64(len(cut)), snapshot.Options{})
 		wantInputError(t, err, "cut.json.gz", "")
 	}
 	// A gzip stream that decompresses to a valid trace followed by garbage bytes.
-	_, err = Read(bytes.NewReader(append(append([]byte{}, gz...), "garbage"...)), "tail.json.gz", -1, Options{})
+	_, err = snapshot.Read(bytes.NewReader(append(append([]byte{}, gz...), "garbage"...)), "tail.json.gz", -1, snapshot.Options{})
 	wantInputError(t, err, "tail.json.gz", "")
 }
 
 func TestTraceMaxInputBytes(t *testing.T) {
 	raw := gunzipFile(t, traceFile(t, "tracelens_rocm_norm_layers.json.gz"))
-	_, err := Read(bytes.NewReader(raw), "big.json", int64(len(raw)), Options{MaxInputBytes: 1 << 20})
+	_, err := snapshot.Read(bytes.NewReader(raw), "big.json", int64(len(raw)), snapshot.Options{MaxInputBytes: 1 << 20})
 	wantInputError(t, err, "big.json", "past the limit")
 }
 
@@ -155,7 +156,7 @@ func TestNoEventsErrorEchoesLittle(t *testing.T) {
 				fmt.Fprintf(&b, "%q: %q", token(i), "value-"+token(i))
 			}
 			b.WriteString("}")
-			_, err := Read(strings.NewReader(b.String()), "keys.json", int64(b.Len()), Options{})
+			_, err := snapshot.Read(strings.NewReader(b.String()), "keys.json", int64(b.Len()), snapshot.Options{})
 			e := wantInputError(t, err, "keys.json", fmt.Sprintf("(%d key", n))
 			msg := e.Error()
 			if len(msg) > 200 {

@@ -1,6 +1,9 @@
-package snapshot
+package snapshot_test
 
-import "testing"
+import (
+	"github.com/torchmem/torchmem/snapshot"
+	"testing"
+)
 
 // BenchmarkReadLargestTrace reads the largest real trace (52 MB of JSON,
 // 216,092 events, 28,010 [memory] events) through Open.
@@ -8,7 +11,7 @@ func BenchmarkReadLargestTrace(b *testing.B) {
 	path := traceFile(b, "hta_ddp_training_gpu_memory.json.gz")
 	b.ReportAllocs()
 	for b.Loop() {
-		s, err := Open(path, Options{})
+		s, err := snapshot.Open(path, snapshot.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,9 +1,10 @@
-package snapshot
+package snapshot_test
 
 import (
 	"bufio"
 	"bytes"
 	"errors"
+	"github.com/torchmem/torchmem/snapshot"
 	"strings"
 	"testing"
 )
@@ -15,7 +16,7 @@ func (panicReader) Read([]byte) (int, error) { panic("boom\nsecond line") }
 // TestTraceRecoversPanic: a panic below the reader becomes a one-line *Error.
 func TestTraceRecoversPanic(t *testing.T) {
 	in := bufio.NewReaderSize(panicReader{}, 16)
-	_, err := ReadChromeTrace(in, Source{Path: "p.json"}, Options{}, 0)
+	_, err := snapshot.ReadChromeTrace(in, snapshot.Source{Path: "p.json"}, snapshot.Options{}, 0)
 	wantInputError(t, err, "p.json", "reader failure: boom second line")
 }
 
@@ -40,9 +41,9 @@ func FuzzTraceRead(f *testing.F) {
 		if len(data) == 0 || (data[0] != '{' && data[0] != '[') {
 			return
 		}
-		s, err := ReadChromeTrace(bufio.NewReader(bytes.NewReader(data)), Source{Path: "f.json"}, Options{MaxDepth: 100}, 0)
+		s, err := snapshot.ReadChromeTrace(bufio.NewReader(bytes.NewReader(data)), snapshot.Source{Path: "f.json"}, snapshot.Options{MaxDepth: 100}, 0)
 		if err != nil {
-			var e *Error
+			var e *snapshot.Error
 			if !errors.As(err, &e) || strings.ContainsAny(err.Error(), "\r\n") {
 				t.Fatalf("error %q (%T)", err, err)
 			}

@@ -1,4 +1,4 @@
-package snapshot
+package snapshot_test
 
 import (
 	"slices"
@@ -6,10 +6,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 func TestTraceResNet18GradAccumulations(t *testing.T) {
-	s, err := Open(traceFile(t, "tracelens_resnet18_train_cpu_memory_stacks.json.gz"), Options{})
+	s, err := snapshot.Open(traceFile(t, "tracelens_resnet18_train_cpu_memory_stacks.json.gz"), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -18,7 +19,7 @@ func TestTraceResNet18GradAccumulations(t *testing.T) {
 	prev := int64(-1 << 63)
 	steps := 0
 	for _, a := range s.Annotations {
-		if a.Kind != AnnotationOptStep {
+		if a.Kind != snapshot.AnnotationOptStep {
 			continue
 		}
 		steps++
@@ -60,7 +61,7 @@ func TestTraceResNet18GradAccumulations(t *testing.T) {
 }
 
 func TestTraceLegacyBytesOnly(t *testing.T) {
-	s, err := Open(traceFile(t, "kineto_resnet50_legacy_v100.json.gz"), Options{})
+	s, err := snapshot.Open(traceFile(t, "kineto_resnet50_legacy_v100.json.gz"), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestTraceLegacyBytesOnly(t *testing.T) {
 			if e.Addr != 0 {
 				t.Fatalf("device %d: address %#x in a legacy trace", tc.id, e.Addr)
 			}
-			if e.Action == ActionAlloc {
+			if e.Action == snapshot.ActionAlloc {
 				net += e.Size
 				allocs++
 			} else {
@@ -111,12 +112,12 @@ func TestTraceLegacyBytesOnly(t *testing.T) {
 }
 
 func TestTraceROCmDeviceType6(t *testing.T) {
-	s, err := Open(traceFile(t, "tracelens_rocm_norm_layers.json.gz"), Options{})
+	s, err := snapshot.Open(traceFile(t, "tracelens_rocm_norm_layers.json.gz"), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := s.Device(0)
-	if d == nil || d.Kind != DeviceROCm || d.Name != "AMD Instinct MI300X" {
+	if d == nil || d.Kind != snapshot.DeviceROCm || d.Name != "AMD Instinct MI300X" {
 		t.Fatalf("device 0 = %+v", d)
 	}
 	// Total Reserved changes 4 times; the window ends at 1,852,416 B allocated.
@@ -132,7 +133,7 @@ func TestTraceROCmDeviceType6(t *testing.T) {
 }
 
 func TestTraceMemoryTimelineRaw(t *testing.T) {
-	s, err := Open(traceFile(t, "hta_memory_timeline_categories.raw.json.gz"), Options{})
+	s, err := snapshot.Open(traceFile(t, "hta_memory_timeline_categories.raw.json.gz"), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestTraceMemoryTimelineRaw(t *testing.T) {
 	var total int64
 	for _, e := range d.Events {
 		sz := e.Size
-		if e.Action == ActionFreeCompleted {
+		if e.Action == snapshot.ActionFreeCompleted {
 			sz = -sz
 		}
 		net[s.Strings[e.Meta]] += sz

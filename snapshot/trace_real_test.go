@@ -1,4 +1,4 @@
-package snapshot
+package snapshot_test
 
 import (
 	"path/filepath"
@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // The facts asserted here were checked independently with python3's json
@@ -22,12 +23,12 @@ import (
 // devFact is what a test expects of one device.
 type devFact struct {
 	ID       int
-	Kind     DeviceKind
+	Kind     snapshot.DeviceKind
 	Events   int
 	Baseline int64
 }
 
-func deviceFacts(s *Snapshot) []devFact {
+func traceDeviceFacts(s *snapshot.Snapshot) []devFact {
 	var out []devFact
 	for _, d := range s.Devices {
 		out = append(out, devFact{d.ID, d.Kind, len(d.Events), d.Baseline})
@@ -35,15 +36,15 @@ func deviceFacts(s *Snapshot) []devFact {
 	return out
 }
 
-func annotationCounts(s *Snapshot) map[AnnotationKind]int {
-	m := map[AnnotationKind]int{}
+func annotationCounts(s *snapshot.Snapshot) map[snapshot.AnnotationKind]int {
+	m := map[snapshot.AnnotationKind]int{}
 	for _, a := range s.Annotations {
 		m[a.Kind]++
 	}
 	return m
 }
 
-func diagKinds(s *Snapshot) []string {
+func diagKinds(s *snapshot.Snapshot) []string {
 	var out []string
 	for _, d := range s.Diagnostics {
 		if !slices.Contains(out, d.Kind) {
@@ -57,74 +58,74 @@ func diagKinds(s *Snapshot) []string {
 func TestTraceRealFiles(t *testing.T) {
 	tests := []struct {
 		file        string
-		format      Format
+		format      snapshot.Format
 		generation  string
-		recording   Recording
+		recording   snapshot.Recording
 		devices     []devFact
-		annotations map[AnnotationKind]int
+		annotations map[snapshot.AnnotationKind]int
 		diags       []string
 		grads       int
-		distributed *Distributed // distributedInfo
+		distributed *snapshot.Distributed // distributedInfo
 	}{
 		{
-			file: "hta_ddp_training_gpu_memory.json.gz", format: FormatChromeTrace, generation: "2023", recording: RecordingProfiler,
-			devices:     []devFact{{-1, DeviceCPU, 1240, 0}, {1, DeviceCUDA, 26770, 4_096_614_400}},
-			annotations: map[AnnotationKind]int{AnnotationStep: 5, AnnotationOptStep: 5, AnnotationZeroGrad: 5, AnnotationForward: 5, AnnotationBackward: 5, AnnotationUser: 2020},
+			file: "hta_ddp_training_gpu_memory.json.gz", format: snapshot.FormatChromeTrace, generation: "2023", recording: snapshot.RecordingProfiler,
+			devices:     []devFact{{-1, snapshot.DeviceCPU, 1240, 0}, {1, snapshot.DeviceCUDA, 26770, 4_096_614_400}},
+			annotations: map[snapshot.AnnotationKind]int{snapshot.AnnotationStep: 5, snapshot.AnnotationOptStep: 5, snapshot.AnnotationZeroGrad: 5, snapshot.AnnotationForward: 5, snapshot.AnnotationBackward: 5, snapshot.AnnotationUser: 2020},
 			grads:       2020, // 404 AccumulateGrad per step
-			distributed: &Distributed{Rank: 1, WorldSize: 2, Backend: "nccl"},
+			distributed: &snapshot.Distributed{Rank: 1, WorldSize: 2, Backend: "nccl"},
 		},
 		{
-			file: "hta_large_integer.json.gz", format: FormatChromeTrace, generation: "unknown", recording: RecordingProfiler,
-			annotations: map[AnnotationKind]int{},
+			file: "hta_large_integer.json.gz", format: snapshot.FormatChromeTrace, generation: "unknown", recording: snapshot.RecordingProfiler,
+			annotations: map[snapshot.AnnotationKind]int{},
 			diags:       []string{"no_memory_events"},
 		},
 		{
-			file: "hta_memory_timeline_categories.raw.json.gz", format: FormatMemoryTimeline, recording: RecordingProfiler,
-			devices:     []devFact{{0, DeviceCUDA, 16_200, 332_060_904}}, // 16,845 rows − 645 PREEXISTING
-			annotations: map[AnnotationKind]int{},
+			file: "hta_memory_timeline_categories.raw.json.gz", format: snapshot.FormatMemoryTimeline, recording: snapshot.RecordingProfiler,
+			devices:     []devFact{{0, snapshot.DeviceCUDA, 16_200, 332_060_904}}, // 16,845 rows − 645 PREEXISTING
+			annotations: map[snapshot.AnnotationKind]int{},
 			diags:       []string{"bytes_only", "memory_timeline"},
 		},
 		{
-			file: "hta_rocm_minitoy_train.json.gz", format: FormatChromeTrace, generation: "2024+", recording: RecordingProfiler,
-			annotations: map[AnnotationKind]int{AnnotationStep: 2, AnnotationOptStep: 1, AnnotationBackward: 1},
+			file: "hta_rocm_minitoy_train.json.gz", format: snapshot.FormatChromeTrace, generation: "2024+", recording: snapshot.RecordingProfiler,
+			annotations: map[snapshot.AnnotationKind]int{snapshot.AnnotationStep: 2, snapshot.AnnotationOptStep: 1, snapshot.AnnotationBackward: 1},
 			diags:       []string{"no_memory_events"},
 			grads:       2,
 		},
 		{
-			file: "kineto_resnet50_legacy_v100.json.gz", format: FormatChromeTrace, generation: "2021-legacy", recording: RecordingProfilerStacks,
-			devices:     []devFact{{-1, DeviceCPU, 4618, -1}, {0, DeviceCUDA, 8220, -1}},
-			annotations: map[AnnotationKind]int{AnnotationStep: 6, AnnotationOptStep: 6, AnnotationZeroGrad: 6, AnnotationData: 6, AnnotationBackward: 6},
+			file: "kineto_resnet50_legacy_v100.json.gz", format: snapshot.FormatChromeTrace, generation: "2021-legacy", recording: snapshot.RecordingProfilerStacks,
+			devices:     []devFact{{-1, snapshot.DeviceCPU, 4618, -1}, {0, snapshot.DeviceCUDA, 8220, -1}},
+			annotations: map[snapshot.AnnotationKind]int{snapshot.AnnotationStep: 6, snapshot.AnnotationOptStep: 6, snapshot.AnnotationZeroGrad: 6, snapshot.AnnotationData: 6, snapshot.AnnotationBackward: 6},
 			diags:       []string{"bytes_only"},
 			grads:       966,
 		},
 		{
-			file: "tracelens_resnet18_train_cpu_memory_stacks.json.gz", format: FormatChromeTrace, generation: "2024+", recording: RecordingProfilerStacks,
-			devices:     []devFact{{-1, DeviceCPU, 210, 0}},
-			annotations: map[AnnotationKind]int{AnnotationOptStep: 5, AnnotationZeroGrad: 5, AnnotationForward: 5, AnnotationBackward: 5},
+			file: "tracelens_resnet18_train_cpu_memory_stacks.json.gz", format: snapshot.FormatChromeTrace, generation: "2024+", recording: snapshot.RecordingProfilerStacks,
+			devices:     []devFact{{-1, snapshot.DeviceCPU, 210, 0}},
+			annotations: map[snapshot.AnnotationKind]int{snapshot.AnnotationOptStep: 5, snapshot.AnnotationZeroGrad: 5, snapshot.AnnotationForward: 5, snapshot.AnnotationBackward: 5},
 			grads:       310,
 		},
 		{
-			file: "tracelens_rocm_norm_layers.json.gz", format: FormatChromeTrace, generation: "2024+", recording: RecordingProfilerStacks,
-			devices:     []devFact{{-1, DeviceCPU, 60, 0}, {0, DeviceROCm, 415, 665_600}},
-			annotations: map[AnnotationKind]int{AnnotationForward: 6, AnnotationBackward: 3, AnnotationUser: 30},
+			file: "tracelens_rocm_norm_layers.json.gz", format: snapshot.FormatChromeTrace, generation: "2024+", recording: snapshot.RecordingProfilerStacks,
+			devices:     []devFact{{-1, snapshot.DeviceCPU, 60, 0}, {0, snapshot.DeviceROCm, 415, 665_600}},
+			annotations: map[snapshot.AnnotationKind]int{snapshot.AnnotationForward: 6, snapshot.AnnotationBackward: 3, snapshot.AnnotationUser: 30},
 			grads:       27,
 		},
 		{
-			file: "recorded/hf_llama_mixed_ckpt_train.memory_timeline.raw.json.gz", format: FormatMemoryTimeline, recording: RecordingProfiler,
-			devices:     []devFact{{0, DeviceCUDA, 13_944, 622_923_904}}, // 14,020 rows − 76 PREEXISTING
-			annotations: map[AnnotationKind]int{},
+			file: "recorded/hf_llama_mixed_ckpt_train.memory_timeline.raw.json.gz", format: snapshot.FormatMemoryTimeline, recording: snapshot.RecordingProfiler,
+			devices:     []devFact{{0, snapshot.DeviceCUDA, 13_944, 622_923_904}}, // 14,020 rows − 76 PREEXISTING
+			annotations: map[snapshot.AnnotationKind]int{},
 			diags:       []string{"bytes_only", "memory_timeline"},
 		},
 		{
-			file: "recorded/hf_llama_mixed_ckpt_train.trace.json.gz", format: FormatChromeTrace, generation: "2024+", recording: RecordingProfilerStacks,
-			devices:     []devFact{{-1, DeviceCPU, 813, 0}, {0, DeviceCUDA, 9912, 650_187_776}},
-			annotations: map[AnnotationKind]int{AnnotationOptStep: 3, AnnotationZeroGrad: 3, AnnotationForward: 3, AnnotationBackward: 3},
+			file: "recorded/hf_llama_mixed_ckpt_train.trace.json.gz", format: snapshot.FormatChromeTrace, generation: "2024+", recording: snapshot.RecordingProfilerStacks,
+			devices:     []devFact{{-1, snapshot.DeviceCPU, 813, 0}, {0, snapshot.DeviceCUDA, 9912, 650_187_776}},
+			annotations: map[snapshot.AnnotationKind]int{snapshot.AnnotationOptStep: 3, snapshot.AnnotationZeroGrad: 3, snapshot.AnnotationForward: 3, snapshot.AnnotationBackward: 3},
 			grads:       225, // 75 parameters × 3 steps
 		},
 		{
-			file: "recorded/record_trace/trace_rank0_824.json.gz", format: FormatChromeTrace, generation: "2024+", recording: RecordingProfilerStacks,
-			devices:     []devFact{{-1, DeviceCPU, 6, 0}, {0, DeviceCUDA, 300, 739_525_120}},
-			annotations: map[AnnotationKind]int{AnnotationStep: 3, AnnotationOptStep: 3, AnnotationZeroGrad: 3, AnnotationForward: 3, AnnotationBackward: 3},
+			file: "recorded/record_trace/trace_rank0_824.json.gz", format: snapshot.FormatChromeTrace, generation: "2024+", recording: snapshot.RecordingProfilerStacks,
+			devices:     []devFact{{-1, snapshot.DeviceCPU, 6, 0}, {0, snapshot.DeviceCUDA, 300, 739_525_120}},
+			annotations: map[snapshot.AnnotationKind]int{snapshot.AnnotationStep: 3, snapshot.AnnotationOptStep: 3, snapshot.AnnotationZeroGrad: 3, snapshot.AnnotationForward: 3, snapshot.AnnotationBackward: 3},
 			diags:       []string{"unmatched_frees"},
 			grads:       21, // 7 parameters × 3 steps
 		},
@@ -150,7 +151,7 @@ func TestTraceRealFiles(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
-			s, err := Open(traceFile(t, tc.file), Options{})
+			s, err := snapshot.Open(traceFile(t, tc.file), snapshot.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,7 +162,7 @@ func TestTraceRealFiles(t *testing.T) {
 			if !s.Source.Gzipped || s.Source.Bytes <= s.Source.FileBytes {
 				t.Errorf("Gzipped %v, Bytes %d, FileBytes %d", s.Source.Gzipped, s.Source.Bytes, s.Source.FileBytes)
 			}
-			if diff := cmp.Diff(tc.devices, deviceFacts(s)); diff != "" {
+			if diff := cmp.Diff(tc.devices, traceDeviceFacts(s)); diff != "" {
 				t.Errorf("devices (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.annotations, annotationCounts(s)); diff != "" {
@@ -182,12 +183,12 @@ func TestTraceRealFiles(t *testing.T) {
 }
 
 // checkTraceInvariants checks what every trace read must satisfy.
-func checkTraceInvariants(t *testing.T, s *Snapshot) {
+func checkTraceInvariants(t *testing.T, s *snapshot.Snapshot) {
 	t.Helper()
 	for _, d := range s.Devices {
 		for i := range d.Events {
 			e := &d.Events[i]
-			if e.Size <= 0 && e.Action != ActionOOM {
+			if e.Size <= 0 && e.Action != snapshot.ActionOOM {
 				t.Fatalf("device %d event %d: size %d", d.ID, i, e.Size)
 			}
 			if i > 0 && e.TimeNS < d.Events[i-1].TimeNS {
@@ -199,7 +200,7 @@ func checkTraceInvariants(t *testing.T, s *Snapshot) {
 		}
 	}
 	for i, st := range s.Stacks {
-		if len(st) > maxTraceStack {
+		if len(st) > snapshot.MaxTraceStack {
 			t.Fatalf("stack %d has %d frames", i, len(st))
 		}
 		for _, f := range st {
@@ -218,16 +219,16 @@ func checkTraceInvariants(t *testing.T, s *Snapshot) {
 
 // replay returns Baseline + allocs − frees after the last event at or
 // before end, and the peak over the events in [start, end].
-func replay(d *Device, start, end int64) (atEnd, peak int64) {
+func replay(d *snapshot.Device, start, end int64) (atEnd, peak int64) {
 	cur := d.Baseline
 	for _, e := range d.Events {
 		if e.TimeNS > end {
 			break
 		}
 		switch e.Action {
-		case ActionAlloc:
+		case snapshot.ActionAlloc:
 			cur += e.Size
-		case ActionFreeCompleted:
+		case snapshot.ActionFreeCompleted:
 			cur -= e.Size
 		}
 		if e.TimeNS >= start {
@@ -238,13 +239,13 @@ func replay(d *Device, start, end int64) (atEnd, peak int64) {
 }
 
 // pairs pairs allocs and frees by address, as the analysis will.
-func pairs(d *Device) (paired, orphans, sizeMismatch int) {
+func pairs(d *snapshot.Device) (paired, orphans, sizeMismatch int) {
 	live := map[uint64]int64{}
 	for _, e := range d.Events {
 		switch e.Action {
-		case ActionAlloc:
+		case snapshot.ActionAlloc:
 			live[e.Addr] = e.Size
-		case ActionFreeCompleted:
+		case snapshot.ActionFreeCompleted:
 			sz, ok := live[e.Addr]
 			if !ok {
 				orphans++
@@ -261,12 +262,12 @@ func pairs(d *Device) (paired, orphans, sizeMismatch int) {
 }
 
 func TestTraceDDPFacts(t *testing.T) {
-	s, err := Open(traceFile(t, "hta_ddp_training_gpu_memory.json.gz"), Options{})
+	s, err := snapshot.Open(traceFile(t, "hta_ddp_training_gpu_memory.json.gz"), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	gpu := s.Device(1)
-	if gpu == nil || gpu.Kind != DeviceCUDA || gpu.CapacityBytes != 34_089_730_048 || gpu.Name != "Tesla V100-SXM2-32GB" {
+	if gpu == nil || gpu.Kind != snapshot.DeviceCUDA || gpu.CapacityBytes != 34_089_730_048 || gpu.Name != "Tesla V100-SXM2-32GB" {
 		t.Fatalf("device 1 = %+v", gpu)
 	}
 	// 14,005 pairs over both devices (13,385 on the GPU), no orphans, no size mismatches.
@@ -285,14 +286,14 @@ func TestTraceDDPFacts(t *testing.T) {
 		t.Errorf("pairs = %d, want 14,005", total)
 	}
 	// Reserved is constant.
-	if diff := cmp.Diff([]CounterPoint{{0, 12_782_141_440}}, gpu.Reserved); diff != "" {
+	if diff := cmp.Diff([]snapshot.CounterPoint{{0, 12_782_141_440}}, gpu.Reserved); diff != "" {
 		t.Errorf("reserved (-want +got):\n%s", diff)
 	}
 	// At the end of each of ProfilerStep#2..6 the replay is back to the
 	// baseline of 4,096,614,400 B, and each step peaks at 6,629,508,096 B.
 	var steps []string
 	for _, a := range s.Annotations {
-		if a.Kind != AnnotationStep {
+		if a.Kind != snapshot.AnnotationStep {
 			continue
 		}
 		steps = append(steps, a.Name)
@@ -337,7 +338,7 @@ func TestTraceDDPFacts(t *testing.T) {
 	}
 	// Backward ranges run on the autograd thread, one per step, inside it.
 	for i, a := range s.Annotations {
-		if a.Kind == AnnotationBackward && (s.Threads[a.Thread].TID != "785244" || a.EndNS-a.StartNS < 200e6) {
+		if a.Kind == snapshot.AnnotationBackward && (s.Threads[a.Thread].TID != "785244" || a.EndNS-a.StartNS < 200e6) {
 			t.Errorf("annotation %d: %+v", i, a)
 		}
 	}

@@ -1,4 +1,4 @@
-package snapshot
+package snapshot_test
 
 import (
 	"fmt"
@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
-func readTraceString(t *testing.T, js string) *Snapshot {
+func readTraceString(t *testing.T, js string) *snapshot.Snapshot {
 	t.Helper()
-	s, err := Read(strings.NewReader(js), "synthetic.json", int64(len(js)), Options{})
+	s, err := snapshot.Read(strings.NewReader(js), "synthetic.json", int64(len(js)), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +22,7 @@ func readTraceString(t *testing.T, js string) *Snapshot {
 
 // evFact is an event as the synthetic tests compare it.
 type evFact struct {
-	Action Action
+	Action snapshot.Action
 	Addr   uint64
 	Size   int64
 	TimeNS int64
@@ -29,7 +30,7 @@ type evFact struct {
 	Stack  []string
 }
 
-func eventFacts(s *Snapshot, d *Device) []evFact {
+func eventFacts(s *snapshot.Snapshot, d *snapshot.Device) []evFact {
 	var out []evFact
 	for _, e := range d.Events {
 		f := evFact{Action: e.Action, Addr: e.Addr, Size: e.Size, TimeNS: e.TimeNS, Meta: s.Strings[e.Meta]}
@@ -75,10 +76,10 @@ func TestTraceLenientNumbersAndOrder(t *testing.T) {
 	s := readTraceString(t, js)
 	d := s.Device(0)
 	want := []evFact{
-		{ActionAlloc, 4096, 512, 5000, "", nil},
-		{ActionFreeCompleted, 4096, 512, 10500, "", nil},
-		{ActionAlloc, 8192, 100, 10500, "", nil},
-		{ActionFreeCompleted, 8192, 100, 10500, "", nil},
+		{snapshot.ActionAlloc, 4096, 512, 5000, "", nil},
+		{snapshot.ActionFreeCompleted, 4096, 512, 10500, "", nil},
+		{snapshot.ActionAlloc, 8192, 100, 10500, "", nil},
+		{snapshot.ActionFreeCompleted, 8192, 100, 10500, "", nil},
 	}
 	if diff := cmp.Diff(want, eventFacts(s, d)); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -115,9 +116,9 @@ func TestTraceParseTimeNS(t *testing.T) {
 		{"12abc", 0, false},
 	}
 	for _, tc := range tests {
-		got, ok := parseTimeNS([]byte(tc.in))
+		got, ok := snapshot.ParseTimeNS([]byte(tc.in))
 		if got != tc.want || ok != tc.ok {
-			t.Errorf("parseTimeNS(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+			t.Errorf("ParseTimeNS(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
 	}
 }
@@ -161,7 +162,7 @@ func TestTraceControlCharacters(t *testing.T) {
 		mem("12", "1", 0, -1, "64", 8, 8) + ",\n" +
 		"{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": 1, \"args\": {\"name\": \"thread 1 (\x7fpy\\\"thon\x00)\"}}\n]}"
 	s := readTraceString(t, js)
-	want := []evFact{{ActionAlloc, 64, 8, 12000, "aten::empty  x", []string{"aten::empty  x", "a.py:1 f", "b .py:2 g"}}}
+	want := []evFact{{snapshot.ActionAlloc, 64, 8, 12000, "aten::empty  x", []string{"aten::empty  x", "a.py:1 f", "b .py:2 g"}}}
 	if diff := cmp.Diff(want, eventFacts(s, s.Device(-1))); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
@@ -214,16 +215,16 @@ func TestTraceStacksAndAnnotations(t *testing.T) {
 	}
 	s := readTraceString(t, `{"traceEvents": [`+strings.Join(events, ",\n")+`]}`)
 	want := []evFact{
-		{ActionAlloc, 1024, 512, 25000, "aten::empty", []string{"aten::empty", "aten::linear", "nn.Module: Linear_0", "nn.Module: Net_0", "train.py:10 main", "ProfilerStep#3"}},
-		{ActionAlloc, 2048, 512, 60000, "ProfilerStep#3", []string{"nn.Module: Linear_0", "nn.Module: Net_0", "train.py:10 main", "ProfilerStep#3"}},
-		{ActionFreeCompleted, 1024, 512, 455000, "torch::autograd::AccumulateGrad", []string{"torch::autograd::AccumulateGrad", "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"}},
-		{ActionFreeCompleted, 2048, 512, 2000000, "", nil},
+		{snapshot.ActionAlloc, 1024, 512, 25000, "aten::empty", []string{"aten::empty", "aten::linear", "nn.Module: Linear_0", "nn.Module: Net_0", "train.py:10 main", "ProfilerStep#3"}},
+		{snapshot.ActionAlloc, 2048, 512, 60000, "ProfilerStep#3", []string{"nn.Module: Linear_0", "nn.Module: Net_0", "train.py:10 main", "ProfilerStep#3"}},
+		{snapshot.ActionFreeCompleted, 1024, 512, 455000, "torch::autograd::AccumulateGrad", []string{"torch::autograd::AccumulateGrad", "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"}},
+		{snapshot.ActionFreeCompleted, 2048, 512, 2000000, "", nil},
 	}
 	if diff := cmp.Diff(want, eventFacts(s, s.Device(0))); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 	type ann struct {
-		Kind       AnnotationKind
+		Kind       snapshot.AnnotationKind
 		Name       string
 		Start, End int64
 		TID        string
@@ -233,26 +234,26 @@ func TestTraceStacksAndAnnotations(t *testing.T) {
 		got = append(got, ann{a.Kind, a.Name, a.StartNS / 1000, a.EndNS / 1000, s.Threads[a.Thread].TID})
 	}
 	wantAnns := []ann{
-		{AnnotationStep, "ProfilerStep#3", 0, 1000, "1"},
-		{AnnotationData, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 1, 10, "1"},
-		{AnnotationForward, "nn.Module: Net_0", 12, 312, "1"},
-		{AnnotationBackward, "backward", 400, 462, "2"},
-		{AnnotationZeroGrad, "Optimizer.zero_grad#SGD.zero_grad", 600, 610, "1"},
-		{AnnotationOptStep, "Optimizer.step#SGD.step", 900, 950, "1"},
-		{AnnotationBackward, "backward", 960, 970, "2"},
+		{snapshot.AnnotationStep, "ProfilerStep#3", 0, 1000, "1"},
+		{snapshot.AnnotationData, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 1, 10, "1"},
+		{snapshot.AnnotationForward, "nn.Module: Net_0", 12, 312, "1"},
+		{snapshot.AnnotationBackward, "backward", 400, 462, "2"},
+		{snapshot.AnnotationZeroGrad, "Optimizer.zero_grad#SGD.zero_grad", 600, 610, "1"},
+		{snapshot.AnnotationOptStep, "Optimizer.step#SGD.step", 900, 950, "1"},
+		{snapshot.AnnotationBackward, "backward", 960, 970, "2"},
 	}
 	if diff := cmp.Diff(wantAnns, got); diff != "" {
 		t.Errorf("annotations (-want +got):\n%s", diff)
 	}
 	threads := s.Threads[1:]
-	wantThreads := []Thread{{PID: "1", TID: "1"}, {PID: "1", TID: "2", Name: "thread 2 (python)", Autograd: true}}
+	wantThreads := []snapshot.Thread{{PID: "1", TID: "1"}, {PID: "1", TID: "2", Name: "thread 2 (python)", Autograd: true}}
 	if diff := cmp.Diff(wantThreads, threads); diff != "" {
 		t.Errorf("threads (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]GradAccumulation{{TimeNS: 453000, Thread: 2, Elements: 200, DType: "float"}}, s.GradAccumulations); diff != "" {
+	if diff := cmp.Diff([]snapshot.GradAccumulation{{TimeNS: 453000, Thread: 2, Elements: 200, DType: "float"}}, s.GradAccumulations); diff != "" {
 		t.Errorf("grad accumulations (-want +got):\n%s", diff)
 	}
-	if s.Recording != RecordingProfilerStacks {
+	if s.Recording != snapshot.RecordingProfilerStacks {
 		t.Errorf("recording %q", s.Recording)
 	}
 }
@@ -271,8 +272,8 @@ func TestTraceLegacy(t *testing.T) {
 	}
 	s := readTraceString(t, `{"schemaVersion": 1, "traceEvents": [`+strings.Join(events, ",\n")+`]}`)
 	want := []evFact{
-		{ActionAlloc, 0, 4, 110000, "aten::empty", []string{"aten::empty", "ProfilerStep#5", "model.py:54 forward", "train.py:7 <module>"}},
-		{ActionFreeCompleted, 0, 4, 111000, "aten::empty", []string{"aten::empty", "ProfilerStep#5", "model.py:54 forward", "train.py:7 <module>"}},
+		{snapshot.ActionAlloc, 0, 4, 110000, "aten::empty", []string{"aten::empty", "ProfilerStep#5", "model.py:54 forward", "train.py:7 <module>"}},
+		{snapshot.ActionFreeCompleted, 0, 4, 111000, "aten::empty", []string{"aten::empty", "ProfilerStep#5", "model.py:54 forward", "train.py:7 <module>"}},
 	}
 	if diff := cmp.Diff(want, eventFacts(s, s.Device(-1))); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -280,7 +281,7 @@ func TestTraceLegacy(t *testing.T) {
 	if s.Source.Generation != "2021-legacy" || s.Device(-1).Baseline != -1 {
 		t.Errorf("generation %q, baseline %d", s.Source.Generation, s.Device(-1).Baseline)
 	}
-	if diff := cmp.Diff(map[AnnotationKind]int{AnnotationStep: 1, AnnotationOptStep: 1, AnnotationBackward: 1}, annotationCounts(s)); diff != "" {
+	if diff := cmp.Diff(map[snapshot.AnnotationKind]int{snapshot.AnnotationStep: 1, snapshot.AnnotationOptStep: 1, snapshot.AnnotationBackward: 1}, annotationCounts(s)); diff != "" {
 		t.Errorf("annotations (-want +got):\n%s", diff)
 	}
 	if diag := diagKinds(s); !cmp.Equal(diag, []string{"bytes_only"}) {
@@ -315,7 +316,7 @@ func TestTraceDevicesAndOOM(t *testing.T) {
 		t.Errorf("devices (-want +got):\n%s", diff)
 	}
 	oom := s.Device(0).Events[2]
-	if oom.Action != ActionOOM || oom.Size != 1<<30 {
+	if oom.Action != snapshot.ActionOOM || oom.Size != 1<<30 {
 		t.Errorf("oom event %+v", oom)
 	}
 	if diag := diagKinds(s); !cmp.Equal(diag, []string{"oom", "unknown_device_type", "unmatched_frees"}) {
@@ -323,7 +324,7 @@ func TestTraceDevicesAndOOM(t *testing.T) {
 	}
 	// Device Type 1 in a ROCm trace is a ROCm GPU.
 	s = readTraceString(t, `{"roctracer_version": 4, "traceEvents": [`+mem("1", "1", 1, 0, "1", 512, 512)+`]}`)
-	if s.Devices[0].Kind != DeviceROCm {
+	if s.Devices[0].Kind != snapshot.DeviceROCm {
 		t.Errorf("kind %q", s.Devices[0].Kind)
 	}
 }
@@ -332,7 +333,7 @@ func TestTraceDevicesAndOOM(t *testing.T) {
 func TestTraceEmpty(t *testing.T) {
 	for _, js := range []string{`[]`, `{"traceEvents": []}`, `{"traceEvents": [null, {}, {"ph": "X"}, {"ph": "i", "name": "[memory]"}]}`} {
 		s := readTraceString(t, js)
-		if len(s.Devices) != 0 || len(s.Annotations) != 0 || s.Source.Format != FormatChromeTrace {
+		if len(s.Devices) != 0 || len(s.Annotations) != 0 || s.Source.Format != snapshot.FormatChromeTrace {
 			t.Errorf("%s: %+v", js, s)
 		}
 		if kinds := diagKinds(s); !slices.Contains(kinds, "no_memory_events") {

@@ -1,0 +1,21 @@
+package snapshot
+
+// Internals the external tests read.
+const MaxRendered = maxRendered
+
+var OpName = opName
+
+const GzipExpansionBase = gzipExpansionBase
+const GzipExpansionRatio = gzipExpansionRatio
+const MaxShortTexts = maxShortTexts
+const ShortTextBytes = shortTextBytes
+const CutMarkerBytes = cutMarkerBytes
+
+var CutName = cutName
+var CutPath = cutPath
+
+const MaxNameBytes = maxNameBytes
+const MaxBackendBytes = maxBackendBytes
+const MaxTraceStack = maxTraceStack
+
+var ParseTimeNS = parseTimeNS
