@@ -10,6 +10,7 @@ import (
 
 	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/internal/analysistest"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -124,7 +125,7 @@ func TestSnapshotAndTraceCompare(t *testing.T) {
 			churn(s, seed, 500)
 			snap := analysistest.Read(t, s, 0)
 			js := st.ChromeTrace(s, 0)
-			tr, err := snapshot.Read(bytes.NewReader(js), "sim.json", int64(len(js)), snapshot.Options{})
+			tr, err := load.Read(bytes.NewReader(js), "sim.json", int64(len(js)), snapshot.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

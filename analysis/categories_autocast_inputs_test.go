@@ -7,6 +7,7 @@ import (
 
 	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/internal/analysistest"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -131,7 +132,7 @@ func TestAutocastCopiesCS336(t *testing.T) {
 	a := loadArch(t, "cs336-medium.json")
 	want := 2 * (a.Layers*(4*a.Hidden*a.Hidden+3*a.Hidden*a.FFN) + a.Vocab*a.Hidden)
 	for _, seq := range []int64{128, 256} {
-		s, err := snapshot.Open(filepath.Join(measuredHere, cs336Rerun(t)["amp"][seq].Snapshot), snapshot.Options{})
+		s, err := load.Open(filepath.Join(measuredHere, cs336Rerun(t)["amp"][seq].Snapshot), snapshot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

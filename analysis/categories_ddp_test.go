@@ -9,6 +9,7 @@ import (
 	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/analysis/whatif"
 	"github.com/torchmem/torchmem/internal/analysistest"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -152,7 +153,7 @@ func TestDDPBucketsRealFiles(t *testing.T) {
 		}
 		for _, kind := range frames {
 			t.Run(rel+", "+kind, func(t *testing.T) {
-				s, err := snapshot.Open(path, snapshot.Options{})
+				s, err := load.Open(path, snapshot.Options{})
 				if err != nil {
 					t.Skipf("%v", err) // a file the loader refuses: other tests say why
 				}

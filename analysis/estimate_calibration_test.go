@@ -14,6 +14,7 @@ import (
 	"github.com/torchmem/torchmem/analysis/estimate"
 	"github.com/torchmem/torchmem/analysis/whatif"
 	"github.com/torchmem/torchmem/internal/analysistest"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -178,7 +179,7 @@ func TestProjectionCalibrated(t *testing.T) {
 			}
 			n++
 			t.Run(source+"/"+m.Name, func(t *testing.T) {
-				s, err := snapshot.Open(filepath.Join(dir, m.Snapshot.File), snapshot.Options{})
+				s, err := load.Open(filepath.Join(dir, m.Snapshot.File), snapshot.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -281,7 +282,7 @@ func TestProjectionCS336Lengths(t *testing.T) {
 		if mode == "fp32" {
 			return analysistest.OpenShared(t, "snapshots", fmt.Sprintf("wedsonlin_medium_%d_training.pickle", seq))
 		}
-		s, err := snapshot.Open(filepath.Join(measuredHere, runs[mode][seq].Snapshot), snapshot.Options{})
+		s, err := load.Open(filepath.Join(measuredHere, runs[mode][seq].Snapshot), snapshot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

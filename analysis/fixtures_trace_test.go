@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/internal/analysistest"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -74,7 +75,7 @@ func TestFixtureChromeTrace(t *testing.T) {
 		}
 	}
 	data := `{"schemaVersion":1,"traceEvents":[` + strings.Join(b.events, ",\n") + `]}`
-	snap, err := snapshot.Read(strings.NewReader(data), "fixture.json", int64(len(data)), snapshot.Options{})
+	snap, err := load.Read(strings.NewReader(data), "fixture.json", int64(len(data)), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -39,7 +40,7 @@ func TestBytesPerEvent(t *testing.T) {
 		if _, err := st.WriteTraining(&buf, st.TrainingConfig{TargetBytes: size}); err != nil {
 			t.Fatal(err)
 		}
-		s, err := snapshot.Read(bytes.NewReader(buf.Bytes()), "train.pickle", int64(buf.Len()), snapshot.Options{})
+		s, err := load.Read(bytes.NewReader(buf.Bytes()), "train.pickle", int64(buf.Len()), snapshot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/torchmem/torchmem/analysis/suggest"
 	"github.com/torchmem/torchmem/diff"
 	"github.com/torchmem/torchmem/internal/analysistest"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -26,7 +27,7 @@ import (
 func TestRealFilesInvariants(t *testing.T) {
 	for _, f := range snapshottest.SharedInputs(t) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			s, err := snapshot.Open(f, snapshot.Options{})
+			s, err := load.Open(f, snapshot.Options{})
 			if err != nil {
 				t.Fatalf("reader: %v", err)
 			}
@@ -276,7 +277,7 @@ func openFacts(t *testing.T, sub, name string) *snapshot.Snapshot {
 	if sub != "measured" {
 		return analysistest.OpenShared(t, sub, name)
 	}
-	s, err := snapshot.Open(filepath.Join(measuredHere, name), snapshot.Options{})
+	s, err := load.Open(filepath.Join(measuredHere, name), snapshot.Options{})
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}

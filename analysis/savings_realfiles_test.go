@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/suggest"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -19,7 +20,7 @@ func TestSavingsMatchWhatIfEveryRealFile(t *testing.T) {
 	projected := 0
 	for _, f := range snapshottest.SharedInputs(t) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			s, err := snapshot.Open(f, snapshot.Options{})
+			s, err := load.Open(f, snapshot.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -17,7 +18,7 @@ import (
 // checkBadInput requires a one-line *Error naming the file, and no panic.
 func checkBadInput(t *testing.T, name string, data []byte) *snapshot.Error {
 	t.Helper()
-	s, err := snapshot.Read(bytes.NewReader(data), name, int64(len(data)), snapshot.Options{})
+	s, err := load.Read(bytes.NewReader(data), name, int64(len(data)), snapshot.Options{})
 	if err == nil {
 		t.Fatalf("%s (%d bytes): decoded without error: %d devices", name, len(data), len(s.Devices))
 	}
@@ -125,7 +126,7 @@ func TestHostileCheap(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			opts := snapshot.Options{MaxMemo: 1 << 20, MaxValues: 1 << 20}
-			_, err := snapshot.Read(bytes.NewReader(c.data), "hostile.pickle", -1, opts)
+			_, err := load.Read(bytes.NewReader(c.data), "hostile.pickle", -1, opts)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("got %v, want an error with %q", err, c.want)
 			}
@@ -142,7 +143,7 @@ func TestTenMillionNestedArrays(t *testing.T) {
 	zw.Write([]byte(`{"traceEvents": [{"ph": "X", "name": "op", "args": {"a": `))
 	zw.Write(bytes.Repeat([]byte{'['}, 10_000_000))
 	zw.Close()
-	_, err := snapshot.Read(bytes.NewReader(raw.Bytes()), "deep.json.gz", int64(raw.Len()), snapshot.Options{})
+	_, err := load.Read(bytes.NewReader(raw.Bytes()), "deep.json.gz", int64(raw.Len()), snapshot.Options{})
 	if err == nil || !strings.Contains(err.Error(), "nested deeper than 10000") {
 		t.Fatalf("got %v", err)
 	}
@@ -159,7 +160,7 @@ func TestMemoBombDefaultLimits(t *testing.T) {
 		zw.Write(chunk)
 	}
 	zw.Close()
-	_, err := snapshot.Read(bytes.NewReader(raw.Bytes()), "bomb.pickle.gz", int64(raw.Len()), snapshot.Options{})
+	_, err := load.Read(bytes.NewReader(raw.Bytes()), "bomb.pickle.gz", int64(raw.Len()), snapshot.Options{})
 	if err == nil || !strings.Contains(err.Error(), "more than 8388608 memo entries") {
 		t.Fatalf("got %v", err)
 	}

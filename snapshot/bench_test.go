@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -30,7 +31,7 @@ func BenchmarkReadLargestSnapshot(b *testing.B) {
 	b.ReportAllocs()
 	b.Run(filepath.Base(path), func(b *testing.B) {
 		for b.Loop() {
-			if _, err := snapshot.Open(path, snapshot.Options{}); err != nil {
+			if _, err := load.Open(path, snapshot.Options{}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -3,9 +3,11 @@ package snapshot_test
 import (
 	"bytes"
 	"errors"
-	"github.com/torchmem/torchmem/snapshot"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // FuzzSettingsValues: opcodes placed where a snapshot keeps values it only
@@ -35,7 +37,7 @@ func FuzzSettingsValues(f *testing.F) {
 		default:
 			p = slicesConcat([]byte(head), pickleStr("future_key"), data[1:], []byte("u."))
 		}
-		s, err := snapshot.Read(bytes.NewReader(p), "fuzz.pickle", int64(len(p)), snapshot.Options{MaxStringBytes: 1 << 20})
+		s, err := load.Read(bytes.NewReader(p), "fuzz.pickle", int64(len(p)), snapshot.Options{MaxStringBytes: 1 << 20})
 		if err != nil {
 			var e *snapshot.Error
 			if !errors.As(err, &e) {

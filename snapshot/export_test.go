@@ -5,8 +5,6 @@ const MaxRendered = maxRendered
 
 var OpName = opName
 
-const GzipExpansionBase = gzipExpansionBase
-const GzipExpansionRatio = gzipExpansionRatio
 const MaxShortTexts = maxShortTexts
 const ShortTextBytes = shortTextBytes
 const CutMarkerBytes = cutMarkerBytes

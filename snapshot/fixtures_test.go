@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -31,7 +32,7 @@ func fixtureSim() *st.Sim {
 
 func mustRead(t *testing.T, data []byte, name string) *snapshot.Snapshot {
 	t.Helper()
-	s, err := snapshot.Read(bytes.NewReader(data), name, int64(len(data)), snapshot.Options{})
+	s, err := load.Read(bytes.NewReader(data), name, int64(len(data)), snapshot.Options{})
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -178,7 +179,7 @@ func TestRefusesCode(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			data := st.Marshal(st.D("segments", st.L(), "device_traces", st.L(c.raw)), 4)
-			_, err := snapshot.Read(bytes.NewReader(data), "evil.pickle", -1, snapshot.Options{})
+			_, err := load.Read(bytes.NewReader(data), "evil.pickle", -1, snapshot.Options{})
 			if err == nil {
 				t.Fatal("decoded a pickle that imports or calls code")
 			}

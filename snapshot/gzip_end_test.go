@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -47,7 +48,7 @@ func TestGzipTrailerChecked(t *testing.T) {
 		for _, d := range damages {
 			t.Run(in.name+"/"+d.name, func(t *testing.T) {
 				z := d.damage(st.Gzip([]byte(in.data)))
-				_, err := snapshot.Read(bytes.NewReader(z), "f.gz", int64(len(z)), snapshot.Options{})
+				_, err := load.Read(bytes.NewReader(z), "f.gz", int64(len(z)), snapshot.Options{})
 				switch {
 				case d.want == "" && err != nil:
 					t.Errorf("%v", err)

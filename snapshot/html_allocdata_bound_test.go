@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/load/loadtest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -42,7 +44,7 @@ func TestAllocDataElementsOnce(t *testing.T) {
 			var s *snapshot.Snapshot
 			var err error
 			heap := st.HeapAllocated(func() {
-				s, err = snapshot.Read(bytes.NewReader(z), "page.html.gz", int64(len(z)), snapshot.Options{})
+				s, err = load.Read(bytes.NewReader(z), "page.html.gz", int64(len(z)), snapshot.Options{})
 			})
 			if c.events >= 0 {
 				if err != nil {
@@ -53,7 +55,7 @@ func TestAllocDataElementsOnce(t *testing.T) {
 				}
 				return
 			}
-			wantInputError(t, err, "page.html.gz", "not a page trace_plot wrote")
+			loadtest.WantInputError(t, err, "page.html.gz", "not a page trace_plot wrote")
 			t.Logf("%d bytes of gzip, %d of page: %d bytes allocated", len(z), len(c.page), heap)
 			if len(c.page) > 1<<20 && heap > uint64(128*len(c.page)) { // past the reader's fixed buffers
 				t.Errorf("%d bytes allocated for %d bytes of page, more than 128 a byte", heap, len(c.page))

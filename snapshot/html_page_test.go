@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/load/loadtest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -191,7 +193,7 @@ func TestPagesStreamed(t *testing.T) {
 			r := io.MultiReader(strings.NewReader("<!DOCTYPE html>\n<!-- "), &spaceReader{n: 64 << 20, c: 'x'}, strings.NewReader(" -->\n"), bytes.NewReader(c.page))
 			var s *snapshot.Snapshot
 			var err error
-			n := allocated(func() { s, err = snapshot.Read(r, "big.html", -1, snapshot.Options{}) })
+			n := allocated(func() { s, err = load.Read(r, "big.html", -1, snapshot.Options{}) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -227,8 +229,8 @@ func TestPageErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := snapshot.Read(strings.NewReader(c.page), "p.html", -1, snapshot.Options{})
-			e := wantInputError(t, err, "p.html", c.want)
+			_, err := load.Read(strings.NewReader(c.page), "p.html", -1, snapshot.Options{})
+			e := loadtest.WantInputError(t, err, "p.html", c.want)
 			if e.Offset != c.offset {
 				t.Errorf("offset %d, want %d (%v)", e.Offset, c.offset, err)
 			}
@@ -264,8 +266,8 @@ func TestPageBombOfSuffixes(t *testing.T) {
 	}
 	b.WriteString(`], "string_table": ["a.py:1:f"]}</script>`)
 	var err error
-	m := allocated(func() { _, err = snapshot.Read(strings.NewReader(b.String()), "bomb.html", -1, snapshot.Options{}) })
-	wantInputError(t, err, "bomb.html", "expand to more frames than it can hold")
+	m := allocated(func() { _, err = load.Read(strings.NewReader(b.String()), "bomb.html", -1, snapshot.Options{}) })
+	loadtest.WantInputError(t, err, "bomb.html", "expand to more frames than it can hold")
 	if m > 128<<20 {
 		t.Errorf("allocated %d bytes", m)
 	}
@@ -284,7 +286,7 @@ func FuzzTracePlotHTML(f *testing.F) {
 		if len(data) == 0 || data[0] != '<' {
 			data = append([]byte("<html>let alloc_data = "), data...)
 		}
-		s, err := snapshot.Read(bytes.NewReader(data), "f.html", int64(len(data)), snapshot.Options{MaxStringBytes: 1 << 20})
+		s, err := load.Read(bytes.NewReader(data), "f.html", int64(len(data)), snapshot.Options{MaxStringBytes: 1 << 20})
 		if err != nil {
 			var e *snapshot.Error
 			if !errors.As(err, &e) || strings.ContainsAny(err.Error(), "\r\n") || strings.Contains(err.Error(), "internal error") {

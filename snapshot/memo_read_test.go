@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -62,7 +63,7 @@ func TestMemoBound(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var err error
 			heap := st.HeapAllocated(func() {
-				_, err = snapshot.Read(bytes.NewReader(c.data), "memo.pickle.gz", int64(len(c.data)), snapshot.Options{})
+				_, err = load.Read(bytes.NewReader(c.data), "memo.pickle.gz", int64(len(c.data)), snapshot.Options{})
 			})
 			t.Logf("%d bytes of input: %d MiB allocated", len(c.data), heap>>20)
 			if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -36,7 +37,7 @@ func TestLongNamesCut(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			snap, err := snapshot.Read(bytes.NewReader(c.data), "long.gz", int64(len(c.data)), snapshot.Options{})
+			snap, err := load.Read(bytes.NewReader(c.data), "long.gz", int64(len(c.data)), snapshot.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

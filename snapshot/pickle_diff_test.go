@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -17,7 +18,7 @@ import (
 func TestStreamingMatchesReference(t *testing.T) {
 	for _, path := range st.RealSnapshots(t) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			fast, err := snapshot.Open(path, snapshot.Options{})
+			fast, err := load.Open(path, snapshot.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +94,7 @@ func TestGeneratedTrainingMatchesReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fast, err := snapshot.Read(bytes.NewReader(buf.Bytes()), "train.pickle", int64(buf.Len()), snapshot.Options{})
+			fast, err := load.Read(bytes.NewReader(buf.Bytes()), "train.pickle", int64(buf.Len()), snapshot.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

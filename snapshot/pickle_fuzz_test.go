@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -27,7 +28,7 @@ func FuzzReadPickle(f *testing.F) {
 		if len(data) == 0 || (data[0] != 0x80 && data[0] != '}' && data[0] != ']' && data[0] != '(') {
 			data = append([]byte{0x80, 0x04}, data...)
 		}
-		_, err := snapshot.Read(bytes.NewReader(data), "fuzz.pickle", int64(len(data)), snapshot.Options{MaxStringBytes: 1 << 20})
+		_, err := load.Read(bytes.NewReader(data), "fuzz.pickle", int64(len(data)), snapshot.Options{MaxStringBytes: 1 << 20})
 		if err == nil {
 			return
 		}

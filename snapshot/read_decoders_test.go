@@ -2,10 +2,11 @@ package snapshot_test
 
 import (
 	"bufio"
-	"github.com/torchmem/torchmem/snapshot"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // TestReadAheadPanicInsideDecoders: a reader that panics in the middle of a

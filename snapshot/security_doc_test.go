@@ -11,8 +11,6 @@ import (
 func TestSecurityBounds(t *testing.T) {
 	snapshottest.CheckSecurityBounds(t, "snapshot.", map[string]int64{
 		"DefaultMaxInputBytes":  DefaultMaxInputBytes,
-		"gzipExpansionBase":     gzipExpansionBase,
-		"gzipExpansionRatio":    gzipExpansionRatio,
 		"DefaultMaxStringBytes": DefaultMaxStringBytes,
 		"DefaultMaxDepth":       DefaultMaxDepth,
 		"DefaultMaxMemo":        DefaultMaxMemo,

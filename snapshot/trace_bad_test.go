@@ -3,35 +3,16 @@ package snapshot_test
 import (
 	"bytes"
 	"compress/gzip"
-	"errors"
 	"fmt"
-	"github.com/torchmem/torchmem/snapshot"
 	"io"
 	"os"
 	"strings"
 	"testing"
-)
 
-// wantInputError checks that err is a one-line *Error naming path, with a
-// message containing want.
-func wantInputError(t *testing.T, err error, path, want string) *snapshot.Error {
-	t.Helper()
-	var e *snapshot.Error
-	if !errors.As(err, &e) {
-		t.Fatalf("error %v (%T), want *Error", err, err)
-	}
-	msg := err.Error()
-	if strings.ContainsAny(msg, "\r\n") {
-		t.Errorf("error has a line break: %q", msg)
-	}
-	if !strings.Contains(msg, path) {
-		t.Errorf("error %q does not name %q", msg, path)
-	}
-	if !strings.Contains(msg, want) {
-		t.Errorf("error %q does not contain %q", msg, want)
-	}
-	return e
-}
+	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/load/loadtest"
+	"github.com/torchmem/torchmem/snapshot"
+)
 
 func TestTraceBadInput(t *testing.T) {
 	deep := `{"traceEvents": [{"ph": "X", "args": {"a": ` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}]}`
@@ -64,11 +45,11 @@ func TestTraceBadInput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := snapshot.Read(strings.NewReader(tc.in), "bad.json", int64(len(tc.in)), tc.opts)
+			s, err := load.Read(strings.NewReader(tc.in), "bad.json", int64(len(tc.in)), tc.opts)
 			if err == nil {
 				t.Fatalf("no error; snapshot %+v", s.Source)
 			}
-			e := wantInputError(t, err, "bad.json", tc.want)
+			e := loadtest.WantInputError(t, err, "bad.json", tc.want)
 			if tc.offset != -2 && e.Offset != tc.offset {
 				t.Errorf("offset %d, want %d (%v)", e.Offset, tc.offset, err)
 			}
@@ -90,8 +71,8 @@ func TestTraceTruncated(t *testing.T) {
 	}
 	for pct := step; pct < 100; pct += step {
 		cut := raw[:len(raw)*pct/100]
-		_, err := snapshot.Read(bytes.NewReader(cut), "cut.json", int64(len(cut)), snapshot.Options{})
-		e := wantInputError(t, err, "cut.json", "invalid chrome trace JSON")
+		_, err := load.Read(bytes.NewReader(cut), "cut.json", int64(len(cut)), snapshot.Options{})
+		e := loadtest.WantInputError(t, err, "cut.json", "invalid chrome trace JSON")
 		if e.Offset < 0 || e.Offset > int64(len(cut)) {
 			t.Errorf("%d%%: offset %d outside the %d bytes", pct, e.Offset, len(cut))
 		}
@@ -106,18 +87,18 @@ func TestTraceTruncatedGzip(t *testing.T) {
 	}
 	for _, pct := range []int{1, 25, 50, 75, 99} {
 		cut := gz[:len(gz)*pct/100]
-		_, err := snapshot.Read(bytes.NewReader(cut), "cut.json.gz", int64(len(cut)), snapshot.Options{})
-		wantInputError(t, err, "cut.json.gz", "")
+		_, err := load.Read(bytes.NewReader(cut), "cut.json.gz", int64(len(cut)), snapshot.Options{})
+		loadtest.WantInputError(t, err, "cut.json.gz", "")
 	}
 	// A gzip stream that decompresses to a valid trace followed by garbage bytes.
-	_, err = snapshot.Read(bytes.NewReader(append(append([]byte{}, gz...), "garbage"...)), "tail.json.gz", -1, snapshot.Options{})
-	wantInputError(t, err, "tail.json.gz", "")
+	_, err = load.Read(bytes.NewReader(append(append([]byte{}, gz...), "garbage"...)), "tail.json.gz", -1, snapshot.Options{})
+	loadtest.WantInputError(t, err, "tail.json.gz", "")
 }
 
 func TestTraceMaxInputBytes(t *testing.T) {
 	raw := gunzipFile(t, traceFile(t, "tracelens_rocm_norm_layers.json.gz"))
-	_, err := snapshot.Read(bytes.NewReader(raw), "big.json", int64(len(raw)), snapshot.Options{MaxInputBytes: 1 << 20})
-	wantInputError(t, err, "big.json", "past the limit")
+	_, err := load.Read(bytes.NewReader(raw), "big.json", int64(len(raw)), snapshot.Options{MaxInputBytes: 1 << 20})
+	loadtest.WantInputError(t, err, "big.json", "past the limit")
 }
 
 func gunzipFile(t testing.TB, path string) []byte {
@@ -156,8 +137,8 @@ func TestNoEventsErrorEchoesLittle(t *testing.T) {
 				fmt.Fprintf(&b, "%q: %q", token(i), "value-"+token(i))
 			}
 			b.WriteString("}")
-			_, err := snapshot.Read(strings.NewReader(b.String()), "keys.json", int64(b.Len()), snapshot.Options{})
-			e := wantInputError(t, err, "keys.json", fmt.Sprintf("(%d key", n))
+			_, err := load.Read(strings.NewReader(b.String()), "keys.json", int64(b.Len()), snapshot.Options{})
+			e := loadtest.WantInputError(t, err, "keys.json", fmt.Sprintf("(%d key", n))
 			msg := e.Error()
 			if len(msg) > 200 {
 				t.Errorf("error of %d bytes: %q", len(msg), msg)

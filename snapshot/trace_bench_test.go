@@ -1,8 +1,10 @@
 package snapshot_test
 
 import (
-	"github.com/torchmem/torchmem/snapshot"
 	"testing"
+
+	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // BenchmarkReadLargestTrace reads the largest real trace (52 MB of JSON,
@@ -11,7 +13,7 @@ func BenchmarkReadLargestTrace(b *testing.B) {
 	path := traceFile(b, "hta_ddp_training_gpu_memory.json.gz")
 	b.ReportAllocs()
 	for b.Loop() {
-		s, err := snapshot.Open(path, snapshot.Options{})
+		s, err := load.Open(path, snapshot.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

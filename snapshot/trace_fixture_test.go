@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -14,7 +15,7 @@ import (
 // (written by gen_tiny_train_step.py beside it); the expected numbers were
 // recomputed from the file with python3's json and gzip modules.
 func TestTraceFixtureTinyTrainStep(t *testing.T) {
-	s, err := snapshot.Open(filepath.Join("..", "testdata", "traces", "tiny_train_step.json.gz"), snapshot.Options{})
+	s, err := load.Open(filepath.Join("..", "testdata", "traces", "tiny_train_step.json.gz"), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"github.com/torchmem/torchmem/snapshot"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/internal/load/loadtest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 type panicReader struct{}
@@ -17,7 +19,7 @@ func (panicReader) Read([]byte) (int, error) { panic("boom\nsecond line") }
 func TestTraceRecoversPanic(t *testing.T) {
 	in := bufio.NewReaderSize(panicReader{}, 16)
 	_, err := snapshot.ReadChromeTrace(in, snapshot.Source{Path: "p.json"}, snapshot.Options{}, 0)
-	wantInputError(t, err, "p.json", "reader failure: boom second line")
+	loadtest.WantInputError(t, err, "p.json", "reader failure: boom second line")
 }
 
 // FuzzTraceRead: any input gives a snapshot that satisfies the invariants or

@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
 func TestTraceResNet18GradAccumulations(t *testing.T) {
-	s, err := snapshot.Open(traceFile(t, "tracelens_resnet18_train_cpu_memory_stacks.json.gz"), snapshot.Options{})
+	s, err := load.Open(traceFile(t, "tracelens_resnet18_train_cpu_memory_stacks.json.gz"), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestTraceResNet18GradAccumulations(t *testing.T) {
 }
 
 func TestTraceLegacyBytesOnly(t *testing.T) {
-	s, err := snapshot.Open(traceFile(t, "kineto_resnet50_legacy_v100.json.gz"), snapshot.Options{})
+	s, err := load.Open(traceFile(t, "kineto_resnet50_legacy_v100.json.gz"), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestTraceLegacyBytesOnly(t *testing.T) {
 }
 
 func TestTraceROCmDeviceType6(t *testing.T) {
-	s, err := snapshot.Open(traceFile(t, "tracelens_rocm_norm_layers.json.gz"), snapshot.Options{})
+	s, err := load.Open(traceFile(t, "tracelens_rocm_norm_layers.json.gz"), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestTraceROCmDeviceType6(t *testing.T) {
 }
 
 func TestTraceMemoryTimelineRaw(t *testing.T) {
-	s, err := snapshot.Open(traceFile(t, "hta_memory_timeline_categories.raw.json.gz"), snapshot.Options{})
+	s, err := load.Open(traceFile(t, "hta_memory_timeline_categories.raw.json.gz"), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

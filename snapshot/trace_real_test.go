@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -151,7 +152,7 @@ func TestTraceRealFiles(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
-			s, err := snapshot.Open(traceFile(t, tc.file), snapshot.Options{})
+			s, err := load.Open(traceFile(t, tc.file), snapshot.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -262,7 +263,7 @@ func pairs(d *snapshot.Device) (paired, orphans, sizeMismatch int) {
 }
 
 func TestTraceDDPFacts(t *testing.T) {
-	s, err := snapshot.Open(traceFile(t, "hta_ddp_training_gpu_memory.json.gz"), snapshot.Options{})
+	s, err := load.Open(traceFile(t, "hta_ddp_training_gpu_memory.json.gz"), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
 func readTraceString(t *testing.T, js string) *snapshot.Snapshot {
 	t.Helper()
-	s, err := snapshot.Read(strings.NewReader(js), "synthetic.json", int64(len(js)), snapshot.Options{})
+	s, err := load.Read(strings.NewReader(js), "synthetic.json", int64(len(js)), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

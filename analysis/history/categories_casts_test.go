@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -22,7 +23,7 @@ func TestCastsGradientsRealFiles(t *testing.T) {
 	}
 	seen := 0
 	for _, f := range snapshottest.SharedInputs(t) {
-		s, err := snapshot.Open(f, snapshot.Options{})
+		s, err := load.Open(f, snapshot.Options{})
 		if err != nil {
 			continue // a bad input's own tests say why
 		}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -23,7 +24,7 @@ func TestSameWaySameCategory(t *testing.T) {
 	for _, path := range st.SharedInputs(t) {
 		rel := strings.TrimPrefix(strings.TrimPrefix(path, shared), "/")
 		t.Run(rel, func(t *testing.T) {
-			s, err := snapshot.Open(path, snapshot.Options{})
+			s, err := load.Open(path, snapshot.Options{})
 			if err != nil {
 				t.Skipf("%v", err) // a file the loader refuses: other tests say why
 			}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/internal/analysistest"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -22,7 +23,7 @@ func TestCurvesFromMarks(t *testing.T) {
 	}
 	inputs["demo"] = analysistest.Read(t, st.Train(st.DemoConfig), 0)
 	for _, path := range st.SharedInputs(t) {
-		s, err := snapshot.Open(path, snapshot.Options{})
+		s, err := load.Open(path, snapshot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +114,7 @@ func TestStepAndSpanFromRuns(t *testing.T) {
 		inputs["eval "+c.Stacks.String()] = analysistest.Read(t, st.EvalLoop(c, true), 0)
 	}
 	for _, path := range st.SharedInputs(t) {
-		s, err := snapshot.Open(path, snapshot.Options{})
+		s, err := load.Open(path, snapshot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -22,7 +23,7 @@ func TestStateAtEndMatchesDump(t *testing.T) {
 	}
 	for _, path := range files {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			s, err := snapshot.Open(path, snapshot.Options{})
+			s, err := load.Open(path, snapshot.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/internal/analysistest"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
@@ -402,7 +403,7 @@ func TestLeakRealFiles(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s is not in the table: look at its findings and add it", name)
 			}
-			s, err := snapshot.Open(f, snapshot.Options{})
+			s, err := load.Open(f, snapshot.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

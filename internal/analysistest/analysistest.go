@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -31,7 +32,7 @@ func Read(t testing.TB, s *st.Sim, drop int) *snapshot.Snapshot {
 		}
 	}
 	data := st.Marshal(dict, 4)
-	snap, err := snapshot.Read(bytes.NewReader(data), "fixture.pickle", int64(len(data)), snapshot.Options{})
+	snap, err := load.Read(bytes.NewReader(data), "fixture.pickle", int64(len(data)), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TraceLen(s *st.Sim) int {
 // OpenShared reads a real file from ../shared.
 func OpenShared(t testing.TB, sub, name string) *snapshot.Snapshot {
 	t.Helper()
-	s, err := snapshot.Open(st.SharedFile(t, sub, name), snapshot.Options{})
+	s, err := load.Open(st.SharedFile(t, sub, name), snapshot.Options{})
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -63,7 +64,7 @@ func OpenShared(t testing.TB, sub, name string) *snapshot.Snapshot {
 // Open reads a real file by its path (one of snapshottest.SharedInputs).
 func Open(t testing.TB, path string) *snapshot.Snapshot {
 	t.Helper()
-	s, err := snapshot.Open(path, snapshot.Options{})
+	s, err := load.Open(path, snapshot.Options{})
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
@@ -73,7 +74,7 @@ func Open(t testing.TB, path string) *snapshot.Snapshot {
 // ReadJSON reads a chrome trace from its bytes.
 func ReadJSON(t testing.TB, js []byte) *snapshot.Snapshot {
 	t.Helper()
-	s, err := snapshot.Read(bytes.NewReader(js), "trace.json", int64(len(js)), snapshot.Options{})
+	s, err := load.Read(bytes.NewReader(js), "trace.json", int64(len(js)), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

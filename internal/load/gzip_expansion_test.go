@@ -1,4 +1,4 @@
-package snapshot_test
+package load_test
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/load/loadtest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -39,15 +41,15 @@ func gzipMembers(prefix, chunk []byte, n int) []byte {
 // gzip files expand 7–30× and read with the default (TestAnalyzeEveryInput).
 func TestGzipExpansionBound(t *testing.T) {
 	bomb := gzipMembers([]byte("\x80\x04"), bytes.Repeat([]byte("N0"), 2<<20), 32) // 128 MiB of None, POP
-	limit := int64(snapshot.GzipExpansionBase + snapshot.GzipExpansionRatio*len(bomb))
+	limit := int64(load.GzipExpansionBase + load.GzipExpansionRatio*len(bomb))
 	t.Logf("%d bytes of gzip, 128 MiB decompressed: stops past %d", len(bomb), limit)
 	for _, size := range []int64{int64(len(bomb)), -1} {
 		var err error
 		heap := st.HeapAllocated(func() {
-			_, err = snapshot.Read(bytes.NewReader(bomb), "bomb.pickle.gz", size, snapshot.Options{})
+			_, err = load.Read(bytes.NewReader(bomb), "bomb.pickle.gz", size, snapshot.Options{})
 		})
 		what := fmt.Sprintf("size %d", size)
-		wantInputError(t, err, "bomb.pickle.gz", "gzip input expands past")
+		loadtest.WantInputError(t, err, "bomb.pickle.gz", "gzip input expands past")
 		if !strings.Contains(err.Error(), "--max-input-bytes") {
 			t.Errorf("%s: %v: does not name --max-input-bytes", what, err)
 		}
@@ -56,7 +58,7 @@ func TestGzipExpansionBound(t *testing.T) {
 		}
 	}
 	// Given, the limit is the one given.
-	_, err := snapshot.Read(bytes.NewReader(bomb), "bomb.pickle.gz", int64(len(bomb)), snapshot.Options{MaxInputBytes: 100 << 20})
+	_, err := load.Read(bytes.NewReader(bomb), "bomb.pickle.gz", int64(len(bomb)), snapshot.Options{MaxInputBytes: 100 << 20})
 	if err == nil || !strings.Contains(err.Error(), "gzip input expands past the limit of 104857600 bytes") {
 		t.Errorf("with the limit given: %v", err)
 	}

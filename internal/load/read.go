@@ -1,4 +1,4 @@
-package snapshot
+package load
 
 import (
 	"bufio"
@@ -9,22 +9,24 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // Open reads a snapshot or chrome trace from a file; "-" reads standard input.
-func Open(path string, opts Options) (*Snapshot, error) {
+func Open(path string, opts snapshot.Options) (*snapshot.Snapshot, error) {
 	if path == "-" {
 		return Read(os.Stdin, "-", -1, opts)
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, &Error{Path: path, Offset: -1, Msg: cleanOSError(err)}
+		return nil, &snapshot.Error{Path: path, Offset: -1, Msg: cleanOSError(err)}
 	}
 	defer f.Close()
 	size := int64(-1)
 	if st, err := f.Stat(); err == nil {
 		if st.IsDir() {
-			return nil, &Error{Path: path, Offset: -1, Msg: "is a directory, not a snapshot or trace"}
+			return nil, &snapshot.Error{Path: path, Offset: -1, Msg: "is a directory, not a snapshot or trace"}
 		}
 		size = st.Size()
 	}
@@ -95,7 +97,7 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	limit := l.bound()
 	if l.n > limit {
 		l.over = l.ratio > 0 && limit < l.max
-		return 0, ErrInputTooLarge
+		return 0, snapshot.ErrInputTooLarge
 	}
 	if rem := limit + 1 - l.n; int64(len(p)) > rem {
 		p = p[:rem]
@@ -104,31 +106,31 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	l.n += int64(n)
 	if limit = l.bound(); l.n > limit {
 		l.over = l.ratio > 0 && limit < l.max
-		return n, ErrInputTooLarge
+		return n, snapshot.ErrInputTooLarge
 	}
 	return n, err
 }
 
 // Read sniffs the format of r by its first bytes (never by the file name) and
 // decodes it. size is the file size when known, −1 otherwise.
-func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error) {
+func Read(r io.Reader, path string, size int64, opts snapshot.Options) (*snapshot.Snapshot, error) {
 	// A limit left at zero follows the input: the memo its size, a gzip
 	// input's expansion its compressed size.
 	memoAuto, inputAuto := opts.MaxMemo <= 0, opts.MaxInputBytes <= 0
 	opts = opts.WithDefaults()
 	cr := &countingReader{r: r, progress: opts.Progress}
-	src := Source{Path: path, FileBytes: size}
+	src := snapshot.Source{Path: path, FileBytes: size}
 	br := bufio.NewReaderSize(cr, 256<<10)
 	head, _ := br.Peek(2)
 	if len(head) == 0 {
-		return nil, &Error{Path: path, Offset: 0, Msg: "empty file"}
+		return nil, &snapshot.Error{Path: path, Offset: 0, Msg: "empty file"}
 	}
 	var in *bufio.Reader = br
 	var lim *limitReader
 	if len(head) == 2 && head[0] == 0x1f && head[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, &Error{Path: path, Offset: 0, Msg: "bad gzip header: " + err.Error()}
+			return nil, &snapshot.Error{Path: path, Offset: 0, Msg: "bad gzip header: " + err.Error()}
 		}
 		zr.Multistream(true)
 		src.Gzipped = true
@@ -149,31 +151,31 @@ func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error)
 		if size < 0 { // stdin: the size is unknown; allow a 2.4 GB snapshot
 			size = 32 << 20 * per
 		}
-		opts.MaxMemo = int(min(max(int64(DefaultMaxMemo), size/per), 1<<31-1))
+		opts.MaxMemo = int(min(max(int64(snapshot.DefaultMaxMemo), size/per), 1<<31-1))
 	}
 	s, err := readSniffed(in, src, opts)
 	if err == nil && src.Gzipped {
 		err = gzipEnd(in, path)
 	}
 	if err == nil {
-		err = CheckSizes(s)
+		err = snapshot.CheckSizes(s)
 	}
 	if src.FileBytes < 0 {
 		src.FileBytes = cr.n
 	}
 	if err != nil {
 		if lim.over {
-			return nil, &Error{Path: path, Offset: -1, Msg: fmt.Sprintf("gzip input expands past %d bytes, %d times its %d compressed bytes and %d MiB more: more than files PyTorch writes expand (raise the limit with --max-input-bytes)",
+			return nil, &snapshot.Error{Path: path, Offset: -1, Msg: fmt.Sprintf("gzip input expands past %d bytes, %d times its %d compressed bytes and %d MiB more: more than files PyTorch writes expand (raise the limit with --max-input-bytes)",
 				lim.bound(), gzipExpansionRatio, max(lim.size, cr.n), gzipExpansionBase>>20)}
 		}
-		if errors.Is(err, ErrInputTooLarge) || (lim != nil && lim.n > lim.max) {
+		if errors.Is(err, snapshot.ErrInputTooLarge) || (lim != nil && lim.n > lim.max) {
 			what := "input"
 			if src.Gzipped {
 				what = "gzip input expands"
 			}
-			return nil, &Error{Path: path, Offset: -1, Msg: fmt.Sprintf("%s past the limit of %d bytes (raise it with --max-input-bytes)", what, opts.MaxInputBytes)}
+			return nil, &snapshot.Error{Path: path, Offset: -1, Msg: fmt.Sprintf("%s past the limit of %d bytes (raise it with --max-input-bytes)", what, opts.MaxInputBytes)}
 		}
-		var e *Error
+		var e *snapshot.Error
 		if errors.As(err, &e) {
 			if e.Path == "" {
 				e.Path = path
@@ -183,7 +185,7 @@ func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error)
 			}
 			return nil, e
 		}
-		return nil, &Error{Path: path, Offset: -1, Msg: err.Error()}
+		return nil, &snapshot.Error{Path: path, Offset: -1, Msg: err.Error()}
 	}
 	s.Source.FileBytes = src.FileBytes
 	if s.Source.FileBytes < 0 {
@@ -193,10 +195,10 @@ func Read(r io.Reader, path string, size int64, opts Options) (*Snapshot, error)
 	return s, nil
 }
 
-func readSniffed(in *bufio.Reader, src Source, opts Options) (*Snapshot, error) {
+func readSniffed(in *bufio.Reader, src snapshot.Source, opts snapshot.Options) (*snapshot.Snapshot, error) {
 	head, _ := in.Peek(64)
 	if len(head) == 0 {
-		return nil, &Error{Path: src.Path, Offset: 0, Msg: "empty after decompression"}
+		return nil, &snapshot.Error{Path: src.Path, Offset: 0, Msg: "empty after decompression"}
 	}
 	size := src.FileBytes // the pickle's, unless gzip expands it
 	if src.Gzipped {
@@ -204,10 +206,10 @@ func readSniffed(in *bufio.Reader, src Source, opts Options) (*Snapshot, error) 
 	}
 	switch {
 	case head[0] == 0x80:
-		return ReadPickle(in, src, opts, size)
+		return snapshot.ReadPickle(in, src, opts, size)
 	case head[0] == '}' || head[0] == ']' || head[0] == '(':
 		// Protocol 0/1 pickles have no PROTO opcode.
-		return ReadPickle(in, src, opts, size)
+		return snapshot.ReadPickle(in, src, opts, size)
 	}
 	// Text: leading whitespace (any amount: it is skipped, not kept) and a
 	// UTF-8 byte-order mark.
@@ -219,11 +221,11 @@ func readSniffed(in *bufio.Reader, src Source, opts Options) (*Snapshot, error) 
 	switch {
 	case len(next) == 0:
 	case next[0] == '<':
-		return ReadTracePlotHTML(in, src, opts, lead)
+		return snapshot.ReadTracePlotHTML(in, src, opts, lead)
 	case next[0] == '{' || next[0] == '[':
-		return ReadChromeTrace(in, src, opts, lead)
+		return snapshot.ReadChromeTrace(in, src, opts, lead)
 	}
-	return nil, &Error{Path: src.Path, Offset: 0, Msg: fmt.Sprintf("not a PyTorch memory snapshot, trace_plot HTML or chrome trace (starts with % x)", head[:min(len(head), 4)])}
+	return nil, &snapshot.Error{Path: src.Path, Offset: 0, Msg: fmt.Sprintf("not a PyTorch memory snapshot, trace_plot HTML or chrome trace (starts with % x)", head[:min(len(head), 4)])}
 }
 
 // skipLeadingSpace discards a UTF-8 byte-order mark and whitespace at the
@@ -265,9 +267,9 @@ func gzipEnd(in *bufio.Reader, path string) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, gzip.ErrChecksum):
-		return &Error{Path: path, Offset: -1, Msg: "the gzip checksum or length does not match the data: the file is corrupt"}
+		return &snapshot.Error{Path: path, Offset: -1, Msg: "the gzip checksum or length does not match the data: the file is corrupt"}
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return &Error{Path: path, Offset: -1, Msg: "the gzip data end early, before the gzip trailer: the file is truncated"}
+		return &snapshot.Error{Path: path, Offset: -1, Msg: "the gzip data end early, before the gzip trailer: the file is truncated"}
 	}
 	return err
 }

@@ -1,23 +1,23 @@
-package snapshot_test
+package load_test
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
-	"github.com/torchmem/torchmem/snapshot"
 )
 
 // TestLooksLikeInput: every real snapshot and trace is recognised by its
 // start, gzip or not; what else a run folder holds is not.
 func TestLooksLikeInput(t *testing.T) {
 	for _, f := range st.SharedInputs(t) {
-		head, err := snapshot.Head(f)
+		head, err := load.Head(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !snapshot.LooksLikeInput(head) {
+		if !load.LooksLikeInput(head) {
 			t.Errorf("%s: not recognised (starts %q)", filepath.Base(f), head[:min(len(head), 20)])
 		}
 	}
@@ -43,14 +43,14 @@ func TestLooksLikeInput(t *testing.T) {
 	}
 	dir := t.TempDir()
 	for _, tc := range tests {
-		if got := snapshot.LooksLikeInput([]byte(tc.data)); got != tc.want {
+		if got := load.LooksLikeInput([]byte(tc.data)); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 		p := filepath.Join(dir, "f")
 		if err := os.WriteFile(p, st.Gzip([]byte(tc.data)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if head, err := snapshot.Head(p); err != nil || snapshot.LooksLikeInput(head) != tc.want {
+		if head, err := load.Head(p); err != nil || load.LooksLikeInput(head) != tc.want {
 			t.Errorf("%s, gzip: %v (%v), want %v", tc.name, !tc.want, err, tc.want)
 		}
 	}

@@ -1,10 +1,12 @@
-package snapshot
+package load
 
 import (
 	"bytes"
 	"compress/gzip"
 	"io"
 	"os"
+
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // HeadBytes is how much of a file Head reads: enough for the keys a chrome
@@ -16,13 +18,13 @@ const HeadBytes = 64 << 10
 func Head(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, &Error{Path: path, Offset: -1, Msg: cleanOSError(err)}
+		return nil, &snapshot.Error{Path: path, Offset: -1, Msg: cleanOSError(err)}
 	}
 	defer f.Close()
 	head := make([]byte, HeadBytes)
 	n, err := io.ReadFull(f, head)
 	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
-		return nil, &Error{Path: path, Offset: -1, Msg: cleanOSError(err)}
+		return nil, &snapshot.Error{Path: path, Offset: -1, Msg: cleanOSError(err)}
 	}
 	head = head[:n]
 	if len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b {
