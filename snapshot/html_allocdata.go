@@ -116,7 +116,7 @@ func (r *allocReader) read() (*allocData, error) {
 		if err != nil {
 			return nil, r.wrap(err)
 		}
-		key := unquoteLenient(kv)
+		key := jsonlex.Unquote(kv)
 		if len(ad.keys) < 100 {
 			ad.keys = append(ad.keys, units.ClipBytes(key, 100))
 		}
@@ -156,7 +156,7 @@ func (r *allocReader) intOrNull(v jsontext.Value) (int64, error) {
 	if string(v) == "null" {
 		return -1, nil
 	}
-	n, ok := parseIntLenient(v)
+	n, ok := jsonlex.ParseInt(v)
 	if !ok || n < -1 || n > 1<<62 {
 		return 0, r.errorf("%.40q is not an index or a size", string(v))
 	}
@@ -295,7 +295,7 @@ func (r *allocReader) strings(ad *allocData) error {
 		if len(v) == 0 || v[0] != '"' {
 			return r.errorf("string_table holds a value that is not a string")
 		}
-		ad.strs = append(ad.strs, unquoteLenient(v))
+		ad.strs = append(ad.strs, jsonlex.Unquote(v))
 		return nil
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/torchmem/torchmem/internal/load/jsonlex"
 )
 
 // maxBackendBytes bounds the backend name kept from distributedInfo.
@@ -34,16 +35,16 @@ func readDistributedInfo(v jsontext.Value) *Distributed {
 		}
 		switch key {
 		case `"rank"`:
-			if n, ok := parseIntLenient(bytes.Trim(vv, `"`)); ok && n >= 0 && n <= math.MaxInt32 {
+			if n, ok := jsonlex.ParseInt(bytes.Trim(vv, `"`)); ok && n >= 0 && n <= math.MaxInt32 {
 				info.Rank = int(n)
 			}
 		case `"world_size"`:
-			if n, ok := parseIntLenient(bytes.Trim(vv, `"`)); ok && n > 0 && n <= math.MaxInt32 {
+			if n, ok := jsonlex.ParseInt(bytes.Trim(vv, `"`)); ok && n > 0 && n <= math.MaxInt32 {
 				info.WorldSize = int(n)
 			}
 		case `"backend"`:
 			if len(vv) > 0 && vv[0] == '"' {
-				b := unquoteLenient(vv)
+				b := jsonlex.Unquote(vv)
 				if len(b) > maxBackendBytes {
 					b = b[:maxBackendBytes]
 				}

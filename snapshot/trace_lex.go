@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"github.com/torchmem/torchmem/internal/load/jsonlex"
 	"math"
 	"strconv"
 	"strings"
@@ -80,76 +81,6 @@ func parseTimeNS(b []byte) (int64, bool) {
 	return ns, true
 }
 
-// parseIntLenient parses an integer written as a JSON number or as the
-// contents of a JSON string: decimal, 0x-prefixed hex, or a number with a
-// zero fraction ("12.0"). Values beyond int64 report false.
-func parseIntLenient(b []byte) (int64, bool) {
-	if len(b) == 0 {
-		return 0, false
-	}
-	if v, ok := plainDecimal(b); ok {
-		return v, true
-	}
-	if v, err := strconv.ParseInt(string(b), 10, 64); err == nil {
-		return v, true
-	}
-	s := strings.TrimSpace(string(b))
-	if len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X") {
-		v, err := strconv.ParseInt(s[2:], 16, 64)
-		return v, err == nil
-	}
-	if v, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return v, true
-	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
-		return int64(f), true
-	}
-	return 0, false
-}
-
-// plainDecimal parses the common case of the numbers of a trace, an
-// optional minus and at most 18 decimal digits (no overflow possible),
-// without strconv's generality; anything else reports false.
-func plainDecimal(b []byte) (int64, bool) {
-	neg := len(b) > 0 && b[0] == '-'
-	if neg {
-		b = b[1:]
-	}
-	if len(b) == 0 || len(b) > 18 {
-		return 0, false
-	}
-	var v int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		v = v*10 + int64(c-'0')
-	}
-	if neg {
-		v = -v
-	}
-	return v, true
-}
-
-// parseUintLenient is parseIntLenient for unsigned values (addresses, ids).
-func parseUintLenient(b []byte) (uint64, bool) {
-	if v, ok := plainDecimal(b); ok && v >= 0 {
-		return uint64(v), true
-	}
-	if v, err := strconv.ParseUint(string(b), 10, 64); err == nil {
-		return v, true
-	}
-	s := strings.TrimSpace(string(b))
-	if len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X") {
-		v, err := strconv.ParseUint(s[2:], 16, 64)
-		return v, err == nil
-	}
-	if v, ok := parseIntLenient(b); ok && v >= 0 {
-		return uint64(v), true
-	}
-	return 0, false
-}
-
 // parsePyFrame turns a python_function name or a legacy "Call stack" entry
 // ("path/file.py(123): func") into a Frame; other names ("nn.Module:
 // ResNet_0", "<built-in method …>") become a Frame with only a Name.
@@ -195,7 +126,7 @@ func firstDims(raw []byte) int64 {
 		for j < len(raw) && raw[j] != ',' && raw[j] != ']' && raw[j] != ' ' {
 			j++
 		}
-		d, ok := parseIntLenient(raw[i:j])
+		d, ok := jsonlex.ParseInt(raw[i:j])
 		if !ok || d < 0 {
 			return -1
 		}
@@ -228,7 +159,7 @@ func firstString(raw []byte) string {
 	if j >= len(raw) {
 		return ""
 	}
-	return unquoteLenient(raw[i : j+1])
+	return jsonlex.Unquote(raw[i : j+1])
 }
 
 func skipSpace(b []byte, i int) int {

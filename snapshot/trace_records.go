@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"github.com/torchmem/torchmem/internal/load/jsonlex"
 	"strings"
 )
 
@@ -185,9 +186,9 @@ func (tr *traceReader) recordMem(oom bool) {
 		tr.badTimes++
 		return
 	}
-	typ, ok1 := parseIntLenient(tr.recBytes(ev.devType))
-	id, ok2 := parseIntLenient(tr.recBytes(ev.devID))
-	n, ok3 := parseIntLenient(tr.recBytes(ev.bytes))
+	typ, ok1 := jsonlex.ParseInt(tr.recBytes(ev.devType))
+	id, ok2 := jsonlex.ParseInt(tr.recBytes(ev.devID))
+	n, ok3 := jsonlex.ParseInt(tr.recBytes(ev.bytes))
 	if !ok1 || !ok3 {
 		tr.badMem++
 		return
@@ -204,17 +205,17 @@ func (tr *traceReader) recordMem(oom bool) {
 		m.flags |= memOOM
 	}
 	if ev.addr.ok() {
-		if a, ok := parseUintLenient(tr.recBytes(ev.addr)); ok {
+		if a, ok := jsonlex.ParseUint(tr.recBytes(ev.addr)); ok {
 			m.addr = a
 			m.flags |= memHasAddr
 			tr.memAddr = true
 		}
 	}
-	if v, ok := parseIntLenient(tr.recBytes(ev.ta)); ok {
+	if v, ok := jsonlex.ParseInt(tr.recBytes(ev.ta)); ok {
 		m.ta = v
 		m.flags |= memHasTA
 	}
-	if v, ok := parseIntLenient(tr.recBytes(ev.tr)); ok {
+	if v, ok := jsonlex.ParseInt(tr.recBytes(ev.tr)); ok {
 		m.tr = v
 		m.flags |= memHasTR
 	}

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"cmp"
 	"fmt"
+	"github.com/torchmem/torchmem/internal/load/jsonlex"
 	"slices"
 	"strconv"
 )
@@ -73,7 +74,7 @@ func (tr *traceReader) readMemoryTimeline() (*Snapshot, error) {
 				return nil, tr.wrap(err)
 			}
 			if n < len(vals) {
-				x, ok := parseIntLenient(v)
+				x, ok := jsonlex.ParseInt(v)
 				if !ok {
 					return nil, tr.errAt(tr.offset()-int64(len(v)), "memory timeline row %d: field %d is not an integer", row, n)
 				}

@@ -10,19 +10,6 @@ import (
 // members of an object, values kept in the arena or skipped unread, and peeks
 // into the decoder's buffer.
 
-// unquoteLenient returns the text of a raw JSON string value (or the raw
-// text of any other value).
-func unquoteLenient(v []byte) string {
-	if len(v) >= 2 && v[0] == '"' {
-		if bytes.IndexByte(v, '\\') < 0 {
-			return string(v[1 : len(v)-1])
-		}
-		out, _ := jsontext.AppendUnquote(nil, v)
-		return string(out)
-	}
-	return string(v)
-}
-
 // put appends the text of a raw value to the arena: strings unquoted,
 // anything else as written.
 func (tr *traceReader) put(v []byte) field {

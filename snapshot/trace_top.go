@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"fmt"
+	"github.com/torchmem/torchmem/internal/load/jsonlex"
 	"strconv"
 	"strings"
 )
@@ -16,7 +17,7 @@ import (
 func (tr *traceReader) readTopObject() error {
 	dec := tr.dec
 	err := tr.eachMember(func(nv []byte) error {
-		name := unquoteLenient(nv)
+		name := jsonlex.Unquote(nv)
 		if len(tr.keys) < 1000 {
 			key := name
 			if len(key) > 200 {
@@ -60,7 +61,7 @@ func (tr *traceReader) readTopObject() error {
 			if err != nil {
 				return tr.wrap(err)
 			}
-			if n, ok := parseIntLenient(bytes.Trim(v, `"`)); ok {
+			if n, ok := jsonlex.ParseInt(bytes.Trim(v, `"`)); ok {
 				tr.baseNS, tr.hasBase = n, true
 			}
 		case "roctracer_version", "hip_runtime_version", "hip_driver_version":
@@ -167,11 +168,11 @@ func (tr *traceReader) readDeviceProperties() error {
 			}
 			switch name {
 			case `"id"`:
-				id, hasID = parseIntLenient(bytes.Trim(v, `"`))
+				id, hasID = jsonlex.ParseInt(bytes.Trim(v, `"`))
 			case `"name"`:
-				p.name = clipName(unquoteLenient(v))
+				p.name = clipName(jsonlex.Unquote(v))
 			case `"totalGlobalMem"`:
-				p.mem, _ = parseIntLenient(bytes.Trim(v, `"`))
+				p.mem, _ = jsonlex.ParseInt(bytes.Trim(v, `"`))
 			}
 			return nil
 		})

@@ -1,4 +1,4 @@
-package snapshot
+package jsonlex
 
 import "testing"
 
@@ -34,10 +34,10 @@ func TestLenientNumbers(t *testing.T) {
 			if _, ok := plainDecimal([]byte(tc.in)); ok != tc.decimal {
 				t.Errorf("plainDecimal ok = %v, want %v", ok, tc.decimal)
 			}
-			if i, ok := parseIntLenient([]byte(tc.in)); ok != tc.iOK || (ok && i != tc.i) {
+			if i, ok := ParseInt([]byte(tc.in)); ok != tc.iOK || (ok && i != tc.i) {
 				t.Errorf("parseIntLenient = %d, %v; want %d, %v", i, ok, tc.i, tc.iOK)
 			}
-			if u, ok := parseUintLenient([]byte(tc.in)); ok != tc.uOK || (ok && u != tc.u) {
+			if u, ok := ParseUint([]byte(tc.in)); ok != tc.uOK || (ok && u != tc.u) {
 				t.Errorf("parseUintLenient = %d, %v; want %d, %v", u, ok, tc.u, tc.uOK)
 			}
 		})
