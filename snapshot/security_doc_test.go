@@ -25,7 +25,5 @@ func TestSecurityBounds(t *testing.T) {
 		"expansionBase":         expansionBase,
 		"expansionPerByte":      expansionPerByte,
 		"maxLongBytes":          maxLongBytes,
-		"allocFrameBase":        allocFrameBase,
-		"allocFramesPerByte":    allocFramesPerByte,
 	})
 }

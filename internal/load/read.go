@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/torchmem/torchmem/internal/load/traceplot"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -221,7 +222,7 @@ func readSniffed(in *bufio.Reader, src snapshot.Source, opts snapshot.Options) (
 	switch {
 	case len(next) == 0:
 	case next[0] == '<':
-		return snapshot.ReadTracePlotHTML(in, src, opts, lead)
+		return traceplot.Read(in, src, opts, lead)
 	case next[0] == '{' || next[0] == '[':
 		return snapshot.ReadChromeTrace(in, src, opts, lead)
 	}

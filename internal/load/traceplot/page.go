@@ -1,4 +1,4 @@
-package snapshot
+package traceplot
 
 import (
 	"bufio"
@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
+
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // This file reads the HTML pages of python -m torch.cuda._memory_viz
@@ -16,7 +18,7 @@ import (
 //     `const local_files = [{"name": "snapshot.pickle", "base64": "gASV…"}]`;
 //     it is decoded as it is read and handed to the pickle reader;
 //   - in 2022–23 trace_plot embedded its own JSON, `let alloc_data = {…}`
-//     (html_allocdata.go); segment_plot pages of that time embedded
+//     (allocdata.go); segment_plot pages of that time embedded
 //     `let trace_data = {…}`, which is not read.
 
 // Markers of the data a _memory_viz page embeds.
@@ -27,25 +29,25 @@ var (
 	pageMarkers   = [][]byte{markBase64, markAllocData, markTraceData}
 )
 
-// ReadTracePlotHTML finds the first data a _memory_viz page embeds and reads
+// Read finds the first data a _memory_viz page embeds and reads
 // it. lead is the number of input bytes already consumed (leading
 // whitespace).
-func ReadTracePlotHTML(in *bufio.Reader, src Source, opts Options, lead int64) (*Snapshot, error) {
+func Read(in *bufio.Reader, src snapshot.Source, opts snapshot.Options, lead int64) (*snapshot.Snapshot, error) {
 	which, off, err := findMarker(in, pageMarkers)
 	if err != nil {
 		return nil, err
 	}
 	off += lead
-	src.Format = FormatTracePlotHTML
+	src.Format = snapshot.FormatTracePlotHTML
 	switch which {
 	case 0:
 		return readBase64Pickle(in, src, opts, off)
 	case 1:
 		return readAllocData(in, src, opts, off)
 	case 2:
-		return nil, &Error{Path: src.Path, Offset: off, Msg: "a segment_plot page of 2022–23 (trace_data JSON): not read; open the snapshot pickle it was made from"}
+		return nil, &snapshot.Error{Path: src.Path, Offset: off, Msg: "a segment_plot page of 2022–23 (trace_data JSON): not read; open the snapshot pickle it was made from"}
 	}
-	return nil, &Error{Path: src.Path, Offset: 0, Msg: `HTML without an embedded snapshot (no "base64" field of a _memory_viz trace_plot page, no alloc_data of an older one)`}
+	return nil, &snapshot.Error{Path: src.Path, Offset: 0, Msg: `HTML without an embedded snapshot (no "base64" field of a _memory_viz trace_plot page, no alloc_data of an older one)`}
 }
 
 // findMarker reads in up to the end of the first of markers and returns
@@ -87,7 +89,7 @@ func findMarker(in *bufio.Reader, markers [][]byte) (int, int64, error) {
 
 // readBase64Pickle decodes the base64 string that follows the marker (at
 // input offset off) while the pickle reader reads it.
-func readBase64Pickle(in *bufio.Reader, src Source, opts Options, off int64) (*Snapshot, error) {
+func readBase64Pickle(in *bufio.Reader, src snapshot.Source, opts snapshot.Options, off int64) (*snapshot.Snapshot, error) {
 	for {
 		b, err := in.Peek(1)
 		if err != nil || (b[0] != ' ' && b[0] != '\t') {
@@ -97,26 +99,26 @@ func readBase64Pickle(in *bufio.Reader, src Source, opts Options, off int64) (*S
 		off++
 	}
 	if b, err := in.Peek(1); err != nil || b[0] != '"' {
-		return nil, &Error{Path: src.Path, Offset: off, Msg: `"base64" field is not a string`}
+		return nil, &snapshot.Error{Path: src.Path, Offset: off, Msg: `"base64" field is not a string`}
 	}
 	in.Discard(1)
 	off++
 	q := &quotedReader{r: in}
 	dec := &base64Reader{r: q, corrupt: -1}
-	s, err := ReadPickle(bufio.NewReaderSize(dec, 64<<10), src, opts, -1)
+	s, err := snapshot.ReadPickle(bufio.NewReaderSize(dec, 64<<10), src, opts, -1)
 	switch {
 	case dec.corrupt >= 0:
-		return nil, &Error{Path: src.Path, Offset: off + dec.corrupt, Msg: "bad base64 in the embedded snapshot"}
+		return nil, &snapshot.Error{Path: src.Path, Offset: off + dec.corrupt, Msg: "bad base64 in the embedded snapshot"}
 	case q.unterminated:
-		return nil, &Error{Path: src.Path, Offset: off, Msg: "unterminated base64 string"}
+		return nil, &snapshot.Error{Path: src.Path, Offset: off, Msg: "unterminated base64 string"}
 	case err != nil:
-		var e *Error
+		var e *snapshot.Error
 		if errors.As(err, &e) && e.Offset >= 0 {
 			e.Msg += " (of the pickle embedded in the HTML)"
 		}
 		return nil, err
 	}
-	s.Source.Format = FormatTracePlotHTML
+	s.Source.Format = snapshot.FormatTracePlotHTML
 	return s, nil
 }
 

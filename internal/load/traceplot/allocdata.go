@@ -1,4 +1,4 @@
-package snapshot
+package traceplot
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/torchmem/torchmem/internal/load/jsonlex"
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // This file reads the trace_plot pages of 2022–23: `let alloc_data = {…}`,
@@ -57,7 +58,7 @@ type allocReader struct {
 func (r *allocReader) offset() int64 { return r.base + r.san.RawOffset(r.dec.InputOffset()) }
 
 func (r *allocReader) errorf(format string, args ...any) error {
-	return &Error{Path: r.path, Offset: r.offset(), Msg: "trace_plot alloc_data: " + fmt.Sprintf(format, args...)}
+	return &snapshot.Error{Path: r.path, Offset: r.offset(), Msg: "trace_plot alloc_data: " + fmt.Sprintf(format, args...)}
 }
 
 // wrap turns a decoder error into an *Error with its input offset.
@@ -65,12 +66,12 @@ func (r *allocReader) wrap(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ErrInputTooLarge) {
+	if errors.Is(err, snapshot.ErrInputTooLarge) {
 		return err
 	}
 	var le *jsonlex.LimitError
 	if errors.As(err, &le) {
-		return &Error{Path: r.path, Offset: r.base + le.Offset, Msg: "trace_plot alloc_data: " + le.Error()}
+		return &snapshot.Error{Path: r.path, Offset: r.base + le.Offset, Msg: "trace_plot alloc_data: " + le.Error()}
 	}
 	var se *jsontext.SyntacticError
 	if errors.As(err, &se) {
@@ -81,14 +82,14 @@ func (r *allocReader) wrap(err error) error {
 		if errors.Is(se.Err, io.ErrUnexpectedEOF) || errors.Is(se.Err, io.EOF) {
 			msg = "the page ends inside the JSON (truncated file?)"
 		}
-		return &Error{Path: r.path, Offset: r.base + r.san.RawOffset(se.ByteOffset), Msg: "trace_plot alloc_data: " + msg}
+		return &snapshot.Error{Path: r.path, Offset: r.base + r.san.RawOffset(se.ByteOffset), Msg: "trace_plot alloc_data: " + msg}
 	}
-	return &Error{Path: r.path, Offset: r.offset(), Msg: "trace_plot alloc_data: " + err.Error()}
+	return &snapshot.Error{Path: r.path, Offset: r.offset(), Msg: "trace_plot alloc_data: " + err.Error()}
 }
 
 // readAllocData reads the alloc_data JSON at input offset base and builds
 // the model from it.
-func readAllocData(in *bufio.Reader, src Source, opts Options, base int64) (*Snapshot, error) {
+func readAllocData(in *bufio.Reader, src snapshot.Source, opts snapshot.Options, base int64) (*snapshot.Snapshot, error) {
 	opts = opts.WithDefaults()
 	san := jsonlex.NewSanitizer(in, opts.MaxDepth, opts.MaxStringBytes)
 	r := &allocReader{dec: jsontext.NewDecoder(san, jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true)), san: san, base: base, path: src.Path}

@@ -1,4 +1,4 @@
-package snapshot
+package traceplot
 
 // This file turns an alloc_data page's elements and actions into the model:
 // the events, the blocks live at the start, and the stacks of the suffix
@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // allocNotes are the lines _memory_viz puts between an element's header and
@@ -22,9 +24,9 @@ var allocNotes = map[string]bool{
 // build turns alloc_data into the model: one device (0: the page does not
 // say which), an alloc or free event per action, the elements live before
 // recording as the device's baseline.
-func (ad *allocData) build(src Source, end int64) (*Snapshot, error) {
+func (ad *allocData) build(src snapshot.Source, end int64) (*snapshot.Snapshot, error) {
 	bad := func(format string, args ...any) error {
-		return &Error{Path: src.Path, Offset: -1, Msg: "trace_plot alloc_data: " + fmt.Sprintf(format, args...)}
+		return &snapshot.Error{Path: src.Path, Offset: -1, Msg: "trace_plot alloc_data: " + fmt.Sprintf(format, args...)}
 	}
 	if ad.layout == "" || ad.actions == nil && ad.initial == nil {
 		return nil, bad("no elements or actions (not a page of python -m torch.cuda._memory_viz trace_plot)")
@@ -67,10 +69,10 @@ func (ad *allocData) build(src Source, end int64) (*Snapshot, error) {
 		}
 		mentions[e]++
 	}
-	src.Format = FormatTracePlotHTML
+	src.Format = snapshot.FormatTracePlotHTML
 	src.Generation = "trace_plot 2022–23"
 	src.Keys = ad.keys
-	b := NewBuilder(src)
+	b := snapshot.NewBuilder(src)
 	snap := b.Snap
 	st := &allocStacks{ad: ad, b: b, frames: make([]int32, len(ad.strs)), stacks: make([]int32, len(ad.suffix)),
 		budget: allocFrameBase + allocFramesPerByte*end}
@@ -80,7 +82,7 @@ func (ad *allocData) build(src Source, end int64) (*Snapshot, error) {
 	for i := range st.stacks {
 		st.stacks[i] = -1
 	}
-	d := b.Device(0, DeviceCUDA)
+	d := b.Device(0, snapshot.DeviceCUDA)
 	live := make([]bool, n)
 	var baseline int64
 	for _, e := range ad.initial {
@@ -97,16 +99,16 @@ func (ad *allocData) build(src Source, end int64) (*Snapshot, error) {
 			return nil, bad("%v", err)
 		}
 		addr, seg := st.address(e)
-		ev := Event{Addr: addr, Size: max(ad.sizes[e], 0), TimeNS: NoTime}
+		ev := snapshot.Event{Addr: addr, Size: max(ad.sizes[e], 0), TimeNS: snapshot.NoTime}
 		switch {
 		case live[e] && seg:
-			ev.Action = ActionSegmentFree
+			ev.Action = snapshot.ActionSegmentFree
 		case live[e]:
-			ev.Action = ActionFreeCompleted
+			ev.Action = snapshot.ActionFreeCompleted
 		case seg:
-			ev.Action = ActionSegmentAlloc
+			ev.Action = snapshot.ActionSegmentAlloc
 		default:
-			ev.Action = ActionAlloc
+			ev.Action = snapshot.ActionAlloc
 		}
 		if !live[e] || ad.initial != nil && isInitial(ad, e) {
 			ev.Stack = stack // the allocation's frames, or the free's for a block older than the trace
@@ -122,11 +124,11 @@ func (ad *allocData) build(src Source, end int64) (*Snapshot, error) {
 	}
 	switch {
 	case withStack > 0:
-		snap.Recording = RecordingPython
+		snap.Recording = snapshot.RecordingPython
 	case len(d.Events) > 0:
-		snap.Recording = RecordingNoStacks
+		snap.Recording = snapshot.RecordingNoStacks
 	default:
-		snap.Recording = RecordingNone
+		snap.Recording = snapshot.RecordingNone
 	}
 	snap.Diag("trace_plot_alloc_data", -1, fmt.Sprintf("a trace_plot page of 2022–23 (its alloc_data JSON, not a snapshot): one device, whose number the page does not say (shown as 0); no times, segments or reserved memory; %d blocks allocated before recording known by size only", len(ad.initial)))
 	if segments > 0 {
@@ -149,16 +151,16 @@ func isInitial(ad *allocData, e int32) bool {
 // allocStacks interns the frames and stacks of an alloc_data page.
 type allocStacks struct {
 	ad      *allocData
-	b       *Builder
+	b       *snapshot.Builder
 	frames  []int32 // string index → FrameID, −1 before first use
 	stacks  []int32 // suffix index of a chain below a header → StackID, −1 before first use
-	scratch []FrameID
+	scratch []snapshot.FrameID
 	budget  int64
 }
 
 // stack is the StackID of the element whose info is head: the frames of
 // its chain below the header, without notes.
-func (st *allocStacks) stack(head int32) (StackID, error) {
+func (st *allocStacks) stack(head int32) (snapshot.StackID, error) {
 	if head < 0 {
 		return 0, nil
 	}
@@ -167,7 +169,7 @@ func (st *allocStacks) stack(head int32) (StackID, error) {
 		return 0, nil
 	}
 	if id := st.stacks[tail]; id >= 0 {
-		return StackID(id), nil
+		return snapshot.StackID(id), nil
 	}
 	st.scratch = st.scratch[:0]
 	for i := tail; i >= 0; i = st.ad.suffix[i][1] {
@@ -181,7 +183,7 @@ func (st *allocStacks) stack(head int32) (StackID, error) {
 		if st.frames[sid] < 0 {
 			st.frames[sid] = int32(st.b.Frame(parsePlotFrame(st.ad.strs[sid])))
 		}
-		st.scratch = append(st.scratch, FrameID(st.frames[sid]))
+		st.scratch = append(st.scratch, snapshot.FrameID(st.frames[sid]))
 	}
 	id := st.b.Stack(st.scratch)
 	st.stacks[tail] = int32(id)
@@ -207,7 +209,7 @@ func (st *allocStacks) address(e int32) (uint64, bool) {
 
 // parsePlotFrame parses "file:line:name" (the file may hold colons, the
 // name too); anything else is a frame with only a name.
-func parsePlotFrame(s string) Frame {
+func parsePlotFrame(s string) snapshot.Frame {
 	for i := strings.IndexByte(s, ':'); i >= 0 && i+1 < len(s); {
 		j := i + 1
 		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
@@ -215,7 +217,7 @@ func parsePlotFrame(s string) Frame {
 		}
 		if j > i+1 && j < len(s) && s[j] == ':' {
 			if line, err := strconv.ParseInt(s[i+1:j], 10, 64); err == nil {
-				return Frame{Filename: s[:i], Line: line, Name: s[j+1:]}
+				return snapshot.Frame{Filename: s[:i], Line: line, Name: s[j+1:]}
 			}
 		}
 		k := strings.IndexByte(s[i+1:], ':')
@@ -224,7 +226,7 @@ func parsePlotFrame(s string) Frame {
 		}
 		i += 1 + k
 	}
-	return Frame{Name: s}
+	return snapshot.Frame{Name: s}
 }
 
 // The frames an alloc_data page may make the reader walk: suffix chains
