@@ -9,11 +9,4 @@ const MaxShortTexts = maxShortTexts
 const ShortTextBytes = shortTextBytes
 const CutMarkerBytes = cutMarkerBytes
 
-var CutName = cutName
 var CutPath = cutPath
-
-const MaxNameBytes = maxNameBytes
-const MaxBackendBytes = maxBackendBytes
-const MaxTraceStack = maxTraceStack
-
-var ParseTimeNS = parseTimeNS

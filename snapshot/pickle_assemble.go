@@ -151,7 +151,7 @@ func pairAnnotations(raw []rawAnnotation) []Annotation {
 	open := map[key][]int{}
 	var out []Annotation
 	for _, r := range raw {
-		r.name = cutName(r.name)
+		r.name = CutName(r.name)
 		k := key{r.device, r.name}
 		switch strings.ToUpper(r.stage) {
 		case "START":
@@ -173,7 +173,7 @@ func pairAnnotations(raw []rawAnnotation) []Annotation {
 // pytorchMarker recognises the record_function names PyTorch itself emits
 // (torch.profiler's steps, the optimizer's step and zero_grad, the data
 // loader), in snapshots and chrome traces alike; false for any other name.
-func pytorchMarker(name string) (AnnotationKind, bool) {
+func PyTorchMarker(name string) (AnnotationKind, bool) {
 	switch {
 	case strings.HasPrefix(name, "ProfilerStep#"):
 		return AnnotationStep, true
@@ -190,7 +190,7 @@ func pytorchMarker(name string) (AnnotationKind, bool) {
 // annotationKind classifies a snapshot annotation: PyTorch's own markers,
 // then the user's names by the phase words they contain.
 func annotationKind(name string) AnnotationKind {
-	if k, ok := pytorchMarker(name); ok {
+	if k, ok := PyTorchMarker(name); ok {
 		return k
 	}
 	low := strings.ToLower(name)

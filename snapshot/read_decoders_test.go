@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load/kineto"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -20,7 +21,7 @@ func TestReadAheadPanicInsideDecoders(t *testing.T) {
 		head string
 	}{
 		{"chrome trace", func(in *bufio.Reader) (*snapshot.Snapshot, error) {
-			return snapshot.ReadChromeTrace(in, snapshot.Source{Path: "p.json"}, snapshot.Options{}, 0)
+			return kineto.Read(in, snapshot.Source{Path: "p.json"}, snapshot.Options{}, 0)
 		}, trace},
 		{"pickle", func(in *bufio.Reader) (*snapshot.Snapshot, error) {
 			return snapshot.ReadPickle(in, snapshot.Source{Path: "p.pickle"}, snapshot.Options{}, -1)

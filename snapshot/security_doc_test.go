@@ -21,7 +21,7 @@ func TestSecurityBounds(t *testing.T) {
 		"DefaultMaxValueBytes":  DefaultMaxValueBytes,
 		"DefaultMaxDevices":     DefaultMaxDevices,
 		"maxRendered":           maxRendered,
-		"maxNameBytes":          maxNameBytes,
+		"maxNameBytes":          MaxNameBytes,
 		"expansionBase":         expansionBase,
 		"expansionPerByte":      expansionPerByte,
 		"maxLongBytes":          maxLongBytes,

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/torchmem/torchmem/internal/load/kineto"
 	"github.com/torchmem/torchmem/internal/load/traceplot"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -224,7 +225,7 @@ func readSniffed(in *bufio.Reader, src snapshot.Source, opts snapshot.Options) (
 	case next[0] == '<':
 		return traceplot.Read(in, src, opts, lead)
 	case next[0] == '{' || next[0] == '[':
-		return snapshot.ReadChromeTrace(in, src, opts, lead)
+		return kineto.Read(in, src, opts, lead)
 	}
 	return nil, &snapshot.Error{Path: src.Path, Offset: 0, Msg: fmt.Sprintf("not a PyTorch memory snapshot, trace_plot HTML or chrome trace (starts with % x)", head[:min(len(head), 4)])}
 }

@@ -1,4 +1,4 @@
-package snapshot
+package kineto
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/torchmem/torchmem/internal/load/jsonlex"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // maxBackendBytes bounds the backend name kept from distributedInfo.
@@ -17,12 +18,12 @@ const maxBackendBytes = 64
 // when the value is not an object with a rank in 0 … math.MaxInt32, or when a
 // stated world size does not hold that rank: a file that does not say
 // which rank wrote it is identified some other way.
-func readDistributedInfo(v jsontext.Value) *Distributed {
+func readDistributedInfo(v jsontext.Value) *snapshot.Distributed {
 	d := jsontext.NewDecoder(bytes.NewReader(v), jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
 	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil
 	}
-	info := &Distributed{Rank: -1}
+	info := &snapshot.Distributed{Rank: -1}
 	for d.PeekKind() == '"' {
 		kv, err := d.ReadValue()
 		if err != nil {

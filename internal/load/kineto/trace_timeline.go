@@ -1,11 +1,13 @@
-package snapshot
+package kineto
 
 import (
 	"cmp"
 	"fmt"
-	"github.com/torchmem/torchmem/internal/load/jsonlex"
 	"slices"
 	"strconv"
+
+	"github.com/torchmem/torchmem/internal/load/jsonlex"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // This file reads the raw export of torch.profiler's export_memory_timeline
@@ -34,16 +36,16 @@ var memoryTimelineCategories = [...]string{
 // DESTROY become alloc and free events; INCREMENT_VERSION's −n/+n pair
 // becomes a free and an alloc of the same size (the category changes, the
 // total does not). Each event's Meta is "category:NAME".
-func (tr *traceReader) readMemoryTimeline() (*Snapshot, error) {
+func (tr *traceReader) readMemoryTimeline() (*snapshot.Snapshot, error) {
 	src := tr.src
-	src.Format = FormatMemoryTimeline
-	b := NewBuilder(src)
+	src.Format = snapshot.FormatMemoryTimeline
+	b := snapshot.NewBuilder(src)
 	s := b.Snap
-	s.Recording = RecordingProfiler
+	s.Recording = snapshot.RecordingProfiler
 	dec := tr.dec
-	d := b.Device(0, DeviceCUDA)
+	d := b.Device(0, snapshot.DeviceCUDA)
 	var baseline int64
-	var pre []Preexisting
+	var pre []snapshot.Preexisting
 	catIDs := map[int64]uint32{}
 	var vals [4]int64
 	badActions := 0
@@ -102,20 +104,20 @@ func (tr *traceReader) readMemoryTimeline() (*Snapshot, error) {
 		case mtPreexisting:
 			// Memory that exists has a size: the rows add up to the
 			// baseline, and a negative or huge one would wrap the sum.
-			if nbytes < 0 || nbytes > maxDeviceBytes-baseline {
-				return nil, tr.errAt(off, "memory timeline row %d: PREEXISTING memory of %d bytes, or of more than %d in all: not a file PyTorch wrote", row, nbytes, int64(maxDeviceBytes))
+			if nbytes < 0 || nbytes > snapshot.MaxDeviceBytes-baseline {
+				return nil, tr.errAt(off, "memory timeline row %d: PREEXISTING memory of %d bytes, or of more than %d in all: not a file PyTorch wrote", row, nbytes, int64(snapshot.MaxDeviceBytes))
 			}
 			baseline += nbytes
 			if nbytes > 0 {
-				pre = append(pre, Preexisting{Size: nbytes, Meta: id})
+				pre = append(pre, snapshot.Preexisting{Size: nbytes, Meta: id})
 			}
 		case mtCreate, mtDestroy, mtIncrementVersion:
 			// Each row becomes its event at once (a 40-byte event for a
 			// row of at least 10 bytes): no row is held besides it.
 			if nbytes != 0 {
-				e := Event{TimeNS: t, Meta: id, Action: ActionAlloc, Size: nbytes}
+				e := snapshot.Event{TimeNS: t, Meta: id, Action: snapshot.ActionAlloc, Size: nbytes}
 				if nbytes < 0 {
-					e.Action, e.Size = ActionFreeCompleted, -nbytes
+					e.Action, e.Size = snapshot.ActionFreeCompleted, -nbytes
 				}
 				d.Events = append(d.Events, e)
 			}
@@ -130,7 +132,7 @@ func (tr *traceReader) readMemoryTimeline() (*Snapshot, error) {
 		return nil, err
 	}
 	s.Source.Bytes = tr.inputOffset(tr.ra.Delivered())
-	slices.SortStableFunc(d.Events, func(x, y Event) int { return cmp.Compare(x.TimeNS, y.TimeNS) })
+	slices.SortStableFunc(d.Events, func(x, y snapshot.Event) int { return cmp.Compare(x.TimeNS, y.TimeNS) })
 	d.Baseline = baseline
 	d.Preexisting = pre
 	s.Diag("memory_timeline", 0, "a torch.profiler export_memory_timeline raw file, not a chrome trace: one device (assumed cuda:0), events carry PyTorch's categories as Meta \"category:…\"; PREEXISTING rows (memory allocated before profiling) keep theirs")

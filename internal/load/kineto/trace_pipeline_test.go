@@ -1,17 +1,19 @@
-package snapshot
+package kineto
 
 import (
 	"bufio"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // TestRecordPipelinePanic: a panic while recording a batch reaches the
 // decoder's goroutine as a value, after every queued batch was taken (the
 // decoder never blocks on a dead recorder).
 func TestRecordPipelinePanic(t *testing.T) {
-	tr := newTraceReader(bufio.NewReader(strings.NewReader("[]")), Source{Path: "p.json"}, Options{})
+	tr := newTraceReader(bufio.NewReader(strings.NewReader("[]")), snapshot.Source{Path: "p.json"}, snapshot.Options{})
 	defer tr.ra.Stop()
 	tr.startRecording()
 	for range 3*eventBatchLen + 5 {
@@ -40,7 +42,7 @@ func TestRecordPipelineOrder(t *testing.T) {
 		b.WriteString(`, "dur": 5}`)
 	}
 	b.WriteString(`]`)
-	tr := newTraceReader(bufio.NewReader(strings.NewReader(b.String())), Source{Path: "p.json"}, Options{})
+	tr := newTraceReader(bufio.NewReader(strings.NewReader(b.String())), snapshot.Source{Path: "p.json"}, snapshot.Options{})
 	defer tr.ra.Stop()
 	if _, err := tr.dec.ReadToken(); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package snapshot_test
+package kineto_test
 
 import (
 	"path/filepath"
@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/load/kineto"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -201,7 +202,7 @@ func checkTraceInvariants(t *testing.T, s *snapshot.Snapshot) {
 		}
 	}
 	for i, st := range s.Stacks {
-		if len(st) > snapshot.MaxTraceStack {
+		if len(st) > kineto.MaxTraceStack {
 			t.Fatalf("stack %d has %d frames", i, len(st))
 		}
 		for _, f := range st {
@@ -287,7 +288,7 @@ func TestTraceDDPFacts(t *testing.T) {
 		t.Errorf("pairs = %d, want 14,005", total)
 	}
 	// Reserved is constant.
-	if diff := cmp.Diff([]snapshot.CounterPoint{{0, 12_782_141_440}}, gpu.Reserved); diff != "" {
+	if diff := cmp.Diff([]snapshot.CounterPoint{{Event: 0, Value: 12_782_141_440}}, gpu.Reserved); diff != "" {
 		t.Errorf("reserved (-want +got):\n%s", diff)
 	}
 	// At the end of each of ProfilerStep#2..6 the replay is back to the

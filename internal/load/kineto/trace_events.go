@@ -1,4 +1,4 @@
-package snapshot
+package kineto
 
 // This file decodes the events of a chrome trace one at a time: the
 // traceEvents array, each event object and the few args the reader uses.

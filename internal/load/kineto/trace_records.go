@@ -1,9 +1,11 @@
-package snapshot
+package kineto
 
 import (
 	"bytes"
-	"github.com/torchmem/torchmem/internal/load/jsonlex"
 	"strings"
+
+	"github.com/torchmem/torchmem/internal/load/jsonlex"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // This file holds the compact records the chrome trace reader keeps (spans,
@@ -66,8 +68,8 @@ type gradRec struct {
 // intern returns the index of a name in tr.names; a name longer than
 // maxNameBytes is kept cut (cutName).
 func (tr *traceReader) intern(b []byte) int32 {
-	if len(b) > maxNameBytes {
-		b = []byte(cutName(string(b)))
+	if len(b) > snapshot.MaxNameBytes {
+		b = []byte(snapshot.CutName(string(b)))
 	}
 	if id, ok := tr.nameIdx[string(b)]; ok {
 		return id

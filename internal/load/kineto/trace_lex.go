@@ -1,10 +1,12 @@
-package snapshot
+package kineto
 
 import (
-	"github.com/torchmem/torchmem/internal/load/jsonlex"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/torchmem/torchmem/internal/load/jsonlex"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // This file holds the byte-level helpers of the chrome trace reader:
@@ -84,17 +86,17 @@ func parseTimeNS(b []byte) (int64, bool) {
 // parsePyFrame turns a python_function name or a legacy "Call stack" entry
 // ("path/file.py(123): func") into a Frame; other names ("nn.Module:
 // ResNet_0", "<built-in method …>") become a Frame with only a Name.
-func parsePyFrame(s string) Frame {
+func parsePyFrame(s string) snapshot.Frame {
 	i := strings.Index(s, "): ")
 	if i > 0 {
 		j := strings.LastIndexByte(s[:i], '(')
 		if j > 0 {
 			if line, err := strconv.ParseInt(s[j+1:i], 10, 64); err == nil {
-				return Frame{Filename: s[:j], Line: line, Name: s[i+3:]}
+				return snapshot.Frame{Filename: s[:j], Line: line, Name: s[i+3:]}
 			}
 		}
 	}
-	return Frame{Name: s}
+	return snapshot.Frame{Name: s}
 }
 
 // firstDims returns the element count of the first shape of an "Input Dims"

@@ -1,13 +1,13 @@
-package snapshot_test
+package kineto_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -15,7 +15,7 @@ import (
 // (written by gen_tiny_train_step.py beside it); the expected numbers were
 // recomputed from the file with python3's json and gzip modules.
 func TestTraceFixtureTinyTrainStep(t *testing.T) {
-	s, err := load.Open(filepath.Join("..", "testdata", "traces", "tiny_train_step.json.gz"), snapshot.Options{})
+	s, err := load.Open(snapshottest.RepoFile("testdata", "traces", "tiny_train_step.json.gz"), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestTraceFixtureTinyTrainStep(t *testing.T) {
 		t.Errorf("devices (-want +got):\n%s", diff)
 	}
 	gpu := s.Device(0)
-	if gpu.Name != "NVIDIA H100 80GB HBM3" || gpu.CapacityBytes != 85_045_477_376 || !cmp.Equal(gpu.Reserved, []snapshot.CounterPoint{{0, 2_097_152}}) {
+	if gpu.Name != "NVIDIA H100 80GB HBM3" || gpu.CapacityBytes != 85_045_477_376 || !cmp.Equal(gpu.Reserved, []snapshot.CounterPoint{{Event: 0, Value: 2_097_152}}) {
 		t.Errorf("device 0: %q %d %v", gpu.Name, gpu.CapacityBytes, gpu.Reserved)
 	}
 	if diff := cmp.Diff(map[snapshot.AnnotationKind]int{snapshot.AnnotationStep: 2, snapshot.AnnotationZeroGrad: 2, snapshot.AnnotationForward: 2, snapshot.AnnotationBackward: 2, snapshot.AnnotationOptStep: 2}, annotationCounts(s)); diff != "" {

@@ -1,4 +1,4 @@
-package snapshot
+package kineto
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package snapshot_test
+package kineto_test
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/load/kineto"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -117,7 +118,7 @@ func TestTraceParseTimeNS(t *testing.T) {
 		{"12abc", 0, false},
 	}
 	for _, tc := range tests {
-		got, ok := snapshot.ParseTimeNS([]byte(tc.in))
+		got, ok := kineto.ParseTimeNS([]byte(tc.in))
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("ParseTimeNS(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
 		}

@@ -1,31 +1,33 @@
-package snapshot
+package kineto
 
 import (
 	"cmp"
 	"slices"
 	"strings"
+
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // sweeper walks each thread's spans and memory events in time order.
 type sweeper struct {
 	tr        *traceReader
-	b         *Builder
+	b         *snapshot.Builder
 	classes   []uint8
 	hasEvalFn bool
-	frameOf   map[int32]FrameID
+	frameOf   map[int32]snapshot.FrameID
 	metaOf    map[int32]uint32
-	csFrames  map[int32][]FrameID
-	recStack  []StackID
+	csFrames  map[int32][]snapshot.FrameID
+	recStack  []snapshot.StackID
 	recMeta   []uint32
-	frames    []FrameID
+	frames    []snapshot.FrameID
 }
 
-func (sw *sweeper) frame(sp *opSpan) FrameID {
+func (sw *sweeper) frame(sp *opSpan) snapshot.FrameID {
 	if id, ok := sw.frameOf[sp.name]; ok {
 		return id
 	}
 	n := sw.tr.names[sp.name]
-	f := Frame{Name: n}
+	f := snapshot.Frame{Name: n}
 	if sp.kind == spanPython {
 		f = parsePyFrame(n)
 	}
@@ -34,11 +36,11 @@ func (sw *sweeper) frame(sp *opSpan) FrameID {
 	return id
 }
 
-func (sw *sweeper) callStack(id int32) []FrameID {
+func (sw *sweeper) callStack(id int32) []snapshot.FrameID {
 	if fs, ok := sw.csFrames[id]; ok {
 		return fs
 	}
-	var fs []FrameID
+	var fs []snapshot.FrameID
 	for _, part := range strings.Split(sw.tr.callStacks[id], ";") {
 		part = strings.TrimSpace(part)
 		if part == "" {
@@ -65,7 +67,7 @@ func (sw *sweeper) meta(name int32) uint32 {
 // thread sweeps one thread: it appends the thread's annotations, sets the
 // stack and op of each of its memory events, and returns its top-level
 // backward spans in time order.
-func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns *[]Annotation) []timeRange {
+func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns *[]snapshot.Annotation) []timeRange {
 	tr := sw.tr
 	spans := t.spans
 	slices.SortFunc(spans, func(x, y opSpan) int {
@@ -83,7 +85,7 @@ func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns
 	var open []openSpan
 	var nModule, nBackward, nForward int
 	version, cachedVersion := 0, -1
-	var cachedStack StackID
+	var cachedStack snapshot.StackID
 	var cachedMeta uint32
 	var bw []timeRange
 
@@ -120,13 +122,13 @@ func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns
 		isUserOrOp := sp.kind != spanPython
 		switch {
 		case isUserOrOp && cls == clsStep:
-			*anns = append(*anns, Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: AnnotationStep})
+			*anns = append(*anns, snapshot.Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: snapshot.AnnotationStep})
 		case isUserOrOp && cls == clsOpt:
-			*anns = append(*anns, Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: AnnotationOptStep})
+			*anns = append(*anns, snapshot.Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: snapshot.AnnotationOptStep})
 		case isUserOrOp && cls == clsZero:
-			*anns = append(*anns, Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: AnnotationZeroGrad})
+			*anns = append(*anns, snapshot.Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: snapshot.AnnotationZeroGrad})
 		case isUserOrOp && cls == clsData:
-			*anns = append(*anns, Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: AnnotationData})
+			*anns = append(*anns, snapshot.Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: snapshot.AnnotationData})
 		case cls == clsEvalFn || (cls == clsLegacyBw && !sw.hasEvalFn && !isMain && isUserOrOp):
 			if nBackward == 0 {
 				bw = append(bw, timeRange{sp.start, sp.end})
@@ -134,11 +136,11 @@ func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns
 			flags |= openBackward
 		case (isUserOrOp && cls == clsForward) || (sp.kind == spanPython && cls == clsModule && nModule == 0):
 			if nForward == 0 && nBackward == 0 {
-				*anns = append(*anns, Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: AnnotationForward})
+				*anns = append(*anns, snapshot.Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: snapshot.AnnotationForward})
 				flags |= openForward
 			}
 		case sp.kind == spanUser:
-			*anns = append(*anns, Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: AnnotationUser})
+			*anns = append(*anns, snapshot.Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: snapshot.AnnotationUser})
 		}
 		if sp.kind == spanPython && cls == clsModule {
 			flags |= openModule
@@ -191,7 +193,7 @@ func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns
 // stack builds the stack of the open spans, innermost first, followed by
 // the legacy Call stack of the innermost op that has one; and the innermost
 // op's name.
-func (sw *sweeper) stack(spans []opSpan, open []openSpan) (StackID, uint32) {
+func (sw *sweeper) stack(spans []opSpan, open []openSpan) (snapshot.StackID, uint32) {
 	if len(open) == 0 {
 		return 0, 0
 	}

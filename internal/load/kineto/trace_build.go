@@ -1,4 +1,4 @@
-package snapshot
+package kineto
 
 import (
 	"cmp"
@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // This file turns the records the chrome trace reader collected into the
@@ -37,12 +39,12 @@ const (
 )
 
 // markerClass is the span class of each of PyTorch's own markers.
-var markerClass = map[AnnotationKind]uint8{
-	AnnotationStep: clsStep, AnnotationOptStep: clsOpt, AnnotationZeroGrad: clsZero, AnnotationData: clsData,
+var markerClass = map[snapshot.AnnotationKind]uint8{
+	snapshot.AnnotationStep: clsStep, snapshot.AnnotationOptStep: clsOpt, snapshot.AnnotationZeroGrad: clsZero, snapshot.AnnotationData: clsData,
 }
 
 func classifyName(n string) uint8 {
-	if k, ok := pytorchMarker(n); ok {
+	if k, ok := snapshot.PyTorchMarker(n); ok {
 		return markerClass[k]
 	}
 	switch {
@@ -109,39 +111,39 @@ func (tr *traceReader) abs(t int64) int64 {
 	return t + tr.baseNS
 }
 
-func deviceOf(k devKey, rocm bool) (int, DeviceKind) {
+func deviceOf(k devKey, rocm bool) (int, snapshot.DeviceKind) {
 	id := int(k.id)
 	switch k.typ {
 	case 0:
-		return -1, DeviceCPU
+		return -1, snapshot.DeviceCPU
 	case 1:
 		if rocm {
-			return id, DeviceROCm
+			return id, snapshot.DeviceROCm
 		}
-		return id, DeviceCUDA
+		return id, snapshot.DeviceCUDA
 	case 6:
-		return id, DeviceROCm
+		return id, snapshot.DeviceROCm
 	case 12:
-		return id, DeviceXPU
+		return id, snapshot.DeviceXPU
 	}
-	return id, DeviceOther
+	return id, snapshot.DeviceOther
 }
 
-func (tr *traceReader) build() (*Snapshot, error) {
+func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	if tr.devOverflow {
 		return nil, tr.errAt(-1, "[memory] events on more than %d devices (a machine has at most a few hundred; limit snapshot.Options.MaxDevices)", tr.opts.MaxDevices)
 	}
 	src := tr.src
-	src.Format = FormatChromeTrace
+	src.Format = snapshot.FormatChromeTrace
 	src.Keys = tr.keys
 	src.Distributed = tr.dist
 	src.Bytes = tr.inputOffset(tr.ra.Delivered())
 	src.Generation = tr.generation()
-	b := NewBuilder(src)
+	b := snapshot.NewBuilder(src)
 	s := b.Snap
-	s.Recording = RecordingProfiler
+	s.Recording = snapshot.RecordingProfiler
 	if tr.hasPython || len(tr.callStacks) > 0 {
-		s.Recording = RecordingProfilerStacks
+		s.Recording = snapshot.RecordingProfilerStacks
 	}
 
 	classes := make([]uint8, len(tr.names))
@@ -167,9 +169,9 @@ func (tr *traceReader) build() (*Snapshot, error) {
 	}
 
 	sw := &sweeper{tr: tr, b: b, classes: classes, hasEvalFn: hasEvalFn,
-		frameOf: make(map[int32]FrameID), metaOf: make(map[int32]uint32), csFrames: make(map[int32][]FrameID),
-		recStack: make([]StackID, len(tr.mem)), recMeta: make([]uint32, len(tr.mem))}
-	var anns []Annotation
+		frameOf: make(map[int32]snapshot.FrameID), metaOf: make(map[int32]uint32), csFrames: make(map[int32][]snapshot.FrameID),
+		recStack: make([]snapshot.StackID, len(tr.mem)), recMeta: make([]uint32, len(tr.mem))}
+	var anns []snapshot.Annotation
 	bwUnits := make([][]timeRange, len(tr.threads))
 	for ti, t := range tr.threads {
 		bwUnits[ti] = sw.thread(int32(ti), t, ti == main, tmap[ti], &anns)
@@ -180,7 +182,7 @@ func (tr *traceReader) build() (*Snapshot, error) {
 	var bounds []int64
 	for _, a := range anns {
 		switch a.Kind {
-		case AnnotationStep, AnnotationOptStep, AnnotationZeroGrad, AnnotationData, AnnotationForward:
+		case snapshot.AnnotationStep, snapshot.AnnotationOptStep, snapshot.AnnotationZeroGrad, snapshot.AnnotationData, snapshot.AnnotationForward:
 			bounds = append(bounds, a.StartNS)
 		}
 	}
@@ -194,7 +196,7 @@ func (tr *traceReader) build() (*Snapshot, error) {
 		}
 		cur := units[0]
 		flush := func() {
-			anns = append(anns, Annotation{Name: "backward", Device: -1, StartNS: cur.start, EndNS: cur.end, Thread: tmap[ti], Kind: AnnotationBackward})
+			anns = append(anns, snapshot.Annotation{Name: "backward", Device: -1, StartNS: cur.start, EndNS: cur.end, Thread: tmap[ti], Kind: snapshot.AnnotationBackward})
 		}
 		for _, u := range units[1:] {
 			if u.start <= cur.end || (u.start-cur.end <= backwardGapNS && !boundaryIn(bounds, cur.end, u.start)) {
@@ -214,14 +216,14 @@ func (tr *traceReader) build() (*Snapshot, error) {
 	for i := range anns {
 		anns[i].StartNS, anns[i].EndNS = tr.abs(anns[i].StartNS), tr.abs(anns[i].EndNS)
 	}
-	slices.SortStableFunc(anns, func(x, y Annotation) int { return cmp.Compare(x.StartNS, y.StartNS) })
+	slices.SortStableFunc(anns, func(x, y snapshot.Annotation) int { return cmp.Compare(x.StartNS, y.StartNS) })
 	s.Annotations = anns
 
 	tr.buildDevices(b, tmap, sw.recStack, sw.recMeta)
 
 	slices.SortStableFunc(tr.grads, func(x, y gradRec) int { return cmp.Compare(x.ts, y.ts) })
 	for _, g := range tr.grads {
-		s.GradAccumulations = append(s.GradAccumulations, GradAccumulation{TimeNS: tr.abs(g.ts), Thread: tmap[g.thread], Elements: g.elements, DType: g.dtype})
+		s.GradAccumulations = append(s.GradAccumulations, snapshot.GradAccumulation{TimeNS: tr.abs(g.ts), Thread: tmap[g.thread], Elements: g.elements, DType: g.dtype})
 	}
 
 	if len(tr.mem) == 0 {
@@ -277,13 +279,13 @@ func (tr *traceReader) mainThread(classes []uint8) int {
 }
 
 // buildDevices makes the devices and their events from the memory records.
-func (tr *traceReader) buildDevices(b *Builder, tmap []uint16, stacks []StackID, metas []uint32) {
+func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16, stacks []snapshot.StackID, metas []uint32) {
 	s := b.Snap
 	if len(tr.mem) == 0 {
 		return
 	}
 	type group struct {
-		kind DeviceKind
+		kind snapshot.DeviceKind
 		recs []int32
 	}
 	groups := map[int]*group{}
@@ -302,29 +304,29 @@ func (tr *traceReader) buildDevices(b *Builder, tmap []uint16, stacks []StackID,
 	for _, id := range ids {
 		g := groups[id]
 		slices.SortStableFunc(g.recs, func(x, y int32) int { return cmp.Compare(tr.mem[x].ts, tr.mem[y].ts) })
-		d := &Device{ID: id, Kind: g.kind, Baseline: -1} // ids are sorted: no Builder.Device lookups
+		d := &snapshot.Device{ID: id, Kind: g.kind, Baseline: -1} // ids are sorted: no Builder.Device lookups
 		s.Devices = append(s.Devices, d)
-		if g.kind != DeviceCPU {
+		if g.kind != snapshot.DeviceCPU {
 			if p, ok := tr.devProps[int64(id)]; ok {
 				d.Name, d.CapacityBytes = p.name, p.mem
 			}
 		}
-		if g.kind == DeviceOther {
+		if g.kind == snapshot.DeviceOther {
 			s.Diag("unknown_device_type", id, fmt.Sprintf("device %d: [memory] events of an unknown Device Type", id))
 		}
-		d.Events = make([]Event, 0, len(g.recs))
+		d.Events = make([]snapshot.Event, 0, len(g.recs))
 		live := map[uint64]int64{}
 		var prevTA int64
 		havePrevTA, baselineSet := false, false
 		var noAddr, orphans, reuse, sizeMismatch, taMismatch, ooms int
 		for _, ri := range g.recs {
 			m := &tr.mem[ri]
-			e := Event{Addr: m.addr, TimeNS: tr.abs(m.ts), Stack: stacks[ri], Thread: tmap[m.thread], Meta: metas[ri]}
+			e := snapshot.Event{Addr: m.addr, TimeNS: tr.abs(m.ts), Stack: stacks[ri], Thread: tmap[m.thread], Meta: metas[ri]}
 			if m.flags&memHasTR != 0 && (len(d.Reserved) == 0 || d.Reserved[len(d.Reserved)-1].Value != m.tr) {
-				d.Reserved = append(d.Reserved, CounterPoint{Event: len(d.Events), Value: m.tr})
+				d.Reserved = append(d.Reserved, snapshot.CounterPoint{Event: len(d.Events), Value: m.tr})
 			}
 			if m.flags&memOOM != 0 {
-				e.Action, e.Size, e.Addr = ActionOOM, m.bytes, 0
+				e.Action, e.Size, e.Addr = snapshot.ActionOOM, m.bytes, 0
 				d.Events = append(d.Events, e)
 				ooms++
 				if ooms <= 10 {
@@ -352,16 +354,16 @@ func (tr *traceReader) buildDevices(b *Builder, tmap []uint16, stacks []StackID,
 				prevTA, havePrevTA = m.ta, true
 			}
 			if m.bytes > 0 {
-				e.Action, e.Size = ActionAlloc, m.bytes
+				e.Action, e.Size = snapshot.ActionAlloc, m.bytes
 			} else {
-				e.Action, e.Size = ActionFreeCompleted, -m.bytes
+				e.Action, e.Size = snapshot.ActionFreeCompleted, -m.bytes
 			}
 			d.Events = append(d.Events, e)
 			if m.flags&memHasAddr == 0 {
 				noAddr++
 				continue
 			}
-			if e.Action == ActionAlloc {
+			if e.Action == snapshot.ActionAlloc {
 				if _, ok := live[m.addr]; ok {
 					reuse++
 				}

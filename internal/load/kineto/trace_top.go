@@ -1,11 +1,12 @@
-package snapshot
+package kineto
 
 import (
 	"bytes"
 	"fmt"
-	"github.com/torchmem/torchmem/internal/load/jsonlex"
 	"strconv"
 	"strings"
+
+	"github.com/torchmem/torchmem/internal/load/jsonlex"
 )
 
 // This file reads the top-level object of a chrome trace and its metadata:

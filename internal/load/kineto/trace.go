@@ -1,4 +1,4 @@
-package snapshot
+package kineto
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/torchmem/torchmem/internal/load/jsonlex"
 	"github.com/torchmem/torchmem/internal/load/readahead"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // This file is the Kineto chrome-trace reader: it streams the
@@ -20,17 +21,17 @@ import (
 // trace_events.go the events, trace_tokens.go the tokens, and
 // trace_records.go files what they hold.
 
-// ReadChromeTrace decodes a Kineto chrome trace, .json or gzip, from the 2021
+// Read decodes a Kineto chrome trace, .json or gzip, from the 2021
 // format to today, or the raw export of torch.profiler's
 // export_memory_timeline (a JSON array of [t_ns, action, bytes, category]).
 // lead is the number of input bytes already consumed (leading whitespace).
-func ReadChromeTrace(in *bufio.Reader, src Source, opts Options, lead int64) (s *Snapshot, err error) {
+func Read(in *bufio.Reader, src snapshot.Source, opts snapshot.Options, lead int64) (s *snapshot.Snapshot, err error) {
 	opts = opts.WithDefaults()
 	var tr *traceReader
 	defer func() {
 		if r := recover(); r != nil {
 			s = nil
-			err = &Error{Path: src.Path, Offset: tr.offset(), Msg: fmt.Sprintf("malformed chrome trace (reader failure: %v)", r)}
+			err = &snapshot.Error{Path: src.Path, Offset: tr.offset(), Msg: fmt.Sprintf("malformed chrome trace (reader failure: %v)", r)}
 		}
 	}()
 	tr = newTraceReader(in, src, opts)
@@ -65,8 +66,8 @@ func (e *rawEvent) reset() {
 }
 
 type traceReader struct {
-	src  Source
-	opts Options
+	src  snapshot.Source
+	opts snapshot.Options
 	ra   *readahead.Reader // reads through the sanitiser, on a goroutine of its own
 	san  *jsonlex.Sanitizer
 	dec  *jsontext.Decoder
@@ -102,7 +103,7 @@ type traceReader struct {
 	hasEvents   bool
 	hasDevProps bool
 	devProps    map[int64]devProp
-	dist        *Distributed
+	dist        *snapshot.Distributed
 
 	// fingerprints
 	legacyCats, memNoCat, profEvIdx, asyncCPU2GPU, recordFnID, evIdx, modernFlows, memAddr, hasPython bool
@@ -116,7 +117,7 @@ type devProp struct {
 	mem  int64
 }
 
-func newTraceReader(in *bufio.Reader, src Source, opts Options) *traceReader {
+func newTraceReader(in *bufio.Reader, src snapshot.Source, opts snapshot.Options) *traceReader {
 	tr := &traceReader{
 		src:        src,
 		opts:       opts,
@@ -171,8 +172,8 @@ func (tr *traceReader) nextOffset() int64 {
 }
 
 // errAt makes an *Error at a byte offset of the decompressed input.
-func (tr *traceReader) errAt(off int64, format string, args ...any) *Error {
-	return &Error{Path: tr.src.Path, Offset: off, Msg: fmt.Sprintf(format, args...)}
+func (tr *traceReader) errAt(off int64, format string, args ...any) *snapshot.Error {
+	return &snapshot.Error{Path: tr.src.Path, Offset: off, Msg: fmt.Sprintf(format, args...)}
 }
 
 // wrap turns a decoder or read error into an *Error with its byte offset;
@@ -181,10 +182,10 @@ func (tr *traceReader) wrap(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ErrInputTooLarge) {
-		return ErrInputTooLarge
+	if errors.Is(err, snapshot.ErrInputTooLarge) {
+		return snapshot.ErrInputTooLarge
 	}
-	var e *Error
+	var e *snapshot.Error
 	if errors.As(err, &e) {
 		return e
 	}
@@ -216,7 +217,7 @@ func (tr *traceReader) wrap(err error) error {
 	return tr.errAt(end, "reading the input failed: %s", msg)
 }
 
-func (tr *traceReader) read() (*Snapshot, error) {
+func (tr *traceReader) read() (*snapshot.Snapshot, error) {
 	switch tr.dec.PeekKind() {
 	case '{':
 		if err := tr.readTopObject(); err != nil {

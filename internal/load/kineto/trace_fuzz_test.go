@@ -1,4 +1,4 @@
-package snapshot_test
+package kineto_test
 
 import (
 	"bufio"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load/kineto"
 	"github.com/torchmem/torchmem/internal/load/loadtest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -18,7 +19,7 @@ func (panicReader) Read([]byte) (int, error) { panic("boom\nsecond line") }
 // TestTraceRecoversPanic: a panic below the reader becomes a one-line *Error.
 func TestTraceRecoversPanic(t *testing.T) {
 	in := bufio.NewReaderSize(panicReader{}, 16)
-	_, err := snapshot.ReadChromeTrace(in, snapshot.Source{Path: "p.json"}, snapshot.Options{}, 0)
+	_, err := kineto.Read(in, snapshot.Source{Path: "p.json"}, snapshot.Options{}, 0)
 	loadtest.WantInputError(t, err, "p.json", "reader failure: boom second line")
 }
 
@@ -43,7 +44,7 @@ func FuzzTraceRead(f *testing.F) {
 		if len(data) == 0 || (data[0] != '{' && data[0] != '[') {
 			return
 		}
-		s, err := snapshot.ReadChromeTrace(bufio.NewReader(bytes.NewReader(data)), snapshot.Source{Path: "f.json"}, snapshot.Options{MaxDepth: 100}, 0)
+		s, err := kineto.Read(bufio.NewReader(bytes.NewReader(data)), snapshot.Source{Path: "f.json"}, snapshot.Options{MaxDepth: 100}, 0)
 		if err != nil {
 			var e *snapshot.Error
 			if !errors.As(err, &e) || strings.ContainsAny(err.Error(), "\r\n") {

@@ -1,10 +1,11 @@
-package snapshot_test
+package kineto_test
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/internal/load/kineto"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -22,7 +23,7 @@ func TestTraceDistributedInfo(t *testing.T) {
 		{"newer", `{"backend": "nccl", "rank": 7, "world_size": 8, "pg_count": 3, "pg_config": [{"pg_name": "0", "ranks": [0, 1]}], "nccl_version": "2.18.3"}`, &snapshot.Distributed{Rank: 7, WorldSize: 8, Backend: "nccl"}},
 		{"rank as string", `{"rank": "3", "world_size": "4"}`, &snapshot.Distributed{Rank: 3, WorldSize: 4}},
 		{"no world size", `{"backend": "gloo", "rank": 0}`, &snapshot.Distributed{Rank: 0, Backend: "gloo"}},
-		{"long backend kept short", `{"backend": "` + long + `", "rank": 0}`, &snapshot.Distributed{Rank: 0, Backend: long[:snapshot.MaxBackendBytes]}},
+		{"long backend kept short", `{"backend": "` + long + `", "rank": 0}`, &snapshot.Distributed{Rank: 0, Backend: long[:kineto.MaxBackendBytes]}},
 		{"no rank", `{"backend": "nccl", "world_size": 2}`, nil},
 		{"negative rank", `{"rank": -1, "world_size": 2}`, nil},
 		{"rank past the world", `{"rank": 2, "world_size": 2}`, nil},

@@ -1,4 +1,4 @@
-package snapshot
+package kineto
 
 // The chrome trace reader runs in three stages on as many goroutines: the
 // read-ahead (disk, gunzip, sanitiser; package readahead), the JSON decoder
