@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/load/pickle"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -57,7 +58,7 @@ func FuzzSettingsValues(f *testing.F) {
 				text += len(k) + len(v)
 			}
 		}
-		if text > 2*snapshot.MaxRendered+len(p) {
+		if text > 2*pickle.MaxRendered+len(p) {
 			t.Fatalf("%d bytes of text rendered from a %d-byte file", text, len(p))
 		}
 	})

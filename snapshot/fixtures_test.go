@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/load/pickle"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -186,7 +187,7 @@ func TestRefusesCode(t *testing.T) {
 			off := bytes.Index(data, []byte(c.raw))
 			// The refused opcode is the first byte of the fragment whose opcode is c.op.
 			for i := off; i < len(data); i++ {
-				if snapshot.OpName(data[i]) == c.op {
+				if pickle.OpName(data[i]) == c.op {
 					off = i
 					break
 				}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/load/pickle"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -56,7 +57,7 @@ func TestMemoBound(t *testing.T) {
 		{"2M indexes past the limit", st.Gzip(far.Bytes()), "LONG_BINPUT of memo entry 8388608: more than 8388608 memo entries", 16 << 20},
 		// The slots, the texts interned and every text's own bytes.
 		{"4M MEMOIZE of distinct short strings", texts.Bytes(), "no STOP opcode",
-			32*nTexts + snapshot.ShortTextBytes*snapshot.MaxShortTexts + uint64(texts.Len()) + 16<<20},
+			32*nTexts + pickle.ShortTextBytes*pickle.MaxShortTexts + uint64(texts.Len()) + 16<<20},
 		{"the last index", st.Gzip(top.Bytes()), "memo entry 0, which was never stored", 8*snapshot.DefaultMaxMemo + 16<<20},
 	}
 	for _, c := range cases {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/internal/load/kineto"
+	"github.com/torchmem/torchmem/internal/load/pickle"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -24,7 +25,7 @@ func TestReadAheadPanicInsideDecoders(t *testing.T) {
 			return kineto.Read(in, snapshot.Source{Path: "p.json"}, snapshot.Options{}, 0)
 		}, trace},
 		{"pickle", func(in *bufio.Reader) (*snapshot.Snapshot, error) {
-			return snapshot.ReadPickle(in, snapshot.Source{Path: "p.pickle"}, snapshot.Options{}, -1)
+			return pickle.Read(in, snapshot.Source{Path: "p.pickle"}, snapshot.Options{}, -1)
 		}, pickleHead},
 	}
 	for _, tc := range tests {

@@ -14,16 +14,9 @@ func TestSecurityBounds(t *testing.T) {
 		"DefaultMaxStringBytes": DefaultMaxStringBytes,
 		"DefaultMaxDepth":       DefaultMaxDepth,
 		"DefaultMaxMemo":        DefaultMaxMemo,
-		"memoBytesPerEntry":     memoBytesPerEntry,
-		"maxShortTexts":         maxShortTexts,
-		"shortTextBytes":        shortTextBytes,
 		"DefaultMaxValues":      DefaultMaxValues,
 		"DefaultMaxValueBytes":  DefaultMaxValueBytes,
 		"DefaultMaxDevices":     DefaultMaxDevices,
-		"maxRendered":           maxRendered,
 		"maxNameBytes":          MaxNameBytes,
-		"expansionBase":         expansionBase,
-		"expansionPerByte":      expansionPerByte,
-		"maxLongBytes":          maxLongBytes,
 	})
 }

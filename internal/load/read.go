@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/internal/load/kineto"
+	"github.com/torchmem/torchmem/internal/load/pickle"
 	"github.com/torchmem/torchmem/internal/load/traceplot"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -208,10 +209,10 @@ func readSniffed(in *bufio.Reader, src snapshot.Source, opts snapshot.Options) (
 	}
 	switch {
 	case head[0] == 0x80:
-		return snapshot.ReadPickle(in, src, opts, size)
+		return pickle.Read(in, src, opts, size)
 	case head[0] == '}' || head[0] == ']' || head[0] == '(':
 		// Protocol 0/1 pickles have no PROTO opcode.
-		return snapshot.ReadPickle(in, src, opts, size)
+		return pickle.Read(in, src, opts, size)
 	}
 	// Text: leading whitespace (any amount: it is skipped, not kept) and a
 	// UTF-8 byte-order mark.

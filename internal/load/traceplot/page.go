@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 
+	"github.com/torchmem/torchmem/internal/load/pickle"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -105,7 +106,7 @@ func readBase64Pickle(in *bufio.Reader, src snapshot.Source, opts snapshot.Optio
 	off++
 	q := &quotedReader{r: in}
 	dec := &base64Reader{r: q, corrupt: -1}
-	s, err := snapshot.ReadPickle(bufio.NewReaderSize(dec, 64<<10), src, opts, -1)
+	s, err := pickle.Read(bufio.NewReaderSize(dec, 64<<10), src, opts, -1)
 	switch {
 	case dec.corrupt >= 0:
 		return nil, &snapshot.Error{Path: src.Path, Offset: off + dec.corrupt, Msg: "bad base64 in the embedded snapshot"}

@@ -1,6 +1,10 @@
-package snapshot
+package pickle
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
 
 // This file is the fast path of a trace entry, most of every snapshot
 // after its frames: a dict of memo-fetched keys and scalar values and a
@@ -56,7 +60,7 @@ func (m *vm) entryFast() bool {
 	if m.fast.frames == nil {
 		// Most stacks fit: an entry the fast path leaves to the opcodes
 		// then costs no new scratch (its grown one is kept only on success).
-		m.fast.frames = make([]FrameID, 0, 256)
+		m.fast.frames = make([]snapshot.FrameID, 0, 256)
 	}
 	frames := m.fast.frames[:0]
 	list := -1 // the index in d.vals of the frames list written here
@@ -213,7 +217,7 @@ func (m *vm) entryFast() bool {
 		items := m.stack[mark:]
 		for _, it := range items {
 			if it.k == kFrame && len(l.items) == 0 {
-				l.frames = append(l.frames, FrameID(it.n))
+				l.frames = append(l.frames, snapshot.FrameID(it.n))
 				continue
 			}
 			s.appendItem(l, it)
@@ -259,13 +263,13 @@ func memoFetch(buf []byte, pos int) (idx, n int) {
 
 // frameAt reads a memo fetch of a frame already reduced at buf[pos]: the
 // frame and the bytes the fetch takes (0 when it is none).
-func (m *vm) frameAt(buf []byte, pos int) (FrameID, int) {
+func (m *vm) frameAt(buf []byte, pos int) (snapshot.FrameID, int) {
 	idx, n := memoFetch(buf, pos)
 	if n == 0 || idx >= m.memo.len() {
 		return 0, 0
 	}
 	if sl := m.memo.slot(idx); sl&slotMask == slotFrame {
-		return FrameID(sl &^ slotMask), n
+		return snapshot.FrameID(sl &^ slotMask), n
 	}
 	return 0, 0
 }

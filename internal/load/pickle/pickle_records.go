@@ -1,4 +1,4 @@
-package snapshot
+package pickle
 
 // This file reads the records of a snapshot pickle into the model: trace
 // entries, blocks, segments, annotations and the allocator's settings.
@@ -7,11 +7,12 @@ import (
 	"math"
 
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // event reads one trace entry (device_traces[d][i]).
-func (s *schema) event(d *pdict) Event {
-	e := Event{TimeNS: NoTime}
+func (s *schema) event(d *pdict) snapshot.Event {
+	e := snapshot.Event{TimeNS: snapshot.NoTime}
 	var user, internal, compile string
 	var deviceFree int64
 	for i, k := range d.keys {
@@ -19,15 +20,15 @@ func (s *schema) event(d *pdict) Event {
 		switch k.str() {
 		case "action":
 			name := asString(v)
-			e.Action = ParseAction(name)
-			if e.Action == ActionUnknown {
+			e.Action = snapshot.ParseAction(name)
+			if e.Action == snapshot.ActionUnknown {
 				name = units.ClipBytes(name, 100)
 				s.charge(len(name))
 				if len(s.unknownAct) < 100 {
 					s.unknownAct[name]++
 				}
 			}
-			if e.Action == ActionSegmentMap || e.Action == ActionSegmentUnmap {
+			if e.Action == snapshot.ActionSegmentMap || e.Action == snapshot.ActionSegmentUnmap {
 				s.feats |= featSegMap
 			}
 		case "addr":
@@ -60,7 +61,7 @@ func (s *schema) event(d *pdict) Event {
 			s.unknown("trace entry", k.str())
 		}
 	}
-	if e.Action == ActionOOM {
+	if e.Action == snapshot.ActionOOM {
 		e.Addr = uint64(deviceFree) // PyTorch's C++ keeps it in addr too
 	}
 	s.charge(len(user) + len(internal) + len(compile))
@@ -75,20 +76,20 @@ func (s *schema) event(d *pdict) Event {
 	return e
 }
 
-func parseState(st string) BlockState {
+func parseState(st string) snapshot.BlockState {
 	switch st {
 	case "active_allocated":
-		return BlockActiveAllocated
+		return snapshot.BlockActiveAllocated
 	case "active_pending_free", "active_awaiting_free":
-		return BlockActivePendingFree
+		return snapshot.BlockActivePendingFree
 	case "inactive":
-		return BlockInactive
+		return snapshot.BlockInactive
 	}
-	return BlockUnknown
+	return snapshot.BlockUnknown
 }
 
-func (s *schema) block(d *pdict) Block {
-	var b Block
+func (s *schema) block(d *pdict) snapshot.Block {
+	var b snapshot.Block
 	for i, k := range d.keys {
 		v := d.vals[i]
 		switch k.str() {
@@ -125,8 +126,8 @@ func (s *schema) block(d *pdict) Block {
 	return b
 }
 
-func (s *schema) segment(d *pdict) Segment {
-	var g Segment
+func (s *schema) segment(d *pdict) snapshot.Segment {
+	var g snapshot.Segment
 	var blocks *plist
 	for i, k := range d.keys {
 		v := d.vals[i]
@@ -185,7 +186,7 @@ func (s *schema) segment(d *pdict) Segment {
 }
 
 func (s *schema) annotation(d *pdict) rawAnnotation {
-	a := rawAnnotation{timeNS: NoTime}
+	a := rawAnnotation{timeNS: snapshot.NoTime}
 	for i, k := range d.keys {
 		v := d.vals[i]
 		switch k.str() {
@@ -205,8 +206,8 @@ func (s *schema) annotation(d *pdict) rawAnnotation {
 	return a
 }
 
-func (s *schema) settings(d *pdict) *AllocatorSettings {
-	st := &AllocatorSettings{Other: map[string]string{}}
+func (s *schema) settings(d *pdict) *snapshot.AllocatorSettings {
+	st := &snapshot.AllocatorSettings{Other: map[string]string{}}
 	for i, k := range d.keys {
 		v := d.vals[i]
 		switch k.str() {

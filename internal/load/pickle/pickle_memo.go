@@ -1,4 +1,4 @@
-package snapshot
+package pickle
 
 // memoTable is the pickle memo in 8 bytes a slot. Python memoizes every
 // dict, list and string, so a long trace memoizes millions of objects that
@@ -36,13 +36,13 @@ type shortTexts struct {
 	n    int
 }
 
-// maxShortTexts is the most texts interned, each at most shortTextBytes
+// MaxShortTexts is the most texts interned, each at most shortTextBytes
 // beside its own bytes.
-const maxShortTexts = 1 << 20
+const MaxShortTexts = 1 << 20
 
-// shortTextBytes is the most an interned text costs beside its bytes: its
+// ShortTextBytes is the most an interned text costs beside its bytes: its
 // string in text and its map entry, the map's growth included.
-const shortTextBytes = 160
+const ShortTextBytes = 160
 
 // at is text i.
 func (t *shortTexts) at(i uint32) string { return t.text[i/memoChunk][i%memoChunk] }
@@ -74,7 +74,7 @@ func (t *shortTexts) index(s string) (uint32, bool) {
 }
 
 func (t *shortTexts) add(s string) (uint32, bool) {
-	if t.n >= maxShortTexts {
+	if t.n >= MaxShortTexts {
 		return 0, false
 	}
 	if t.idx == nil {

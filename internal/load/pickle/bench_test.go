@@ -1,4 +1,4 @@
-package snapshot_test
+package pickle_test
 
 import (
 	"os"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/load/pickle"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -47,7 +48,7 @@ func BenchmarkReadReference(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := snapshot.ReadReference(f, path); err != nil {
+		if _, err := pickle.ReadReference(f, path); err != nil {
 			b.Fatal(err)
 		}
 		f.Close()

@@ -1,4 +1,4 @@
-package snapshot
+package pickle
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // This file turns the decoded top-level value into a Snapshot: devices,
@@ -14,22 +15,22 @@ import (
 // recorded, and the diagnostics that limit trust in it.
 
 // assemble builds the Snapshot from the decoded top-level value.
-func (s *schema) assemble(root value, src Source, proto int) (*Snapshot, error) {
+func (s *schema) assemble(root value, src snapshot.Source, proto int) (*snapshot.Snapshot, error) {
 	b := s.b
 	snap := b.Snap
 	snap.Source = src
 	snap.Source.Protocol = proto
 	switch root.k {
 	case kList:
-		snap.Source.Format = FormatSegmentList
+		snap.Source.Format = snapshot.FormatSegmentList
 		l := root.list()
 		if len(l.items) > 0 && len(l.segs) == 0 {
-			return nil, &Error{Path: src.Path, Offset: -1, Msg: "a pickled list, but not of memory segments (not a torch.cuda.memory_snapshot() output)"}
+			return nil, &snapshot.Error{Path: src.Path, Offset: -1, Msg: "a pickled list, but not of memory segments (not a torch.cuda.memory_snapshot() output)"}
 		}
 		s.addSegments(l.segs)
 	case kDict:
 		if snap.Source.Format == "" {
-			snap.Source.Format = FormatSnapshotPickle
+			snap.Source.Format = snapshot.FormatSnapshotPickle
 		}
 		d := root.dict()
 		if !d.has("segments") && !d.has("device_traces") {
@@ -37,7 +38,7 @@ func (s *schema) assemble(root value, src Source, proto int) (*Snapshot, error) 
 			if s.err != nil {
 				return nil, s.fileError(src)
 			}
-			return nil, &Error{Path: src.Path, Offset: -1, Msg: fmt.Sprintf("a pickled dict without segments or device_traces: not a PyTorch memory snapshot (keys: %s)", keys)}
+			return nil, &snapshot.Error{Path: src.Path, Offset: -1, Msg: fmt.Sprintf("a pickled dict without segments or device_traces: not a PyTorch memory snapshot (keys: %s)", keys)}
 		}
 		for i, k := range d.keys {
 			v := d.vals[i]
@@ -54,13 +55,13 @@ func (s *schema) assemble(root value, src Source, proto int) (*Snapshot, error) 
 				}
 			case "device_traces":
 				if v.k != kList {
-					return nil, &Error{Path: src.Path, Offset: -1, Msg: "device_traces is a " + kindName(v.k) + ", not a list"}
+					return nil, &snapshot.Error{Path: src.Path, Offset: -1, Msg: "device_traces is a " + kindName(v.k) + ", not a list"}
 				}
 				if n := len(v.list().items); n > s.maxDevices() {
-					return nil, &Error{Path: src.Path, Offset: -1, Msg: fmt.Sprintf("device_traces lists %d devices, more than the limit of %d (a machine has at most a few hundred; limit snapshot.Options.MaxDevices)", n, s.maxDevices())}
+					return nil, &snapshot.Error{Path: src.Path, Offset: -1, Msg: fmt.Sprintf("device_traces lists %d devices, more than the limit of %d (a machine has at most a few hundred; limit snapshot.Options.MaxDevices)", n, s.maxDevices())}
 				}
 				for dev, tv := range v.list().items {
-					dv := b.Device(dev, DeviceCUDA)
+					dv := b.Device(dev, snapshot.DeviceCUDA)
 					if tv.k == kList {
 						tl := tv.list()
 						dv.Events = tl.allEvents()
@@ -86,13 +87,13 @@ func (s *schema) assemble(root value, src Source, proto int) (*Snapshot, error) 
 			}
 		}
 	default:
-		return nil, &Error{Path: src.Path, Offset: -1, Msg: "a pickled " + kindName(root.k) + ", not a PyTorch memory snapshot (a dict or a list of segments)"}
+		return nil, &snapshot.Error{Path: src.Path, Offset: -1, Msg: "a pickled " + kindName(root.k) + ", not a PyTorch memory snapshot (a dict or a list of segments)"}
 	}
 	if s.err != nil {
 		return nil, s.fileError(src)
 	}
 	if n := len(snap.Devices); n > s.maxDevices() {
-		return nil, &Error{Path: src.Path, Offset: -1, Msg: fmt.Sprintf("segments on %d devices, more than the limit of %d (a machine has at most a few hundred; limit snapshot.Options.MaxDevices)", n, s.maxDevices())}
+		return nil, &snapshot.Error{Path: src.Path, Offset: -1, Msg: fmt.Sprintf("segments on %d devices, more than the limit of %d (a machine has at most a few hundred; limit snapshot.Options.MaxDevices)", n, s.maxDevices())}
 	}
 	snap.Source.Generation = s.generation(snap)
 	s.diagnose(snap)
@@ -112,8 +113,8 @@ func (s *schema) keysOf(d *pdict) string {
 }
 
 // fileError is the schema's error for the file src.
-func (s *schema) fileError(src Source) error {
-	var e *Error
+func (s *schema) fileError(src snapshot.Source) error {
+	var e *snapshot.Error
 	if errors.As(s.err, &e) && e.Path == "" {
 		e.Path = src.Path
 	}
@@ -125,44 +126,44 @@ func (s *schema) maxDevices() int {
 	if s.m != nil {
 		return s.m.opts.MaxDevices
 	}
-	return DefaultMaxDevices
+	return snapshot.DefaultMaxDevices
 }
 
 // addSegments files segments under their devices; past the device limit it
 // stops (assemble then refuses the file).
-func (s *schema) addSegments(segs []Segment) {
+func (s *schema) addSegments(segs []snapshot.Segment) {
 	for _, g := range segs {
 		if len(s.b.Snap.Devices) >= s.maxDevices() && s.b.Snap.Device(g.Device) == nil {
-			s.b.Device(g.Device, DeviceCUDA) // one past the limit, for the message
+			s.b.Device(g.Device, snapshot.DeviceCUDA) // one past the limit, for the message
 			return
 		}
-		d := s.b.Device(g.Device, DeviceCUDA)
+		d := s.b.Device(g.Device, snapshot.DeviceCUDA)
 		d.Segments = append(d.Segments, g)
 	}
 }
 
 // pairAnnotations pairs START and END entries by device and name, innermost
 // first; an unmatched START or END gives an open range.
-func pairAnnotations(raw []rawAnnotation) []Annotation {
+func pairAnnotations(raw []rawAnnotation) []snapshot.Annotation {
 	type key struct {
 		dev  int
 		name string
 	}
 	open := map[key][]int{}
-	var out []Annotation
+	var out []snapshot.Annotation
 	for _, r := range raw {
-		r.name = CutName(r.name)
+		r.name = snapshot.CutName(r.name)
 		k := key{r.device, r.name}
 		switch strings.ToUpper(r.stage) {
 		case "START":
-			out = append(out, Annotation{Name: r.name, Device: r.device, StartNS: r.timeNS, EndNS: NoTime, Kind: annotationKind(r.name)})
+			out = append(out, snapshot.Annotation{Name: r.name, Device: r.device, StartNS: r.timeNS, EndNS: snapshot.NoTime, Kind: annotationKind(r.name)})
 			open[k] = append(open[k], len(out)-1)
 		default:
 			if st := open[k]; len(st) > 0 {
 				out[st[len(st)-1]].EndNS = r.timeNS
 				open[k] = st[:len(st)-1]
 			} else {
-				out = append(out, Annotation{Name: r.name, Device: r.device, StartNS: NoTime, EndNS: r.timeNS, Kind: annotationKind(r.name)})
+				out = append(out, snapshot.Annotation{Name: r.name, Device: r.device, StartNS: snapshot.NoTime, EndNS: r.timeNS, Kind: annotationKind(r.name)})
 			}
 		}
 	}
@@ -170,46 +171,29 @@ func pairAnnotations(raw []rawAnnotation) []Annotation {
 	return out
 }
 
-// pytorchMarker recognises the record_function names PyTorch itself emits
-// (torch.profiler's steps, the optimizer's step and zero_grad, the data
-// loader), in snapshots and chrome traces alike; false for any other name.
-func PyTorchMarker(name string) (AnnotationKind, bool) {
-	switch {
-	case strings.HasPrefix(name, "ProfilerStep#"):
-		return AnnotationStep, true
-	case strings.HasPrefix(name, "Optimizer.step#"):
-		return AnnotationOptStep, true
-	case strings.HasPrefix(name, "Optimizer.zero_grad#"):
-		return AnnotationZeroGrad, true
-	case strings.HasPrefix(name, "enumerate(DataLoader)#"), strings.HasPrefix(name, "enumerate(DataPipe)#"):
-		return AnnotationData, true
-	}
-	return AnnotationUser, false
-}
-
 // annotationKind classifies a snapshot annotation: PyTorch's own markers,
 // then the user's names by the phase words they contain.
-func annotationKind(name string) AnnotationKind {
-	if k, ok := PyTorchMarker(name); ok {
+func annotationKind(name string) snapshot.AnnotationKind {
+	if k, ok := snapshot.PyTorchMarker(name); ok {
 		return k
 	}
 	low := strings.ToLower(name)
 	switch {
 	case strings.Contains(low, "backward"):
-		return AnnotationBackward
+		return snapshot.AnnotationBackward
 	case strings.Contains(low, "forward"):
-		return AnnotationForward
+		return snapshot.AnnotationForward
 	case strings.Contains(low, "zero_grad"):
-		return AnnotationZeroGrad
+		return snapshot.AnnotationZeroGrad
 	case strings.Contains(low, "optimizer") || strings.Contains(low, "optim_step") || low == "step":
-		return AnnotationOptStep
+		return snapshot.AnnotationOptStep
 	}
-	return AnnotationUser
+	return snapshot.AnnotationUser
 }
 
 // generation names the snapshot generation from the features present
 // (the generations of the package documentation).
-func (s *schema) generation(snap *Snapshot) string {
+func (s *schema) generation(snap *snapshot.Snapshot) string {
 	f := s.feats
 	switch {
 	case f&(featFX|featInternalMetadata|featTraceAllocSettings|featEntryPoolID) != 0:
@@ -233,7 +217,7 @@ func (s *schema) generation(snap *Snapshot) string {
 }
 
 // diagnose records what limits trust in the file and how it was recorded.
-func (s *schema) diagnose(snap *Snapshot) {
+func (s *schema) diagnose(snap *snapshot.Snapshot) {
 	entries, withStack, cpp, blockFrames := 0, 0, false, false
 	maxPerDev := 0
 	for _, d := range snap.Devices {
@@ -260,21 +244,21 @@ func (s *schema) diagnose(snap *Snapshot) {
 	}
 	switch {
 	case entries == 0 && blockFrames:
-		snap.Recording = RecordingState
+		snap.Recording = snapshot.RecordingState
 	case entries == 0:
-		snap.Recording = RecordingNone
+		snap.Recording = snapshot.RecordingNone
 	case maxPerDev <= 1 && withStack == 0:
-		snap.Recording = RecordingState
+		snap.Recording = snapshot.RecordingState
 	case withStack == 0:
-		snap.Recording = RecordingNoStacks
+		snap.Recording = snapshot.RecordingNoStacks
 	case cpp:
-		snap.Recording = RecordingCPP
+		snap.Recording = snapshot.RecordingCPP
 	default:
-		snap.Recording = RecordingPython
+		snap.Recording = snapshot.RecordingPython
 	}
-	if entries == 0 && snap.Source.Format != FormatSegmentList {
+	if entries == 0 && snap.Source.Format != snapshot.FormatSegmentList {
 		snap.Diag("no_trace", -1, "no allocator trace entries: only the state at dump time is known (record with torch.cuda.memory._record_memory_history(max_entries=100000))")
-	} else if snap.Recording == RecordingState && entries > 0 {
+	} else if snap.Recording == snapshot.RecordingState && entries > 0 {
 		snap.Diag("state_only", -1, "at most one trace entry per device (enabled=\"state\" or the 2.0 default trace_alloc_max_entries=1): no history, only the state at dump time")
 	}
 	if snap.Settings != nil && snap.Settings.TraceAllocOverflowed {
@@ -285,7 +269,7 @@ func (s *schema) diagnose(snap *Snapshot) {
 			snap.Diag("unmatched_frees", d.ID, fmt.Sprintf("device %d: %d frees of blocks whose allocation is not in the trace (allocated before recording began, or the ring buffer overflowed)", d.ID, n))
 		}
 	}
-	if entries > 0 && withStack == 0 && snap.Recording != RecordingState {
+	if entries > 0 && withStack == 0 && snap.Recording != snapshot.RecordingState {
 		snap.Diag("no_frames", -1, "trace entries carry no stack frames (record with context=\"all\", stacks=\"python\")")
 	}
 	for name, n := range s.unknownAct {
@@ -309,20 +293,20 @@ func (s *schema) diagnose(snap *Snapshot) {
 
 // unmatchedFrees counts frees in a device trace whose block was never
 // allocated earlier in the trace.
-func unmatchedFrees(d *Device) int {
+func unmatchedFrees(d *snapshot.Device) int {
 	live := make(map[uint64]int, 1024)
 	n := 0
 	for i := range d.Events {
 		e := &d.Events[i]
 		switch e.Action {
-		case ActionAlloc:
+		case snapshot.ActionAlloc:
 			live[e.Addr]++
-		case ActionFreeRequested:
+		case snapshot.ActionFreeRequested:
 			if live[e.Addr] == 0 {
 				n++
 				live[e.Addr] = -1 // count once; free_completed follows
 			}
-		case ActionFreeCompleted:
+		case snapshot.ActionFreeCompleted:
 			switch c := live[e.Addr]; {
 			case c > 1:
 				live[e.Addr] = c - 1

@@ -1,8 +1,10 @@
-package snapshot
+package pickle
 
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // This file is the opcode machine of torchmem's own pickle decoder. It
@@ -40,7 +42,7 @@ var opNameTable = func() (t [256]string) {
 	return t
 }()
 
-func opName(op byte) string { return opNameTable[op] }
+func OpName(op byte) string { return opNameTable[op] }
 
 // maxLongBytes bounds LONG1/LONG4 integers: snapshot integers fit in 9 bytes.
 const maxLongBytes = 1024
@@ -54,17 +56,17 @@ type vm struct {
 	marks     []int
 	memo      memoTable
 	proto     int
-	opts      Options
+	opts      snapshot.Options
 	path      string
 	sch       *schema
 	buf       []byte
 	curOp     byte
 	freeDicts []*pdict
 	freeLists []*plist
-	frameRun  []FrameID // scratch of appendFrameRun
-	fast      struct {  // entryFast: its scratch, whether it is off, what it took
+	frameRun  []snapshot.FrameID // scratch of appendFrameRun
+	fast      struct {           // entryFast: its scratch, whether it is off, what it took
 		dict    pdict
-		frames  []FrameID
+		frames  []snapshot.FrameID
 		memo    []value
 		texts   []uint32 // beside memo: a short string's text number + 1, else 0
 		off     bool
@@ -75,11 +77,11 @@ type vm struct {
 }
 
 func (m *vm) fail(format string, args ...any) error {
-	return &Error{Path: m.path, Offset: m.opOff, Msg: fmt.Sprintf(format, args...)}
+	return &snapshot.Error{Path: m.path, Offset: m.opOff, Msg: fmt.Sprintf(format, args...)}
 }
 
 func (m *vm) truncated(what string) error {
-	return &Error{Path: m.path, Offset: m.off, Msg: "truncated pickle: file ends inside " + what}
+	return &snapshot.Error{Path: m.path, Offset: m.off, Msg: "truncated pickle: file ends inside " + what}
 }
 
 func (m *vm) push(v value) { m.stack = append(m.stack, v) }
@@ -90,7 +92,7 @@ func (m *vm) pop() (value, error) {
 		base = m.marks[len(m.marks)-1]
 	}
 	if len(m.stack) <= base {
-		return value{}, m.fail("%s on an empty stack", opName(m.curOp))
+		return value{}, m.fail("%s on an empty stack", OpName(m.curOp))
 	}
 	v := m.stack[len(m.stack)-1]
 	m.stack = m.stack[:len(m.stack)-1]
@@ -103,7 +105,7 @@ func (m *vm) top() (*value, error) {
 		base = m.marks[len(m.marks)-1]
 	}
 	if len(m.stack) <= base {
-		return nil, m.fail("%s on an empty stack", opName(m.curOp))
+		return nil, m.fail("%s on an empty stack", OpName(m.curOp))
 	}
 	return &m.stack[len(m.stack)-1], nil
 }
@@ -111,7 +113,7 @@ func (m *vm) top() (*value, error) {
 // popMark returns the items above the last MARK and removes them and the mark.
 func (m *vm) popMark() ([]value, error) {
 	if len(m.marks) == 0 {
-		return nil, m.fail("%s without a MARK", opName(m.curOp))
+		return nil, m.fail("%s without a MARK", OpName(m.curOp))
 	}
 	at := m.marks[len(m.marks)-1]
 	m.marks = m.marks[:len(m.marks)-1]
@@ -125,7 +127,7 @@ func (m *vm) popMark() ([]value, error) {
 // never holds more than MaxMemo entries of memoBytesPerEntry each.
 func (m *vm) memoPut(idx int, v value) error {
 	if idx < 0 || idx >= m.opts.MaxMemo {
-		return m.fail("%s of memo entry %d: more than %d memo entries, more than a snapshot of this size holds (limit snapshot.Options.MaxMemo)", opName(m.curOp), idx, m.opts.MaxMemo)
+		return m.fail("%s of memo entry %d: more than %d memo entries, more than a snapshot of this size holds (limit snapshot.Options.MaxMemo)", OpName(m.curOp), idx, m.opts.MaxMemo)
 	}
 	m.memo.set(idx, v)
 	switch v.k {
@@ -150,10 +152,10 @@ func (m *vm) memoGet(idx int) (value, error) {
 		v, ok = m.memo.get(idx)
 	}
 	if !ok {
-		return value{}, m.fail("%s of memo entry %d, which was never stored", opName(m.curOp), idx)
+		return value{}, m.fail("%s of memo entry %d, which was never stored", OpName(m.curOp), idx)
 	}
 	if v.k == kGone {
-		return value{}, m.fail("%s of memo entry %d, a trace entry or block referenced twice (not produced by PyTorch)", opName(m.curOp), idx)
+		return value{}, m.fail("%s of memo entry %d, a trace entry or block referenced twice (not produced by PyTorch)", OpName(m.curOp), idx)
 	}
 	return v, nil
 }
@@ -184,7 +186,7 @@ func (m *vm) run() (value, error) {
 		in := m.in
 		if in.pos == in.end && !in.fill(1) {
 			if m.off == 0 {
-				return value{}, &Error{Path: m.path, Offset: 0, Msg: "empty pickle"}
+				return value{}, &snapshot.Error{Path: m.path, Offset: 0, Msg: "empty pickle"}
 			}
 			return value{}, m.readErr(in.failure(), "the pickle: no STOP opcode")
 		}
@@ -227,7 +229,7 @@ func (m *vm) run() (value, error) {
 		m.off++
 		m.curOp = op
 		if refused[op] {
-			return value{}, m.fail("refusing pickle opcode %s (0x%02x): it would import or call code, and snapshots never need that", opName(op), op)
+			return value{}, m.fail("refusing pickle opcode %s (0x%02x): it would import or call code, and snapshots never need that", OpName(op), op)
 		}
 		if op == '.' {
 			if len(m.marks) > 0 {
@@ -338,7 +340,7 @@ func (m *vm) appendFrameRun() bool {
 		if sl&slotMask != slotFrame {
 			break
 		}
-		run = append(run, FrameID(sl&^slotMask))
+		run = append(run, snapshot.FrameID(sl&^slotMask))
 		pos += n
 	}
 	m.frameRun = run

@@ -1,4 +1,4 @@
-package snapshot
+package pickle
 
 import (
 	"bufio"
@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // TestTraceReservedOnce: past reserveAfter entries the decoder reserves
@@ -27,11 +28,11 @@ func TestTraceReservedOnce(t *testing.T) {
 		t.Fatalf("%d entries: too few to reserve", entries)
 	}
 	data := buf.Bytes()
-	read := func(size int64) ([]Event, uint64) {
-		var s *Snapshot
+	read := func(size int64) ([]snapshot.Event, uint64) {
+		var s *snapshot.Snapshot
 		var err error
 		alloc := st.HeapAllocated(func() {
-			s, err = ReadPickle(bufio.NewReader(bytes.NewReader(data)), Source{Path: "train.pickle"}, Options{}.WithDefaults(), size)
+			s, err = Read(bufio.NewReader(bytes.NewReader(data)), snapshot.Source{Path: "train.pickle"}, snapshot.Options{}.WithDefaults(), size)
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -52,7 +53,7 @@ func TestTraceReservedOnce(t *testing.T) {
 			t.Errorf("told %d bytes of %d: %d entries, not the same as told the size", size, len(data), len(ev))
 		}
 	}
-	trace := uint64(entries) * uint64(unsafe.Sizeof(Event{}))
+	trace := uint64(entries) * uint64(unsafe.Sizeof(snapshot.Event{}))
 	t.Logf("%d entries (%d bytes): reading allocates %d bytes with the size, %d without", entries, trace, withSize, joined)
 	if withSize+trace*8/10 > joined {
 		t.Errorf("with the size reading allocates %d bytes, without %d: less than 80%% of the trace's %d bytes saved", withSize, joined, trace)

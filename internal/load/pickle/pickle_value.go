@@ -1,10 +1,12 @@
-package snapshot
+package pickle
 
 import (
 	"encoding/binary"
 	"math/big"
 	"slices"
 	"unsafe"
+
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // This file holds the values of torchmem's pickle machine: scalars,
@@ -68,8 +70,8 @@ type pdict struct {
 	// no key is added, the frame it became, or that a record took it.
 	shape   dictShape
 	shaped  bool
-	frame   FrameID // the frame's ID + 1, 0 when not a reduced frame
-	reduced bool    // a trace entry, block, segment or annotation took it
+	frame   snapshot.FrameID // the frame's ID + 1, 0 when not a reduced frame
+	reduced bool             // a trace entry, block, segment or annotation took it
 }
 
 func (d *pdict) get(key string) (value, bool) {
@@ -88,14 +90,14 @@ func (d *pdict) has(key string) bool { _, ok := d.get(key); return ok }
 type plist struct {
 	items   []value
 	memo    int
-	gets    int     // times fetched from the memo or DUP: shared when > 0
-	stack   StackID // the stack its frames became + 1, 0 before (see schema.stack)
-	frames  []FrameID
-	events  []Event   // the current chunk of trace entries
-	evDone  [][]Event // full chunks before it (see addEvent)
+	gets    int              // times fetched from the memo or DUP: shared when > 0
+	stack   snapshot.StackID // the stack its frames became + 1, 0 before (see schema.stack)
+	frames  []snapshot.FrameID
+	events  []snapshot.Event   // the current chunk of trace entries
+	evDone  [][]snapshot.Event // full chunks before it (see addEvent)
 	nEvents int
-	blocks  []Block
-	segs    []Segment
+	blocks  []snapshot.Block
+	segs    []snapshot.Segment
 	annots  []rawAnnotation
 	// entryRefs counts the references to it trace entries consumed (see
 	// schema.stackOf).
@@ -177,7 +179,7 @@ func kindName(k kind) string {
 // input holds at that rate, so that allEvents need not join the chunks
 // (a join holds the trace twice); an input whose entries get denser than
 // that falls back to chunks.
-func (l *plist) addEvent(e Event, at, total int64) {
+func (l *plist) addEvent(e snapshot.Event, at, total int64) {
 	if l.nEvents == 0 {
 		l.evStart = at
 	}
@@ -189,13 +191,13 @@ func (l *plist) addEvent(e Event, at, total int64) {
 			l.evSized = true
 			per := max((at-l.evStart)/int64(n), minEntryBytes)
 			rest := (total - at) / per
-			l.events = make([]Event, 0, int64(n)+rest+rest/16+1)
+			l.events = make([]snapshot.Event, 0, int64(n)+rest+rest/16+1)
 			for _, c := range l.evDone {
 				l.events = append(l.events, c...)
 			}
 			l.evDone = nil
 		} else {
-			l.events = make([]Event, 0, min(max(256, l.nEvents), 1<<16))
+			l.events = make([]snapshot.Event, 0, min(max(256, l.nEvents), 1<<16))
 		}
 	}
 	l.events = append(l.events, e)
@@ -213,7 +215,7 @@ const (
 )
 
 // allEvents returns the trace entries of the list as one slice.
-func (l *plist) allEvents() []Event {
+func (l *plist) allEvents() []snapshot.Event {
 	if len(l.evDone) == 0 {
 		if spare := cap(l.events) - len(l.events); spare > len(l.events)/8 {
 			// Reserved for more than came (other devices' traces followed).
@@ -221,7 +223,7 @@ func (l *plist) allEvents() []Event {
 		}
 		return l.events
 	}
-	out := make([]Event, 0, l.nEvents)
+	out := make([]snapshot.Event, 0, l.nEvents)
 	for _, c := range l.evDone {
 		out = append(out, c...)
 	}

@@ -1,4 +1,4 @@
-package snapshot_test
+package pickle_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/load/pickle"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -27,7 +28,7 @@ func TestStreamingMatchesReference(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			ref, err := snapshot.ReadReference(f, path)
+			ref, err := pickle.ReadReference(f, path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +105,7 @@ func TestGeneratedTrainingMatchesReference(t *testing.T) {
 			if per := float64(buf.Len()) / float64(entries); per < c.minEntry || per > c.maxE {
 				t.Errorf("%.0f bytes an entry, want %.0f–%.0f", per, c.minEntry, c.maxE)
 			}
-			ref, err := snapshot.ReadReference(bytes.NewReader(buf.Bytes()), "train.pickle")
+			ref, err := pickle.ReadReference(bytes.NewReader(buf.Bytes()), "train.pickle")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package snapshot
+package pickle
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/nlpodyssey/gopickle/pickle"
 	"github.com/nlpodyssey/gopickle/types"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // ReadReference decodes a snapshot pickle with gopickle, the reference
@@ -17,10 +18,10 @@ import (
 // streaming decoder. Tests compare the two on every file; it is slower and
 // needs about ten times the file size in memory. Opcodes that would import
 // or call code are refused here too.
-func ReadReference(r io.Reader, path string) (snap *Snapshot, err error) {
+func ReadReference(r io.Reader, path string) (snap *snapshot.Snapshot, err error) {
 	defer func() {
 		if rec := recover(); rec != nil {
-			snap, err = nil, &Error{Path: path, Offset: -1, Msg: fmt.Sprintf("reference decoder failed: %v", rec)}
+			snap, err = nil, &snapshot.Error{Path: path, Offset: -1, Msg: fmt.Sprintf("reference decoder failed: %v", rec)}
 		}
 	}()
 	u := pickle.NewUnpickler(bufio.NewReaderSize(r, 1<<20))
@@ -29,13 +30,13 @@ func ReadReference(r io.Reader, path string) (snap *Snapshot, err error) {
 	}
 	obj, err := u.Load()
 	if err != nil {
-		return nil, &Error{Path: path, Offset: -1, Msg: "reference decoder: " + err.Error()}
+		return nil, &snapshot.Error{Path: path, Offset: -1, Msg: "reference decoder: " + err.Error()}
 	}
-	b := NewBuilder(Source{Path: path})
+	b := snapshot.NewBuilder(snapshot.Source{Path: path})
 	sch := newSchema(b)
 	c := &refConverter{sch: sch, dicts: map[*types.Dict]value{}, lists: map[*types.List]value{}}
 	root := c.convert(obj, 0)
-	return sch.assemble(root, Source{Path: path}, 0)
+	return sch.assemble(root, snapshot.Source{Path: path}, 0)
 }
 
 type refConverter struct {

@@ -1,9 +1,11 @@
-package snapshot
+package pickle
 
 import (
 	"slices"
 	"strconv"
 	"unsafe"
+
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // step runs one opcode, reading its arguments from the input: the pickle
@@ -85,9 +87,9 @@ func (m *vm) step(op byte) error {
 			return err
 		}
 		if n > maxLongBytes {
-			return m.fail("%s integer of %d bytes (at most %d supported; snapshot integers fit in 9)", opName(op), n, maxLongBytes)
+			return m.fail("%s integer of %d bytes (at most %d supported; snapshot integers fit in 9)", OpName(op), n, maxLongBytes)
 		}
-		b, err := m.readN(int64(n), opName(op))
+		b, err := m.readN(int64(n), OpName(op))
 		if err != nil {
 			return err
 		}
@@ -108,11 +110,11 @@ func (m *vm) step(op byte) error {
 		case 0x8d:
 			w = 8
 		}
-		n, err := m.uint(w, opName(op))
+		n, err := m.uint(w, OpName(op))
 		if err != nil {
 			return err
 		}
-		s, err := m.str(n, opName(op))
+		s, err := m.str(n, OpName(op))
 		if err != nil {
 			return err
 		}
@@ -125,11 +127,11 @@ func (m *vm) step(op byte) error {
 		case 0x8e, 0x96:
 			w = 8
 		}
-		n, err := m.uint(w, opName(op))
+		n, err := m.uint(w, OpName(op))
 		if err != nil {
 			return err
 		}
-		s, err := m.str(n, opName(op))
+		s, err := m.str(n, OpName(op))
 		if err != nil {
 			return err
 		}
@@ -139,7 +141,7 @@ func (m *vm) step(op byte) error {
 			m.push(strVal(kBytes, s))
 		}
 	case 'V', 'S': // protocol 0 text strings
-		line, err := m.readLine(opName(op))
+		line, err := m.readLine(OpName(op))
 		if err != nil {
 			return err
 		}
@@ -193,7 +195,7 @@ func (m *vm) step(op byte) error {
 			base = m.marks[len(m.marks)-1]
 		}
 		if len(m.stack)-base < n {
-			return m.fail("%s needs %d values on the stack", opName(op), n)
+			return m.fail("%s needs %d values on the stack", OpName(op), n)
 		}
 		items := append([]value(nil), m.stack[len(m.stack)-n:]...)
 		m.stack = m.stack[:len(m.stack)-n]
@@ -222,7 +224,7 @@ func (m *vm) step(op byte) error {
 			return err
 		}
 		if t.k != kList {
-			return m.fail("%s to a %s, not a list", opName(op), kindName(t.k))
+			return m.fail("%s to a %s, not a list", OpName(op), kindName(t.k))
 		}
 		l := t.list()
 		if len(items) > 0 && items[0].k == kFrame && len(l.items) == 0 {
@@ -230,7 +232,7 @@ func (m *vm) step(op byte) error {
 		}
 		for i, it := range items {
 			if it.k == kFrame && len(l.items) == 0 {
-				l.frames = append(l.frames, FrameID(it.n))
+				l.frames = append(l.frames, snapshot.FrameID(it.n))
 				continue
 			}
 			m.sch.appendItem(l, items[i])
@@ -313,7 +315,7 @@ func (m *vm) step(op byte) error {
 		}
 		return m.pushMemo(int(idx))
 	default:
-		return m.fail("%s is not a pickle opcode this reader knows", opName(op))
+		return m.fail("%s is not a pickle opcode this reader knows", OpName(op))
 	}
 	return nil
 }

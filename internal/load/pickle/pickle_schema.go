@@ -1,9 +1,10 @@
-package snapshot
+package pickle
 
 import (
 	"math"
 
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // This file maps pickle values onto the model. Features are detected by the
@@ -41,7 +42,7 @@ const (
 
 // schema holds the state of the conversion while a pickle is decoded.
 type schema struct {
-	b          *Builder
+	b          *snapshot.Builder
 	feats      feature
 	unknownKey map[string]int // "entry.foo" → count
 	unknownAct map[string]int
@@ -56,7 +57,7 @@ type schema struct {
 	inputBytes int64
 }
 
-func newSchema(b *Builder) *schema {
+func newSchema(b *snapshot.Builder) *schema {
 	return &schema{b: b, unknownKey: map[string]int{}, unknownAct: map[string]int{}, inputBytes: -1}
 }
 
@@ -70,7 +71,7 @@ func (s *schema) appendItem(l *plist, v value) {
 	m := s.m
 	switch v.k {
 	case kFrame:
-		l.frames = append(l.frames, FrameID(v.n))
+		l.frames = append(l.frames, snapshot.FrameID(v.n))
 		return
 	case kDict:
 		d := v.dict()
@@ -181,8 +182,8 @@ func (s *schema) unknown(where, key string) {
 	}
 }
 
-func (s *schema) frame(d *pdict) FrameID {
-	var f Frame
+func (s *schema) frame(d *pdict) snapshot.FrameID {
+	var f snapshot.Frame
 	for i, k := range d.keys {
 		v := d.vals[i]
 		switch k.str() {
@@ -213,18 +214,18 @@ func (s *schema) frame(d *pdict) FrameID {
 }
 
 // stack interns a frames list (or returns an interned one).
-func (s *schema) stack(v value) StackID { return s.stackOf(v, false) }
+func (s *schema) stack(v value) snapshot.StackID { return s.stackOf(v, false) }
 
 // stackOf is stack; entry says that a trace entry consumes this reference
 // to the list. A list all of whose references trace entries consumed (the
 // one it was made with and each memo fetch or DUP: PyTorch shares a
 // free_requested's list with its free_completed) is reused for the next
 // list; a list another record holds a reference to never is.
-func (s *schema) stackOf(v value, entry bool) StackID {
+func (s *schema) stackOf(v value, entry bool) snapshot.StackID {
 	m := s.m
 	switch v.k {
 	case kStack:
-		return StackID(v.n)
+		return snapshot.StackID(v.n)
 	case kList:
 		l := v.list()
 		if entry {

@@ -1,4 +1,4 @@
-package snapshot
+package pickle
 
 import (
 	"bufio"
@@ -12,14 +12,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // decodeFast decodes data with the trace-entry fast path on or off and
 // returns the model, how many entries the fast path took and the error.
-func decodeFast(t *testing.T, data []byte, fast bool) (*Snapshot, int, error) {
+func decodeFast(t *testing.T, data []byte, fast bool) (*snapshot.Snapshot, int, error) {
 	t.Helper()
 	var m *vm
-	s, err := readPickleWith(bufio.NewReader(bytes.NewReader(data)), Source{Path: "x.pickle"}, Options{}.WithDefaults(), int64(len(data)),
+	s, err := readPickleWith(bufio.NewReader(bytes.NewReader(data)), snapshot.Source{Path: "x.pickle"}, snapshot.Options{}.WithDefaults(), int64(len(data)),
 		func(v *vm) { m, v.fast.off = v, !fast })
 	return s, m.fast.entries, err
 }
@@ -117,7 +118,7 @@ func TestEntryFastPath(t *testing.T) {
 		if none != 0 {
 			t.Errorf("%s: the fast path took %d entries while off", name, none)
 		}
-		if diff := cmp.Diff(slow, fast, cmpopts.EquateEmpty(), cmp.AllowUnexported(Snapshot{})); diff != "" {
+		if diff := cmp.Diff(slow, fast, cmpopts.EquateEmpty(), cmp.AllowUnexported(snapshot.Snapshot{})); diff != "" {
 			t.Errorf("%s: the fast path's model differs (-opcodes +fast):\n%s", name, diff)
 		}
 		events := 0

@@ -1,27 +1,29 @@
-package snapshot
+package pickle
 
 import (
 	"bufio"
 	"fmt"
-	"github.com/torchmem/torchmem/internal/load/readahead"
 	"os"
 	"runtime/debug"
+
+	"github.com/torchmem/torchmem/internal/load/readahead"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
-// ReadPickle decodes a snapshot pickle with torchmem's streaming decoder.
+// Read decodes a snapshot pickle with torchmem's streaming decoder.
 // Bytes after STOP are ignored (trace_plot pads the pickle with NULs). size
 // is the pickle's length when known (−1 otherwise): the trace is reserved
 // from it (plist.addEvent).
-func ReadPickle(in *bufio.Reader, src Source, opts Options, size int64) (snap *Snapshot, err error) {
+func Read(in *bufio.Reader, src snapshot.Source, opts snapshot.Options, size int64) (snap *snapshot.Snapshot, err error) {
 	return readPickleWith(in, src, opts, size, nil)
 }
 
 // readPickleWith is readPickle; tune, when not nil, sees the machine before
 // it runs (tests turn its fast paths off and count what they took).
-func readPickleWith(in *bufio.Reader, src Source, opts Options, size int64, tune func(*vm)) (snap *Snapshot, err error) {
+func readPickleWith(in *bufio.Reader, src snapshot.Source, opts snapshot.Options, size int64, tune func(*vm)) (snap *snapshot.Snapshot, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			snap, err = nil, &Error{Path: src.Path, Offset: -1, Msg: fmt.Sprintf("internal error while decoding (please report): %v", r)}
+			snap, err = nil, &snapshot.Error{Path: src.Path, Offset: -1, Msg: fmt.Sprintf("internal error while decoding (please report): %v", r)}
 			if os.Getenv("TORCHMEM_DEBUG") != "" {
 				os.Stderr.Write(debug.Stack())
 			}
@@ -29,7 +31,7 @@ func readPickleWith(in *bufio.Reader, src Source, opts Options, size int64, tune
 	}()
 	ra := readahead.NewReader(in, nil)
 	defer ra.Stop()
-	b := NewBuilder(src)
+	b := snapshot.NewBuilder(src)
 	sch := newSchema(b)
 	sch.inputBytes = size
 	opts = opts.WithDefaults()

@@ -1,4 +1,4 @@
-package snapshot
+package pickle
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // TestShortTextsBound: the short strings the decoder and the memo's slots
@@ -16,7 +17,7 @@ import (
 // most shortTextBytes beside its own bytes; a text past them is a string
 // of its own, kept by nothing.
 func TestShortTextsBound(t *testing.T) {
-	const n = maxShortTexts + 1<<16
+	const n = MaxShortTexts + 1<<16
 	bufs := make([][]byte, n)
 	for i := range bufs {
 		bufs[i] = binary.LittleEndian.AppendUint64(nil, uint64(i))
@@ -29,8 +30,8 @@ func TestShortTextsBound(t *testing.T) {
 			}
 		}
 	})
-	if tx.n != maxShortTexts {
-		t.Errorf("%d texts kept, want %d", tx.n, maxShortTexts)
+	if tx.n != MaxShortTexts {
+		t.Errorf("%d texts kept, want %d", tx.n, MaxShortTexts)
 	}
 	if i, ok := tx.index(string(bufs[n-1])); ok {
 		t.Errorf("a text past the limit got index %d", i)
@@ -38,10 +39,10 @@ func TestShortTextsBound(t *testing.T) {
 	if i, ok := tx.index(string(bufs[7])); !ok || tx.at(i) != string(bufs[7]) {
 		t.Errorf("text 7: index %d, %v", i, ok)
 	}
-	perText := float64(heap-8*n) / maxShortTexts
+	perText := float64(heap-8*n) / MaxShortTexts
 	t.Logf("%d texts of 8 bytes: %.1f bytes a text kept beside its bytes", n, perText)
-	if perText > shortTextBytes {
-		t.Errorf("%.1f bytes a text beside its bytes, more than %d", perText, shortTextBytes)
+	if perText > ShortTextBytes {
+		t.Errorf("%.1f bytes a text beside its bytes, more than %d", perText, ShortTextBytes)
 	}
 }
 
@@ -57,8 +58,8 @@ func TestMemoLimitInTrace(t *testing.T) {
 	data := buf.Bytes()
 	decode := func(fast bool, limit int) (*vm, error) {
 		var m *vm
-		opts := Options{MaxMemo: limit}.WithDefaults()
-		_, err := readPickleWith(bufio.NewReader(bytes.NewReader(data)), Source{Path: "x.pickle"}, opts, int64(len(data)),
+		opts := snapshot.Options{MaxMemo: limit}.WithDefaults()
+		_, err := readPickleWith(bufio.NewReader(bytes.NewReader(data)), snapshot.Source{Path: "x.pickle"}, opts, int64(len(data)),
 			func(v *vm) { m, v.fast.off = v, !fast })
 		return m, err
 	}

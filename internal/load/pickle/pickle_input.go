@@ -1,4 +1,4 @@
-package snapshot
+package pickle
 
 import (
 	"encoding/binary"
@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // inbuf is the decoder's input buffer: opcodes and their arguments are read
@@ -106,10 +107,10 @@ func (m *vm) readErr(err error, what string) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return m.truncated(what)
 	}
-	if errors.Is(err, ErrInputTooLarge) {
+	if errors.Is(err, snapshot.ErrInputTooLarge) {
 		return err
 	}
-	return &Error{Path: m.path, Offset: m.off, Msg: "read error: " + err.Error()}
+	return &snapshot.Error{Path: m.path, Offset: m.off, Msg: "read error: " + err.Error()}
 }
 
 func (m *vm) readLine(what string) (string, error) {
@@ -181,7 +182,7 @@ func bswap(v uint64) uint64 {
 
 // textNumber handles the protocol 0 INT, LONG and FLOAT opcodes.
 func (m *vm) textNumber(op byte) error {
-	line, err := m.readLine(opName(op))
+	line, err := m.readLine(OpName(op))
 	if err != nil {
 		return err
 	}
@@ -201,11 +202,11 @@ func (m *vm) textNumber(op byte) error {
 	}
 	line = strings.TrimSuffix(line, "L")
 	if len(line) > maxLongBytes*3 {
-		return m.fail("%s integer of %d digits", opName(op), len(line))
+		return m.fail("%s integer of %d digits", OpName(op), len(line))
 	}
 	x, ok := new(big.Int).SetString(line, 10)
 	if !ok {
-		return m.fail("%s with a bad value %q", opName(op), units.ClipBytes(line, 40))
+		return m.fail("%s with a bad value %q", OpName(op), units.ClipBytes(line, 40))
 	}
 	switch {
 	case x.IsInt64():
@@ -235,15 +236,15 @@ func (m *vm) memoIndex(op byte) (uint64, error) {
 	case 'q':
 		return m.uint(1, "BINPUT")
 	case 'r', 'j':
-		return m.uint(4, opName(op))
+		return m.uint(4, OpName(op))
 	}
-	line, err := m.readLine(opName(op))
+	line, err := m.readLine(OpName(op))
 	if err != nil {
 		return 0, err
 	}
 	idx, err := strconv.ParseUint(line, 10, 31)
 	if err != nil {
-		return 0, m.fail("%s with a bad index %q", opName(op), units.ClipBytes(line, 40))
+		return 0, m.fail("%s with a bad index %q", OpName(op), units.ClipBytes(line, 40))
 	}
 	return idx, nil
 }

@@ -1,4 +1,4 @@
-package snapshot
+package pickle
 
 // Containers reduced into the model are reused for the next ones, unless the
 // memo or DUP shared them (gets > 0) with something that may still use

@@ -1,10 +1,12 @@
-package snapshot
+package pickle
 
 import (
 	"fmt"
 	"math"
 	"strconv"
 	"unsafe"
+
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // This file bounds what a small pickle can make the decoder hold or do.
@@ -88,7 +90,7 @@ func (m *vm) heldBytes() int64 {
 
 // maxStackValues is how many values the stack may hold: Options.MaxValues,
 // and half of MaxValueBytes in values (its capacity runs ahead of its length).
-func maxStackValues(o Options) int {
+func maxStackValues(o snapshot.Options) int {
 	return int(min(int64(o.MaxValues), o.MaxValueBytes/valueBytes/2))
 }
 
@@ -114,7 +116,7 @@ func (s *schema) failOnce(format string, args ...any) {
 		s.err = s.m.fail(format, args...)
 		return
 	}
-	s.err = &Error{Offset: -1, Msg: fmt.Sprintf(format, args...)}
+	s.err = &snapshot.Error{Offset: -1, Msg: fmt.Sprintf(format, args...)}
 }
 
 // renderer prints values as Python would, within the file's text budget.
@@ -141,17 +143,17 @@ func (s *schema) render(v value) string {
 	r := renderer{s: s}
 	if !r.value(v, 0) {
 		// Rendering happens once the pickle is read: no offset to give.
-		s.err = &Error{Offset: -1, Msg: fmt.Sprintf("a value expands to more than %d bytes of text (memo references to the same containers?): not a snapshot PyTorch wrote", s.textLimit())}
+		s.err = &snapshot.Error{Offset: -1, Msg: fmt.Sprintf("a value expands to more than %d bytes of text (memo references to the same containers?): not a snapshot PyTorch wrote", s.textLimit())}
 		return ""
 	}
 	return string(r.buf)
 }
 
-// maxRendered is the text all renders of one file may produce.
-const maxRendered = 1 << 20
+// MaxRendered is the text all renders of one file may produce.
+const MaxRendered = 1 << 20
 
 // textLimit is the text all renders of one file may produce.
-func (s *schema) textLimit() int64 { return maxRendered }
+func (s *schema) textLimit() int64 { return MaxRendered }
 
 // add appends text and reports whether the file's budget still holds.
 func (r *renderer) add(b ...string) bool {
