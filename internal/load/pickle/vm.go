@@ -42,6 +42,8 @@ var opNameTable = func() (t [256]string) {
 	return t
 }()
 
+// OpName is the name of a pickle opcode (as pickletools writes it), for
+// error messages and tests.
 func OpName(op byte) string { return opNameTable[op] }
 
 // maxLongBytes bounds LONG1/LONG4 integers: snapshot integers fit in 9 bytes.
