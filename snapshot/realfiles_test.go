@@ -78,10 +78,10 @@ func checkFactsTable(t *testing.T, dir string, table []fileFacts) {
 			}
 			snap, err := load.Open(path, snapshot.Options{})
 			if err != nil {
-				t.Fatalf("snapshot.Open(%q): %v", path, err)
+				t.Fatalf("load.Open(%q): %v", path, err)
 			}
 			if snap == nil {
-				t.Fatalf("snapshot.Open(%q) returned nil, nil", path)
+				t.Fatalf("load.Open(%q) returned nil, nil", path)
 			}
 			got := factsOf(t, snap)
 			// The raw number of external_annotations entries is not in the
