@@ -183,6 +183,9 @@ func setupParts(s estimate.Setup) []string {
 	}
 	if s.NewTokens > 0 {
 		parts = append(parts, fmt.Sprintf("%s generated", plural(int(s.NewTokens), "new token")))
+		if s.StaticCache {
+			parts = append(parts, "static KV cache")
+		}
 	}
 	if s.ZeRO > 0 {
 		parts = append(parts, fmt.Sprintf("ZeRO-%d", s.ZeRO))

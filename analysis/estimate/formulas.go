@@ -73,7 +73,7 @@ func Formulas(in Inputs) []string {
 		out = append(out, "inference: residual stream + the larger of a block's working set and b·s·v logits",
 			"dimensions: "+names)
 		if s.NewTokens > 0 {
-			out = append(out, fmt.Sprintf("KV cache: 2 × %d layers × b × kv × (%d + %d tokens) × %d bytes", a.Layers, s.Seq, s.NewTokens, s.compute().elem()))
+			out = append(out, fmt.Sprintf("KV cache: 2 × %d layers × b × kv × (%d + %d − 1 tokens: the last is never read back) × %d bytes", a.Layers, s.Seq, s.NewTokens, s.compute().elem()))
 		}
 		return out
 	}

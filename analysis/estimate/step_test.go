@@ -38,6 +38,16 @@ func TestKVCacheInference(t *testing.T) {
 			t.Errorf("generation phase %d, want %d: %+v", gen.Bytes, want, gen.Parts)
 		}
 	}
+	// A static cache is the whole generation's from the prompt's forward
+	// on, and never grows a layer at a time.
+	static := mustCompute(t, Inputs{Model: Model{Arch: a}, Setup: Setup{Precision: "bf16", Optimizer: "none", Batch: 32, Seq: 4000, NewTokens: 97, StaticCache: true}})
+	for _, p := range static.Phases {
+		for _, part := range p.Parts {
+			if part.Name == "KV cache" && part.Bytes != 64<<30 {
+				t.Errorf("static cache: %s holds %d B of KV cache, want the whole 64 GiB", p.Phase, part.Bytes)
+			}
+		}
+	}
 	// A forward of the same batch without generation keeps no cache.
 	r := mustCompute(t, Inputs{Model: Model{Arch: a}, Setup: Setup{Precision: "bf16", Optimizer: "none", Batch: 32, Seq: 4096}})
 	if r.KVCacheBytes != 0 || len(r.Phases) != 1 || r.PeakPhase != PhaseForward {

@@ -107,6 +107,7 @@ func TestEstimateBadInput(t *testing.T) {
 		{[]string{"--params", "7B", "--attention", "xformers"}, "attention \"xformers\""},
 		{[]string{"--params", "7B", "--flash", "--attention", "eager"}, "disagree"},
 		{[]string{"--params", "7B", "--new-tokens", "64"}, "--optimizer none"},
+		{[]string{"--params", "7B", "--optimizer", "none", "--static-cache"}, "give --new-tokens"},
 		{[]string{"--config", writeTemp(t, t.TempDir(), "neox.json", []byte(`{"model_type":"gpt_neox","hidden_size":512}`))}, `model_type "gpt_neox": not supported`},
 	} {
 		code, out, stderr := runCLI(nil, append([]string{"estimate"}, tc.args...)...)
