@@ -66,7 +66,7 @@ test:
 # torchmem command against CPython loading the same generated snapshots
 # and trace, alternated, as a table (README, Performance).
 bench:
-	$(GO) test -run '^$$' -bench 'Largest|Reference' -benchmem -benchtime 5x ./snapshot/
+	$(GO) test -run '^$$' -bench 'Largest|Reference' -benchmem -benchtime 5x ./internal/load/pickle/ ./internal/load/kineto/
 	$(GO) test -run '^$$' -bench 'AnalyzeGenerated' -benchmem -benchtime 2x -timeout 60m ./analysis/
 	$(GO) test -run '^$$' -bench 'Build' -benchmem ./rollup/
 	$(GO) test -run '^$$' -bench 'AgainstPython' -benchtime 1x -timeout 60m ./cmd/torchmem/

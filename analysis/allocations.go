@@ -3,6 +3,7 @@ package analysis
 import (
 	"sort"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -16,7 +17,7 @@ const (
 
 // allocationsAt lists the largest blocks live after event i and the last
 // allocations up to it (nil when the device has no blocks then).
-func (h *History) allocationsAt(sites *siteCache, i int) *result.AllocationsAt {
+func allocationsAt(h *history.History, sites *history.SiteCache, i int) *result.AllocationsAt {
 	at := &result.AllocationsAt{Event: i}
 	var live []int
 	for bi, b := range h.LiveBlocks(i) {
@@ -30,20 +31,20 @@ func (h *History) allocationsAt(sites *siteCache, i int) *result.AllocationsAt {
 	}
 	sort.SliceStable(live, func(a, b int) bool { return h.Blocks[live[a]].Size > h.Blocks[live[b]].Size })
 	for _, bi := range live[:min(len(live), allocationsLargest)] {
-		at.Largest = append(at.Largest, h.allocation(sites, bi))
+		at.Largest = append(at.Largest, allocation(h, sites, bi))
 	}
 	for k := i; k >= 0 && len(at.Recent) < allocationsRecent; k-- {
-		if bi := h.openAt(k); bi >= 0 && !h.Blocks[bi].Untracked {
-			at.Recent = append(at.Recent, h.allocation(sites, int(bi)))
+		if bi := h.OpenAt(k); bi >= 0 && !h.Blocks[bi].Untracked {
+			at.Recent = append(at.Recent, allocation(h, sites, int(bi)))
 		}
 	}
 	return at
 }
 
-func (h *History) allocation(sites *siteCache, bi int) result.Allocation {
+func allocation(h *history.History, sites *history.SiteCache, bi int) result.Allocation {
 	b := &h.Blocks[bi]
 	a := result.Allocation{Address: b.Addr, Size: b.Size, Requested: b.Requested, Category: b.Category, Rule: b.Rule(),
-		AllocEvent: b.Alloc, FreeEvent: b.Free, Site: h.blockSite(sites, b), Stack: h.displayStack(b.Stack, allocationFrames)}
+		AllocEvent: b.Alloc, FreeEvent: b.Free, Site: h.BlockSite(sites, b), Stack: h.DisplayStack(b.Stack, allocationFrames)}
 	if b.Alloc < 0 {
 		a.Phase, a.AllocEvent = result.PhaseBeforeRecording, -1
 	} else {

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -41,29 +44,29 @@ func TestBlockSizesFollowTheAllocator(t *testing.T) {
 				s := st.NewSim()
 				s.Expandable, s.MaxSplitSize = r.expandable, r.maxSplit
 				churn(s, seed, 600)
-				snap := read(t, s, r.drop)
-				h := BuildHistory(snap, snap.Devices[0])
+				snap := analysistest.Read(t, s, r.drop)
+				h := history.Build(snap, snap.Devices[0])
 				want := s.AllocatedAfter(0)[r.drop:]
 				got := allocatedCurve(h)
 				if len(want) != len(got) {
 					t.Fatalf("%d events, the simulator recorded %d", len(got), len(want))
 				}
-				if h.sizing.mismatch != 0 {
-					t.Errorf("%d blocks live at the dump sized otherwise than the simulator", h.sizing.mismatch)
+				if h.Sizing.Mismatch != 0 {
+					t.Errorf("%d blocks live at the dump sized otherwise than the simulator", h.Sizing.Mismatch)
 				}
 				// A block older than the trace that nothing in it sizes is
 				// its rounded request: its rest (at most 1 MiB, or the
 				// oversize rounding of max_split_size) is all that may be
 				// missed, and only while it lives.
-				slack := int64(h.sizing.unknown) * (1 << 20)
+				slack := int64(h.Sizing.Unknown) * (1 << 20)
 				if r.maxSplit > 0 {
-					slack = int64(h.sizing.unknown) * (20 << 20)
+					slack = int64(h.Sizing.Unknown) * (20 << 20)
 				}
 				bad := 0
 				for i, w := range want {
 					if d := w - got[i]; d < 0 || d > slack || slack == 0 && d != 0 {
 						if bad++; bad <= 3 {
-							t.Errorf("after event %d: allocated %d, the simulator %d (%d blocks unsized)", i, got[i], w, h.sizing.unknown)
+							t.Errorf("after event %d: allocated %d, the simulator %d (%d blocks unsized)", i, got[i], w, h.Sizing.Unknown)
 						}
 					}
 				}
@@ -110,44 +113,6 @@ func churn(s *st.Sim, seed uint64, n int) {
 	}
 }
 
-// TestRoundSize checks round_size (CUDACachingAllocator.cpp), with and
-// without roundup_power2_divisions read from allocator_settings: PyTorch's
-// own example is a 1200 MiB request with 4 divisions between 1 GiB and
-// 2 GiB (1024, 1280, 1536, 1792 MiB), which rounds to 1280 MiB.
-func TestRoundSize(t *testing.T) {
-	const mib = 1 << 20
-	divs := `{"1": 0, "2": 8, "4": 0, "8": 0, "16": 0, "32": 0, "64": 0, "128": 0, "256": 0, "512": 0, "1024": 4, "2048": 0, "4096": 0, "8192": 0, "16384": 0, "32768": 2}`
-	h := &History{Snap: &snapshot.Snapshot{Settings: &snapshot.AllocatorSettings{Other: map[string]string{"roundup_power2_divisions": divs}}}, Device: &snapshot.Device{}}
-	with := h.sizingRules()
-	var plain sizingRules
-	tests := []struct {
-		rules *sizingRules
-		n     int64
-		want  int64
-	}{
-		{&plain, 1, 512},
-		{&plain, 512, 512},
-		{&plain, 513, 1024},
-		{&plain, 1200 * mib, 1200 * mib},
-		{&with, 100, 512},
-		{&with, 600 * 1024, 600 * 1024},           // below 1 MiB: interval "1" has no divisions
-		{&with, 2*mib + 1, 2*mib + mib/4},         // 8 steps of 256 KiB between 2 and 4 MiB
-		{&with, 3 * mib, 3 * mib},                 // on a step
-		{&with, 1200 * mib, 1280 * mib},           // PyTorch's example
-		{&with, 1024 * mib, 1024 * mib},           // a power of two stays
-		{&with, 40 * 1024 * mib, 48 * 1024 * mib}, // the last interval covers all larger sizes
-		{&with, 5 * mib, 5 * mib},                 // interval "4": no divisions, 512 B steps
-	}
-	for _, tc := range tests {
-		if got := tc.rules.round(tc.n); got != tc.want {
-			t.Errorf("round(%d) = %d, want %d", tc.n, got, tc.want)
-		}
-	}
-	if with.expandable || with.maxSplit != 0 {
-		t.Errorf("rules %+v: no expandable segments, no max_split_size", with)
-	}
-}
-
 // TestSnapshotAndTraceCompare: a snapshot and a chrome trace of one run
 // (the simulator writes both: the trace's Bytes are blocks, as the caching
 // allocator reports them to the profiler) give the same allocated curve,
@@ -158,14 +123,14 @@ func TestSnapshotAndTraceCompare(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			s := st.NewSim()
 			churn(s, seed, 500)
-			snap := read(t, s, 0)
+			snap := analysistest.Read(t, s, 0)
 			js := st.ChromeTrace(s, 0)
-			tr, err := snapshot.Read(bytes.NewReader(js), "sim.json", int64(len(js)), snapshot.Options{})
+			tr, err := load.Read(bytes.NewReader(js), "sim.json", int64(len(js)), snapshot.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			hs := BuildHistory(snap, snap.Devices[0])
-			ht := BuildHistory(tr, tr.Device(0))
+			hs := history.Build(snap, snap.Devices[0])
+			ht := history.Build(tr, tr.Device(0))
 			var fromSnap []int64
 			for i, e := range hs.Device.Events {
 				if e.Action == snapshot.ActionAlloc || e.Action == snapshot.ActionFreeRequested {
@@ -202,7 +167,7 @@ func TestAllocatedUnitPerFormat(t *testing.T) {
 		{"traces", "hta_memory_timeline_categories.raw.json.gz", result.AllocatedUnitTensor, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Analyze(openShared(t, tc.sub, tc.name), Options{TopSites: 1, NoTimeline: true})
+			r := Analyze(analysistest.OpenShared(t, tc.sub, tc.name), Options{TopSites: 1, NoTimeline: true})
 			b, err := json.Marshal(r)
 			if err != nil {
 				t.Fatal(err)
@@ -223,9 +188,9 @@ func TestAllocatedUnitPerFormat(t *testing.T) {
 }
 
 // allocatedCurve is the allocated bytes after every event of h.
-func allocatedCurve(h *History) []int64 {
+func allocatedCurve(h *history.History) []int64 {
 	out := make([]int64, 0, h.NumEvents())
-	for _, v := range h.allocatedRange(0, h.NumEvents()-1) {
+	for _, v := range h.AllocatedRange(0, h.NumEvents()-1) {
 		out = append(out, v)
 	}
 	return out

@@ -2,11 +2,14 @@ package analysis
 
 import (
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/analysis/leaks"
+	"github.com/torchmem/torchmem/analysis/suggest"
+	"github.com/torchmem/torchmem/analysis/whatif"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -33,39 +36,6 @@ func DefaultOptions() Options {
 	return Options{Device: -1, TopSites: 10, MaxTimelinePoints: DefaultMaxTimelinePoints}
 }
 
-// BuildHistory replays one device, derives its phases and steps and
-// classifies its blocks: everything the analysis (and leak detection)
-// starts from.
-func BuildHistory(s *snapshot.Snapshot, d *snapshot.Device) *History {
-	return buildHistory(s, d, nil)
-}
-
-// buildHistory is BuildHistory with the snapshot's annotation intervals
-// shared between its devices (nil: computed for this one).
-func buildHistory(s *snapshot.Snapshot, d *snapshot.Device, ann *annIntervals) *History {
-	h := Replay(s, d)
-	h.ann = ann
-	ComputePhases(h)
-	if len(d.Events) >= returnScratchEvents {
-		// The phase and step passes leave some ten bytes an event of
-		// scratch behind, which the runtime keeps resident; Classify's
-		// per-block records then come on top of it, at the analysis's
-		// peak. Returned to the system first, they do not. Measured
-		// (alternated, 3-5 runs): the 171 MB dense snapshot's peak RSS
-		// 252 -> 240 MiB, CPU unchanged within noise; the 200 MB training
-		// one 113 -> 108 MiB for 5% more CPU (the forced collection); the
-		// 1 GB one 529 -> 519 MiB.
-		debug.FreeOSMemory()
-	}
-	Classify(h)
-	return h
-}
-
-// returnScratchEvents is the fewest events of a device for which
-// buildHistory returns the phase passes' scratch (about 10 MB) to the
-// system: below, a forced collection is not worth what it returns.
-const returnScratchEvents = 1 << 20
-
 // Analyze runs every pass over a snapshot or chrome trace and returns the
 // Result (schema torchmem.analysis/v1).
 func Analyze(s *snapshot.Snapshot, opts Options) *result.Result {
@@ -75,7 +45,7 @@ func Analyze(s *snapshot.Snapshot, opts Options) *result.Result {
 
 // analyze is Analyze that also returns the history of the device the
 // suggestions and the what-if are about (nil when no device has one).
-func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *History) {
+func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *history.History) {
 	if opts.TopSites <= 0 {
 		opts.TopSites = 10
 	}
@@ -101,11 +71,11 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *History) {
 	if r.Input.Format == string(snapshot.FormatSnapshotPickle) || r.Input.Format == string(snapshot.FormatSegmentList) || r.Input.Format == string(snapshot.FormatTracePlotHTML) {
 		r.Input.Format = "snapshot"
 	}
-	var best *evidence
-	var bestH *History
+	var best *suggest.Evidence
+	var bestH *history.History
 	var bestDR int
-	var hs []*History
-	ann := &annIntervals{}
+	var hs []*history.History
+	ann := &history.AnnIntervals{}
 	for _, d := range s.Devices {
 		if opts.Device >= 0 && d.ID != opts.Device {
 			continue
@@ -113,7 +83,7 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *History) {
 		if len(d.Events) == 0 && len(d.Segments) == 0 {
 			continue
 		}
-		hs = append(hs, buildHistory(s, d, ann))
+		hs = append(hs, history.BuildWithAnnotations(s, d, ann))
 	}
 	// Accelerators first: a chrome trace's host memory (the CPU, device −1)
 	// comes after them, and is the evidence for suggestions only when it is
@@ -121,14 +91,14 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *History) {
 	sort.SliceStable(hs, func(a, b int) bool {
 		return hs[a].Device.Kind != snapshot.DeviceCPU && hs[b].Device.Kind == snapshot.DeviceCPU
 	})
-	accelerators := slices.ContainsFunc(hs, func(h *History) bool { return h.Device.Kind != snapshot.DeviceCPU })
-	texts := newFrameTexts(s) // shared by the devices' results, made one after the other
+	accelerators := slices.ContainsFunc(hs, func(h *history.History) bool { return h.Device.Kind != snapshot.DeviceCPU })
+	texts := history.NewFrameTexts(s) // shared by the devices' results, made one after the other
 	for _, h := range hs {
-		h.texts = texts
+		h.Texts = texts
 	}
 	// Leak detection only reads the histories: it runs beside the rest.
-	leaks := make(chan []result.Leak, 1)
-	go func() { leaks <- DetectLeaks(s, hs) }()
+	found := make(chan []result.Leak, 1)
+	go func() { found <- leaks.Detect(s, hs) }()
 	bestOOM := false
 	for _, h := range hs {
 		dr := deviceResult(h, opts)
@@ -137,27 +107,27 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *History) {
 		if accelerators && h.Device.Kind == snapshot.DeviceCPU {
 			continue
 		}
-		ev := gatherEvidence(h, &dr)
+		ev := suggest.Gather(h, &dr)
 		switch {
 		case best == nil,
 			dr.OOM != nil && !bestOOM,
-			dr.OOM == nil && !bestOOM && ev.peakAlloc > best.peakAlloc:
+			dr.OOM == nil && !bestOOM && ev.PeakAlloc > best.PeakAlloc:
 			best, bestOOM, bestH, bestDR = ev, dr.OOM != nil, h, len(r.Devices)-1
 		}
 	}
-	r.Leaks = <-leaks
+	r.Leaks = <-found
 	if r.Leaks == nil {
 		r.Leaks = []result.Leak{}
 	}
-	r.Suggestions = suggest(best, r.Leaks)
+	r.Suggestions = suggest.From(best, r.Leaks)
 	if bestH != nil {
 		capacity := opts.CapacityBytes
 		if capacity == 0 {
 			capacity = r.Devices[bestDR].Capacity
 		}
-		r.WhatIf = whatIf(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
-		if reconcileSavings(r, best.statesFirst) {
-			r.WhatIf = whatIf(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
+		r.WhatIf = whatif.Compute(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
+		if suggest.ReconcileSavings(r, best.StatesFirst) {
+			r.WhatIf = whatif.Compute(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
 		}
 	}
 	nameHostDiagnostics(r)
@@ -178,35 +148,35 @@ func nameHostDiagnostics(r *result.Result) {
 // reservedKnown reports whether the file states the device's reserved
 // memory: dump-time segments, or a chrome trace's Total Reserved on an
 // accelerator (a CPU's is always 0: the host allocator caches nothing).
-func (h *History) reservedKnown() bool {
+func reservedKnown(h *history.History) bool {
 	d := h.Device
 	return len(d.Segments) > 0 || len(d.Reserved) > 0 && d.Kind != snapshot.DeviceCPU
 }
 
 // deviceResult assembles the result of one device from its history.
-func deviceResult(h *History, opts Options) result.DeviceResult {
+func deviceResult(h *history.History, opts Options) result.DeviceResult {
 	d := h.Device
-	sites := h.newSiteCache()
+	sites := h.NewSiteCache()
 	end := h.EndIndex()
 	dr := result.DeviceResult{Device: d.ID, Kind: string(d.Kind), Capacity: d.CapacityBytes,
 		Phases: h.Phases.Spans, Steps: h.Steps.StepPlan, TopSites: []result.Site{}}
 	if dr.Phases == nil {
 		dr.Phases = []result.PhaseSpan{}
 	}
-	dr.AtEnd = result.State{AllocatedBytes: h.AllocatedAt(end), RequestedBytes: h.requestedAt(end), ReservedBytes: h.ReservedAt(end), Categories: h.CategoriesAt(end)}
+	dr.AtEnd = result.State{AllocatedBytes: h.AllocatedAt(end), RequestedBytes: h.RequestedOrNil(end), ReservedBytes: h.ReservedAt(end), Categories: h.CategoriesAt(end)}
 	if len(d.Segments) > 0 {
 		var res int64
 		for gi := range d.Segments {
 			res += d.Segments[gi].TotalSize
 		}
 		dr.AtEnd.ReservedBytes = res
-		fr := h.fragmentationAt(end, 0)
+		fr := history.FragmentationAt(h, end, 0)
 		dr.AtEnd.Fragmentation = &fr
 	}
 	dr.NoHistory = len(d.Events) == 0 || h.Snap.Recording == snapshot.RecordingState
 
 	peak, peakVal := -1, h.InitialAllocated
-	for i, v := range h.allocatedRange(0, end) {
+	for i, v := range h.AllocatedRange(0, end) {
 		if v > peakVal {
 			peak, peakVal = i, v
 		}
@@ -214,7 +184,7 @@ func deviceResult(h *History, opts Options) result.DeviceResult {
 	if len(d.Events) == 0 {
 		peak = end
 	}
-	dr.Peak = result.Peak{AllocatedBytes: h.AllocatedAt(peak), RequestedBytes: h.requestedAt(peak), ReservedBytes: h.ReservedAt(peak), TimeUS: h.TimeUS(peak),
+	dr.Peak = result.Peak{AllocatedBytes: h.AllocatedAt(peak), RequestedBytes: h.RequestedOrNil(peak), ReservedBytes: h.ReservedAt(peak), TimeUS: h.TimeUS(peak),
 		EventIndex: peak, Phase: h.Phases.At(peak), Step: h.Phases.StepAt(peak), Categories: h.CategoriesAt(peak)}
 	if len(d.Events) == 0 {
 		dr.Peak.ReservedBytes = dr.AtEnd.ReservedBytes
@@ -222,7 +192,7 @@ func deviceResult(h *History, opts Options) result.DeviceResult {
 	if peak < 0 { // the state before the first event: no event, no time
 		dr.Peak.TimeUS = 0
 	}
-	if !h.reservedKnown() {
+	if !reservedKnown(h) {
 		dr.AtEnd.ReservedBytes, dr.AtEnd.ReservedUnknown = 0, true
 		dr.Peak.ReservedBytes, dr.Peak.ReservedUnknown = 0, true
 	}
@@ -238,21 +208,21 @@ func deviceResult(h *History, opts Options) result.DeviceResult {
 	}
 	focus := peak
 	if oom >= 0 {
-		dr.OOM = h.oomAt(sites, oom, opts.TopSites)
+		dr.OOM = oomAt(h, sites, oom, opts.TopSites)
 		focus = oom
 	}
-	dr.TopSites = h.topSites(sites, focus, opts.TopSites)
-	dr.PhasePeaks = h.phasePeaks(sites, opts.TopSites)
-	dr.Rules = h.ruleUses(end)
+	dr.TopSites = h.TopSitesIn(sites, focus, opts.TopSites)
+	dr.PhasePeaks = phasePeaks(h, sites, opts.TopSites)
+	dr.Rules = h.RuleUses(end)
 	if !opts.NoTimeline && len(d.Events) > 0 {
-		dr.Timeline = h.buildTimeline(peak, oom, opts.MaxTimelinePoints)
-		dr.PeakAllocations = h.allocationsAt(sites, peak)
+		dr.Timeline = buildTimeline(h, peak, oom, opts.MaxTimelinePoints)
+		dr.PeakAllocations = allocationsAt(h, sites, peak)
 		if dr.OOM != nil {
-			dr.OOM.Allocations = h.allocationsAt(sites, oom)
+			dr.OOM.Allocations = allocationsAt(h, sites, oom)
 		}
 	}
 	if nOOM > 1 {
-		h.diags = append(h.diags, result.Diagnostic{Kind: "several_ooms", Device: d.ID, Message: fmt.Sprintf("device %d: %d oom entries; the post-mortem is of the first (event %d)", d.ID, nOOM, oom)})
+		h.Diags = append(h.Diags, result.Diagnostic{Kind: "several_ooms", Device: d.ID, Message: fmt.Sprintf("device %d: %d oom entries; the post-mortem is of the first (event %d)", d.ID, nOOM, oom)})
 	}
 	return dr
 }

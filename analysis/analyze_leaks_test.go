@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -24,7 +25,7 @@ func TestAnalyzeReportsLeaks(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			data := st.Marshal(c.sim.Snapshot(), 4)
-			s, err := snapshot.Read(bytes.NewReader(data), c.name, int64(len(data)), snapshot.Options{})
+			s, err := load.Read(bytes.NewReader(data), c.name, int64(len(data)), snapshot.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

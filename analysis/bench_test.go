@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -29,7 +30,7 @@ func BenchmarkAnalyzeGenerated(b *testing.B) {
 				b.SetBytes(info.Size())
 				b.ReportAllocs()
 				for b.Loop() {
-					s, err := snapshot.Open(path, snapshot.Options{})
+					s, err := load.Open(path, snapshot.Options{})
 					if err != nil {
 						b.Fatal(err)
 					}

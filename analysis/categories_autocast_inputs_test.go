@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -33,8 +36,8 @@ func TestAutocastInputCastsOfWeightSize(t *testing.T) {
 	} {
 		for _, layers := range []int{2, 8} {
 			t.Run(fmt.Sprintf("%s, %d layers", tc.name, layers), func(t *testing.T) {
-				s := leakReadSim(t, autocastInputCasts(layers, hidden, tc.tokens, tc.einsum, tc.handAttention))
-				h := BuildHistory(s, s.Device(0))
+				s := analysistest.Read(t, autocastInputCasts(layers, hidden, tc.tokens, tc.einsum, tc.handAttention), 0)
+				h := history.Build(s, s.Device(0))
 				n, bytes := autocastBlocks(h, h.EndIndex())
 				if want := 4 * layers; n != want || bytes != int64(want)*hidden*hidden*2 {
 					t.Errorf("%d copies (%d B) at the end, want the %d weights' (%d B)", n, bytes, want, int64(want)*hidden*hidden*2)
@@ -129,7 +132,7 @@ func TestAutocastCopiesCS336(t *testing.T) {
 	a := loadArch(t, "cs336-medium.json")
 	want := 2 * (a.Layers*(4*a.Hidden*a.Hidden+3*a.Hidden*a.FFN) + a.Vocab*a.Hidden)
 	for _, seq := range []int64{128, 256} {
-		s, err := snapshot.Open(filepath.Join(measuredHere, cs336Rerun(t)["amp"][seq].Snapshot), snapshot.Options{})
+		s, err := load.Open(filepath.Join(measuredHere, cs336Rerun(t)["amp"][seq].Snapshot), snapshot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

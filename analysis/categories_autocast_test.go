@@ -2,22 +2,22 @@ package analysis
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
-	"github.com/torchmem/torchmem/snapshot"
 )
 
 // autocastBlocks counts the blocks the autocast rule decided and their
 // bytes live after event i (−2: every such block, live or not).
-func autocastBlocks(h *History, i int) (n int, bytes int64) {
+func autocastBlocks(h *history.History, i int) (n int, bytes int64) {
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
-		if b.Rule() == RuleAutocastWeightCache && (i == -2 || b.LiveAt(i)) {
+		if b.Rule() == history.RuleAutocastWeightCache && (i == -2 || b.LiveAt(i)) {
 			n++
 			bytes += b.Size
 			if b.Category != result.AutocastCache {
@@ -46,9 +46,9 @@ func TestAutocastWeightCache(t *testing.T) {
 			copies := 4*layers + 1 // four linear weights a layer and the LM head
 			t.Run(fmt.Sprintf("%d layers, %s", layers, stacks), func(t *testing.T) {
 				for _, grad := range []bool{true, false} {
-					s := leakReadSim(t, snapshottest.ForwardPass(c, grad))
+					s := analysistest.Read(t, snapshottest.ForwardPass(c, grad), 0)
 					r := Analyze(s, DefaultOptions())
-					h := BuildHistory(s, s.Device(0))
+					h := history.Build(s, s.Device(0))
 					n, bytes := autocastBlocks(h, h.EndIndex())
 					if stacks == snapshottest.StacksNone {
 						if n != 0 {
@@ -79,8 +79,8 @@ func TestAutocastWeightCache(t *testing.T) {
 				}
 				// the loop under no_grad: a cache per iteration, freed at the
 				// region's exit
-				s := leakReadSim(t, snapshottest.EvalLoop(c, false))
-				h := BuildHistory(s, s.Device(0))
+				s := analysistest.Read(t, snapshottest.EvalLoop(c, false), 0)
+				h := history.Build(s, s.Device(0))
 				if n, _ := autocastBlocks(h, -2); stacks != snapshottest.StacksNone && n != c.Steps*copies {
 					t.Errorf("evaluation loop: %d copies, want %d", n, c.Steps*copies)
 				}
@@ -88,8 +88,8 @@ func TestAutocastWeightCache(t *testing.T) {
 				fp := c
 				fp.Autocast = false
 				for _, sim := range []*snapshottest.Sim{snapshottest.ForwardPass(fp, true), snapshottest.EvalLoop(fp, true), snapshottest.EvalLoop(fp, false), snapshottest.TrainLoopHealthy(fp)} {
-					s := leakReadSim(t, sim)
-					if n, _ := autocastBlocks(BuildHistory(s, s.Device(0)), -2); n != 0 {
+					s := analysistest.Read(t, sim, 0)
+					if n, _ := autocastBlocks(history.Build(s, s.Device(0)), -2); n != 0 {
 						t.Errorf("fp32: %d blocks taken for autocast copies", n)
 					}
 				}
@@ -116,43 +116,9 @@ func TestAutocastSizeCoincidence(t *testing.T) {
 		sim.Alloc(0, 4096, st)  // mean: half a parameter's size
 		sim.Alloc(0, 4096, st)  // rstd
 	}
-	s := leakReadSim(t, sim)
-	h := BuildHistory(s, s.Device(0))
+	s := analysistest.Read(t, sim, 0)
+	h := history.Build(s, s.Device(0))
 	if n, _ := autocastBlocks(h, -2); n != 0 {
 		t.Errorf("%d blocks of layer norms taken for autocast copies", n)
-	}
-}
-
-// TestCastsGradientsRealFiles: on every real file, backward casts weight
-// gradients to fp32 exactly in the runs made under autocast (the amp
-// estimate snapshot, and the mixed-precision run's snapshot and trace:
-// 171 of 225 gradients, 79% of their bytes, in each snapshot); in the
-// fp32, pure bf16 (LoRA) and older runs no gradient follows a block of
-// half its size.
-func TestCastsGradientsRealFiles(t *testing.T) {
-	autocast := map[string]bool{
-		"llama_s_amp_b4_s1024.small.pickle.gz":    true,
-		"hf_llama_mixed_ckpt_train.pickle.gz":     true,
-		"hf_llama_mixed_ckpt_train.trace.json.gz": true,
-	}
-	seen := 0
-	for _, f := range snapshottest.SharedInputs(t) {
-		s, err := snapshot.Open(f, snapshot.Options{})
-		if err != nil {
-			continue // a bad input's own tests say why
-		}
-		name := filepath.Base(f)
-		for _, d := range s.Devices {
-			got, want := castsGradients(BuildHistory(s, d)), autocast[name] && d.ID >= 0 // a trace's CPU memory has no backward
-			if got != want {
-				t.Errorf("%s device %d: casts gradients %v, want %v", name, d.ID, got, want)
-			}
-			if got {
-				seen++
-			}
-		}
-	}
-	if seen != len(autocast) {
-		t.Errorf("%d autocast runs found, want %d", seen, len(autocast))
 	}
 }

@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/analysis/whatif"
+	"github.com/torchmem/torchmem/internal/analysistest"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -100,11 +104,11 @@ func TestDDPBucketsFixture(t *testing.T) {
 					}
 					x := fx{st.NewSim(), kind}
 					c.run(x)
-					snap := leakReadSim(t, x.s)
-					h := BuildHistory(snap, snap.Device(0))
+					snap := analysistest.Read(t, x.s, 0)
+					h := history.Build(snap, snap.Device(0))
 					var got []ddpBucket
 					for bi := range h.Blocks {
-						if b := &h.Blocks[bi]; b.Rule() == RuleDDPBucket {
+						if b := &h.Blocks[bi]; b.Rule() == history.RuleDDPBucket {
 							got = append(got, ddpBucket{b.Requested, b.Addr})
 							if b.Category != result.Gradient {
 								t.Errorf("bucket of %d B is %s", b.Requested, b.Category)
@@ -149,16 +153,16 @@ func TestDDPBucketsRealFiles(t *testing.T) {
 		}
 		for _, kind := range frames {
 			t.Run(rel+", "+kind, func(t *testing.T) {
-				s, err := snapshot.Open(path, snapshot.Options{})
+				s, err := load.Open(path, snapshot.Options{})
 				if err != nil {
 					t.Skipf("%v", err) // a file the loader refuses: other tests say why
 				}
 				keepFrames(s, kind)
 				for _, d := range s.Devices {
-					h := BuildHistory(s, d)
+					h := history.Build(s, d)
 					var got []int64
 					for bi := range h.Blocks {
-						if b := &h.Blocks[bi]; b.Rule() == RuleDDPBucket && b.Category == result.Gradient {
+						if b := &h.Blocks[bi]; b.Rule() == history.RuleDDPBucket && b.Category == result.Gradient {
 							got = append(got, b.Requested)
 						}
 					}
@@ -201,8 +205,8 @@ func TestProjectionDDPRanks(t *testing.T) {
 			measured = f.PeakAllocated
 		}
 	}
-	s := openShared(t, "recorded", "record_ddp/snapshot_rank0_682.pickle")
-	r, err := Project(s, DefaultOptions(), Size{Batch: 8, Seq: 512}, Size{Batch: 16, Seq: 512}, nil)
+	s := analysistest.OpenShared(t, "recorded", "record_ddp/snapshot_rank0_682.pickle")
+	r, err := Project(s, DefaultOptions(), whatif.Size{Batch: 8, Seq: 512}, whatif.Size{Batch: 16, Seq: 512}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
 
 // liveBy sums, among the blocks live at the end, the allocator bytes and
 // the requested bytes of one category.
-func liveBy(h *History, c result.Category) (bytes, requested int64, blocks int) {
+func liveBy(h *history.History, c result.Category) (bytes, requested int64, blocks int) {
 	for _, b := range h.LiveBlocks(h.EndIndex()) {
 		if b.Category == c {
 			bytes += b.Size
@@ -21,28 +23,6 @@ func liveBy(h *History, c result.Category) (bytes, requested int64, blocks int) 
 		}
 	}
 	return
-}
-
-// simBlocks is the allocator bytes the simulator's dump gives the blocks at
-// addrs.
-func simBlocks(t *testing.T, h *History, addrs []uint64) int64 {
-	t.Helper()
-	var n int64
-	for _, a := range addrs {
-		found := false
-		for _, g := range h.Device.Segments {
-			for _, b := range g.Blocks {
-				if b.Address == a {
-					n += b.Size
-					found = true
-				}
-			}
-		}
-		if !found {
-			t.Fatalf("block %#x is not in the dump", a)
-		}
-	}
-	return n
 }
 
 // TestModuleInitWeights: the recipe of Hugging Face's memory blog post
@@ -94,15 +74,15 @@ func TestModuleInitWeights(t *testing.T) {
 				}
 				y = ny
 			}
-			snap := read(t, s, 0)
-			h := BuildHistory(snap, snap.Devices[0])
+			snap := analysistest.Read(t, s, 0)
+			h := history.Build(snap, snap.Devices[0])
 			bytes, req, n := liveBy(h, result.Parameter)
-			if n != 2 || req != weight+bias || bytes != simBlocks(t, h, params) {
-				t.Errorf("parameters: %d blocks, %d B requested, %d B; want 2, %d, %d", n, req, bytes, weight+bias, simBlocks(t, h, params))
+			if n != 2 || req != weight+bias || bytes != analysistest.SimBlocks(t, h.Device, params) {
+				t.Errorf("parameters: %d blocks, %d B requested, %d B; want 2, %d, %d", n, req, bytes, weight+bias, analysistest.SimBlocks(t, h.Device, params))
 			}
 			for _, b := range h.LiveBlocks(h.EndIndex()) {
-				if b.Category == result.Parameter && b.Rule() != RuleModuleInit {
-					t.Errorf("parameter by rule %s, want %s", b.Rule(), RuleModuleInit)
+				if b.Category == result.Parameter && b.Rule() != history.RuleModuleInit {
+					t.Errorf("parameter by rule %s, want %s", b.Rule(), history.RuleModuleInit)
 				}
 			}
 		})
@@ -134,11 +114,11 @@ func TestKVCache(t *testing.T) {
 				a := s.Alloc(0, 8<<20, fwd)
 				s.Free(0, a)
 			}
-			snap := read(t, s, 0)
-			h := BuildHistory(snap, snap.Devices[0])
+			snap := analysistest.Read(t, s, 0)
+			h := history.Build(snap, snap.Devices[0])
 			bytes, _, n := liveBy(h, result.KVCache)
-			if n != layers || bytes != simBlocks(t, h, cache) {
-				t.Errorf("kv_cache %d blocks, %d B; want %d, %d", n, bytes, layers, simBlocks(t, h, cache))
+			if n != layers || bytes != analysistest.SimBlocks(t, h.Device, cache) {
+				t.Errorf("kv_cache %d blocks, %d B; want %d, %d", n, bytes, layers, analysistest.SimBlocks(t, h.Device, cache))
 			}
 			if p, _, _ := liveBy(h, result.Parameter); p > int64(layers)*64<<20 {
 				t.Errorf("parameters %d B: more than the %d weights", p, layers)
@@ -174,11 +154,11 @@ func TestKVCache(t *testing.T) {
 				s.Free(0, a)
 			}
 		}
-		snap := read(t, s, 0)
-		h := BuildHistory(snap, snap.Devices[0])
+		snap := analysistest.Read(t, s, 0)
+		h := history.Build(snap, snap.Devices[0])
 		bytes, req, n := liveBy(h, result.KVCache)
-		if n != 2*layers || req != 2*layers*last || bytes != simBlocks(t, h, keys) {
-			t.Errorf("kv_cache %d blocks, %d B requested, %d B; want %d, %d, %d", n, req, bytes, 2*layers, 2*layers*last, simBlocks(t, h, keys))
+		if n != 2*layers || req != 2*layers*last || bytes != analysistest.SimBlocks(t, h.Device, keys) {
+			t.Errorf("kv_cache %d blocks, %d B requested, %d B; want %d, %d, %d", n, req, bytes, 2*layers, 2*layers*last, analysistest.SimBlocks(t, h.Device, keys))
 		}
 	})
 }
@@ -205,7 +185,7 @@ func TestStateOnlyDDPOOMDump(t *testing.T) {
 			}
 			s.Alloc(0, 25*mib, nil) // DDP's gradient bucket
 			total += 25 * mib
-			snap := read(t, s, 0)
+			snap := analysistest.Read(t, s, 0)
 			r := Analyze(snap, DefaultOptions())
 			c := r.Devices[0].AtEnd.Categories
 			if c[result.Unknown] != c.Total() || c.Total() < total {
@@ -255,7 +235,7 @@ func TestAdamWGradientsFromBeforeRecording(t *testing.T) {
 				old = append(old, s.Alloc(0, sz, r.optInit), s.Alloc(0, sz, r.optInit))
 				state = append(state, sz, sz)
 			}
-			drop := traceLen(s)
+			drop := analysistest.TraceLen(s)
 			a := s.Alloc(0, 8*mib, r.fwd)
 			loss := s.Alloc(0, 4, r.loss)
 			seed := s.Alloc(0, 4, r.seed)
@@ -274,8 +254,8 @@ func TestAdamWGradientsFromBeforeRecording(t *testing.T) {
 				}
 			})
 			s.Free(0, loss)
-			snap := read(t, s, drop)
-			h := BuildHistory(snap, snap.Devices[0])
+			snap := analysistest.Read(t, s, drop)
+			h := history.Build(snap, snap.Devices[0])
 			pb, preq, pn := liveBy(h, result.Parameter)
 			gb, greq, gn := liveBy(h, result.Gradient)
 			_, oreq, on := liveBy(h, result.OptimizerState)
@@ -285,8 +265,8 @@ func TestAdamWGradientsFromBeforeRecording(t *testing.T) {
 			if preq != sum(params) || greq != sum(grads) || oreq != sum(state) {
 				t.Errorf("requested %d/%d/%d, want %d/%d/%d", preq, greq, oreq, sum(params), sum(grads), sum(state))
 			}
-			if pb+gb != simBlocks(t, h, slices.Concat(paramAddrs, gradAddrs)) {
-				t.Errorf("parameter and gradient blocks %d, the simulator's %d", pb+gb, simBlocks(t, h, slices.Concat(paramAddrs, gradAddrs)))
+			if pb+gb != analysistest.SimBlocks(t, h.Device, slices.Concat(paramAddrs, gradAddrs)) {
+				t.Errorf("parameter and gradient blocks %d, the simulator's %d", pb+gb, analysistest.SimBlocks(t, h.Device, slices.Concat(paramAddrs, gradAddrs)))
 			}
 		})
 	}

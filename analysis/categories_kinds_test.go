@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -19,8 +21,8 @@ import (
 // each — not 222 parameters (optimizer state 1.0× parameters is impossible
 // for AdamW).
 func TestBcraftonGradientsFromBeforeRecording(t *testing.T) {
-	s := openShared(t, "snapshots", "genG_torch2.10x_bcrafton.pickle")
-	h := BuildHistory(s, s.Devices[0])
+	s := analysistest.OpenShared(t, "snapshots", "genG_torch2.10x_bcrafton.pickle")
+	h := history.Build(s, s.Devices[0])
 	end := h.EndIndex()
 	got := h.CategoriesAt(end)
 	want := result.Categories{result.Parameter: 763_440_128, result.Gradient: 764_708_864, result.OptimizerState: 1_527_666_688, result.Workspace: 17_039_360, result.Unknown: 16_384}
@@ -59,7 +61,7 @@ func TestBcraftonGradientsFromBeforeRecording(t *testing.T) {
 // 102,440,608, optimizer_state 102,228,128, input 19,395,584 and unknown
 // 134,218,152 bytes.
 func TestMemoryTimelinePreexistingCategories(t *testing.T) {
-	s := openShared(t, "traces", "hta_memory_timeline_categories.raw.json.gz")
+	s := analysistest.OpenShared(t, "traces", "hta_memory_timeline_categories.raw.json.gz")
 	r := Analyze(s, DefaultOptions())
 	if len(r.Devices) != 1 {
 		t.Fatalf("%d devices", len(r.Devices))
@@ -76,7 +78,7 @@ func TestMemoryTimelinePreexistingCategories(t *testing.T) {
 		t.Errorf("at the end %v, want %v", d.AtEnd.Categories, end)
 	}
 	for _, u := range d.Rules {
-		if u.Rule != RuleProfilerCategory {
+		if u.Rule != history.RuleProfilerCategory {
 			t.Errorf("rule %s decided %d B: every block has PyTorch's category", u.Rule, u.Bytes)
 		}
 	}
@@ -88,17 +90,17 @@ func TestMemoryTimelinePreexistingCategories(t *testing.T) {
 // parameters, under a rule that says they are quantized; the 88 adapter
 // weights pair with their gradients; two blocks are cuBLAS workspaces.
 func TestQLoRAFrozenBaseWeights(t *testing.T) {
-	s := openShared(t, "snapshots", "genB_torch2.1_cranberrii.pickle")
+	s := analysistest.OpenShared(t, "snapshots", "genB_torch2.1_cranberrii.pickle")
 	r := Analyze(s, DefaultOptions())
 	d := r.Devices[0]
 	rules := map[string]result.RuleUse{}
 	for _, u := range d.Rules {
 		rules[u.Rule] = u
 	}
-	if u := rules[RuleQuantizedWeights]; u.Blocks != 532 || u.Bytes != 1_077_616_640 || u.Category != result.Parameter {
+	if u := rules[history.RuleQuantizedWeights]; u.Blocks != 532 || u.Bytes != 1_077_616_640 || u.Category != result.Parameter {
 		t.Errorf("quantized base weights %+v, want 532 parameter blocks of 1,077,616,640 B", u)
 	}
-	if u := rules[RulePreParamPaired]; u.Blocks != 88 || u.Bytes != 9_011_200 {
+	if u := rules[history.RulePreParamPaired]; u.Blocks != 88 || u.Bytes != 9_011_200 {
 		t.Errorf("adapter weights %+v, want 88 blocks of 9,011,200 B", u)
 	}
 	if c := d.AtEnd.Categories; c[result.Parameter] != 1_077_616_640+9_011_200 || c[result.Workspace] != 17_039_360 {
@@ -130,7 +132,7 @@ func TestNoHistoryNoFrames(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
-			s := openShared(t, "snapshots", tc.file)
+			s := analysistest.OpenShared(t, "snapshots", tc.file)
 			r := Analyze(s, DefaultOptions())
 			var d *result.DeviceResult
 			for i := range r.Devices {
@@ -167,7 +169,7 @@ func TestNoHistoryNoFrames(t *testing.T) {
 // inference run gets no suggestion that needs a backward or assumes weights.
 func TestLfielikeKVCache(t *testing.T) {
 	const blocks, bytes = 512, 2_911_981_568
-	s := openShared(t, "snapshots", "genD_torch2.4_lfielike_state_only.pickle")
+	s := analysistest.OpenShared(t, "snapshots", "genD_torch2.4_lfielike_state_only.pickle")
 	r := Analyze(s, DefaultOptions())
 	d := &r.Devices[0]
 	if got := d.Peak.Categories[result.KVCache]; got != bytes {
@@ -182,8 +184,8 @@ func TestLfielikeKVCache(t *testing.T) {
 	var n int
 	for _, u := range d.Rules {
 		if u.Category == result.KVCache {
-			if u.Rule != RuleKVCacheCopy || u.Confidence != result.Medium {
-				t.Errorf("kv_cache by %s (%s), want %s (medium)", u.Rule, u.Confidence, RuleKVCacheCopy)
+			if u.Rule != history.RuleKVCacheCopy || u.Confidence != result.Medium {
+				t.Errorf("kv_cache by %s (%s), want %s (medium)", u.Rule, u.Confidence, history.RuleKVCacheCopy)
 			}
 			n += u.Blocks
 		}

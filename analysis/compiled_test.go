@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -32,17 +34,17 @@ func TestCompiledSitesBcrafton(t *testing.T) {
 		"model.py:57 forward (compiled)":                                2,
 		"nn_utils.py:7 softmax (compiled)":                              48,
 	}
-	s := openShared(t, "snapshots", "genG_torch2.10x_bcrafton.pickle")
+	s := analysistest.OpenShared(t, "snapshots", "genG_torch2.10x_bcrafton.pickle")
 	got := map[string]int{}
 	for _, e := range s.Devices[0].Events {
 		if e.Action != snapshot.ActionAlloc {
 			continue
 		}
-		ref := siteRefOf(s, e.Stack)
-		if strings.HasSuffix(ref.name, CompiledSuffix) {
-			got[ref.name]++
-			if isGenerated(ref.file) || !strings.HasSuffix(ref.file, "/"+strings.SplitN(ref.name, ":", 2)[0]) {
-				t.Errorf("site %q points at %q", ref.name, ref.file)
+		ref := history.SiteRefOf(s, e.Stack)
+		if strings.HasSuffix(ref.Name, history.CompiledSuffix) {
+			got[ref.Name]++
+			if history.IsGenerated(ref.File) || !strings.HasSuffix(ref.File, "/"+strings.SplitN(ref.Name, ":", 2)[0]) {
+				t.Errorf("site %q points at %q", ref.Name, ref.File)
 			}
 		}
 	}
@@ -59,25 +61,6 @@ func TestCompiledSitesBcrafton(t *testing.T) {
 			if strings.Contains(st.Site, "torchinductor") || strings.Contains(st.Site, " call") {
 				t.Errorf("a generated file names a site: %+v", st)
 			}
-		}
-	}
-}
-
-// TestIsGenerated: what counts as code torch.compile generated.
-func TestIsGenerated(t *testing.T) {
-	for file, want := range map[string]bool{
-		"/tmp/torchinductor_brian/3u/c3uxhj5q2ablsqp5lrlrkd2ig2tub4do54ysdazmtvawnjje2knd.py": true,
-		"/scratch/cache/ind/oc/coc6o35wl7af7azzl5r7jqcstkjjafz22meeuznlu5miirctei66.py":       true, // TORCHINDUCTOR_CACHE_DIR
-		`C:\Users\a\AppData\Local\Temp\torchinductor_a\ab\cabc.py`:                            true,
-		"<eval_with_key>.12": true,
-		"/scratch/cache/ind/xx/coc6o35wl7af7azzl5r7jqcstkjjafz22meeuznlu5miirctei66.py": false, // folder is not the hash's
-		"/home/u/proj/ca/cache.py": false,
-		"/home/u/proj/model.py":    false,
-		"/usr/lib/python3/site-packages/torch/_inductor/output_code.py": false,
-		"<frozen importlib._bootstrap>":                                 false,
-	} {
-		if got := isGenerated(file); got != want {
-			t.Errorf("isGenerated(%q) = %v, want %v", file, got, want)
 		}
 	}
 }
@@ -110,7 +93,7 @@ func TestCompiledSitesFixture(t *testing.T) {
 	s.Alloc(0, 8*mib, inductor)
 	s.Alloc(0, 4*mib, aotEager)
 	s.Alloc(0, 2*mib, eager)
-	r := Analyze(read(t, s, 0), DefaultOptions())
+	r := Analyze(analysistest.Read(t, s, 0), DefaultOptions())
 	got := map[string]int64{}
 	for _, st := range r.Devices[0].TopSites {
 		got[st.Site] += st.Bytes

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -36,7 +37,7 @@ func TestCPUPerInputByte(t *testing.T) {
 	}{{"pickle None, POP", none}, {"pickle memo fetch, POP", fetch}}...) {
 		t.Run(c.name, func(t *testing.T) {
 			before := cpuTime(t)
-			s, err := snapshot.Read(bytes.NewReader(c.data), c.name, int64(len(c.data)), snapshot.Options{})
+			s, err := load.Read(bytes.NewReader(c.data), c.name, int64(len(c.data)), snapshot.Options{})
 			if err == nil {
 				Analyze(s, DefaultOptions())
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -13,7 +14,7 @@ import (
 // (a run on n ranks' local devices, or a hostile file).
 func manyDevices(t testing.TB, n int) *snapshot.Snapshot {
 	data := st.Marshal(st.ManyDevices(n).Snapshot(), 4)
-	snap, err := snapshot.Read(bytes.NewReader(data), "devices.pickle", int64(len(data)), snapshot.Options{})
+	snap, err := load.Read(bytes.NewReader(data), "devices.pickle", int64(len(data)), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

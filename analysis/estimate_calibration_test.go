@@ -12,6 +12,10 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/analysis/whatif"
+	"github.com/torchmem/torchmem/internal/analysistest"
+	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -61,7 +65,7 @@ var measuredHere = filepath.Join("..", "testdata", "estimate", "measured")
 // measuredSources are the measured setups the calibration tests hold the
 // estimate to: ../shared's (required in CI) and this repository's.
 func measuredSources(t *testing.T) map[string]string {
-	return map[string]string{"shared": sharedFile(t, "recorded/estimate", "measured.jsonl"),
+	return map[string]string{"shared": snapshottest.SharedFile(t, "recorded/estimate", "measured.jsonl"),
 		"here": filepath.Join(measuredHere, "measured.jsonl")}
 }
 
@@ -175,12 +179,12 @@ func TestProjectionCalibrated(t *testing.T) {
 			}
 			n++
 			t.Run(source+"/"+m.Name, func(t *testing.T) {
-				s, err := snapshot.Open(filepath.Join(dir, m.Snapshot.File), snapshot.Options{})
+				s, err := load.Open(filepath.Join(dir, m.Snapshot.File), snapshot.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}
-				at := Size{Batch: m.Snapshot.Batch, Seq: m.Snapshot.Seq}
-				r, err := Project(s, DefaultOptions(), at, Size{Batch: m.Batch, Seq: m.Seq}, nil)
+				at := whatif.Size{Batch: m.Snapshot.Batch, Seq: m.Snapshot.Seq}
+				r, err := Project(s, DefaultOptions(), at, whatif.Size{Batch: m.Batch, Seq: m.Seq}, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -250,7 +254,7 @@ const hopperWorkspaces = 2 * (32<<20 - 8_519_680)
 func TestCS336RerunMatches(t *testing.T) {
 	runs := cs336Rerun(t)
 	for _, seq := range []int64{128, 256} {
-		s := openShared(t, "snapshots", fmt.Sprintf("wedsonlin_medium_%d_training.pickle", seq))
+		s := analysistest.OpenShared(t, "snapshots", fmt.Sprintf("wedsonlin_medium_%d_training.pickle", seq))
 		shared := Analyze(s, DefaultOptions()).Devices[0].Peak.AllocatedBytes
 		if got := runs["fp32"][seq].Peak; got != shared+hopperWorkspaces {
 			t.Errorf("fp32 seq %d: rerun peak %d, shared snapshot's %d + %d", seq, got, shared, hopperWorkspaces)
@@ -276,9 +280,9 @@ func TestProjectionCS336Lengths(t *testing.T) {
 	runs := cs336Rerun(t)
 	open := func(mode string, seq int64) *snapshot.Snapshot {
 		if mode == "fp32" {
-			return openShared(t, "snapshots", fmt.Sprintf("wedsonlin_medium_%d_training.pickle", seq))
+			return analysistest.OpenShared(t, "snapshots", fmt.Sprintf("wedsonlin_medium_%d_training.pickle", seq))
 		}
-		s, err := snapshot.Open(filepath.Join(measuredHere, runs[mode][seq].Snapshot), snapshot.Options{})
+		s, err := load.Open(filepath.Join(measuredHere, runs[mode][seq].Snapshot), snapshot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +302,7 @@ func TestProjectionCS336Lengths(t *testing.T) {
 				if to == from {
 					continue
 				}
-				r, err := Project(s, DefaultOptions(), Size{Batch: 4, Seq: from}, Size{Seq: to}, nil)
+				r, err := Project(s, DefaultOptions(), whatif.Size{Batch: 4, Seq: from}, whatif.Size{Seq: to}, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -103,7 +104,7 @@ func TestEstimateGenerateCalibrated(t *testing.T) {
 // bytes of the cache generate() returned, in its own category.
 func TestGenerateSnapshotCategories(t *testing.T) {
 	_, rec := readGenerate(t)
-	s, err := snapshot.Open(filepath.Join(measuredHere, rec.File), snapshot.Options{})
+	s, err := load.Open(filepath.Join(measuredHere, rec.File), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

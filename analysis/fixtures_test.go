@@ -1,10 +1,11 @@
 package analysis
 
 import (
-	"bytes"
 	"slices"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -98,39 +99,6 @@ func (r *rig) step(state *[]uint64, grads []uint64, zeroGrad bool) []uint64 {
 	return grads
 }
 
-// read pickles a simulated snapshot, first dropping the first `drop` trace
-// entries of device 0 (what recording began after, or a ring buffer lost).
-func read(t *testing.T, s *st.Sim, drop int) *snapshot.Snapshot {
-	t.Helper()
-	dict := s.Snapshot()
-	if drop > 0 {
-		for i, k := range dict.Keys {
-			if k == "device_traces" {
-				dev0 := dict.Vals[i].(*st.List).Items[0].(*st.List)
-				dev0.Items = dev0.Items[drop:]
-			}
-		}
-	}
-	data := st.Marshal(dict, 4)
-	snap, err := snapshot.Read(bytes.NewReader(data), "fixture.pickle", int64(len(data)), snapshot.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return snap
-}
-
-// traceLen is the number of trace entries the simulator has recorded on
-// device 0 so far.
-func traceLen(s *st.Sim) int {
-	dict := s.Snapshot()
-	for i, k := range dict.Keys {
-		if k == "device_traces" {
-			return len(dict.Vals[i].(*st.List).Items[0].(*st.List).Items)
-		}
-	}
-	return 0
-}
-
 func phasesOf(d *result.DeviceResult) []result.Phase {
 	var out []result.Phase
 	for _, p := range d.Phases {
@@ -157,14 +125,14 @@ func TestFixtureTraining(t *testing.T) {
 			name: "one step, grads kept", steps: 1,
 			want:   result.Categories{result.Parameter: P, result.Gradient: P, result.OptimizerState: 2 * P},
 			phases: []result.Phase{result.PhaseForward, result.PhaseBackward, result.PhaseOptimizer, result.PhaseUnknown},
-			rules:  []string{RulePreParamPaired, RuleBackwardKeptPaired, RuleOptimizerKept},
+			rules:  []string{history.RulePreParamPaired, history.RuleBackwardKeptPaired, history.RuleOptimizerKept},
 		},
 		{
 			name: "two steps, set_to_none", steps: 2, zeroGrad: true,
 			want: result.Categories{result.Parameter: P, result.Gradient: P, result.OptimizerState: 2 * P},
 			phases: []result.Phase{result.PhaseForward, result.PhaseBackward, result.PhaseOptimizer, result.PhaseUnknown,
 				result.PhaseZeroGrad, result.PhaseForward, result.PhaseBackward, result.PhaseOptimizer, result.PhaseUnknown},
-			rules: []string{RulePreParamPaired, RuleBackwardKeptPaired, RuleOptimizerKept},
+			rules: []string{history.RulePreParamPaired, history.RuleBackwardKeptPaired, history.RuleOptimizerKept},
 		},
 		{
 			// Recording starts after step 1: the optimizer state and the
@@ -177,7 +145,7 @@ func TestFixtureTraining(t *testing.T) {
 			// external_annotations still hold step 1's Optimizer.step: a
 			// span without events before the first one.
 			phases: []result.Phase{result.PhaseOptimizer, result.PhaseZeroGrad, result.PhaseForward, result.PhaseBackward, result.PhaseOptimizer, result.PhaseUnknown},
-			rules:  []string{RulePreParamPaired, RuleBackwardKeptPaired, RulePreOptimizerStatePaired},
+			rules:  []string{history.RulePreParamPaired, history.RuleBackwardKeptPaired, history.RulePreOptimizerStatePaired},
 		},
 	}
 	for _, tc := range tests {
@@ -187,15 +155,15 @@ func TestFixtureTraining(t *testing.T) {
 			for _, p := range paramSizes {
 				s.Alloc(0, p, nil) // model.to(device), before recording
 			}
-			drop := traceLen(s)
+			drop := analysistest.TraceLen(s)
 			var state, grads []uint64
 			for i := 0; i < tc.steps; i++ {
 				grads = r.step(&state, grads, tc.zeroGrad)
 				if i == 0 && tc.dropFirst {
-					drop = traceLen(s)
+					drop = analysistest.TraceLen(s)
 				}
 			}
-			snap := read(t, s, drop)
+			snap := analysistest.Read(t, s, drop)
 			if tc.dropFirst {
 				// the sim keeps block frames; a block allocated before
 				// recording has none in a real file
@@ -291,7 +259,7 @@ func TestFixtureOOM(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig()
 			request := tc.build(r)
-			res := Analyze(read(t, r.s, 0), DefaultOptions())
+			res := Analyze(analysistest.Read(t, r.s, 0), DefaultOptions())
 			o := res.Devices[0].OOM
 			if o == nil {
 				t.Fatal("no OOM")
@@ -336,7 +304,7 @@ func TestFixtureStateOnly(t *testing.T) {
 	r.s.Alloc(0, 4*mib, nil)       // no frames: a parameter, but nothing says so
 	r.s.Alloc(0, 2*mib, r.optInit) // optimizer state: AdamW's _init_group
 	r.s.Alloc(0, 3*mib, r.fwd)     // an activation: forward frames
-	res := Analyze(read(t, r.s, 0), DefaultOptions())
+	res := Analyze(analysistest.Read(t, r.s, 0), DefaultOptions())
 	d := res.Devices[0]
 	want := result.Categories{result.Unknown: 4 * mib, result.OptimizerState: 2 * mib, result.Activation: 3 * mib}
 	if d.AtEnd.Categories != want || d.Peak.AllocatedBytes != 9*mib || d.Peak.EventIndex != -1 || len(d.Phases) != 0 {
@@ -364,19 +332,19 @@ func TestFixtureHistory(t *testing.T) {
 	tests := []struct {
 		name  string
 		build func(r *rig) (snap *snapshot.Snapshot)
-		check func(t *testing.T, h *History, res *result.Result)
+		check func(t *testing.T, h *history.History, res *result.Result)
 	}{
 		{
 			name: "pending free is active, not allocated",
 			build: func(r *rig) *snapshot.Snapshot {
 				a := r.s.Alloc(0, 6*mib, r.fwd)
 				r.s.MarkPendingFree(0, a)
-				snap := read(t, r.s, 0)
+				snap := analysistest.Read(t, r.s, 0)
 				d := snap.Devices[0]
 				d.Events = append(d.Events, snapshot.Event{Action: snapshot.ActionFreeRequested, Addr: a, Size: 6 * mib, TimeNS: d.Events[len(d.Events)-1].TimeNS + 1000})
 				return snap
 			},
-			check: func(t *testing.T, h *History, res *result.Result) {
+			check: func(t *testing.T, h *history.History, res *result.Result) {
 				// PyTorch's memory_allocated() and the dump's allocated_size
 				// stop counting a block at free_requested; it stays active
 				// (its memory held) until free_completed.
@@ -392,7 +360,7 @@ func TestFixtureHistory(t *testing.T) {
 					t.Errorf("block %+v: want free requested at the last event, never completed, active but not allocated", b)
 				}
 				held := false
-				for _, g := range h.StateAt(last) {
+				for _, g := range history.StateAt(h, last) {
 					for _, p := range g.Blocks {
 						held = held || p.Block == 0 && p.Size == 6*mib
 					}
@@ -411,7 +379,7 @@ func TestFixtureHistory(t *testing.T) {
 				}
 				a1 := s.Alloc(0, 8*mib, r.fwd)
 				a2 := s.Alloc(0, 6*mib, r.fwd)
-				drop := traceLen(s)
+				drop := analysistest.TraceLen(s)
 				seed := s.Alloc(0, 4, r.seed)
 				s.Free(0, seed)
 				for _, p := range paramSizes {
@@ -419,7 +387,7 @@ func TestFixtureHistory(t *testing.T) {
 				}
 				s.Free(0, a1)
 				s.Free(0, a2)
-				snap := read(t, s, drop)
+				snap := analysistest.Read(t, s, drop)
 				for gi := range snap.Devices[0].Segments {
 					for bi := range snap.Devices[0].Segments[gi].Blocks {
 						snap.Devices[0].Segments[gi].Blocks[bi].Stack = 0
@@ -427,7 +395,7 @@ func TestFixtureHistory(t *testing.T) {
 				}
 				return snap
 			},
-			check: func(t *testing.T, h *History, res *result.Result) {
+			check: func(t *testing.T, h *history.History, res *result.Result) {
 				P := sum(paramSizes)
 				if h.InitialAllocated != P+14*mib {
 					t.Errorf("initial allocated %d, want parameters + 14 MiB of activations", h.InitialAllocated)
@@ -457,9 +425,9 @@ func TestFixtureHistory(t *testing.T) {
 				b := r.s.Alloc(0, 8*mib, nil)
 				r.s.Free(0, a)
 				r.s.Free(0, b)
-				return read(t, r.s, 0)
+				return analysistest.Read(t, r.s, 0)
 			},
-			check: func(t *testing.T, h *History, res *result.Result) {
+			check: func(t *testing.T, h *history.History, res *result.Result) {
 				if len(h.Phases.Spans) != 1 || h.Phases.Spans[0].Phase != result.PhaseUnknown || !hasDiag(res, "no_phases") || !hasDiag(res, "no_frames") {
 					t.Errorf("spans %+v, diagnostics %v: want one unknown span, no_phases and no_frames", h.Phases.Spans, res.Diagnostics)
 				}
@@ -472,7 +440,7 @@ func TestFixtureHistory(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			snap := tc.build(newRig())
-			h := BuildHistory(snap, snap.Devices[0])
+			h := history.Build(snap, snap.Devices[0])
 			tc.check(t, h, Analyze(snap, DefaultOptions()))
 		})
 	}

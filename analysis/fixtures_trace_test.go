@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -72,7 +75,7 @@ func TestFixtureChromeTrace(t *testing.T) {
 		}
 	}
 	data := `{"schemaVersion":1,"traceEvents":[` + strings.Join(b.events, ",\n") + `]}`
-	snap, err := snapshot.Read(strings.NewReader(data), "fixture.json", int64(len(data)), snapshot.Options{})
+	snap, err := load.Read(strings.NewReader(data), "fixture.json", int64(len(data)), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,16 +122,16 @@ func TestFixtureChromeTrace(t *testing.T) {
 		rules = append(rules, u.Rule)
 	}
 	slices.Sort(rules)
-	if diff := cmp.Diff([]string{RuleOptimizerKept, RuleBackwardKept, RuleBaselineRest}, rules); diff != "" {
+	if diff := cmp.Diff([]string{history.RuleOptimizerKept, history.RuleBackwardKept, history.RuleBaselineRest}, rules); diff != "" {
 		t.Errorf("rules at end (-want +got):\n%s", diff)
 	}
-	h := BuildHistory(snap, snap.Devices[0])
+	h := history.Build(snap, snap.Devices[0])
 	cats := map[string]result.Category{}
 	for _, bl := range h.Blocks {
 		cats[bl.Rule()] = bl.Category
 	}
-	for rule, cat := range map[string]result.Category{RuleSavedForBackward: result.Activation, RuleForwardTransient: result.Temporary, RuleBackwardScratch: result.AutogradDetail,
-		RuleFreedByZeroGrad: result.Gradient, RulePreFreedInForward: result.Activation, RuleIntraOp: result.Temporary} {
+	for rule, cat := range map[string]result.Category{history.RuleSavedForBackward: result.Activation, history.RuleForwardTransient: result.Temporary, history.RuleBackwardScratch: result.AutogradDetail,
+		history.RuleFreedByZeroGrad: result.Gradient, history.RulePreFreedInForward: result.Activation, history.RuleIntraOp: result.Temporary} {
 		if c, ok := cats[rule]; !ok || c != cat {
 			t.Errorf("rule %s: category %v (present %v), want %v", rule, c, ok, cat)
 		}
@@ -153,7 +156,7 @@ func TestFixtureTimeline(t *testing.T) {
 		}
 	}
 	s.OOM(0, 4000*mib, mib, r.fwd)
-	snap := read(t, s, 0)
+	snap := analysistest.Read(t, s, 0)
 	opts := DefaultOptions()
 	opts.MaxTimelinePoints = 1000
 	res := Analyze(snap, opts)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -21,7 +22,7 @@ func TestGeneratedTrainingRun(t *testing.T) {
 		if _, err := st.WriteTraining(&buf, st.TrainingConfig{TargetBytes: 2 << 20, SharedStacks: shared}); err != nil {
 			t.Fatal(err)
 		}
-		s, err := snapshot.Read(bytes.NewReader(buf.Bytes()), "train.pickle", int64(buf.Len()), snapshot.Options{})
+		s, err := load.Read(bytes.NewReader(buf.Bytes()), "train.pickle", int64(buf.Len()), snapshot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

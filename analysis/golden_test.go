@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/internal/snapshottest/golden"
 )
 
@@ -49,7 +50,7 @@ func TestGoldenJSON(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig()
 			tc.build(r)
-			res := Analyze(read(t, r.s, 0), DefaultOptions())
+			res := Analyze(analysistest.Read(t, r.s, 0), DefaultOptions())
 			got, err := json.MarshalIndent(res, "", "  ")
 			if err != nil {
 				t.Fatal(err)

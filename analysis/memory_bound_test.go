@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -107,7 +108,7 @@ func TestMemoryPerInputByte(t *testing.T) {
 			var s *snapshot.Snapshot
 			var err error
 			read := allocated(func() {
-				s, err = snapshot.Read(bytes.NewReader(c.data), c.name, int64(len(c.data)), snapshot.Options{})
+				s, err = load.Read(bytes.NewReader(c.data), c.name, int64(len(c.data)), snapshot.Options{})
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -155,7 +156,7 @@ func TestMemoryPerInputByteManyDevices(t *testing.T) {
 		}
 	}
 	data := st.Marshal(s.Snapshot(), 4)
-	snap, err := snapshot.Read(bytes.NewReader(data), "devices.pickle", int64(len(data)), snapshot.Options{})
+	snap, err := load.Read(bytes.NewReader(data), "devices.pickle", int64(len(data)), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

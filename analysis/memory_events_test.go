@@ -6,6 +6,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -38,7 +40,7 @@ func TestBytesPerEvent(t *testing.T) {
 		if _, err := st.WriteTraining(&buf, st.TrainingConfig{TargetBytes: size}); err != nil {
 			t.Fatal(err)
 		}
-		s, err := snapshot.Read(bytes.NewReader(buf.Bytes()), "train.pickle", int64(buf.Len()), snapshot.Options{})
+		s, err := load.Read(bytes.NewReader(buf.Bytes()), "train.pickle", int64(buf.Len()), snapshot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +48,7 @@ func TestBytesPerEvent(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		h := BuildHistory(s, s.Devices[0])
+		h := history.Build(s, s.Devices[0])
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		kept := float64(after.HeapAlloc) - float64(before.HeapAlloc)
@@ -55,7 +57,7 @@ func TestBytesPerEvent(t *testing.T) {
 	}
 	a, b := runs[0], runs[1]
 	events := b.events - a.events
-	blockBytes := float64(unsafe.Sizeof(Block{}))
+	blockBytes := float64(unsafe.Sizeof(history.Block{}))
 	kept := ((b.kept - b.blocks*blockBytes) - (a.kept - a.blocks*blockBytes)) / events
 	allocated := (b.allocated - a.allocated) / events
 	t.Logf("per event: the history keeps %.1f bytes beyond its blocks (%d bytes each, %.2f an event), Analyze allocates %.1f",

@@ -5,140 +5,16 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
-// segRange is a reserved address range: a segment, or a mapped part of an
-// expandable segment.
-type segRange struct {
-	addr       uint64
-	size       int64
-	expandable bool
-}
-
-func (r segRange) end() uint64 { return r.addr + uint64(r.size) }
-
-// segmentsAt rebuilds the reserved ranges after event i by replaying the
-// segment events backwards from the dump-time segments, as MemoryViz's
-// Allocator State History does. It returns nil when the device has no
-// dump-time segments.
-func (h *History) segmentsAt(i int) []segRange {
-	d := h.Device
-	if len(d.Segments) == 0 {
-		return nil
-	}
-	var rs []segRange
-	for gi := range d.Segments {
-		g := &d.Segments[gi]
-		rs = append(rs, segRange{addr: g.Address, size: g.TotalSize, expandable: g.IsExpandable})
-	}
-	for k := len(d.Events) - 1; k > i; k-- {
-		e := &d.Events[k]
-		switch e.Action {
-		case snapshot.ActionSegmentAlloc:
-			rs = removeRange(rs, e.Addr, e.Size)
-		case snapshot.ActionSegmentMap:
-			rs = removeRange(rs, e.Addr, e.Size)
-		case snapshot.ActionSegmentFree:
-			rs = append(rs, segRange{addr: e.Addr, size: e.Size})
-		case snapshot.ActionSegmentUnmap:
-			rs = append(rs, segRange{addr: e.Addr, size: e.Size, expandable: true})
-		}
-	}
-	sort.Slice(rs, func(a, b int) bool { return rs[a].addr < rs[b].addr })
-	// Merge touching mapped ranges of expandable segments.
-	out := rs[:0]
-	for _, r := range rs {
-		if r.size <= 0 {
-			continue
-		}
-		if n := len(out); n > 0 && r.expandable && out[n-1].expandable && out[n-1].end() == r.addr {
-			out[n-1].size += r.size
-			continue
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-// removeRange subtracts [addr, addr+size) from the ranges.
-func removeRange(rs []segRange, addr uint64, size int64) []segRange {
-	end := addr + uint64(size)
-	var out []segRange
-	for _, r := range rs {
-		if r.end() <= addr || r.addr >= end {
-			out = append(out, r)
-			continue
-		}
-		if r.addr < addr {
-			out = append(out, segRange{addr: r.addr, size: int64(addr - r.addr), expandable: r.expandable})
-		}
-		if r.end() > end {
-			out = append(out, segRange{addr: end, size: int64(r.end() - end), expandable: r.expandable})
-		}
-	}
-	return out
-}
-
-// fragmentationAt measures the allocator's cached free memory after event
-// i: the free pieces of the rebuilt segments, those inside segments that
-// hold live blocks, and the largest one usable for a request of the given
-// size (a request above 1 MiB never uses the small pool's 2 MiB segments).
-func (h *History) fragmentationAt(i int, request int64) result.Fragmentation {
-	fr := result.Fragmentation{ExpandableSegments: h.expandable()}
-	segs := h.StateAt(i)
-	if segs == nil {
-		fr.CachedFreeBytes = max(0, h.ReservedAt(i)-h.AllocatedAt(i))
-		fr.FreeInUsedSegmentsBytes = fr.CachedFreeBytes
-		return fr
-	}
-	for _, g := range segs {
-		var free int64
-		used := false
-		for _, b := range g.Blocks {
-			if !b.Free() {
-				used = true
-				continue
-			}
-			free += b.Size
-			fr.FreeBlocks++
-			if request <= 1<<20 || !smallSegment(g) {
-				fr.LargestFreeBlockBytes = max(fr.LargestFreeBlockBytes, b.Size)
-			}
-		}
-		fr.CachedFreeBytes += free
-		if used {
-			fr.FreeInUsedSegmentsBytes += free
-		}
-	}
-	fr.Fragmented = request > 0 && fr.CachedFreeBytes >= request && fr.LargestFreeBlockBytes < request
-	return fr
-}
-
-// expandable reports whether the device used expandable segments.
-func (h *History) expandable() bool {
-	if h.Snap.Settings != nil && h.Snap.Settings.ExpandableSegments {
-		return true
-	}
-	for gi := range h.Device.Segments {
-		if h.Device.Segments[gi].IsExpandable {
-			return true
-		}
-	}
-	for k := range h.Device.Events {
-		if a := h.Device.Events[k].Action; a == snapshot.ActionSegmentMap || a == snapshot.ActionSegmentUnmap {
-			return true
-		}
-	}
-	return false
-}
-
 // oomAt builds the post-mortem of the oom event at index i.
-func (h *History) oomAt(sites *siteCache, i, topN int) *result.OOM {
+func oomAt(h *history.History, sites *history.SiteCache, i, topN int) *result.OOM {
 	e := &h.Device.Events[i]
-	site := sites.get(e.Stack)
+	site := sites.Get(e.Stack)
 	o := &result.OOM{
 		RequestedBytes:          e.Size,
 		DeviceFreeBytes:         e.DeviceFree(),
@@ -146,33 +22,33 @@ func (h *History) oomAt(sites *siteCache, i, topN int) *result.OOM {
 		Step:                    h.Phases.StepAt(i),
 		TimeUS:                  h.TimeUS(i),
 		EventIndex:              i,
-		Site:                    site.name,
-		SiteFile:                site.file,
-		Stack:                   h.displayStack(e.Stack, 12),
+		Site:                    site.Name,
+		SiteFile:                site.File,
+		Stack:                   h.DisplayStack(e.Stack, 12),
 		AllocatedBytes:          h.AllocatedAt(i),
-		AllocatedRequestedBytes: h.requestedAt(i),
+		AllocatedRequestedBytes: h.RequestedOrNil(i),
 		ReservedBytes:           h.ReservedAt(i),
 		Categories:              h.CategoriesAt(i),
-		Fragmentation:           h.fragmentationAt(i, e.Size),
-		TopSites:                h.topSites(sites, i, topN),
-		LiveByPhase:             h.liveByPhase(i),
-		Layout:                  h.StateAt(i),
+		Fragmentation:           history.FragmentationAt(h, i, e.Size),
+		TopSites:                h.TopSitesIn(sites, i, topN),
+		LiveByPhase:             liveByPhase(h, i),
+		Layout:                  history.StateAt(h, i),
 	}
 	if o.Site == "" {
 		o.Site = result.SiteNoFrames
 	}
-	if !h.reservedKnown() {
+	if !reservedKnown(h) {
 		o.ReservedBytes, o.ReservedUnknown = 0, true
 	}
-	if site.file != "" && site.line > 0 {
-		o.SiteLine = site.line
+	if site.File != "" && site.Line > 0 {
+		o.SiteLine = site.Line
 	}
-	o.Verdict = h.oomVerdict(o, e)
+	o.Verdict = oomVerdict(h, o, e)
 	return o
 }
 
 // oomVerdict is the one-sentence explanation of an OOM.
-func (h *History) oomVerdict(o *result.OOM, e *snapshot.Event) string {
+func oomVerdict(h *history.History, o *result.OOM, e *snapshot.Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Out of memory in %s", o.Phase)
 	if o.Step > 0 && h.Steps.Source != result.StepsNone {
@@ -181,8 +57,8 @@ func (h *History) oomVerdict(o *result.OOM, e *snapshot.Event) string {
 	if o.Site != result.SiteNoFrames {
 		fmt.Fprintf(&b, " at %s", o.Site)
 	}
-	m := h.markers.get(e.Stack)
-	if m.sdpaMath {
+	m := h.Markers.Get(e.Stack)
+	if m.SdpaMath {
 		b.WriteString(" (scaled_dot_product_attention, math backend)")
 	}
 	fmt.Fprintf(&b, ": %s requested with %s free on the device", units.FormatBytes(o.RequestedBytes), units.FormatBytes(o.DeviceFreeBytes))
@@ -235,7 +111,7 @@ func topCategories(c result.Categories, n int) string {
 
 // liveByPhase groups the blocks live after event i by the phase and step
 // that allocated them.
-func (h *History) liveByPhase(i int) []result.PhaseBytes {
+func liveByPhase(h *history.History, i int) []result.PhaseBytes {
 	type key struct {
 		p    result.Phase
 		step int

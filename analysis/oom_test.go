@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -87,7 +88,7 @@ func TestRealOOMs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
-			s := openShared(t, "snapshots", tc.file)
+			s := analysistest.OpenShared(t, "snapshots", tc.file)
 			r := Analyze(s, DefaultOptions())
 			var oomDevs []int
 			var o *result.OOM
@@ -171,7 +172,7 @@ func TestRealOOMs(t *testing.T) {
 // attention tensors live at the oom are the 7,046,430,720 B with
 // scaled_dot_product frames (python replay).
 func TestNestaAttentionEvidence(t *testing.T) {
-	s := openShared(t, "snapshots", "genC_torch2.2_nesta_OOM_pickle_named_json.pickle")
+	s := analysistest.OpenShared(t, "snapshots", "genC_torch2.2_nesta_OOM_pickle_named_json.pickle")
 	r := Analyze(s, DefaultOptions())
 	for _, sg := range r.Suggestions {
 		if sg.ID != "flash_attention" {

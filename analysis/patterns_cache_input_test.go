@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -38,8 +40,8 @@ func TestKVCacheNamesAround(t *testing.T) {
 					s.Alloc(0, 32<<20, alloc)
 					cache += 32 << 20
 				}
-				snap := leakReadSim(t, s)
-				h := BuildHistory(snap, snap.Device(0))
+				snap := analysistest.Read(t, s, 0)
+				h := history.Build(snap, snap.Device(0))
 				got := requestedAtEndOf(h)[result.KVCache]
 				want := cache
 				if kind != "module frames" {
@@ -88,7 +90,7 @@ func TestUseCacheInTraining(t *testing.T) {
 						}
 					})
 				}
-				snap := leakReadSim(t, s)
+				snap := analysistest.Read(t, s, 0)
 				r := Analyze(snap, DefaultOptions())
 				var sg *result.Suggestion
 				for i := range r.Suggestions {
@@ -157,8 +159,8 @@ func TestDeviceCastsAreNotInput(t *testing.T) {
 					}
 					prev = o
 				}
-				snap := leakReadSim(t, s)
-				h := BuildHistory(snap, snap.Device(0))
+				snap := analysistest.Read(t, s, 0)
+				h := history.Build(snap, snap.Device(0))
 				cats := map[result.Category]int{}
 				for bi := range h.Blocks {
 					b := &h.Blocks[bi]

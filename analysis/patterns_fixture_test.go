@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/analysis/whatif"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -170,13 +173,13 @@ func TestWorkspacesFixture(t *testing.T) {
 	for _, kind := range frameKinds {
 		for _, c := range []trainRun{
 			{layers: 2, hidden: 512, tokens: 1024, steps: 3, ws: 32 << 20, lt: true},
-			{layers: 6, hidden: 256, tokens: 4096, steps: 2, ws: cublasWorkspaceSize},
+			{layers: 6, hidden: 256, tokens: 4096, steps: 2, ws: history.CublasWorkspaceSize},
 			{layers: 3, hidden: 1024, tokens: 512, steps: 4, ws: 32 << 20, lt: true, inference: true},
 		} {
 			t.Run(fmt.Sprintf("%s, %d layers, workspace %d, inference %v", kind, c.layers, c.ws, c.inference), func(t *testing.T) {
 				x := fx{st.NewSim(), kind}
 				c.run(x)
-				snap := leakReadSim(t, x.s)
+				snap := analysistest.Read(t, x.s, 0)
 				r := Analyze(snap, DefaultOptions())
 				d := r.Devices[0]
 				want := 2 * c.ws
@@ -221,19 +224,19 @@ func TestAutocastModelFacts(t *testing.T) {
 				var models [2]result.InferredModel
 				for i, autocast := range []bool{false, true} {
 					c.Autocast = autocast
-					s := leakReadSim(t, st.TrainLoopHealthy(c))
+					s := analysistest.Read(t, st.TrainLoopHealthy(c), 0)
 					r := Analyze(s, DefaultOptions())
 					if r.WhatIf == nil {
 						t.Fatal("no what-if")
 					}
 					models[i] = r.WhatIf.Model
-					h := BuildHistory(s, s.Device(0))
+					h := history.Build(s, s.Device(0))
 					var copies int64
 					for bi := range h.Blocks {
 						b := &h.Blocks[bi]
 						if b.Category == result.AutocastCache {
 							copies += b.Size
-							if p := h.partOf(b, false, false); p == partQuad || p == partLinear {
+							if p := whatif.PartOf(h, b, false, false); p == whatif.PartQuad || p == whatif.PartLinear {
 								t.Errorf("autocast copy %d B in the what-if's part %d", b.Size, p)
 							}
 						}
@@ -292,7 +295,7 @@ func TestGradientsMovedWithModel(t *testing.T) {
 					s.Alloc(0, int64(4096*(l+1)), apply(963))
 					params += 2 * 4096 * int64(l+1)
 				}
-				snap := leakReadSim(t, s)
+				snap := analysistest.Read(t, s, 0)
 				r := Analyze(snap, DefaultOptions())
 				end := r.Devices[0].AtEnd.Categories
 				var sg *result.Suggestion
@@ -310,7 +313,7 @@ func TestGradientsMovedWithModel(t *testing.T) {
 					}
 					return
 				}
-				if got := requestedAtEndOf(BuildHistory(snap, snap.Device(0))); got[result.Gradient] != grads || got[result.Parameter] != params {
+				if got := requestedAtEndOf(history.Build(snap, snap.Device(0))); got[result.Gradient] != grads || got[result.Parameter] != params {
 					t.Errorf("gradient %d, parameter %d requested; want %d, %d", got[result.Gradient], got[result.Parameter], grads, params)
 				}
 				if sg == nil || sg.EstimatedSavingsBytes != end[result.Gradient] {
@@ -327,7 +330,7 @@ func TestGradientsMovedWithModel(t *testing.T) {
 }
 
 // requestedAtEndOf is requestedAtEnd's requested bytes.
-func requestedAtEndOf(h *History) result.Categories {
+func requestedAtEndOf(h *history.History) result.Categories {
 	c, _ := requestedAtEnd(h)
 	return c
 }

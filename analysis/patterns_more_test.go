@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/analysis/suggest"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
@@ -33,8 +36,8 @@ func TestFrameworkBuffers(t *testing.T) {
 				s.Alloc(0, numel*2, buf(622)) // param_data, bf16
 				s.Alloc(0, numel*4, buf(629)) // grad_data, fp32
 				s.Alloc(0, numel*4/8, main)   // this rank's shard of fp32 main parameters (8 ranks)
-				snap := leakReadSim(t, s)
-				got := requestedAtEndOf(BuildHistory(snap, snap.Device(0)))
+				snap := analysistest.Read(t, s, 0)
+				got := requestedAtEndOf(history.Build(snap, snap.Device(0)))
 				if kind != "module frames" {
 					if got[result.Gradient] != 0 || got[result.OptimizerState] != 0 {
 						t.Errorf("gradient %d, optimizer_state %d without Megatron's frames", got[result.Gradient], got[result.OptimizerState])
@@ -68,7 +71,7 @@ func TestDumpWithoutHistory(t *testing.T) {
 				for i := 0; i < n; i += 2 { // every other one freed: free pieces between live blocks
 					s.Free(0, addrs[i])
 				}
-				snap := leakReadSim(t, s)
+				snap := analysistest.Read(t, s, 0)
 				r := Analyze(snap, DefaultOptions())
 				d := r.Devices[0]
 				var free, largest int64
@@ -130,7 +133,7 @@ func TestWeightsBeforeTheirGradientAtOOM(t *testing.T) {
 					}
 					s.OOM(0, 1<<30, 0, bwd)
 				})
-				snap := leakReadSim(t, s)
+				snap := analysistest.Read(t, s, 0)
 				r := Analyze(snap, DefaultOptions())
 				o := r.Devices[0].OOM
 				if o == nil {
@@ -173,7 +176,7 @@ func TestCUDAGraphPool(t *testing.T) {
 				out := run()
 				s.Stream, s.Pool = 0, [2]int64{}
 				_ = out
-				snap := leakReadSim(t, s)
+				snap := analysistest.Read(t, s, 0)
 				r := Analyze(snap, DefaultOptions())
 				d := r.Devices[0]
 				var reserved, alloc int64
@@ -186,7 +189,7 @@ func TestCUDAGraphPool(t *testing.T) {
 				if got := d.AtEnd.Categories[result.CUDAGraphPool]; got != alloc || alloc != 64<<20 {
 					t.Errorf("cuda_graph_pool at the end %d, the pool's allocated %d (want the 64 MiB output)", got, alloc)
 				}
-				h := BuildHistory(snap, snap.Device(0))
+				h := history.Build(snap, snap.Device(0))
 				var most int64
 				for i := range h.Device.Events {
 					most = max(most, h.CategoriesAt(i)[result.CUDAGraphPool])
@@ -251,8 +254,8 @@ func TestAdviceFollows(t *testing.T) {
 				s.Alloc(0, 16<<20, fwd)
 				s.OOM(0, 2<<30, 256<<20, fwd) // 2 GiB asked, 256 MiB left: the states fill the device
 			})
-			r := Analyze(leakReadSim(t, s), DefaultOptions())
-			if len(r.Suggestions) == 0 || !shrinksStates(r.Suggestions[0].ID) || suggestionIn(r, "activation_checkpointing") != nil {
+			r := Analyze(analysistest.Read(t, s, 0), DefaultOptions())
+			if len(r.Suggestions) == 0 || !suggest.ShrinksStates(r.Suggestions[0].ID) || suggestionIn(r, "activation_checkpointing") != nil {
 				t.Errorf("suggestions %v: want what shrinks the states first, no checkpointing", suggestionIDs(r))
 			}
 			checkSavingsAreWhatIfs(t, r)
@@ -270,7 +273,7 @@ func TestAdviceFollows(t *testing.T) {
 				s := x.s
 				st0 := x.stack(cppAddmm, []*st.Dict{s.F(frame.file, 50, frame.name)}, []*st.Dict{s.F("run.py", 9, "main")})
 				s.Free(0, s.Alloc(0, 1<<20, st0))
-				r := Analyze(leakReadSim(t, s), DefaultOptions())
+				r := Analyze(analysistest.Read(t, s, 0), DefaultOptions())
 				if kind == "module frames" && suggestionIn(r, frame.not) != nil {
 					t.Errorf("%s suggested with %s in the stacks", frame.not, frame.file)
 				}
@@ -286,7 +289,7 @@ func TestAdviceFollows(t *testing.T) {
 				if pretrained {
 					s.Free(0, s.Alloc(0, 1<<20, x.stack(nil, []*st.Dict{s.F("transformers/modeling_utils.py", 4000, "from_pretrained")}, []*st.Dict{s.F("train.py", 5, "<module>")})))
 				}
-				r := Analyze(leakReadSim(t, s), DefaultOptions())
+				r := Analyze(analysistest.Read(t, s, 0), DefaultOptions())
 				if got, want := suggestionIn(r, "qlora") != nil, pretrained && kind == "module frames"; got != want {
 					t.Errorf("pretrained %v: qlora %v, want %v (%v)", pretrained, got, want, suggestionIDs(r))
 				}

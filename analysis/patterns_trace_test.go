@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -125,7 +127,7 @@ func TestAttentionInTraces(t *testing.T) {
 						})
 					})
 				})
-				snap := leakReadJSON(t, f.json())
+				snap := analysistest.ReadJSON(t, f.json())
 				r := Analyze(snap, DefaultOptions())
 				if r.WhatIf == nil {
 					t.Fatal("no what-if")
@@ -202,7 +204,7 @@ func TestAutocastCopiesInTraces(t *testing.T) {
 						}
 					})
 				})
-				snap := leakReadJSON(t, f.json())
+				snap := analysistest.ReadJSON(t, f.json())
 				r := Analyze(snap, DefaultOptions())
 				var peakCopies int64
 				for _, d := range r.Devices {
@@ -210,7 +212,7 @@ func TestAutocastCopiesInTraces(t *testing.T) {
 						peakCopies = d.Peak.Categories[result.AutocastCache]
 					}
 				}
-				h := BuildHistory(snap, snap.Device(0))
+				h := history.Build(snap, snap.Device(0))
 				var got, input int64
 				for bi := range h.Blocks {
 					b := &h.Blocks[bi]
@@ -281,7 +283,7 @@ func TestKVCacheInTraces(t *testing.T) {
 						}
 					})
 				})
-				snap := leakReadJSON(t, f.json())
+				snap := analysistest.ReadJSON(t, f.json())
 				r := Analyze(snap, DefaultOptions())
 				var want int64
 				if kind == "module frames" || kind == "user frames" {

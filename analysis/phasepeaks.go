@@ -1,10 +1,13 @@
 package analysis
 
-import "github.com/torchmem/torchmem/result"
+import (
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/result"
+)
 
 // phasePeaks finds the highest peak of each phase over all steps (the first
 // event reaching it) and measures its categories and its topN sites.
-func (h *History) phasePeaks(sites *siteCache, topN int) []result.PhasePeak {
+func phasePeaks(h *history.History, sites *history.SiteCache, topN int) []result.PhasePeak {
 	type best struct {
 		value       int64
 		event, step int
@@ -14,7 +17,7 @@ func (h *History) phasePeaks(sites *siteCache, topN int) []result.PhasePeak {
 	for _, sp := range h.Phases.Spans {
 		v, ev := sp.PeakAllocatedBytes, sp.StartEvent
 		if sp.Events > 0 {
-			v, ev = h.peakIn(sp.StartEvent, sp.EndEvent)
+			v, ev = h.PeakIn(sp.StartEvent, sp.EndEvent)
 		}
 		b := at[sp.Phase]
 		if b == nil {
@@ -30,7 +33,7 @@ func (h *History) phasePeaks(sites *siteCache, topN int) []result.PhasePeak {
 	for _, ph := range order {
 		b := at[ph]
 		out = append(out, result.PhasePeak{Phase: ph, Step: b.step, EventIndex: b.event, TimeUS: h.TimeUS(b.event),
-			AllocatedBytes: b.value, Categories: h.CategoriesAt(b.event), TopSites: h.topSites(sites, b.event, topN)})
+			AllocatedBytes: b.value, Categories: h.CategoriesAt(b.event), TopSites: h.TopSitesIn(sites, b.event, topN)})
 	}
 	return out
 }

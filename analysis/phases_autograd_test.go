@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -84,7 +86,7 @@ func checkAutogradInForward(t *testing.T, call func(*st.Sim) []*st.Dict, cpp, mo
 	for step := 0; step < steps; step++ {
 		a1 := s.Alloc(0, 8*mib, fwd)
 		// the call inside forward: its own tensor, then the engine's work
-		first := traceLen(s)
+		first := analysistest.TraceLen(s)
 		p := s.Alloc(0, 2*mib, penalty)
 		for k := 0; k < 3; k++ {
 			g := s.Alloc(0, 3*mib, engine)
@@ -94,14 +96,14 @@ func checkAutogradInForward(t *testing.T, call func(*st.Sim) []*st.Dict, cpp, mo
 				s.Free(0, g)
 			}
 		}
-		inForward = append(inForward, [2]int{first, traceLen(s) - 1})
+		inForward = append(inForward, [2]int{first, analysistest.TraceLen(s) - 1})
 		var a2, l uint64
 		if !last {
 			a2 = s.Alloc(0, 6*mib, fwdAfter)
 			l = s.Alloc(0, 512, loss)
 		}
 		// the real backward
-		first = traceLen(s)
+		first = analysistest.TraceLen(s)
 		sd := s.Alloc(0, 512, seed)
 		s.Free(0, sd)
 		for _, g := range grads {
@@ -118,7 +120,7 @@ func checkAutogradInForward(t *testing.T, call func(*st.Sim) []*st.Dict, cpp, mo
 			s.Free(0, a2)
 		}
 		s.Free(0, a1)
-		inBackward = append(inBackward, [2]int{first, traceLen(s) - 1})
+		inBackward = append(inBackward, [2]int{first, analysistest.TraceLen(s) - 1})
 		if !last {
 			s.Annotate(0, "Optimizer.step#AdamW.step", func() {
 				for range 4 {
@@ -129,8 +131,8 @@ func checkAutogradInForward(t *testing.T, call func(*st.Sim) []*st.Dict, cpp, mo
 			s.Free(0, l)
 		}
 	}
-	snap := read(t, s, 0)
-	h := BuildHistory(snap, snap.Devices[0])
+	snap := analysistest.Read(t, s, 0)
+	h := history.Build(snap, snap.Devices[0])
 	for _, r := range inForward {
 		if last {
 			break

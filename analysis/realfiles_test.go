@@ -7,7 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/analysis/suggest"
 	"github.com/torchmem/torchmem/diff"
+	"github.com/torchmem/torchmem/internal/analysistest"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -23,7 +27,7 @@ import (
 func TestRealFilesInvariants(t *testing.T) {
 	for _, f := range snapshottest.SharedInputs(t) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			s, err := snapshot.Open(f, snapshot.Options{})
+			s, err := load.Open(f, snapshot.Options{})
 			if err != nil {
 				t.Fatalf("reader: %v", err)
 			}
@@ -123,8 +127,8 @@ func TestRealFilesInvariants(t *testing.T) {
 				// Ranked by savings, and empty_cache (which does not lower the
 				// peak) after every fix that does.
 				prev := r.Suggestions[i-1]
-				if lowersPeak(sg.ID) && !lowersPeak(prev.ID) ||
-					lowersPeak(sg.ID) == lowersPeak(prev.ID) && sg.EstimatedSavingsBytes > prev.EstimatedSavingsBytes {
+				if suggest.LowersPeak(sg.ID) && !suggest.LowersPeak(prev.ID) ||
+					suggest.LowersPeak(sg.ID) == suggest.LowersPeak(prev.ID) && sg.EstimatedSavingsBytes > prev.EstimatedSavingsBytes {
 					t.Errorf("suggestions not ranked: %s (%d) after %s (%d)", sg.ID, sg.EstimatedSavingsBytes, prev.ID, prev.EstimatedSavingsBytes)
 				}
 			}
@@ -163,14 +167,14 @@ func TestRealFilesAllocated(t *testing.T) {
 			if d == nil {
 				t.Fatalf("no device %d", want.Device)
 			}
-			h := BuildHistory(s, d)
+			h := history.Build(s, d)
 			r := Analyze(s, Options{Device: want.Device, TopSites: 1, NoTimeline: true})
 			if len(r.Devices) != 1 {
 				t.Fatalf("%d device results", len(r.Devices))
 			}
 			dr := r.Devices[0]
 			got := allocatedFacts{File: want.File, Device: want.Device, sub: want.sub, EndAllocated: dr.AtEnd.AllocatedBytes,
-				PeakAllocated: dr.Peak.AllocatedBytes, PeakEvent: dr.Peak.EventIndex, Unsized: h.sizing.unknown}
+				PeakAllocated: dr.Peak.AllocatedBytes, PeakEvent: dr.Peak.EventIndex, Unsized: h.Sizing.Unknown}
 			if dr.AtEnd.RequestedBytes != nil {
 				got.EndRequested = *dr.AtEnd.RequestedBytes
 			}
@@ -180,8 +184,8 @@ func TestRealFilesAllocated(t *testing.T) {
 			if got != want {
 				t.Errorf("got  %+v\nwant %+v", got, want)
 			}
-			if h.sizing.mismatch != 0 {
-				t.Errorf("%d blocks live at the dump sized otherwise by the allocator's rules", h.sizing.mismatch)
+			if h.Sizing.Mismatch != 0 {
+				t.Errorf("%d blocks live at the dump sized otherwise by the allocator's rules", h.Sizing.Mismatch)
 			}
 			// The table's end is the dump's own figure, to the byte: Σ
 			// allocated_size (and Σ requested_size where every segment
@@ -271,9 +275,9 @@ func allAllocatedFacts() []allocatedFacts {
 func openFacts(t *testing.T, sub, name string) *snapshot.Snapshot {
 	t.Helper()
 	if sub != "measured" {
-		return openShared(t, sub, name)
+		return analysistest.OpenShared(t, sub, name)
 	}
-	s, err := snapshot.Open(filepath.Join(measuredHere, name), snapshot.Options{})
+	s, err := load.Open(filepath.Join(measuredHere, name), snapshot.Options{})
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -290,7 +294,7 @@ func TestRealFilesOOMAllocated(t *testing.T) {
 			if strings.Contains(want.File, "/") || strings.HasSuffix(want.File, ".gz") {
 				sub = "recorded"
 			}
-			s := openShared(t, sub, want.File)
+			s := analysistest.OpenShared(t, sub, want.File)
 			r := Analyze(s, Options{Device: want.Device, TopSites: 1, NoTimeline: true})
 			if len(r.Devices) != 1 || r.Devices[0].OOM == nil {
 				t.Fatalf("no OOM on device %d", want.Device)

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -42,8 +44,8 @@ type recordedTruth struct {
 func TestRecordedTruths(t *testing.T) {
 	for _, want := range recordedTruths {
 		t.Run(want.File, func(t *testing.T) {
-			s := openShared(t, "recorded", want.File)
-			h := BuildHistory(s, s.Device(0))
+			s := analysistest.OpenShared(t, "recorded", want.File)
+			h := history.Build(s, s.Device(0))
 			end := requestedAtEndOf(h)
 			if p := end[result.Parameter]; p < want.Params || p > want.Params+want.Buffers+want.Untold {
 				t.Errorf("parameter %d B, want %d (+ at most %d of buffers, %d made before the recording)", p, want.Params, want.Buffers, want.Untold)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -21,7 +22,7 @@ func TestResultJSONRoundTrip(t *testing.T) {
 		{"snapshots", "genC_torch2.2_nesta_OOM_pickle_named_json.pickle"},
 	} {
 		t.Run(f.name, func(t *testing.T) {
-			r := Analyze(openShared(t, f.sub, f.name), DefaultOptions())
+			r := Analyze(analysistest.OpenShared(t, f.sub, f.name), DefaultOptions())
 			r.Input.Path = "r.json" // ReadResult names the file it read
 			b, err := json.MarshalIndent(r, "", " ")
 			if err != nil {

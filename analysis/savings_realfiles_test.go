@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/suggest"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -18,7 +20,7 @@ func TestSavingsMatchWhatIfEveryRealFile(t *testing.T) {
 	projected := 0
 	for _, f := range snapshottest.SharedInputs(t) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			s, err := snapshot.Open(f, snapshot.Options{})
+			s, err := load.Open(f, snapshot.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -37,7 +39,7 @@ func TestSavingsMatchWhatIfEveryRealFile(t *testing.T) {
 				p, ok := byID[sg.ID]
 				switch {
 				case !ok:
-					if lowersPeak(sg.ID) && sg.ID != "detach_or_item" && sg.ID != "no_grad_eval" {
+					if suggest.LowersPeak(sg.ID) && sg.ID != "detach_or_item" && sg.ID != "no_grad_eval" {
 						t.Errorf("%s: no what-if projection", sg.ID)
 					}
 				case p.Method == "reserved_only":

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -47,8 +49,8 @@ func TestStepsRealFiles(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			s := openShared(t, "snapshots", tt.file)
-			h := BuildHistory(s, s.Device(0))
+			s := analysistest.OpenShared(t, "snapshots", tt.file)
+			h := history.Build(s, s.Device(0))
 			p := h.Steps
 			if p.Source != tt.source || p.Site != tt.site || len(p.Spans) != tt.count || len(p.FirstEvents) != tt.count {
 				t.Fatalf("steps %s %q (%s), %d steps; want %s %q, %d", p.Source, p.Site, p.Evidence, len(p.Spans), tt.source, tt.site, tt.count)
@@ -79,8 +81,8 @@ func TestStepsRealFiles(t *testing.T) {
 func TestPhasesWithoutBackward(t *testing.T) {
 	for _, file := range []string{"genC_torch2.2_nesta_OOM_pickle_named_json.pickle", "genF_torch2.8_zidongliu_zeroth_order_fl.pickle"} {
 		t.Run(file, func(t *testing.T) {
-			s := openShared(t, "snapshots", file)
-			h := BuildHistory(s, s.Device(0))
+			s := analysistest.OpenShared(t, "snapshots", file)
+			h := history.Build(s, s.Device(0))
 			for _, sp := range h.Phases.Spans {
 				if sp.Phase == result.PhaseBackward {
 					t.Errorf("backward span, events %d–%d", sp.StartEvent, sp.EndEvent)

@@ -7,6 +7,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/analysis/suggest"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 )
@@ -56,15 +59,15 @@ func TestTrainingEvidenceRealFiles(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
-			s := openShared(t, "snapshots", tc.file)
-			h := BuildHistory(s, s.Device(tc.device))
+			s := analysistest.OpenShared(t, "snapshots", tc.file)
+			h := history.Build(s, s.Device(tc.device))
 			dr := deviceResult(h, DefaultOptions())
-			ev := gatherEvidence(h, &dr)
-			if ev.training != tc.training || ev.backward != tc.backward {
-				t.Errorf("training %v, backward %v; want %v, %v", ev.training, ev.backward, tc.training, tc.backward)
+			ev := suggest.Gather(h, &dr)
+			if ev.Training != tc.training || ev.Backward != tc.backward {
+				t.Errorf("training %v, backward %v; want %v, %v", ev.Training, ev.Backward, tc.training, tc.backward)
 			}
-			if tc.trainedBy == nil && ev.trainedBy != "" || tc.trainedBy != nil && !slices.Contains(tc.trainedBy, ev.trainedBy) {
-				t.Errorf("training frame %q, want one of %q", ev.trainedBy, tc.trainedBy)
+			if tc.trainedBy == nil && ev.TrainedBy != "" || tc.trainedBy != nil && !slices.Contains(tc.trainedBy, ev.TrainedBy) {
+				t.Errorf("training frame %q, want one of %q", ev.TrainedBy, tc.trainedBy)
 			}
 			r := Analyze(s, DefaultOptions())
 			for _, sg := range r.Suggestions {
@@ -87,7 +90,7 @@ func TestTrainingEvidenceRealFiles(t *testing.T) {
 // block at the end, testdata/facts/allocator_state_facts.py) are more than
 // any other saving, comes last: it does not lower the peak.
 func TestHugepandaSuggestions(t *testing.T) {
-	r := Analyze(openShared(t, "snapshots", "genD_torch2.3_hugepanda.pickle"), DefaultOptions())
+	r := Analyze(analysistest.OpenShared(t, "snapshots", "genD_torch2.3_hugepanda.pickle"), DefaultOptions())
 	want := []string{"activation_checkpointing", "gradient_accumulation", "empty_cache"}
 	if diff := cmp.Diff(want, suggestionIDs(r)); diff != "" {
 		t.Errorf("suggestions (-want +got):\n%s", diff)
@@ -105,7 +108,7 @@ func TestHugepandaSuggestions(t *testing.T) {
 // use that empty_cache cannot release) — and ranks after checkpointing,
 // accumulation and FlashAttention although it claims more than any of them.
 func TestEmptyCacheAfterPeakFixes(t *testing.T) {
-	r := Analyze(openShared(t, "snapshots", "genG_torch2.10x_magma27_python_stacks.pickle"), DefaultOptions())
+	r := Analyze(analysistest.OpenShared(t, "snapshots", "genG_torch2.10x_magma27_python_stacks.pickle"), DefaultOptions())
 	ids := suggestionIDs(r)
 	if len(ids) < 2 || ids[len(ids)-1] != "empty_cache" {
 		t.Fatalf("suggestions %v: want empty_cache last", ids)
@@ -141,15 +144,15 @@ func TestExpandableSegmentsFragmentationOnly(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
-			s := openShared(t, "snapshots", tc.file)
-			h := BuildHistory(s, s.Devices[0])
+			s := analysistest.OpenShared(t, "snapshots", tc.file)
+			h := history.Build(s, s.Devices[0])
 			dr := deviceResult(h, DefaultOptions())
-			ev := gatherEvidence(h, &dr)
+			ev := suggest.Gather(h, &dr)
 			if got := dr.Peak.ReservedBytes - dr.Peak.AllocatedBytes; got != tc.claimed {
 				t.Errorf("reserved − allocated at the peak %d, want %d", got, tc.claimed)
 			}
-			if ev.peakFragmented != tc.fragmented {
-				t.Errorf("fragmentation at the peak %d, want %d", ev.peakFragmented, tc.fragmented)
+			if ev.PeakFragmented != tc.fragmented {
+				t.Errorf("fragmentation at the peak %d, want %d", ev.PeakFragmented, tc.fragmented)
 			}
 			if slices.Contains(suggestionIDs(Analyze(s, DefaultOptions())), "expandable_segments") {
 				t.Error("expandable_segments suggested for wholly free cached segments")
@@ -271,7 +274,7 @@ func TestSuggestionsFixtures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := st.NewSim()
 			tc.build(s)
-			r := Analyze(read(t, s, 0), DefaultOptions())
+			r := Analyze(analysistest.Read(t, s, 0), DefaultOptions())
 			ids := suggestionIDs(r)
 			for _, id := range tc.want {
 				if !slices.Contains(ids, id) {
@@ -292,22 +295,5 @@ func TestSuggestionsFixtures(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestNameWords splits identifiers the way the training-loop rule reads them.
-func TestNameWords(t *testing.T) {
-	for in, want := range map[string][]string{
-		"forward_train":        {"forward", "train"},
-		"_inner_training_loop": {"inner", "training", "loop"},
-		"trainOneStep":         {"train", "one", "step"},
-		"from_pretrained":      {"from", "pretrained"},
-		"train_gpt2":           {"train", "gpt2"},
-		"<module>":             {"module"},
-		"":                     nil,
-	} {
-		if got := nameWords(in); !slices.Equal(got, want) {
-			t.Errorf("nameWords(%q) = %q, want %q", in, got, want)
-		}
 	}
 }

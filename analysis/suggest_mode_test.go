@@ -3,6 +3,8 @@ package analysis
 import (
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -26,7 +28,7 @@ func TestSuggestionsFitTrainingOrInference(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
-			s, err := snapshot.Open(sharedFile(t, "snapshots", c.file), snapshot.Options{})
+			s, err := load.Open(snapshottest.SharedFile(t, "snapshots", c.file), snapshot.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

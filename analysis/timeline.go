@@ -3,6 +3,7 @@ package analysis
 import (
 	"sort"
 
+	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -13,7 +14,7 @@ const DefaultMaxTimelinePoints = 20000
 // With more events than maxPoints it keeps, per bucket of consecutive
 // events, the events of the lowest and the highest allocated value, plus the
 // peak and the OOM event, so that extremes stay exact.
-func (h *History) buildTimeline(peak, oom, maxPoints int) *result.Timeline {
+func buildTimeline(h *history.History, peak, oom, maxPoints int) *result.Timeline {
 	n := len(h.Device.Events)
 	if maxPoints <= 0 {
 		maxPoints = DefaultMaxTimelinePoints
@@ -31,7 +32,7 @@ func (h *History) buildTimeline(peak, oom, maxPoints int) *result.Timeline {
 			e := min(n, s+size)
 			lo, hi := s, s
 			var low, high int64
-			for i, v := range h.allocatedRange(s, e-1) {
+			for i, v := range h.AllocatedRange(s, e-1) {
 				if i == s || v < low {
 					lo, low = i, v
 				}
@@ -75,12 +76,12 @@ func (h *History) buildTimeline(peak, oom, maxPoints int) *result.Timeline {
 	pi := 0
 	alloc := h.InitialAllocated
 	for i := 0; i < n && pi < len(pick); i++ {
-		da, _ := h.deltaAt(i)
+		da, _ := h.DeltaAt(i)
 		alloc += da
-		if bi := h.openAt(i); bi >= 0 {
+		if bi := h.OpenAt(i); bi >= 0 {
 			cur[h.Blocks[bi].Category] += h.Blocks[bi].Size
 		}
-		if bi := h.endAt(i); bi >= 0 {
+		if bi := h.EndAt(i); bi >= 0 {
 			cur[h.Blocks[bi].Category] -= h.Blocks[bi].Size
 		}
 		if pick[pi] != i {
@@ -100,7 +101,7 @@ func (h *History) buildTimeline(peak, oom, maxPoints int) *result.Timeline {
 		}
 		pi++
 	}
-	if !h.reservedKnown() { // no reserved curve rather than one at 0
+	if !reservedKnown(h) { // no reserved curve rather than one at 0
 		t.Reserved = nil
 	}
 	return t

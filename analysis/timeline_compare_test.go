@@ -3,6 +3,8 @@ package analysis
 import (
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -33,10 +35,10 @@ type timelineFacts struct {
 // with the snapshot's (its weights sized from AccumulateGrad's shapes).
 func TestMemoryTimelineAgreesAtPeak(t *testing.T) {
 	want := timelinePeak
-	s := openShared(t, "recorded", "hf_llama_mixed_ckpt_train.pickle.gz")
+	s := analysistest.OpenShared(t, "recorded", "hf_llama_mixed_ckpt_train.pickle.gz")
 	r := Analyze(s, DefaultOptions())
 	d := r.Devices[0]
-	h := BuildHistory(s, s.Device(0))
+	h := history.Build(s, s.Device(0))
 	peakNS := h.Device.Events[d.Peak.EventIndex].TimeNS
 	if dt := peakNS - want.TimeNS; dt < -2000 || dt > 2000 {
 		t.Fatalf("the snapshot peaks at %d ns, PyTorch's timeline at %d", peakNS, want.TimeNS)
@@ -59,11 +61,11 @@ func TestMemoryTimelineAgreesAtPeak(t *testing.T) {
 				embedding := false
 				for _, id := range s.StackOf(b.Stack) {
 					f := &s.Frames[id]
-					embedding = embedding || f.Name == "embedding" && isTorch(f.Filename)
+					embedding = embedding || f.Name == "embedding" && history.IsTorch(f.Filename)
 				}
 				if b.Category != result.Activation || !embedding || h.Phases.At(b.Alloc) != result.PhaseForward {
 					t.Errorf("the %d B tensor PyTorch calls parameter is %s (%s), made in %s by %s", b.Requested, b.Category, b.Rule(),
-						h.Phases.At(b.Alloc), h.displayStack(b.Stack, 3))
+						h.Phases.At(b.Alloc), h.DisplayStack(b.Stack, 3))
 				}
 			}
 		}
@@ -102,7 +104,7 @@ func TestMemoryTimelineAgreesAtPeak(t *testing.T) {
 	// The trace of the same run, at its peak: the same categories (blocks;
 	// its weights are sized from AccumulateGrad's shapes, tensor bytes,
 	// and the rest of the untracked baseline is the blocks' rounding).
-	tr := openShared(t, "recorded", "hf_llama_mixed_ckpt_train.trace.json.gz")
+	tr := analysistest.OpenShared(t, "recorded", "hf_llama_mixed_ckpt_train.trace.json.gz")
 	rt := Analyze(tr, DefaultOptions())
 	var td *result.DeviceResult
 	for i := range rt.Devices {

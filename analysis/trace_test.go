@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -18,7 +20,7 @@ import (
 // allocates nothing); Total Allocated when each Optimizer.step begins is
 // 4,100,809,216 and when each zero_grad begins 4,096,614,400.
 func TestHTATrainingTrace(t *testing.T) {
-	s := openShared(t, "traces", "hta_ddp_training_gpu_memory.json.gz")
+	s := analysistest.OpenShared(t, "traces", "hta_ddp_training_gpu_memory.json.gz")
 	r := Analyze(s, DefaultOptions())
 	var d *result.DeviceResult
 	for i := range r.Devices {
@@ -36,7 +38,7 @@ func TestHTATrainingTrace(t *testing.T) {
 		t.Errorf("peak %d in step %d %s, want 6,629,508,096 in step 2 backward", d.Peak.AllocatedBytes, d.Peak.Step, d.Peak.Phase)
 	}
 
-	h := BuildHistory(s, s.Device(1))
+	h := history.Build(s, s.Device(1))
 	type step struct {
 		Step             int
 		Start, End, Peak int64

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -94,7 +95,7 @@ func TestTrainingTruth(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
-			s := openShared(t, "snapshots", tc.file)
+			s := analysistest.OpenShared(t, "snapshots", tc.file)
 			r := Analyze(s, DefaultOptions())
 			if len(r.Devices) != 1 {
 				t.Fatalf("%d devices, want 1", len(r.Devices))

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/internal/analysistest"
 	"github.com/torchmem/torchmem/result"
 )
 
@@ -58,7 +60,7 @@ func within(got, want int64, tol float64) bool {
 // requestedAtEnd sums the bytes the program requested (tensor bytes, what
 // a formula counts) of the blocks live at the end, by category; blocks
 // counts the allocator's blocks of the same (the measured categories).
-func requestedAtEnd(h *History) (requested, blocks result.Categories) {
+func requestedAtEnd(h *history.History) (requested, blocks result.Categories) {
 	for _, b := range h.LiveBlocks(h.EndIndex()) {
 		requested[b.Category] += b.Requested
 		blocks[b.Category] += b.Size
@@ -78,8 +80,8 @@ func TestEstimateMatchesMeasured(t *testing.T) {
 			continue
 		}
 		t.Run(run.file, func(t *testing.T) {
-			s := openShared(t, "snapshots", run.file)
-			end, blocks := requestedAtEnd(BuildHistory(s, s.Devices[0]))
+			s := analysistest.OpenShared(t, "snapshots", run.file)
+			end, blocks := requestedAtEnd(history.Build(s, s.Devices[0]))
 			a := loadArch(t, run.config)
 			opt := "adamw"
 			if run.holds == "params" {
@@ -128,7 +130,7 @@ func TestEstimatedActivations(t *testing.T) {
 		if !run.eager {
 			continue
 		}
-		s := openShared(t, "snapshots", run.file)
+		s := analysistest.OpenShared(t, "snapshots", run.file)
 		w := Analyze(s, DefaultOptions()).WhatIf
 		a := loadArch(t, run.config)
 		e, err := estimate.Compute(estimate.Inputs{Model: estimate.Model{Arch: a}, Setup: estimate.Setup{Precision: "fp32", Batch: run.batch, Seq: run.seq, Attention: "eager"}})

@@ -20,14 +20,14 @@ import (
 // allocation sites that grew most, matched across the runs as diff matches
 // them; a baseline in another unit than the run's (unit) is compared with
 // a note.
-func checkBaseline(d *result.DeviceResult, unit string, base *result.Result, tol Tolerance, floor Floor) []CheckItem {
+func checkBaseline(d *result.DeviceResult, unit string, base *result.Result, tol Tolerance, floor Floor) []Item {
 	bd := baselineDevice(base, d.Device)
 	if bd == nil {
 		msg := fmt.Sprintf("device %d is not in the baseline: no regression check", d.Device)
 		if d.OOM != nil {
 			msg = fmt.Sprintf("device %d ran out of memory (see the out-of-memory check) and is not in the baseline: no regression check", d.Device)
 		}
-		return []CheckItem{{Name: fmt.Sprintf("device %d: baseline", d.Device), Kind: CheckKindRegression, Key: BudgetPeak,
+		return []Item{{Name: fmt.Sprintf("device %d: baseline", d.Device), Kind: CheckKindRegression, Key: BudgetPeak,
 			Device: d.Device, Status: CheckSkip, Actual: d.Peak.AllocatedBytes, Message: msg}}
 	}
 	noise := floor.Of(bd.Peak.AllocatedBytes)
@@ -36,16 +36,16 @@ func checkBaseline(d *result.DeviceResult, unit string, base *result.Result, tol
 	if peak.Status == CheckFail {
 		peak.Sites = siteGrowth(sitesAtPeak(bd), sitesAtPeak(d), -1, match)
 	}
-	items := []CheckItem{peak}
+	items := []Item{peak}
 	switch {
 	case base.AllocatedUnit == "" && unit == result.AllocatedUnit:
-		items = append(items, CheckItem{Name: fmt.Sprintf("device %d: units vs baseline", d.Device), Kind: CheckKindRegression,
+		items = append(items, Item{Name: fmt.Sprintf("device %d: units vs baseline", d.Device), Kind: CheckKindRegression,
 			Key: BudgetPeak, Device: d.Device, Status: CheckSkip,
 			Message: fmt.Sprintf("device %d: the baseline counts requested bytes (written before torchmem counted allocator blocks, "+
 				"PyTorch's memory_allocated() unit): this run's figures count blocks, typically 0.5–3%% more for the same memory; "+
 				"rewrite the baseline with torchmem check --update-baseline", d.Device)})
 	case base.AllocatedUnit != unit:
-		items = append(items, CheckItem{Name: fmt.Sprintf("device %d: units vs baseline", d.Device), Kind: CheckKindRegression,
+		items = append(items, Item{Name: fmt.Sprintf("device %d: units vs baseline", d.Device), Kind: CheckKindRegression,
 			Key: BudgetPeak, Device: d.Device, Status: CheckSkip,
 			Message: fmt.Sprintf("device %d: the baseline counts %s, this run %s: the same memory gives other figures; "+
 				"compare files of one kind", d.Device, unitWords(base.AllocatedUnit), unitWords(unit))})
@@ -82,17 +82,17 @@ func checkBaseline(d *result.DeviceResult, unit string, base *result.Result, tol
 				items = append(items, ci)
 			}
 		case inB:
-			items = append(items, CheckItem{Name: fmt.Sprintf("device %d: %s vs baseline", d.Device, key), Kind: CheckKindRegression,
+			items = append(items, Item{Name: fmt.Sprintf("device %d: %s vs baseline", d.Device, key), Kind: CheckKindRegression,
 				Key: key, Device: d.Device, Status: CheckSkip, Baseline: &b,
 				Message: fmt.Sprintf("device %d: the baseline has %s phase (peak %s) and this run has none: not compared", d.Device, withArticle(string(ph)), units.FormatBytes(b))})
 		case inN:
-			items = append(items, CheckItem{Name: fmt.Sprintf("device %d: %s vs baseline", d.Device, key), Kind: CheckKindRegression,
+			items = append(items, Item{Name: fmt.Sprintf("device %d: %s vs baseline", d.Device, key), Kind: CheckKindRegression,
 				Key: key, Device: d.Device, Status: CheckSkip, Actual: n,
 				Message: fmt.Sprintf("device %d: this run has %s phase (peak %s) and the baseline has none: not compared", d.Device, withArticle(string(ph)), units.FormatBytes(n))})
 		}
 	}
 	if noCategories {
-		items = append(items, CheckItem{Name: fmt.Sprintf("device %d: categories by phase vs baseline", d.Device), Kind: CheckKindRegression,
+		items = append(items, Item{Name: fmt.Sprintf("device %d: categories by phase vs baseline", d.Device), Kind: CheckKindRegression,
 			Key: BudgetPhasePrefix + "*", Device: d.Device, Status: CheckSkip,
 			Message: fmt.Sprintf("device %d: categories not compared in phases other than the peak's: the baseline has no categories by phase "+
 				"(written by an older torchmem; rewrite it with torchmem check --update-baseline)", d.Device)})

@@ -71,11 +71,11 @@ func TestCheckRefusesAbsurdFigures(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			base := checkRun()
 			c.edit(base)
-			_, err := Check(checkRun(), CheckOptions{Baseline: base, BaselinePath: "base.json", Tolerance: Tolerance{Percent: 5}, Device: -1})
+			_, err := Check(checkRun(), Options{Baseline: base, BaselinePath: "base.json", Tolerance: Tolerance{Percent: 5}, Device: -1})
 			if err == nil || !strings.Contains(err.Error(), "baseline base.json: not an analysis torchmem wrote") || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want %q", err, c.want)
 			}
-			_, err = Check(base, CheckOptions{Budgets: []Budget{{Key: BudgetPeak, Limit: 1}}, Device: -1})
+			_, err = Check(base, Options{Budgets: []Budget{{Key: BudgetPeak, Limit: 1}}, Device: -1})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("run: got %v", err)
 			}

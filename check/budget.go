@@ -13,7 +13,7 @@ import (
 	"github.com/torchmem/torchmem/result"
 )
 
-// CheckSchemaID is the JSON schema identifier of CheckResult.
+// CheckSchemaID is the JSON schema identifier of Result.
 const CheckSchemaID = "torchmem.check/v1"
 
 // Budget keys besides the category names and "phase:NAME".
@@ -147,8 +147,8 @@ func (t Tolerance) Allowed(base int64) int64 {
 	return units.SatAdd(base, int64(slack))
 }
 
-// CheckOptions says what Check verifies.
-type CheckOptions struct {
+// Options says what Check verifies.
+type Options struct {
 	// Budgets are upper bounds, checked on every selected device.
 	Budgets []Budget
 	// Baseline, when set, is an earlier analysis (torchmem analyze --format
@@ -167,15 +167,15 @@ type CheckOptions struct {
 	AllowOOM bool
 }
 
-// CheckStatus is the outcome of one check.
-type CheckStatus string
+// Status is the outcome of one check.
+type Status string
 
 // Check outcomes. A skipped check could not be evaluated (a phase the run
 // does not have, a device missing from the baseline).
 const (
-	CheckPass CheckStatus = "pass"
-	CheckFail CheckStatus = "fail"
-	CheckSkip CheckStatus = "skip"
+	CheckPass Status = "pass"
+	CheckFail Status = "fail"
+	CheckSkip Status = "skip"
 )
 
 // Check kinds.
@@ -183,23 +183,23 @@ const (
 	CheckKindBudget     = "budget"
 	CheckKindRegression = "regression"
 	// CheckKindOOM is the out-of-memory check, listed first: a run that ran
-	// out of memory fails unless CheckOptions.AllowOOM.
+	// out of memory fails unless Options.AllowOOM.
 	CheckKindOOM = "oom"
 )
 
 // CheckKeyOOM is the key of the out-of-memory check.
 const CheckKeyOOM = "oom"
 
-// CheckItem is one verified statement about a run.
-type CheckItem struct {
+// Item is one verified statement about a run.
+type Item struct {
 	// Name identifies the check across runs ("device 0: peak budget").
 	Name string `json:"name"`
 	Kind string `json:"kind"` // "oom", "budget" or "regression"
 	// Key is a budget key, "oom", or for a category in a phase compared
 	// with the baseline "phase:PHASE:CATEGORY".
-	Key    string      `json:"key"`
-	Device int         `json:"device"`
-	Status CheckStatus `json:"status"`
+	Key    string `json:"key"`
+	Device int    `json:"device"`
+	Status Status `json:"status"`
 	// Actual is the measured value; Limit the largest that passes (the
 	// budget, or the baseline plus the tolerance). Counts for "leaks",
 	// bytes otherwise.
@@ -208,7 +208,7 @@ type CheckItem struct {
 	// Baseline is the baseline's value (regression checks only).
 	Baseline *int64 `json:"baseline,omitempty"`
 	// NoiseFloor is the growth over Baseline a regression check ignores,
-	// whatever the tolerance (CheckResult.Floor on this device).
+	// whatever the tolerance (Result.Floor on this device).
 	NoiseFloor int64 `json:"noise_floor,omitempty"`
 	// Message says what was found, in one line.
 	Message string `json:"message"`
@@ -222,27 +222,27 @@ type CheckItem struct {
 	Line int64  `json:"line,omitempty"`
 }
 
-// CheckResult is the outcome of every check on one input.
-type CheckResult struct {
+// Result is the outcome of every check on one input.
+type Result struct {
 	Schema    string        `json:"schema"`
 	Input     result.Input  `json:"input"`
 	Baseline  *result.Input `json:"baseline,omitempty"`
 	Tolerance *Tolerance    `json:"tolerance,omitempty"`
 	Floor     *Floor        `json:"floor,omitempty"`
-	Checks    []CheckItem   `json:"checks"`
+	Checks    []Item        `json:"checks"`
 	Passed    int           `json:"passed"`
 	Failed    int           `json:"failed"`
 	Skipped   int           `json:"skipped"`
 }
 
 // OK reports whether no check failed.
-func (c *CheckResult) OK() bool { return c.Failed == 0 }
+func (c *Result) OK() bool { return c.Failed == 0 }
 
 // Check verifies a run against budgets and, when set, a baseline. It
 // returns an error when opts selects a device the run does not have, and
 // when the run or the baseline states a byte figure no analysis holds
 // (negative, or beyond MaxFigureBytes): bad input, not a pass or a fail.
-func Check(r *result.Result, opts CheckOptions) (*CheckResult, error) {
+func Check(r *result.Result, opts Options) (*Result, error) {
 	if err := r.CheckBounds(); err != nil {
 		return nil, fmt.Errorf("%s: not an analysis torchmem wrote: %v", units.OneLine(r.Input.Path), err)
 	}
@@ -255,7 +255,7 @@ func Check(r *result.Result, opts CheckOptions) (*CheckResult, error) {
 			return nil, fmt.Errorf("baseline %s: not an analysis torchmem wrote: %v", units.OneLine(path), err)
 		}
 	}
-	cr := &CheckResult{Schema: CheckSchemaID, Input: r.Input, Checks: []CheckItem{}}
+	cr := &Result{Schema: CheckSchemaID, Input: r.Input, Checks: []Item{}}
 	if opts.Baseline != nil {
 		in := opts.Baseline.Input
 		if opts.BaselinePath != "" {
@@ -296,7 +296,7 @@ func Check(r *result.Result, opts CheckOptions) (*CheckResult, error) {
 		cr.add(it)
 	}
 	if len(devs) == 0 && (len(budgets) > 0 || opts.Baseline != nil) {
-		cr.add(CheckItem{Name: "device memory", Kind: CheckKindBudget, Key: BudgetPeak, Device: -1, Status: CheckSkip,
+		cr.add(Item{Name: "device memory", Kind: CheckKindBudget, Key: BudgetPeak, Device: -1, Status: CheckSkip,
 			Message: "no device memory in this file: nothing to check"})
 	}
 	for _, d := range devs {
@@ -314,9 +314,9 @@ func Check(r *result.Result, opts CheckOptions) (*CheckResult, error) {
 
 // Add records one more check item and counts its outcome (for checks made
 // outside Check, such as a roll-up's).
-func (c *CheckResult) Add(it CheckItem) { c.add(it) }
+func (c *Result) Add(it Item) { c.add(it) }
 
-func (c *CheckResult) add(it CheckItem) {
+func (c *Result) add(it Item) {
 	switch it.Status {
 	case CheckPass:
 		c.Passed++
@@ -349,8 +349,8 @@ func budgetSubject(key string) string {
 	return key + " at the peak"
 }
 
-func checkBudget(r *result.Result, d *result.DeviceResult, b Budget) CheckItem {
-	it := CheckItem{Name: fmt.Sprintf("device %d: %s budget", d.Device, b.Key), Kind: CheckKindBudget, Key: b.Key,
+func checkBudget(r *result.Result, d *result.DeviceResult, b Budget) Item {
+	it := Item{Name: fmt.Sprintf("device %d: %s budget", d.Device, b.Key), Kind: CheckKindBudget, Key: b.Key,
 		Device: d.Device, Limit: b.Limit}
 	subject := budgetSubject(b.Key)
 	detail := ""
@@ -424,10 +424,10 @@ func checkBudget(r *result.Result, d *result.DeviceResult, b Budget) CheckItem {
 
 // regression compares one measure with the baseline: it fails when cur
 // grew past both the tolerance and the noise floor (floor bytes).
-func regression(dev int, key string, base, cur int64, tol Tolerance, floor int64) CheckItem {
+func regression(dev int, key string, base, cur int64, tol Tolerance, floor int64) Item {
 	b := base
 	byTol := tol.Allowed(base)
-	it := CheckItem{Name: fmt.Sprintf("device %d: %s vs baseline", dev, key), Kind: CheckKindRegression, Key: key, Device: dev,
+	it := Item{Name: fmt.Sprintf("device %d: %s vs baseline", dev, key), Kind: CheckKindRegression, Key: key, Device: dev,
 		Actual: cur, Limit: max(byTol, units.SatAdd(base, floor)), Baseline: &b, NoiseFloor: floor}
 	subject := budgetSubject(key)
 	change := fmt.Sprintf("%s → %s (%s)", units.FormatBytes(base), units.FormatBytes(cur), signedPercent(base, cur))

@@ -132,7 +132,7 @@ func checkRun() *result.Result {
 }
 
 // statuses lists "name=status" for every check.
-func statuses(c *CheckResult) []string {
+func statuses(c *Result) []string {
 	var out []string
 	for _, it := range c.Checks {
 		out = append(out, it.Name+"="+string(it.Status))
@@ -170,7 +170,7 @@ func TestCheckBudgets(t *testing.T) {
 				}
 				bs = append(bs, b)
 			}
-			cr, err := Check(checkRun(), CheckOptions{Budgets: bs, Device: c.device})
+			cr, err := Check(checkRun(), Options{Budgets: bs, Device: c.device})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,11 +188,11 @@ func TestCheckBudgets(t *testing.T) {
 func TestCheckMessages(t *testing.T) {
 	b, _ := ParseBudget("peak=900")
 	l, _ := ParseBudget("leaks=0")
-	cr, err := Check(checkRun(), CheckOptions{Budgets: []Budget{b, l}, Device: 0})
+	cr, err := Check(checkRun(), Options{Budgets: []Budget{b, l}, Device: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []CheckItem{
+	want := []Item{
 		{Name: "out of memory", Kind: "oom", Key: "oom", Device: -1, Status: CheckPass, Message: "device 0 did not run out of memory"},
 		{Name: "device 0: peak budget", Kind: "budget", Key: "peak", Device: 0, Status: CheckFail, Actual: 1000, Limit: 900,
 			Message: "device 0: peak allocated 1000 B (in forward, step 1) is over the budget of 900 B by 100 B",
@@ -245,7 +245,7 @@ func TestCheckBaseline(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cr, err := Check(c.run, CheckOptions{Baseline: base, BaselinePath: "base.json", Tolerance: c.tol, Device: c.dev})
+			cr, err := Check(c.run, Options{Baseline: base, BaselinePath: "base.json", Tolerance: c.tol, Device: c.dev})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -262,7 +262,7 @@ func TestCheckBaseline(t *testing.T) {
 func TestCheckRegressionMessage(t *testing.T) {
 	got := regression(0, "peak", 100, 110, Tolerance{Percent: 5}, 0)
 	b := int64(100)
-	want := CheckItem{Name: "device 0: peak vs baseline", Kind: "regression", Key: "peak", Device: 0, Status: CheckFail,
+	want := Item{Name: "device 0: peak vs baseline", Kind: "regression", Key: "peak", Device: 0, Status: CheckFail,
 		Actual: 110, Limit: 105, Baseline: &b,
 		Message: "device 0: peak allocated grew vs the baseline: 100 B → 110 B (+10.0%), more than the 5% tolerance (at most 105 B)"}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -279,7 +279,7 @@ func TestRegressionNoiseFloor(t *testing.T) {
 		base, cur int64
 		tol       Tolerance
 		floor     int64
-		status    CheckStatus
+		status    Status
 		limit     int64
 		message   string
 	}{
@@ -357,13 +357,13 @@ func TestParseFloor(t *testing.T) {
 }
 
 func TestCheckErrors(t *testing.T) {
-	if _, err := Check(checkRun(), CheckOptions{Device: 3, Budgets: []Budget{{Key: "peak"}}}); err == nil || !strings.Contains(err.Error(), "no device 3") {
+	if _, err := Check(checkRun(), Options{Device: 3, Budgets: []Budget{{Key: "peak"}}}); err == nil || !strings.Contains(err.Error(), "no device 3") {
 		t.Errorf("missing device: %v", err)
 	}
-	if _, err := Check(checkRun(), CheckOptions{Device: -1, Budgets: []Budget{{Key: "bogus"}}}); err == nil {
+	if _, err := Check(checkRun(), Options{Device: -1, Budgets: []Budget{{Key: "bogus"}}}); err == nil {
 		t.Error("unknown budget key accepted")
 	}
-	cr, err := Check(&result.Result{}, CheckOptions{Device: -1, Budgets: []Budget{{Key: "peak"}}})
+	cr, err := Check(&result.Result{}, Options{Device: -1, Budgets: []Budget{{Key: "peak"}}})
 	if err != nil || len(cr.Checks) != 1 || cr.Checks[0].Status != CheckSkip || cr.Checks[0].Key != "peak" || !cr.OK() {
 		t.Errorf("no devices: %+v %v", cr, err)
 	}

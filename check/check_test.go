@@ -24,31 +24,31 @@ func TestCheckOOM(t *testing.T) {
 	cases := []struct {
 		name  string
 		run   *result.Result
-		opts  CheckOptions
+		opts  Options
 		want  []string
-		first CheckItem
+		first Item
 	}{
-		{"an OOM fails first, whatever the budgets", oomRun(), CheckOptions{Device: -1, Budgets: []Budget{peak}},
+		{"an OOM fails first, whatever the budgets", oomRun(), Options{Device: -1, Budgets: []Budget{peak}},
 			[]string{"device 1: out of memory=fail", "device 0: peak budget=pass", "device 1: peak budget=pass"},
-			CheckItem{Name: "device 1: out of memory", Kind: "oom", Key: "oom", Device: 1, Status: CheckFail, Actual: 400, Limit: 10,
+			Item{Name: "device 1: out of memory", Kind: "oom", Key: "oom", Device: 1, Status: CheckFail, Actual: 400, Limit: 10,
 				Message: "device 1: Out of memory in forward at model.py:9 attn: 400 B requested with 10 B free.",
 				File:    "/src/model.py", Line: 9,
 				Sites: []CheckSite{{Site: "model.py:9 attn", File: "/src/model.py", Line: 9, Bytes: 30}, {Site: "data.py:2 load", File: "data.py", Line: 2, Bytes: 20}}}},
-		{"allowed, it is skipped", oomRun(), CheckOptions{Device: -1, AllowOOM: true},
+		{"allowed, it is skipped", oomRun(), Options{Device: -1, AllowOOM: true},
 			[]string{"device 1: out of memory=skip"},
-			CheckItem{Name: "device 1: out of memory", Kind: "oom", Key: "oom", Device: 1, Status: CheckSkip, Actual: 400, Limit: 10,
+			Item{Name: "device 1: out of memory", Kind: "oom", Key: "oom", Device: 1, Status: CheckSkip, Actual: 400, Limit: 10,
 				Message: "device 1 (allowed by --allow-oom): Out of memory in forward at model.py:9 attn: 400 B requested with 10 B free.",
 				File:    "/src/model.py", Line: 9,
 				Sites: []CheckSite{{Site: "model.py:9 attn", File: "/src/model.py", Line: 9, Bytes: 30}, {Site: "data.py:2 load", File: "data.py", Line: 2, Bytes: 20}}}},
-		{"another device selected: no OOM", oomRun(), CheckOptions{Device: 0},
+		{"another device selected: no OOM", oomRun(), Options{Device: 0},
 			[]string{"out of memory=pass"},
-			CheckItem{Name: "out of memory", Kind: "oom", Key: "oom", Device: -1, Status: CheckPass, Message: "device 0 did not run out of memory"}},
-		{"no OOM on any device", checkRun(), CheckOptions{Device: -1},
+			Item{Name: "out of memory", Kind: "oom", Key: "oom", Device: -1, Status: CheckPass, Message: "device 0 did not run out of memory"}},
+		{"no OOM on any device", checkRun(), Options{Device: -1},
 			[]string{"out of memory=pass"},
-			CheckItem{Name: "out of memory", Kind: "oom", Key: "oom", Device: -1, Status: CheckPass, Message: "no device ran out of memory"}},
-		{"the OOM device missing from the baseline is named", oomRun(), CheckOptions{Device: 1, Baseline: &result.Result{Devices: checkRun().Devices[:1]}},
+			Item{Name: "out of memory", Kind: "oom", Key: "oom", Device: -1, Status: CheckPass, Message: "no device ran out of memory"}},
+		{"the OOM device missing from the baseline is named", oomRun(), Options{Device: 1, Baseline: &result.Result{Devices: checkRun().Devices[:1]}},
 			[]string{"device 1: out of memory=fail", "device 1: baseline=skip"},
-			CheckItem{Name: "device 1: out of memory", Kind: "oom", Key: "oom", Device: 1, Status: CheckFail, Actual: 400, Limit: 10,
+			Item{Name: "device 1: out of memory", Kind: "oom", Key: "oom", Device: 1, Status: CheckFail, Actual: 400, Limit: 10,
 				Message: "device 1: Out of memory in forward at model.py:9 attn: 400 B requested with 10 B free.",
 				File:    "/src/model.py", Line: 9,
 				Sites: []CheckSite{{Site: "model.py:9 attn", File: "/src/model.py", Line: 9, Bytes: 30}, {Site: "data.py:2 load", File: "data.py", Line: 2, Bytes: 20}}}},
@@ -67,7 +67,7 @@ func TestCheckOOM(t *testing.T) {
 			}
 		})
 	}
-	cr, _ := Check(oomRun(), CheckOptions{Device: 1, Baseline: &result.Result{Devices: checkRun().Devices[:1]}})
+	cr, _ := Check(oomRun(), Options{Device: 1, Baseline: &result.Result{Devices: checkRun().Devices[:1]}})
 	if got, want := cr.Checks[1].Message, "device 1 ran out of memory (see the out-of-memory check) and is not in the baseline: no regression check"; got != want {
 		t.Errorf("baseline skip says %q, want %q", got, want)
 	}
@@ -108,7 +108,7 @@ func TestCheckBaselineByPhase(t *testing.T) {
 	base := &result.Result{AllocatedUnit: result.AllocatedUnit, Devices: []result.DeviceResult{movedPeak(result.PhaseOptimizer, baseFwd, opt)}}
 	run := &result.Result{AllocatedUnit: result.AllocatedUnit, Devices: []result.DeviceResult{movedPeak(result.PhaseForward, newFwd, opt)}}
 
-	cr, err := Check(run, CheckOptions{Device: -1, Baseline: base, Tolerance: Tolerance{Percent: 5}})
+	cr, err := Check(run, Options{Device: -1, Baseline: base, Tolerance: Tolerance{Percent: 5}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestCheckBaselineByPhase(t *testing.T) {
 	if diff := cmp.Diff(want, statuses(cr)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	byName := map[string]CheckItem{}
+	byName := map[string]Item{}
 	for _, it := range cr.Checks {
 		byName[it.Name] = it
 	}
@@ -225,7 +225,7 @@ func TestCheckMatchesSitesLikeDiff(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			base := &result.Result{AllocatedUnit: result.AllocatedUnit, Devices: []result.DeviceResult{c.base}}
 			run := &result.Result{AllocatedUnit: result.AllocatedUnit, Devices: []result.DeviceResult{c.new}}
-			cr, err := Check(run, CheckOptions{Device: -1, Baseline: base})
+			cr, err := Check(run, Options{Device: -1, Baseline: base})
 			if err != nil {
 				t.Fatal(err)
 			}

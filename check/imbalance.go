@@ -32,10 +32,10 @@ func ParseImbalance(value string) (float64, error) {
 // other devices. Actual and Limit are bytes: the worst rank's peak and
 // limit × that median. With fewer than two devices there is nothing to
 // compare: skipped.
-func CheckImbalance(ru *rollup.Rollup, limit float64) *CheckResult {
-	cr := &CheckResult{Schema: CheckSchemaID, Checks: []CheckItem{},
+func CheckImbalance(ru *rollup.Rollup, limit float64) *Result {
+	cr := &Result{Schema: CheckSchemaID, Checks: []Item{},
 		Input: result.Input{Path: fmt.Sprintf("roll-up of %d inputs", ru.Inputs), Format: "rollup"}}
-	it := CheckItem{Name: "imbalance budget", Kind: CheckKindBudget, Key: BudgetImbalance, Device: -1}
+	it := Item{Name: "imbalance budget", Kind: CheckKindBudget, Key: BudgetImbalance, Device: -1}
 	if len(ru.Ranks) < 2 || ru.Worst == nil || ru.OthersMedianPeakBytes <= 0 {
 		it.Status = CheckSkip
 		it.Message = fmt.Sprintf("%d device(s) with memory: no imbalance to measure", len(ru.Ranks))

@@ -27,7 +27,7 @@ func TestCheckImbalance(t *testing.T) {
 	ru := rollup.Build(results)
 	for _, tc := range []struct {
 		limit  float64
-		status CheckStatus
+		status Status
 	}{{1.2, CheckFail}, {ru.Imbalance + 0.01, CheckPass}} {
 		cr := CheckImbalance(ru, tc.limit)
 		it := cr.Checks[0]

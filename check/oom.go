@@ -13,14 +13,14 @@ import (
 // its verdict as the message and the request's site first among its sites;
 // one passed item when none did. The item points at the failed request's
 // frame (File, Line).
-func checkOOM(devs []*result.DeviceResult, allowOOM bool) []CheckItem {
-	var items []CheckItem
+func checkOOM(devs []*result.DeviceResult, allowOOM bool) []Item {
+	var items []Item
 	for _, d := range devs {
 		o := d.OOM
 		if o == nil {
 			continue
 		}
-		it := CheckItem{Name: fmt.Sprintf("device %d: out of memory", d.Device), Kind: CheckKindOOM, Key: CheckKeyOOM,
+		it := Item{Name: fmt.Sprintf("device %d: out of memory", d.Device), Kind: CheckKindOOM, Key: CheckKeyOOM,
 			Device: d.Device, Status: CheckFail, Actual: o.RequestedBytes, Limit: o.DeviceFreeBytes}
 		verdict := o.Verdict
 		if verdict == "" {
@@ -40,7 +40,7 @@ func checkOOM(devs []*result.DeviceResult, allowOOM bool) []CheckItem {
 		if len(devs) == 1 {
 			msg = fmt.Sprintf("device %d did not run out of memory", devs[0].Device)
 		}
-		items = append(items, CheckItem{Name: "out of memory", Kind: CheckKindOOM, Key: CheckKeyOOM, Device: -1, Status: CheckPass, Message: msg})
+		items = append(items, Item{Name: "out of memory", Kind: CheckKindOOM, Key: CheckKeyOOM, Device: -1, Status: CheckPass, Message: msg})
 	}
 	return items
 }

@@ -26,7 +26,7 @@ func TestBaselineInRequestedBytes(t *testing.T) {
 	} {
 		base, run := checkRun(), checkRun()
 		base.AllocatedUnit, run.AllocatedUnit = tc.base, tc.run
-		cr, err := Check(run, CheckOptions{Device: 0, Baseline: base, Tolerance: Tolerance{Percent: 5}})
+		cr, err := Check(run, Options{Device: 0, Baseline: base, Tolerance: Tolerance{Percent: 5}})
 		if err != nil {
 			t.Fatal(err)
 		}

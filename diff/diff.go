@@ -15,8 +15,8 @@ import (
 // Diff compares two analyses: base (the reference run) and new. Devices
 // are matched by id; a device in only one run is listed with the other
 // side's numbers 0. Diff does not modify its arguments.
-func Diff(base, new *result.Result) *DiffResult {
-	d := &DiffResult{Schema: DiffSchemaID, Base: base.Input, New: new.Input, Devices: []DeviceDiff{}, Leaks: []LeakDiff{}}
+func Diff(base, new *result.Result) *Result {
+	d := &Result{Schema: DiffSchemaID, Base: base.Input, New: new.Input, Devices: []DeviceDiff{}, Leaks: []LeakDiff{}}
 	bd := map[int]*result.DeviceResult{}
 	nd := map[int]*result.DeviceResult{}
 	var ids []int

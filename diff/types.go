@@ -5,7 +5,7 @@ import (
 	"github.com/torchmem/torchmem/result"
 )
 
-// DiffSchemaID is the JSON schema identifier of DiffResult.
+// DiffSchemaID is the JSON schema identifier of Result.
 const DiffSchemaID = "torchmem.diff/v1"
 
 // Presence says on which side of a diff an item was found.
@@ -43,9 +43,9 @@ func (d Delta) Percent() (pct float64, ok bool) {
 	return float64(d.Delta) * 100 / float64(d.Base), true
 }
 
-// DiffResult is a semantic diff of two analyses of related runs: peaks,
+// Result is a semantic diff of two analyses of related runs: peaks,
 // categories, phases, steps, sites, OOMs and leaks, per device.
-type DiffResult struct {
+type Result struct {
 	Schema  string       `json:"schema"`
 	Base    result.Input `json:"base"`
 	New     result.Input `json:"new"`

@@ -12,13 +12,13 @@ import (
 
 // CheckJSON writes check results as schema torchmem.check/v1 (one object,
 // or an array for several inputs).
-func CheckJSON(w io.Writer, results []*check.CheckResult) error {
+func CheckJSON(w io.Writer, results []*check.Result) error {
 	return writeJSON(w, oneOrMany(results))
 }
 
 // CheckSummary is the one line that says how a check went:
 // "FAIL: 2 of 8 checks failed (5 passed, 1 skipped)".
-func CheckSummary(c *check.CheckResult) string {
+func CheckSummary(c *check.Result) string {
 	total := len(c.Checks)
 	switch {
 	case c.Failed > 0:
@@ -35,7 +35,7 @@ func CheckSummary(c *check.CheckResult) string {
 
 // sitesLabel introduces the sites of a failed check: those that grew most
 // against the baseline, or the largest ones of a budget or an OOM.
-func sitesLabel(it check.CheckItem) string {
+func sitesLabel(it check.Item) string {
 	switch {
 	case it.Kind == check.CheckKindRegression:
 		return "grew most:"
@@ -47,7 +47,7 @@ func sitesLabel(it check.CheckItem) string {
 
 // sitesText lists a check's sites on one line ("grew most: a.py:1 f 1.00
 // MiB → 2.00 MiB (+1.00 MiB); …"), or "" when it has none.
-func sitesText(it check.CheckItem) string {
+func sitesText(it check.Item) string {
 	if len(it.Sites) == 0 {
 		return ""
 	}
@@ -59,14 +59,14 @@ func sitesText(it check.CheckItem) string {
 }
 
 // checkValue formats a check's measured value or limit.
-func checkValue(it check.CheckItem, v int64) string {
+func checkValue(it check.Item, v int64) string {
 	if it.Key == check.BudgetLeaks {
 		return units.Count(int(v))
 	}
 	return units.FormatBytes(v)
 }
 
-func checkSettings(c *check.CheckResult) string {
+func checkSettings(c *check.Result) string {
 	if c.Baseline == nil {
 		return ""
 	}
@@ -75,7 +75,7 @@ func checkSettings(c *check.CheckResult) string {
 
 // growthRule says what growth over the baseline fails: "tolerance 5%,
 // noise floor the larger of 16.0 MiB and 1% of the baseline's peak".
-func growthRule(c *check.CheckResult) string {
+func growthRule(c *check.Result) string {
 	s := "tolerance " + c.Tolerance.String()
 	if c.Floor != nil && (c.Floor.Bytes > 0 || c.Floor.PercentOfPeak > 0) {
 		s += ", noise floor " + c.Floor.String()
@@ -85,7 +85,7 @@ func growthRule(c *check.CheckResult) string {
 
 // CheckText writes check results for a terminal: a summary line per input,
 // then one line per check.
-func CheckText(w io.Writer, results []*check.CheckResult) error {
+func CheckText(w io.Writer, results []*check.Result) error {
 	p := &printer{w: w}
 	for i, c := range results {
 		if i > 0 {
@@ -107,7 +107,7 @@ func CheckText(w io.Writer, results []*check.CheckResult) error {
 	return p.err
 }
 
-func checkMark(s check.CheckStatus) string {
+func checkMark(s check.Status) string {
 	switch s {
 	case check.CheckFail:
 		return "❌ fail"
@@ -119,7 +119,7 @@ func checkMark(s check.CheckStatus) string {
 
 // CheckMarkdown writes check results for a pull-request comment or the
 // GitHub job summary.
-func CheckMarkdown(w io.Writer, results []*check.CheckResult) error {
+func CheckMarkdown(w io.Writer, results []*check.Result) error {
 	p := &printer{w: w}
 	for i, c := range results {
 		if i > 0 {

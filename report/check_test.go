@@ -10,15 +10,15 @@ import (
 
 func TestCheckSummary(t *testing.T) {
 	cases := []struct {
-		c    check.CheckResult
+		c    check.Result
 		want string
 	}{
-		{check.CheckResult{Checks: make([]check.CheckItem, 3), Passed: 3}, "PASS: all 3 checks passed"},
-		{check.CheckResult{Checks: make([]check.CheckItem, 3), Passed: 2, Skipped: 1}, "PASS: 2 of 3 checks passed, 1 skipped"},
-		{check.CheckResult{Checks: make([]check.CheckItem, 3), Passed: 1, Failed: 1, Skipped: 1}, "FAIL: 1 of 3 checks failed (1 passed, 1 skipped)"},
-		{check.CheckResult{Checks: make([]check.CheckItem, 1), Passed: 1}, "PASS: 1 check passed"},
-		{check.CheckResult{Checks: make([]check.CheckItem, 1), Skipped: 1}, "PASS: 0 of 1 check passed, 1 skipped"},
-		{check.CheckResult{}, "PASS: no checks (give --budget, --baseline or --config)"},
+		{check.Result{Checks: make([]check.Item, 3), Passed: 3}, "PASS: all 3 checks passed"},
+		{check.Result{Checks: make([]check.Item, 3), Passed: 2, Skipped: 1}, "PASS: 2 of 3 checks passed, 1 skipped"},
+		{check.Result{Checks: make([]check.Item, 3), Passed: 1, Failed: 1, Skipped: 1}, "FAIL: 1 of 3 checks failed (1 passed, 1 skipped)"},
+		{check.Result{Checks: make([]check.Item, 1), Passed: 1}, "PASS: 1 check passed"},
+		{check.Result{Checks: make([]check.Item, 1), Skipped: 1}, "PASS: 0 of 1 check passed, 1 skipped"},
+		{check.Result{}, "PASS: no checks (give --budget, --baseline or --config)"},
 	}
 	for _, c := range cases {
 		if got := CheckSummary(&c.c); got != c.want {

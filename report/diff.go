@@ -16,7 +16,7 @@ const (
 )
 
 // DiffJSON writes a diff as schema torchmem.diff/v1, with exact bytes.
-func DiffJSON(w io.Writer, d *diff.DiffResult) error {
+func DiffJSON(w io.Writer, d *diff.Result) error {
 	return writeJSON(w, d)
 }
 
@@ -38,7 +38,7 @@ func Change(d diff.Delta) string {
 
 // DiffHeadline is the one sentence a diff starts with: how the peak of the
 // device that changed most moved, and any OOM that appeared or went away.
-func DiffHeadline(d *diff.DiffResult) string {
+func DiffHeadline(d *diff.Result) string {
 	if len(d.Devices) == 0 {
 		return "No device memory in either run."
 	}
@@ -178,7 +178,7 @@ func diffOOMLine(o diff.OOMDiff) string {
 }
 
 // DiffText writes a diff for a terminal.
-func DiffText(w io.Writer, d *diff.DiffResult) error {
+func DiffText(w io.Writer, d *diff.Result) error {
 	p := &printer{w: w}
 	p.f("torchmem diff\n")
 	p.wrap("  base  ", "        ", diffInputLine(d.Base))
@@ -257,7 +257,7 @@ func leakPresence(p diff.Presence) string {
 }
 
 // DiffMarkdown writes a diff for a pull-request comment or a ticket.
-func DiffMarkdown(w io.Writer, d *diff.DiffResult) error {
+func DiffMarkdown(w io.Writer, d *diff.Result) error {
 	p := &printer{w: w}
 	p.f("## torchmem diff: `%s` → `%s`\n\n", mdCode(FileName(d.Base.Path)), mdCode(FileName(d.New.Path)))
 	p.f("**%s**\n", mdText(DiffHeadline(d)))

@@ -84,14 +84,14 @@ var Analyses = Writers[WriteFunc[[]*result.Result]]{
 
 // Checks write check's verdicts (the CI outputs, JUnit and GitHub
 // annotations, are a file and lines of their own beside these).
-var Checks = Writers[WriteFunc[[]*check.CheckResult]]{
+var Checks = Writers[WriteFunc[[]*check.Result]]{
 	{FormatText, ignoreOptions(CheckText)},
 	{FormatMarkdown, ignoreOptions(CheckMarkdown)},
 	{FormatJSON, ignoreOptions(CheckJSON)},
 }
 
 // Diffs write diff's comparison of two results.
-var Diffs = Writers[WriteFunc[*diff.DiffResult]]{
+var Diffs = Writers[WriteFunc[*diff.Result]]{
 	{FormatText, ignoreOptions(DiffText)},
 	{FormatMarkdown, ignoreOptions(DiffMarkdown)},
 	{FormatJSON, ignoreOptions(DiffJSON)},

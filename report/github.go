@@ -20,7 +20,7 @@ const githubTitle = "torchmem check"
 // in the repository — so that it shows on the pull request's diff. locate
 // maps a frame's file, as the recording machine wrote it, to a path
 // relative to the repository's root, or "" (nil: no locations).
-func GitHubAnnotations(w io.Writer, results []*check.CheckResult, locate func(file string) string) error {
+func GitHubAnnotations(w io.Writer, results []*check.Result, locate func(file string) string) error {
 	p := &printer{w: w}
 	for _, c := range results {
 		for _, it := range c.Checks {
@@ -42,7 +42,7 @@ func GitHubAnnotations(w io.Writer, results []*check.CheckResult, locate func(fi
 
 // githubLocation is "file=PATH,line=N," for the code a failed check points
 // at, when locate finds it in the repository; else "".
-func githubLocation(it check.CheckItem, locate func(string) string) string {
+func githubLocation(it check.Item, locate func(string) string) string {
 	if locate == nil {
 		return ""
 	}

@@ -34,7 +34,7 @@ func TestGitHubAnnotations(t *testing.T) {
 // names the sites, and a property value cannot end the command.
 func TestGitHubLocations(t *testing.T) {
 	b0, b1 := int64(100<<20), int64(0)
-	res := []*check.CheckResult{{Input: result.Input{Path: "run.pickle"}, Failed: 3, Checks: []check.CheckItem{
+	res := []*check.Result{{Input: result.Input{Path: "run.pickle"}, Failed: 3, Checks: []check.Item{
 		{Name: "device 0: out of memory", Kind: "oom", Key: "oom", Status: check.CheckFail, Message: "device 0: Out of memory in forward",
 			File: "/gpu/box/proj/src/attn.py", Line: 12,
 			Sites: []check.CheckSite{{Site: "model.py:3 forward", File: "/gpu/box/proj/src/model.py", Line: 3, Bytes: 1 << 30}}},

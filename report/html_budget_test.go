@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
@@ -83,7 +84,7 @@ func TestHTMLPlainPageWhenNothingFits(t *testing.T) {
 // manyDevicesResult is the analysis of snapshottest.ManyDevices(n).
 func manyDevicesResult(t testing.TB, n int) *result.Result {
 	data := snapshottest.Marshal(snapshottest.ManyDevices(n).Snapshot(), 4)
-	snap, err := snapshot.Read(bytes.NewReader(data), "devices.pickle", int64(len(data)), snapshot.Options{})
+	snap, err := load.Read(bytes.NewReader(data), "devices.pickle", int64(len(data)), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

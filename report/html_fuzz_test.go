@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -35,7 +36,7 @@ func FuzzHTMLReport(f *testing.F) {
 			}
 		})
 		data := st.Marshal(s.Snapshot(), 4)
-		snap, err := snapshot.Read(bytes.NewReader(data), "fuzz.pickle", int64(len(data)), snapshot.Options{})
+		snap, err := load.Read(bytes.NewReader(data), "fuzz.pickle", int64(len(data)), snapshot.Options{})
 		if err != nil {
 			t.Fatalf("reading the generated snapshot: %v", err)
 		}

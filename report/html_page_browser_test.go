@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
@@ -48,7 +49,7 @@ func showDevice(t *testing.T, tab context.Context, i int) {
 // writeReport renders path's report into a temporary file.
 func writeReport(t *testing.T, path string) (string, *result.Result) {
 	t.Helper()
-	s, err := snapshot.Open(path, snapshot.Options{})
+	s, err := load.Open(path, snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/snapshottest/golden"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
@@ -23,7 +24,7 @@ var demoPath = filepath.Join("..", "testdata", "demo", "oom_snapshot.pickle")
 // renderFile reads, analyses and renders one input the way `torchmem report` does.
 func renderFile(t testing.TB, path string, o HTMLOptions) []byte {
 	t.Helper()
-	s, err := snapshot.Open(path, snapshot.Options{})
+	s, err := load.Open(path, snapshot.Options{})
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}

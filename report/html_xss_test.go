@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -36,7 +37,7 @@ func xssSnapshot(t *testing.T) *snapshot.Snapshot {
 	s.Alloc(0, 200<<20, evil)
 	s.OOM(0, 1<<30, 10<<20, evil)
 	data := st.Marshal(s.Snapshot(), 4)
-	snap, err := snapshot.Read(bytes.NewReader(data), xssStrings[0]+".pickle", int64(len(data)), snapshot.Options{})
+	snap, err := load.Read(bytes.NewReader(data), xssStrings[0]+".pickle", int64(len(data)), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

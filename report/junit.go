@@ -48,7 +48,7 @@ type junitSkipped struct {
 // JUnit writes check results as JUnit XML: one <testsuite> per input, one
 // <testcase> per check, a <failure> with the message for a failed check
 // and <skipped> for one that could not be evaluated.
-func JUnit(w io.Writer, results []*check.CheckResult) error {
+func JUnit(w io.Writer, results []*check.Result) error {
 	all := junitSuites{Name: "torchmem check"}
 	for _, c := range results {
 		s := junitSuite{Name: "torchmem check " + c.Input.Path, Tests: len(c.Checks), Failures: c.Failed, Skipped: c.Skipped}

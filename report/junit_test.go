@@ -13,18 +13,18 @@ import (
 
 // gateResults is a check of two inputs with every outcome and hostile
 // strings (XML, Markdown, workflow-command and terminal metacharacters).
-func gateResults() []*check.CheckResult {
-	a := &check.CheckResult{Schema: check.CheckSchemaID, Input: result.Input{Path: "run <a>&\"b\".pickle"},
-		Checks: []check.CheckItem{
+func gateResults() []*check.Result {
+	a := &check.Result{Schema: check.CheckSchemaID, Input: result.Input{Path: "run <a>&\"b\".pickle"},
+		Checks: []check.Item{
 			{Name: "device 0: peak budget", Kind: "budget", Key: "peak", Status: check.CheckPass, Actual: 10, Limit: 20, Message: "peak fine"},
 			{Name: "device 0: leaks budget", Kind: "budget", Key: "leaks", Status: check.CheckFail, Actual: 2, Limit: 0,
 				Message: "2 leaks at evil.py:1 </failure>]]> %0A\n::error::x \x1b[31m"},
 			{Name: "device 0: phase:optimizer budget", Kind: "budget", Key: "phase:optimizer", Status: check.CheckSkip, Message: "no optimizer phase"},
 		}, Passed: 1, Failed: 1, Skipped: 1}
-	b := &check.CheckResult{Schema: check.CheckSchemaID, Input: result.Input{Path: "other.json"},
-		Checks: []check.CheckItem{{Name: "device 1: peak vs baseline", Kind: "regression", Key: "peak", Status: check.CheckPass, Message: "ok"}},
+	b := &check.Result{Schema: check.CheckSchemaID, Input: result.Input{Path: "other.json"},
+		Checks: []check.Item{{Name: "device 1: peak vs baseline", Kind: "regression", Key: "peak", Status: check.CheckPass, Message: "ok"}},
 		Passed: 1}
-	return []*check.CheckResult{a, b}
+	return []*check.Result{a, b}
 }
 
 func TestJUnitIsValidXML(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/snapshot"
@@ -22,7 +23,7 @@ func TestLeakTextGrouped(t *testing.T) {
 	c := snapshottest.DefaultLeakConfig
 	c.Steps, c.KeepHidden = 6, true
 	b := snapshottest.Marshal(snapshottest.EvalLoopKeepingOutputs(c).Snapshot(), 4)
-	s, err := snapshot.Read(bytes.NewReader(b), "eval.pickle", int64(len(b)), snapshot.Options{})
+	s, err := load.Read(bytes.NewReader(b), "eval.pickle", int64(len(b)), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestLeakTextWidth(t *testing.T) {
 		"step growth": snapshottest.TrainLoopGrowingCat(c), "growing list": snapshottest.TrainLoopGrowingList(c),
 	} {
 		b := snapshottest.Marshal(sim.Snapshot(), 4)
-		s, err := snapshot.Read(bytes.NewReader(b), "x.pickle", int64(len(b)), snapshot.Options{})
+		s, err := load.Read(bytes.NewReader(b), "x.pickle", int64(len(b)), snapshot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

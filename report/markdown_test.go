@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/result"
@@ -16,7 +17,7 @@ import (
 // analyzeFile reads and analyses one input the way torchmem analyze does.
 func analyzeFile(t testing.TB, path string) *result.Result {
 	t.Helper()
-	s, err := snapshot.Open(path, snapshot.Options{})
+	s, err := load.Open(path, snapshot.Options{})
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/rollup"
@@ -30,7 +31,7 @@ func jobRollup(t *testing.T) *rollup.Rollup {
 	for _, c := range st.FaultyJob('G') {
 		s, _ := st.RankRun(c)
 		data := st.Marshal(s.Snapshot(), 4)
-		snap, err := snapshot.Read(bytes.NewReader(data), fmt.Sprintf("job/oom_snapshot_rank%d.pickle", c.Rank), int64(len(data)), snapshot.Options{})
+		snap, err := load.Read(bytes.NewReader(data), fmt.Sprintf("job/oom_snapshot_rank%d.pickle", c.Rank), int64(len(data)), snapshot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/rollup"
 	"github.com/torchmem/torchmem/snapshot"
@@ -28,7 +29,7 @@ func TestRecordedDDPRollupInBrowser(t *testing.T) {
 	b := rollup.NewBuilder()
 	pages := map[string]string{}
 	for _, name := range []string{"snapshot_rank0_682.pickle", "snapshot_rank1_683.pickle"} {
-		s, err := snapshot.Open(filepath.Join(src, name), snapshot.Options{})
+		s, err := load.Open(filepath.Join(src, name), snapshot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

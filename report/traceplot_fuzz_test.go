@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -31,7 +32,7 @@ func FuzzTracePlotPage(f *testing.F) {
 		if len(page) == 0 || page[0] != '<' {
 			page = append([]byte("<html>let alloc_data = "), page...)
 		}
-		snap, err := snapshot.Read(bytes.NewReader(page), "page.html", int64(len(page)), snapshot.Options{MaxStringBytes: 1 << 20})
+		snap, err := load.Read(bytes.NewReader(page), "page.html", int64(len(page)), snapshot.Options{MaxStringBytes: 1 << 20})
 		if err != nil {
 			if !snapshot.IsInputError(err) || strings.ContainsAny(err.Error(), "\r\n") {
 				t.Fatalf("error %q (%T)", err, err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -42,7 +43,7 @@ func analyzeRecorded(t *testing.T, sub string) []*result.Result {
 	files, _ := filepath.Glob(filepath.Join(st.SharedDir(t, filepath.Join("recorded", sub)), "*"))
 	var out []*result.Result
 	for _, f := range files {
-		s, err := snapshot.Open(f, snapshot.Options{})
+		s, err := load.Open(f, snapshot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -29,7 +30,7 @@ var (
 
 func analyzeShared(t *testing.T, sub, name string) *result.Result {
 	t.Helper()
-	s, err := snapshot.Open(st.SharedFile(t, sub, name), snapshot.Options{})
+	s, err := load.Open(st.SharedFile(t, sub, name), snapshot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package snapshot
+package snapshot_test
 
 import (
 	"bytes"
@@ -10,17 +10,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // checkBadInput requires a one-line *Error naming the file, and no panic.
-func checkBadInput(t *testing.T, name string, data []byte) *Error {
+func checkBadInput(t *testing.T, name string, data []byte) *snapshot.Error {
 	t.Helper()
-	s, err := Read(bytes.NewReader(data), name, int64(len(data)), Options{})
+	s, err := load.Read(bytes.NewReader(data), name, int64(len(data)), snapshot.Options{})
 	if err == nil {
 		t.Fatalf("%s (%d bytes): decoded without error: %d devices", name, len(data), len(s.Devices))
 	}
-	var e *Error
+	var e *snapshot.Error
 	if !errors.As(err, &e) {
 		t.Fatalf("%s: error %T is not an *Error: %v", name, err, err)
 	}
@@ -67,7 +69,7 @@ func TestBadInputSmall(t *testing.T) {
 func TestNestedMarks(t *testing.T) {
 	data := append([]byte{0x80, 0x04}, bytes.Repeat([]byte{'('}, 100000)...)
 	e := checkBadInput(t, "marks.pickle", data)
-	if !strings.Contains(e.Msg, "nested MARKs") || e.Offset != 2+int64(DefaultMaxDepth) {
+	if !strings.Contains(e.Msg, "nested MARKs") || e.Offset != 2+int64(snapshot.DefaultMaxDepth) {
 		t.Errorf("got %v", e)
 	}
 }
@@ -76,7 +78,7 @@ func TestNestedMarks(t *testing.T) {
 // "truncated" error at an offset within the cut: every cut of the small
 // files, evenly spaced cuts of the others.
 func TestTruncatedRealSnapshots(t *testing.T) {
-	for _, path := range realSnapshots(t) {
+	for _, path := range snapshottest.RealSnapshots(t) {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -123,8 +125,8 @@ func TestHostileCheap(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			opts := Options{MaxMemo: 1 << 20, MaxValues: 1 << 20}
-			_, err := Read(bytes.NewReader(c.data), "hostile.pickle", -1, opts)
+			opts := snapshot.Options{MaxMemo: 1 << 20, MaxValues: 1 << 20}
+			_, err := load.Read(bytes.NewReader(c.data), "hostile.pickle", -1, opts)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("got %v, want an error with %q", err, c.want)
 			}
@@ -141,7 +143,7 @@ func TestTenMillionNestedArrays(t *testing.T) {
 	zw.Write([]byte(`{"traceEvents": [{"ph": "X", "name": "op", "args": {"a": `))
 	zw.Write(bytes.Repeat([]byte{'['}, 10_000_000))
 	zw.Close()
-	_, err := Read(bytes.NewReader(raw.Bytes()), "deep.json.gz", int64(raw.Len()), Options{})
+	_, err := load.Read(bytes.NewReader(raw.Bytes()), "deep.json.gz", int64(raw.Len()), snapshot.Options{})
 	if err == nil || !strings.Contains(err.Error(), "nested deeper than 10000") {
 		t.Fatalf("got %v", err)
 	}
@@ -158,7 +160,7 @@ func TestMemoBombDefaultLimits(t *testing.T) {
 		zw.Write(chunk)
 	}
 	zw.Close()
-	_, err := Read(bytes.NewReader(raw.Bytes()), "bomb.pickle.gz", int64(raw.Len()), Options{})
+	_, err := load.Read(bytes.NewReader(raw.Bytes()), "bomb.pickle.gz", int64(raw.Len()), snapshot.Options{})
 	if err == nil || !strings.Contains(err.Error(), "more than 8388608 memo entries") {
 		t.Fatalf("got %v", err)
 	}

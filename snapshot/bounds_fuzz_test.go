@@ -1,10 +1,14 @@
-package snapshot
+package snapshot_test
 
 import (
 	"bytes"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/load/pickle"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // FuzzSettingsValues: opcodes placed where a snapshot keeps values it only
@@ -34,9 +38,9 @@ func FuzzSettingsValues(f *testing.F) {
 		default:
 			p = slicesConcat([]byte(head), pickleStr("future_key"), data[1:], []byte("u."))
 		}
-		s, err := Read(bytes.NewReader(p), "fuzz.pickle", int64(len(p)), Options{MaxStringBytes: 1 << 20})
+		s, err := load.Read(bytes.NewReader(p), "fuzz.pickle", int64(len(p)), snapshot.Options{MaxStringBytes: 1 << 20})
 		if err != nil {
-			var e *Error
+			var e *snapshot.Error
 			if !errors.As(err, &e) {
 				t.Fatalf("error %T is not an *Error: %v", err, err)
 			}
@@ -54,7 +58,7 @@ func FuzzSettingsValues(f *testing.F) {
 				text += len(k) + len(v)
 			}
 		}
-		if text > 2*maxRendered+len(p) {
+		if text > 2*pickle.MaxRendered+len(p) {
 			t.Fatalf("%d bytes of text rendered from a %d-byte file", text, len(p))
 		}
 	})

@@ -1,4 +1,4 @@
-package snapshot
+package snapshot_test
 
 import (
 	"bytes"
@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // allocated is snapshottest.HeapAllocated: the heap bytes f allocates.
@@ -44,7 +46,7 @@ func sharedNest(leaf []byte, width, depth, memoBase int) []byte {
 func readBounded(t *testing.T, name string, data []byte) (uint64, error) {
 	t.Helper()
 	var err error
-	n := allocated(func() { _, err = Read(bytes.NewReader(data), name, int64(len(data)), Options{}) })
+	n := allocated(func() { _, err = load.Read(bytes.NewReader(data), name, int64(len(data)), snapshot.Options{}) })
 	if err != nil && (strings.ContainsAny(err.Error(), "\n\r") || !strings.HasPrefix(err.Error(), name+": ")) {
 		t.Fatalf("%s: error is not one line naming the file: %q", name, err)
 	}
@@ -102,7 +104,7 @@ func TestSharedRecordsInABatch(t *testing.T) {
 		data := "\x80\x04}(" + string(pickleStr("segments")) + "]" + string(pickleStr("device_traces")) + "](](}(" +
 			string(pickleStr("action")) + string(pickleStr("alloc")) + string(pickleStr("addr")) + "K\x10" + string(pickleStr("size")) + "K\x20" +
 			string(pickleStr("frames")) + "](" + frame + "h\x00h\x00eu" + "eeu."
-		s, err := Read(strings.NewReader(data), "frames.pickle", -1, Options{})
+		s, err := load.Read(strings.NewReader(data), "frames.pickle", -1, snapshot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +211,7 @@ func TestDeviceCap(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "segments on 257 devices, more than the limit of 256") {
 		t.Fatalf("got %v", err)
 	}
-	s, err := Read(bytes.NewReader(segs(256)), "ok.pickle", -1, Options{})
+	s, err := load.Read(bytes.NewReader(segs(256)), "ok.pickle", -1, snapshot.Options{})
 	if err != nil || len(s.Devices) != 256 {
 		t.Fatalf("256 devices: %v", err)
 	}

@@ -35,8 +35,8 @@ func NewBuilder(src Source) *Builder {
 // Frame interns a frame and returns its ID. A function or file name
 // longer than maxNameBytes is cut (cutName, cutPath).
 func (b *Builder) Frame(f Frame) FrameID {
-	if len(f.Name) > maxNameBytes || len(f.Filename) > maxNameBytes {
-		f.Name, f.Filename = cutName(f.Name), cutPath(f.Filename)
+	if len(f.Name) > MaxNameBytes || len(f.Filename) > MaxNameBytes {
+		f.Name, f.Filename = CutName(f.Name), cutPath(f.Filename)
 	}
 	if id, ok := b.frameIdx[f]; ok {
 		return id
@@ -68,7 +68,7 @@ func (b *Builder) Stack(frames []FrameID) StackID {
 // String interns a metadata string and returns its index in
 // Snapshot.Strings; one longer than maxNameBytes is cut (cutName).
 func (b *Builder) String(s string) uint32 {
-	s = cutName(s)
+	s = CutName(s)
 	if id, ok := b.strIdx[s]; ok {
 		return id
 	}

@@ -1,7 +1,9 @@
 // Package snapshot holds torchmem's one model of what a PyTorch memory
-// allocator did, and the readers that fill it from the files users have:
-// CUDA memory snapshots (pickles written by torch.cuda.memory._dump_snapshot,
-// bare segment lists, trace_plot HTML, gzip) and Kineto chrome traces.
+// allocator did, the options that bound a reader and the errors a bad input
+// gets. The readers that fill it from the files users have — CUDA memory
+// snapshots (pickles written by torch.cuda.memory._dump_snapshot, bare
+// segment lists, trace_plot HTML, gzip) and Kineto chrome traces — live
+// under internal/load, which finds the format of a file by its content.
 //
 // The model is the same for every input, so every analysis works on both.
 // Readers never execute anything from the input and bound what it can make

@@ -33,3 +33,7 @@ func IsInputError(err error) bool {
 	var e *Error
 	return errors.As(err, &e)
 }
+
+// errTooLarge is what the input's limit reader returns past the limit; a
+// reader that meets it reports the input as too large.
+var ErrInputTooLarge = errors.New("input too large")

@@ -1,4 +1,4 @@
-package snapshot
+package snapshot_test
 
 import (
 	"bytes"
@@ -9,7 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/load/pickle"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // fixtureSim builds a small two-device training-like run with shared frames.
@@ -28,9 +31,9 @@ func fixtureSim() *st.Sim {
 	return s
 }
 
-func mustRead(t *testing.T, data []byte, name string) *Snapshot {
+func mustRead(t *testing.T, data []byte, name string) *snapshot.Snapshot {
 	t.Helper()
-	s, err := Read(bytes.NewReader(data), name, int64(len(data)), Options{})
+	s, err := load.Read(bytes.NewReader(data), name, int64(len(data)), snapshot.Options{})
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -55,15 +58,15 @@ func TestFixtureProtocols(t *testing.T) {
 	cases := []struct {
 		name     string
 		data     []byte
-		format   Format
+		format   snapshot.Format
 		protocol int
 		gzipped  bool
 	}{
-		{"protocol2", st.Marshal(dict, 2), FormatSnapshotPickle, 2, false},
-		{"protocol4", p4, FormatSnapshotPickle, 4, false},
-		{"protocol5", st.Marshal(dict, 5), FormatSnapshotPickle, 5, false},
-		{"gzip", gz.Bytes(), FormatSnapshotPickle, 4, true},
-		{"trace_plot", []byte(html), FormatTracePlotHTML, 4, false},
+		{"protocol2", st.Marshal(dict, 2), snapshot.FormatSnapshotPickle, 2, false},
+		{"protocol4", p4, snapshot.FormatSnapshotPickle, 4, false},
+		{"protocol5", st.Marshal(dict, 5), snapshot.FormatSnapshotPickle, 5, false},
+		{"gzip", gz.Bytes(), snapshot.FormatSnapshotPickle, 4, true},
+		{"trace_plot", []byte(html), snapshot.FormatTracePlotHTML, 4, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -79,7 +82,7 @@ func TestFixtureProtocols(t *testing.T) {
 					t.Errorf("event %d = %+v, want %+v", i, e, want.Devices[0].Events[i])
 				}
 			}
-			if len(got.Annotations) != 2 || got.Annotations[1].Kind != AnnotationOptStep {
+			if len(got.Annotations) != 2 || got.Annotations[1].Kind != snapshot.AnnotationOptStep {
 				t.Errorf("annotations = %+v", got.Annotations)
 			}
 		})
@@ -87,11 +90,11 @@ func TestFixtureProtocols(t *testing.T) {
 	// The model itself: 2 segment_alloc on device 0 (one 20 MiB for the 4 MiB
 	// tensor and the 3 MiB one, one 2 MiB small segment), 3 allocs, 1 free.
 	d0 := want.Devices[0]
-	byAction := map[Action]int{}
+	byAction := map[snapshot.Action]int{}
 	for _, e := range d0.Events {
 		byAction[e.Action]++
 	}
-	if byAction[ActionAlloc] != 3 || byAction[ActionFreeRequested] != 1 || byAction[ActionSegmentAlloc] != 2 {
+	if byAction[snapshot.ActionAlloc] != 3 || byAction[snapshot.ActionFreeRequested] != 1 || byAction[snapshot.ActionSegmentAlloc] != 2 {
 		t.Errorf("actions = %v", byAction)
 	}
 	if got := want.Frames[want.Stacks[d0.Events[1].Stack][0]]; got.Filename != "model.py" || got.Line != 93 || got.Name != "forward" {
@@ -130,7 +133,7 @@ func TestFixtureNewerKeys(t *testing.T) {
 
 	d := got.Devices[0]
 	g := d.Segments[0]
-	if g.PoolID != [2]int64{1, 7} || g.Blocks[0].State != BlockActivePendingFree || g.ActiveSize != g.AllocatedSize+g.Blocks[0].Size {
+	if g.PoolID != [2]int64{1, 7} || g.Blocks[0].State != snapshot.BlockActivePendingFree || g.ActiveSize != g.AllocatedSize+g.Blocks[0].Size {
 		t.Errorf("segment = %+v", g)
 	}
 	f := got.Frames[got.Stacks[g.Blocks[0].Stack][0]]
@@ -142,7 +145,7 @@ func TestFixtureNewerKeys(t *testing.T) {
 	if xpu.Addr != 1<<63+4096 || got.Strings[xpu.Meta] != "mallocWithAddress" || got.Frames[got.Stacks[xpu.Stack][0]].Line != -1 {
 		t.Errorf("big-int entry = %+v (meta %q)", xpu, got.Strings[xpu.Meta])
 	}
-	if unknown.Action != ActionUnknown {
+	if unknown.Action != snapshot.ActionUnknown {
 		t.Errorf("unknown action read as %v", unknown.Action)
 	}
 	if got.Source.Generation != "H (2.11+)" {
@@ -177,14 +180,14 @@ func TestRefusesCode(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			data := st.Marshal(st.D("segments", st.L(), "device_traces", st.L(c.raw)), 4)
-			_, err := Read(bytes.NewReader(data), "evil.pickle", -1, Options{})
+			_, err := load.Read(bytes.NewReader(data), "evil.pickle", -1, snapshot.Options{})
 			if err == nil {
 				t.Fatal("decoded a pickle that imports or calls code")
 			}
 			off := bytes.Index(data, []byte(c.raw))
 			// The refused opcode is the first byte of the fragment whose opcode is c.op.
 			for i := off; i < len(data); i++ {
-				if opName(data[i]) == c.op {
+				if pickle.OpName(data[i]) == c.op {
 					off = i
 					break
 				}
@@ -207,7 +210,7 @@ func TestFixtureSegmentListAndTuples(t *testing.T) {
 		"blocks", st.L(st.D("size", 512, "requested_size", 100, "state", "active_allocated"),
 			st.D("size", 2<<20-512, "requested_size", 0, "state", "inactive")))
 	got := mustRead(t, st.Marshal(st.L(seg), 2), "list.pkl")
-	if got.Source.Format != FormatSegmentList || len(got.Devices) != 1 {
+	if got.Source.Format != snapshot.FormatSegmentList || len(got.Devices) != 1 {
 		t.Fatalf("format %s, %d devices", got.Source.Format, len(got.Devices))
 	}
 	g := got.Devices[0].Segments[0]

@@ -1,4 +1,4 @@
-package snapshot
+package snapshot_test
 
 import (
 	"bytes"
@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // TestGzipTrailerChecked: a gzip input whose trailer does not match its
@@ -46,11 +48,11 @@ func TestGzipTrailerChecked(t *testing.T) {
 		for _, d := range damages {
 			t.Run(in.name+"/"+d.name, func(t *testing.T) {
 				z := d.damage(st.Gzip([]byte(in.data)))
-				_, err := Read(bytes.NewReader(z), "f.gz", int64(len(z)), Options{})
+				_, err := load.Read(bytes.NewReader(z), "f.gz", int64(len(z)), snapshot.Options{})
 				switch {
 				case d.want == "" && err != nil:
 					t.Errorf("%v", err)
-				case d.want != "" && (err == nil || !IsInputError(err)):
+				case d.want != "" && (err == nil || !snapshot.IsInputError(err)):
 					t.Errorf("read as good (err %v); want bad input", err)
 				case d.want != "" && (!strings.Contains(err.Error(), d.want) && !strings.Contains(err.Error(), "truncated") || strings.Contains(err.Error(), "\n")):
 					t.Errorf("error %q: want one line about the %s", err, d.want)

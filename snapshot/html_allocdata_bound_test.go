@@ -1,11 +1,14 @@
-package snapshot
+package snapshot_test
 
 import (
 	"bytes"
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/load/loadtest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // TestAllocDataElementsOnce: a 2022–23 trace_plot page whose actions name
@@ -38,10 +41,10 @@ func TestAllocDataElementsOnce(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			z := st.Gzip(c.page)
-			var s *Snapshot
+			var s *snapshot.Snapshot
 			var err error
 			heap := st.HeapAllocated(func() {
-				s, err = Read(bytes.NewReader(z), "page.html.gz", int64(len(z)), Options{})
+				s, err = load.Read(bytes.NewReader(z), "page.html.gz", int64(len(z)), snapshot.Options{})
 			})
 			if c.events >= 0 {
 				if err != nil {
@@ -52,7 +55,7 @@ func TestAllocDataElementsOnce(t *testing.T) {
 				}
 				return
 			}
-			wantInputError(t, err, "page.html.gz", "not a page trace_plot wrote")
+			loadtest.WantInputError(t, err, "page.html.gz", "not a page trace_plot wrote")
 			t.Logf("%d bytes of gzip, %d of page: %d bytes allocated", len(z), len(c.page), heap)
 			if len(c.page) > 1<<20 && heap > uint64(128*len(c.page)) { // past the reader's fixed buffers
 				t.Errorf("%d bytes allocated for %d bytes of page, more than 128 a byte", heap, len(c.page))

@@ -1,4 +1,4 @@
-package snapshot
+package snapshot_test
 
 import (
 	"bytes"
@@ -9,7 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/load/loadtest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // plotSim is a run whose page has every kind of element: two blocks
@@ -38,19 +41,19 @@ func plotSim() *st.Sim {
 
 // plotEvent is what a page and its pickle must agree on.
 type plotEvent struct {
-	action Action
+	action snapshot.Action
 	size   int64
 	frames string
 }
 
-func plotEvents(s *Snapshot, withFreeStacks bool) []plotEvent {
+func plotEvents(s *snapshot.Snapshot, withFreeStacks bool) []plotEvent {
 	var out []plotEvent
 	for _, e := range s.Devices[0].Events {
-		if e.Action != ActionAlloc && e.Action != ActionFreeCompleted {
+		if e.Action != snapshot.ActionAlloc && e.Action != snapshot.ActionFreeCompleted {
 			continue
 		}
 		pe := plotEvent{action: e.Action, size: e.Size}
-		if e.Action == ActionAlloc || withFreeStacks {
+		if e.Action == snapshot.ActionAlloc || withFreeStacks {
 			for _, f := range s.Stacks[e.Stack] {
 				fr := s.Frames[f]
 				pe.frames += fmt.Sprintf("%s:%d:%s;", fr.Filename, fr.Line, fr.Name)
@@ -82,7 +85,7 @@ func TestTracePlot2022Pages(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			page := st.TracePlotPage(dict, 0, c.layout)
 			s := mustRead(t, page, "plot.html")
-			if s.Source.Format != FormatTracePlotHTML || len(s.Devices) != 1 || s.Recording != RecordingPython {
+			if s.Source.Format != snapshot.FormatTracePlotHTML || len(s.Devices) != 1 || s.Recording != snapshot.RecordingPython {
 				t.Fatalf("format %s, %d devices, recording %s", s.Source.Format, len(s.Devices), s.Recording)
 			}
 			got := plotEvents(s, false)
@@ -103,9 +106,9 @@ func TestTracePlot2022Pages(t *testing.T) {
 			cur, peak := d.Baseline, d.Baseline
 			for _, e := range d.Events {
 				switch e.Action {
-				case ActionAlloc:
+				case snapshot.ActionAlloc:
 					cur += e.Size
-				case ActionFreeCompleted:
+				case snapshot.ActionFreeCompleted:
 					cur -= e.Size
 				}
 				peak = max(peak, cur)
@@ -119,7 +122,7 @@ func TestTracePlot2022Pages(t *testing.T) {
 			// The free of the block older than the trace keeps its frames.
 			orphan := 0
 			for _, e := range plotEvents(s, true) {
-				if e.action == ActionFreeCompleted && e.frames != "" {
+				if e.action == snapshot.ActionFreeCompleted && e.frames != "" {
 					orphan++
 					if e.frames != "/src/data.py:7:load;" || e.size != 6<<20 {
 						t.Errorf("free of the old block: %+v", e)
@@ -143,9 +146,9 @@ func TestTracePlot2022Pages(t *testing.T) {
 }
 
 // pickleEvent is the i-th alloc or free_completed event of the pickle.
-func pickleEvent(s *Snapshot, i int) Event {
+func pickleEvent(s *snapshot.Snapshot, i int) snapshot.Event {
 	for _, e := range s.Devices[0].Events {
-		if e.Action != ActionAlloc && e.Action != ActionFreeCompleted {
+		if e.Action != snapshot.ActionAlloc && e.Action != snapshot.ActionFreeCompleted {
 			continue
 		}
 		if i == 0 {
@@ -153,7 +156,7 @@ func pickleEvent(s *Snapshot, i int) Event {
 		}
 		i--
 	}
-	return Event{}
+	return snapshot.Event{}
 }
 
 // spaceReader yields n bytes of c without holding them.
@@ -188,9 +191,9 @@ func TestPagesStreamed(t *testing.T) {
 	}{{"base64", []byte(b64)}, {"alloc_data", alloc}} {
 		t.Run(c.name, func(t *testing.T) {
 			r := io.MultiReader(strings.NewReader("<!DOCTYPE html>\n<!-- "), &spaceReader{n: 64 << 20, c: 'x'}, strings.NewReader(" -->\n"), bytes.NewReader(c.page))
-			var s *Snapshot
+			var s *snapshot.Snapshot
 			var err error
-			n := allocated(func() { s, err = Read(r, "big.html", -1, Options{}) })
+			n := allocated(func() { s, err = load.Read(r, "big.html", -1, snapshot.Options{}) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -226,8 +229,8 @@ func TestPageErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Read(strings.NewReader(c.page), "p.html", -1, Options{})
-			e := wantInputError(t, err, "p.html", c.want)
+			_, err := load.Read(strings.NewReader(c.page), "p.html", -1, snapshot.Options{})
+			e := loadtest.WantInputError(t, err, "p.html", c.want)
 			if e.Offset != c.offset {
 				t.Errorf("offset %d, want %d (%v)", e.Offset, c.offset, err)
 			}
@@ -263,8 +266,8 @@ func TestPageBombOfSuffixes(t *testing.T) {
 	}
 	b.WriteString(`], "string_table": ["a.py:1:f"]}</script>`)
 	var err error
-	m := allocated(func() { _, err = Read(strings.NewReader(b.String()), "bomb.html", -1, Options{}) })
-	wantInputError(t, err, "bomb.html", "expand to more frames than it can hold")
+	m := allocated(func() { _, err = load.Read(strings.NewReader(b.String()), "bomb.html", -1, snapshot.Options{}) })
+	loadtest.WantInputError(t, err, "bomb.html", "expand to more frames than it can hold")
 	if m > 128<<20 {
 		t.Errorf("allocated %d bytes", m)
 	}
@@ -283,9 +286,9 @@ func FuzzTracePlotHTML(f *testing.F) {
 		if len(data) == 0 || data[0] != '<' {
 			data = append([]byte("<html>let alloc_data = "), data...)
 		}
-		s, err := Read(bytes.NewReader(data), "f.html", int64(len(data)), Options{MaxStringBytes: 1 << 20})
+		s, err := load.Read(bytes.NewReader(data), "f.html", int64(len(data)), snapshot.Options{MaxStringBytes: 1 << 20})
 		if err != nil {
-			var e *Error
+			var e *snapshot.Error
 			if !errors.As(err, &e) || strings.ContainsAny(err.Error(), "\r\n") || strings.Contains(err.Error(), "internal error") {
 				t.Fatalf("error %q (%T)", err, err)
 			}

@@ -1,13 +1,17 @@
-package snapshot
+package snapshot_test
 
 import (
 	"bytes"
 	"compress/gzip"
-	"github.com/torchmem/torchmem/internal/load/jsonlex"
 	"io"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/load/jsonlex"
+	"github.com/torchmem/torchmem/internal/load/loadtest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 const memEvent = `{"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 5, "args": {"Device Type": 1, "Device Id": 0, "Addr": 4096, "Bytes": 512, "Total Allocated": 512}}`
@@ -42,9 +46,9 @@ func TestJSONWhitespaceNotKept(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var s *Snapshot
+			var s *snapshot.Snapshot
 			var err error
-			m := allocated(func() { s, err = Read(c.r(), "spaces.json", -1, Options{}) })
+			m := allocated(func() { s, err = load.Read(c.r(), "spaces.json", -1, snapshot.Options{}) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,8 +72,8 @@ func TestJSONOffsetsAfterCuts(t *testing.T) {
 	in := `{"traceEvents": [` + pad + memEvent + "," + pad + `{"ph": "i",` + pad + `"name": x}]}`
 	want := int64(strings.Index(in, "x}"))
 	for _, r := range []io.Reader{strings.NewReader(in), iotest.HalfReader(strings.NewReader(in)), iotest.OneByteReader(strings.NewReader(in))} {
-		_, err := Read(r, "cut.json", -1, Options{})
-		e := wantInputError(t, err, "cut.json", "invalid character 'x'")
+		_, err := load.Read(r, "cut.json", -1, snapshot.Options{})
+		e := loadtest.WantInputError(t, err, "cut.json", "invalid character 'x'")
 		if e.Offset != want {
 			t.Errorf("offset %d, want %d", e.Offset, want)
 		}
@@ -102,8 +106,8 @@ func TestJSONLongValues(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var err error
-			m := allocated(func() { _, err = Read(c.r(), "long.json", -1, Options{}) })
-			e := wantInputError(t, err, "long.json", c.want)
+			m := allocated(func() { _, err = load.Read(c.r(), "long.json", -1, snapshot.Options{}) })
+			e := loadtest.WantInputError(t, err, "long.json", c.want)
 			if e.Offset != c.offset {
 				t.Errorf("offset %d, want %d", e.Offset, c.offset)
 			}
@@ -140,15 +144,15 @@ func (r *repeatReader) Read(p []byte) (int, error) {
 // the file's start.
 func TestLeadingWhitespaceAccepted(t *testing.T) {
 	pad := "\ufeff" + strings.Repeat(" \r\n\t", 100)
-	s, err := Read(strings.NewReader(pad+`{"traceEvents": [`+memEvent+`]}`), "lead.json", -1, Options{})
+	s, err := load.Read(strings.NewReader(pad+`{"traceEvents": [`+memEvent+`]}`), "lead.json", -1, snapshot.Options{})
 	if err != nil || len(s.Devices) != 1 {
 		t.Fatalf("%v", err)
 	}
-	_, err = Read(strings.NewReader(pad+`{"traceEvents": [x]}`), "lead.json", -1, Options{})
-	e := wantInputError(t, err, "lead.json", "invalid character 'x'")
+	_, err = load.Read(strings.NewReader(pad+`{"traceEvents": [x]}`), "lead.json", -1, snapshot.Options{})
+	e := loadtest.WantInputError(t, err, "lead.json", "invalid character 'x'")
 	if want := int64(len(pad) + 17); e.Offset != want {
 		t.Errorf("offset %d, want %d", e.Offset, want)
 	}
-	_, err = Read(bytes.NewReader([]byte(pad+"   ")), "blank.json", -1, Options{})
-	wantInputError(t, err, "blank.json", "not a PyTorch memory snapshot, trace_plot HTML or chrome trace")
+	_, err = load.Read(bytes.NewReader([]byte(pad+"   ")), "blank.json", -1, snapshot.Options{})
+	loadtest.WantInputError(t, err, "blank.json", "not a PyTorch memory snapshot, trace_plot HTML or chrome trace")
 }

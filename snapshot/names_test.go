@@ -1,4 +1,4 @@
-package snapshot
+package snapshot_test
 
 import (
 	"bytes"
@@ -8,10 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
-// TestLongNamesCut: a name longer than maxNameBytes — a frame's function
+// TestLongNamesCut: a name longer than MaxNameBytes — a frame's function
 // (its head kept) or file (its tail kept, base name whole), an annotation,
 // a trace operator — is cut when read, with a marker saying how many bytes
 // are missing, in every format; the model does not hold the long string
@@ -35,7 +37,7 @@ func TestLongNamesCut(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			snap, err := Read(bytes.NewReader(c.data), "long.gz", int64(len(c.data)), Options{})
+			snap, err := load.Read(bytes.NewReader(c.data), "long.gz", int64(len(c.data)), snapshot.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -45,7 +47,7 @@ func TestLongNamesCut(t *testing.T) {
 			names := 0
 			for _, f := range snap.Frames {
 				for _, n := range []string{f.Name, f.Filename} {
-					if len(n) > maxNameBytes+32 {
+					if len(n) > snapshot.MaxNameBytes+32 {
 						t.Errorf("a name of %d bytes kept", len(n))
 					}
 				}
@@ -67,7 +69,7 @@ func TestLongNamesCut(t *testing.T) {
 				}
 			}
 			for _, a := range snap.Annotations {
-				if len(a.Name) > maxNameBytes+32 {
+				if len(a.Name) > snapshot.MaxNameBytes+32 {
 					t.Errorf("an annotation of %d bytes kept", len(a.Name))
 				}
 			}
@@ -81,12 +83,12 @@ func TestLongNamesCut(t *testing.T) {
 			runtime.KeepAlive(snap)
 		})
 	}
-	for _, n := range []string{"", "forward", strings.Repeat("x", maxNameBytes)} {
-		if cutName(n) != n || cutPath(n) != n {
+	for _, n := range []string{"", "forward", strings.Repeat("x", snapshot.MaxNameBytes)} {
+		if snapshot.CutName(n) != n || snapshot.CutPath(n) != n {
 			t.Errorf("a name of %d bytes was cut", len(n))
 		}
 	}
-	if got := cutName(strings.Repeat("é", maxNameBytes)); !strings.HasPrefix(got, strings.Repeat("é", (maxNameBytes-cutMarkerBytes)/2)+"…[+") || cutName(got) != got {
+	if got := snapshot.CutName(strings.Repeat("é", snapshot.MaxNameBytes)); !strings.HasPrefix(got, strings.Repeat("é", (snapshot.MaxNameBytes-snapshot.CutMarkerBytes)/2)+"…[+") || snapshot.CutName(got) != got {
 		t.Errorf("cut inside a character, or cut again: %q", got[len(got)-40:])
 	}
 }

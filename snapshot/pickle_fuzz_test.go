@@ -1,4 +1,4 @@
-package snapshot
+package snapshot_test
 
 import (
 	"bytes"
@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // FuzzReadPickle: any input ends in a model or a one-line *Error, never a
@@ -26,11 +28,11 @@ func FuzzReadPickle(f *testing.F) {
 		if len(data) == 0 || (data[0] != 0x80 && data[0] != '}' && data[0] != ']' && data[0] != '(') {
 			data = append([]byte{0x80, 0x04}, data...)
 		}
-		_, err := Read(bytes.NewReader(data), "fuzz.pickle", int64(len(data)), Options{MaxStringBytes: 1 << 20})
+		_, err := load.Read(bytes.NewReader(data), "fuzz.pickle", int64(len(data)), snapshot.Options{MaxStringBytes: 1 << 20})
 		if err == nil {
 			return
 		}
-		var e *Error
+		var e *snapshot.Error
 		if !errors.As(err, &e) {
 			t.Fatalf("error %T is not an *Error: %v", err, err)
 		}

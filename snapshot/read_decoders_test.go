@@ -1,10 +1,14 @@
-package snapshot
+package snapshot_test
 
 import (
 	"bufio"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/internal/load/kineto"
+	"github.com/torchmem/torchmem/internal/load/pickle"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // TestReadAheadPanicInsideDecoders: a reader that panics in the middle of a
@@ -14,14 +18,14 @@ func TestReadAheadPanicInsideDecoders(t *testing.T) {
 	pickleHead := "\x80\x04\x95\x00\x00\x00\x00\x00\x00\x00\x00]\x94(" + strings.Repeat("K\x01", 200000)
 	tests := []struct {
 		name string
-		read func(*bufio.Reader) (*Snapshot, error)
+		read func(*bufio.Reader) (*snapshot.Snapshot, error)
 		head string
 	}{
-		{"chrome trace", func(in *bufio.Reader) (*Snapshot, error) {
-			return readChromeTrace(in, Source{Path: "p.json"}, Options{}, 0)
+		{"chrome trace", func(in *bufio.Reader) (*snapshot.Snapshot, error) {
+			return kineto.Read(in, snapshot.Source{Path: "p.json"}, snapshot.Options{}, 0)
 		}, trace},
-		{"pickle", func(in *bufio.Reader) (*Snapshot, error) {
-			return readPickle(in, Source{Path: "p.pickle"}, Options{}, -1)
+		{"pickle", func(in *bufio.Reader) (*snapshot.Snapshot, error) {
+			return pickle.Read(in, snapshot.Source{Path: "p.pickle"}, snapshot.Options{}, -1)
 		}, pickleHead},
 	}
 	for _, tc := range tests {

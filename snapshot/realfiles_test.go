@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 
 	"github.com/google/go-cmp/cmp"
@@ -75,12 +76,12 @@ func checkFactsTable(t *testing.T, dir string, table []fileFacts) {
 			if _, err := os.Stat(path); err != nil {
 				t.Fatalf("snapshot listed in the facts table is missing: %v", err)
 			}
-			snap, err := snapshot.Open(path, snapshot.Options{})
+			snap, err := load.Open(path, snapshot.Options{})
 			if err != nil {
-				t.Fatalf("snapshot.Open(%q): %v", path, err)
+				t.Fatalf("load.Open(%q): %v", path, err)
 			}
 			if snap == nil {
-				t.Fatalf("snapshot.Open(%q) returned nil, nil", path)
+				t.Fatalf("load.Open(%q) returned nil, nil", path)
 			}
 			got := factsOf(t, snap)
 			// The raw number of external_annotations entries is not in the

@@ -11,23 +11,12 @@ import (
 func TestSecurityBounds(t *testing.T) {
 	snapshottest.CheckSecurityBounds(t, "snapshot.", map[string]int64{
 		"DefaultMaxInputBytes":  DefaultMaxInputBytes,
-		"gzipExpansionBase":     gzipExpansionBase,
-		"gzipExpansionRatio":    gzipExpansionRatio,
 		"DefaultMaxStringBytes": DefaultMaxStringBytes,
 		"DefaultMaxDepth":       DefaultMaxDepth,
 		"DefaultMaxMemo":        DefaultMaxMemo,
-		"memoBytesPerEntry":     memoBytesPerEntry,
-		"maxShortTexts":         maxShortTexts,
-		"shortTextBytes":        shortTextBytes,
 		"DefaultMaxValues":      DefaultMaxValues,
 		"DefaultMaxValueBytes":  DefaultMaxValueBytes,
 		"DefaultMaxDevices":     DefaultMaxDevices,
-		"maxRendered":           maxRendered,
-		"maxNameBytes":          maxNameBytes,
-		"expansionBase":         expansionBase,
-		"expansionPerByte":      expansionPerByte,
-		"maxLongBytes":          maxLongBytes,
-		"allocFrameBase":        allocFrameBase,
-		"allocFramesPerByte":    allocFramesPerByte,
+		"maxNameBytes":          MaxNameBytes,
 	})
 }

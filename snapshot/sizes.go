@@ -5,7 +5,7 @@ import (
 	"math"
 )
 
-// maxDeviceBytes bounds the byte figures of one device added together —
+// MaxDeviceBytes bounds the byte figures of one device added together —
 // every event's size, the baseline, the pre-existing allocations, the
 // segments and blocks at the dump, the reserved counter and the capacity:
 // 256 PiB, past anything a run allocates in all (a million allocations of
@@ -13,11 +13,11 @@ import (
 // a peak, a category, a what-if of eight times the batch — can wrap
 // around int64, which printed a peak of −8.00 EiB from three rows of a
 // memory timeline.
-const maxDeviceBytes = 1 << 58
+const MaxDeviceBytes = 1 << 58
 
-// checkSizes refuses a model whose figures on one device add up past
+// CheckSizes refuses a model whose figures on one device add up past
 // maxDeviceBytes, or hold a size no arithmetic can negate (−2⁶³).
-func checkSizes(s *Snapshot) error {
+func CheckSizes(s *Snapshot) error {
 	for _, d := range s.Devices {
 		var sum uint64
 		add := func(n int64) bool {
@@ -28,7 +28,7 @@ func checkSizes(s *Snapshot) error {
 				n = -n
 			}
 			sum += uint64(n)
-			return sum <= maxDeviceBytes
+			return sum <= MaxDeviceBytes
 		}
 		ok := add(max(d.Baseline, 0)) && add(d.CapacityBytes)
 		for i := 0; ok && i < len(d.Events); i++ {
@@ -48,7 +48,7 @@ func checkSizes(s *Snapshot) error {
 			}
 		}
 		if !ok {
-			return &Error{Path: s.Source.Path, Offset: -1, Msg: fmt.Sprintf("the sizes of device %d add up past %d bytes (256 PiB): not a file PyTorch wrote", d.ID, int64(maxDeviceBytes))}
+			return &Error{Path: s.Source.Path, Offset: -1, Msg: fmt.Sprintf("the sizes of device %d add up past %d bytes (256 PiB): not a file PyTorch wrote", d.ID, int64(MaxDeviceBytes))}
 		}
 	}
 	return nil

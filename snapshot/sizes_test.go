@@ -1,11 +1,14 @@
-package snapshot
+package snapshot_test
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
+	"github.com/torchmem/torchmem/internal/load/loadtest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // TestSizesAddUpBounded: a file whose sizes on one device add up past
@@ -70,20 +73,20 @@ func TestSizesAddUpBounded(t *testing.T) {
 	for _, rows := range [][]int64{{-1 << 63}, {-e62, -e62}, {-1}} {
 		t.Run(fmt.Sprint("timeline, preexisting rows ", rows), func(t *testing.T) {
 			data := timeline(rows...)
-			_, err := Read(strings.NewReader(data), "f", int64(len(data)), Options{})
-			wantInputError(t, err, "f", "row 0: PREEXISTING memory of -")
+			_, err := load.Read(strings.NewReader(data), "f", int64(len(data)), snapshot.Options{})
+			loadtest.WantInputError(t, err, "f", "row 0: PREEXISTING memory of -")
 		})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Read(strings.NewReader(c.data), "f", int64(len(c.data)), Options{})
+			_, err := load.Read(strings.NewReader(c.data), "f", int64(len(c.data)), snapshot.Options{})
 			switch {
 			case c.bad && strings.HasPrefix(c.name, "timeline, three preexisting rows of 2^62"):
-				wantInputError(t, err, "f", "row 0: PREEXISTING memory of 4611686018427387904 bytes, or of more than 288230376151711744 in all")
+				loadtest.WantInputError(t, err, "f", "row 0: PREEXISTING memory of 4611686018427387904 bytes, or of more than 288230376151711744 in all")
 			case c.bad && strings.HasPrefix(c.name, "timeline, three"):
-				wantInputError(t, err, "f", "row 2: PREEXISTING memory of 144115188075855872 bytes")
+				loadtest.WantInputError(t, err, "f", "row 2: PREEXISTING memory of 144115188075855872 bytes")
 			case c.bad:
-				wantInputError(t, err, "f", "add up past 288230376151711744 bytes (256 PiB)")
+				loadtest.WantInputError(t, err, "f", "add up past 288230376151711744 bytes (256 PiB)")
 			case err != nil:
 				t.Errorf("%v", err)
 			}

@@ -6,9 +6,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/report"
 	"github.com/torchmem/torchmem/result"
-	"github.com/torchmem/torchmem/snapshot"
 )
 
 func newAnalyzeCmd(g *globals) *cobra.Command {
@@ -75,7 +75,7 @@ stops at the first).`,
 			if cmd.Flags().Changed("top") {
 				textTop = top
 			}
-			paths, err := expandInputs(args, snapshot.LooksLikeInput, "snapshot or trace")
+			paths, err := expandInputs(args, load.LooksLikeInput, "snapshot or trace")
 			if err != nil {
 				return err
 			}

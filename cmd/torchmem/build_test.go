@@ -93,7 +93,8 @@ func TestMakeBuildIsStatic(t *testing.T) {
 var testOnly = []string{"testing", "github.com/nlpodyssey/gopickle", "github.com/google/go-cmp",
 	"github.com/chromedp", "github.com/creack/pty", "github.com/stretchr/testify",
 	"github.com/torchmem/torchmem/internal/snapshottest", "github.com/torchmem/torchmem/tools",
-	"github.com/torchmem/torchmem/internal/resulttest"}
+	"github.com/torchmem/torchmem/internal/resulttest", "github.com/torchmem/torchmem/internal/analysistest",
+	"github.com/torchmem/torchmem/internal/load/loadtest"}
 
 // isTestOnly reports whether an import path is one of testOnly or below one.
 func isTestOnly(path string) bool {

@@ -94,7 +94,7 @@ working directory.`,
 			if _, err := lookupFormat(report.Checks, format); err != nil {
 				return err
 			}
-			opts := check.CheckOptions{Device: device}
+			opts := check.Options{Device: device}
 			byKey := map[string]check.Budget{}
 			var imbalance string // the imbalance budget's value, checked on the roll-up
 			if config != "" {
@@ -204,7 +204,7 @@ working directory.`,
 			if err := refuseOverwritingInput("--junit", junit, append(paths, baseline)); err != nil {
 				return err
 			}
-			var results []*check.CheckResult
+			var results []*check.Result
 			b := rollup.NewBuilder()
 			n := 0
 			checkOne := func(r *result.Result) error {
@@ -219,7 +219,7 @@ working directory.`,
 					return &exitError{exitInput, err}
 				}
 				if missing != "" {
-					cr.Add(check.CheckItem{Name: "baseline", Kind: check.CheckKindRegression, Device: -1, Status: check.CheckSkip, Message: missing})
+					cr.Add(check.Item{Name: "baseline", Kind: check.CheckKindRegression, Device: -1, Status: check.CheckSkip, Message: missing})
 				}
 				results = append(results, cr)
 				b.Add(r)
@@ -268,7 +268,7 @@ const baselineTopSites = 1000
 // writeChecks writes the report and the CI outputs, and returns the exit
 // error when a check failed. A job summary that cannot be written is a
 // warning on stderr: the checks' verdict decides the exit status.
-func writeChecks(out, stderr io.Writer, budget *runBudget, format, junit string, github bool, sourceRoot string, results []*check.CheckResult) error {
+func writeChecks(out, stderr io.Writer, budget *runBudget, format, junit string, github bool, sourceRoot string, results []*check.Result) error {
 	// The JUnit file first: a path that cannot be written is bad usage,
 	// reported before anything goes to stdout.
 	if junit != "" {
@@ -310,7 +310,7 @@ func writeChecks(out, stderr io.Writer, budget *runBudget, format, junit string,
 }
 
 // appendSummary appends the checks as Markdown to the job summary file.
-func appendSummary(path string, budget *runBudget, results []*check.CheckResult) error {
+func appendSummary(path string, budget *runBudget, results []*check.Result) error {
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
@@ -327,7 +327,7 @@ func appendSummary(path string, budget *runBudget, results []*check.CheckResult)
 // pass writes the analysis (as analyze --format json --top 1000 would) to
 // the baseline path, through a temporary file. A failing run leaves the
 // baseline as it was and exits 1.
-func writeBaseline(g *globals, out io.Writer, path, baseline string, aopts analysis.Options, opts check.CheckOptions) error {
+func writeBaseline(g *globals, out io.Writer, path, baseline string, aopts analysis.Options, opts check.Options) error {
 	r, err := g.loadResult(path, aopts)
 	if err != nil {
 		return err
@@ -338,7 +338,7 @@ func writeBaseline(g *globals, out io.Writer, path, baseline string, aopts analy
 		return &exitError{exitInput, err}
 	}
 	if !cr.OK() {
-		if err := report.CheckText(out, []*check.CheckResult{cr}); err != nil {
+		if err := report.CheckText(out, []*check.Result{cr}); err != nil {
 			return err
 		}
 		return &exitError{exitFailed, fmt.Errorf("baseline %s not updated: %d of %s failed", baseline, cr.Failed, units.Count(len(cr.Checks))+" checks")}

@@ -13,13 +13,13 @@ import (
 )
 
 // checkResult runs check --format json and decodes its one result.
-func checkResult(t *testing.T, wantCode int, args ...string) *check.CheckResult {
+func checkResult(t *testing.T, wantCode int, args ...string) *check.Result {
 	t.Helper()
 	code, out, stderr := runCLI(nil, append([]string{"check", "--format", "json"}, args...)...)
 	if code != wantCode {
 		t.Fatalf("check %v: exit %d, want %d\n%s", args, code, wantCode, stderr)
 	}
-	var cr check.CheckResult
+	var cr check.Result
 	if err := json.Unmarshal([]byte(out), &cr); err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func checkResult(t *testing.T, wantCode int, args ...string) *check.CheckResult 
 
 // failedKeys lists the keys of a result's failed checks, sorted, and the
 // smallest growth over the baseline among them.
-func failedKeys(cr *check.CheckResult) (keys []string, least int64) {
+func failedKeys(cr *check.Result) (keys []string, least int64) {
 	least = -1
 	for _, it := range cr.Checks {
 		if it.Status != check.CheckFail {
@@ -127,7 +127,7 @@ func TestCheckDiffSameSites(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("diff: exit %d %s", code, stderr)
 	}
-	var d diff.DiffResult
+	var d diff.Result
 	if err := json.Unmarshal([]byte(out), &d); err != nil {
 		t.Fatal(err)
 	}

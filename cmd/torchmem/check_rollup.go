@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/check"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/rollup"
 	"github.com/torchmem/torchmem/snapshot"
@@ -10,14 +11,14 @@ import (
 
 // isCheckInput says whether a file found in a folder is one check takes: a
 // snapshot, a trace, or torchmem's JSON.
-func isCheckInput(head []byte) bool { return snapshot.LooksLikeInput(head) || isSummary(head) }
+func isCheckInput(head []byte) bool { return load.LooksLikeInput(head) || isSummary(head) }
 
 // isRollupFile says whether path holds a roll-up (torchmem.rollup/v1).
 func isRollupFile(path string) bool {
 	if path == "-" {
 		return false
 	}
-	head, err := snapshot.Head(path)
+	head, err := load.Head(path)
 	return err == nil && result.JSONSchema(head) == rollup.SchemaID
 }
 
@@ -62,7 +63,7 @@ func (g *globals) checkLoader(opts analysis.Options) func(string) ([]*result.Res
 
 // isAnalysisFile says whether path holds an analysis (torchmem.analysis/v1).
 func isAnalysisFile(path string) bool {
-	head, err := snapshot.Head(path)
+	head, err := load.Head(path)
 	return err == nil && result.JSONSchema(head) == result.SchemaID
 }
 

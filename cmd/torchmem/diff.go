@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/diff"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/report"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -138,7 +139,7 @@ func (g *globals) loadResult(path string, opts analysis.Options) (*result.Result
 	}
 	if path == "-" {
 		sopts.Progress = g.beginProgress(path, -1)
-		s, err := snapshot.Read(br, "-", -1, sopts)
+		s, err := load.Read(br, "-", -1, sopts)
 		if err != nil {
 			g.endProgress()
 			return nil, err

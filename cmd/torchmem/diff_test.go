@@ -146,7 +146,7 @@ func TestDiffBaselineEqualsSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	diffs := map[string]*diff.DiffResult{}
+	diffs := map[string]*diff.Result{}
 	for name, args := range map[string][]string{
 		"snapshots": {small, big},
 		"baseline":  {baseline, big},
@@ -156,7 +156,7 @@ func TestDiffBaselineEqualsSnapshot(t *testing.T) {
 		if code != exitOK {
 			t.Fatalf("%s: exit %d %s", name, code, stderr)
 		}
-		var d diff.DiffResult
+		var d diff.Result
 		if err := json.Unmarshal([]byte(out), &d); err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +258,7 @@ func TestDiffRealSnapshots(t *testing.T) {
 			if code != exitOK {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
-			var d diff.DiffResult
+			var d diff.Result
 			if err := json.Unmarshal([]byte(out), &d); err != nil {
 				t.Fatal(err)
 			}
@@ -345,7 +345,7 @@ func TestDiffRealSitesByUserFrame(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d %s", code, stderr)
 	}
-	var d diff.DiffResult
+	var d diff.Result
 	if err := json.Unmarshal([]byte(js), &d); err != nil {
 		t.Fatal(err)
 	}

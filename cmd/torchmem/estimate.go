@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
 	"github.com/torchmem/torchmem/analysis/estimate"
+	"github.com/torchmem/torchmem/analysis/whatif"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/report"
 )
@@ -248,7 +249,7 @@ func projectRun(g *globals, cmd *cobra.Command, f *estimateFlags) (*estimate.Res
 	if err != nil {
 		return nil, err
 	}
-	var to analysis.Size
+	var to whatif.Size
 	if cmd.Flags().Changed("batch") {
 		to.Batch = f.setup.Batch
 	}
@@ -283,8 +284,8 @@ func projectRun(g *globals, cmd *cobra.Command, f *estimateFlags) (*estimate.Res
 }
 
 // parseAt reads --at: "batch=4,seq=128" (either may be left out).
-func parseAt(s string) (analysis.Size, error) {
-	var at analysis.Size
+func parseAt(s string) (whatif.Size, error) {
+	var at whatif.Size
 	if strings.TrimSpace(s) == "" {
 		return at, usageError("--from needs --at batch=B,seq=S: the size the run was measured at")
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/report"
 	"github.com/torchmem/torchmem/snapshot"
@@ -79,7 +80,7 @@ func TestReportUnderTwoMBForHostileFiles(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := writeTemp(t, dir, c.name, c.data)
-			snap, err := snapshot.Read(bytes.NewReader(c.data), p, int64(len(c.data)), snapshot.Options{})
+			snap, err := load.Read(bytes.NewReader(c.data), p, int64(len(c.data)), snapshot.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -44,7 +45,7 @@ func expandInputs(args []string, take func(head []byte) bool, want string) ([]st
 					return nil
 				}
 			}
-			head, err := snapshot.Head(path)
+			head, err := load.Head(path)
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -94,7 +95,7 @@ func TestOutputBudget(t *testing.T) {
 		{"trace.json.gz", sharedNameTrace(), "text json html"},
 	} {
 		p := writeTemp(t, dir, f.name, f.data)
-		snap, err := snapshot.Read(bytes.NewReader(f.data), p, int64(len(f.data)), snapshot.Options{})
+		snap, err := load.Read(bytes.NewReader(f.data), p, int64(len(f.data)), snapshot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/report"
-	"github.com/torchmem/torchmem/snapshot"
 )
 
 func newReportCmd(g *globals) *cobra.Command {
@@ -51,7 +51,7 @@ and the others are rolled up (exit status 3; --strict stops at the first).`,
 			if err := gpuOption(gpu, &opts); err != nil {
 				return err
 			}
-			paths, err := expandInputs(args, snapshot.LooksLikeInput, "snapshot or trace")
+			paths, err := expandInputs(args, load.LooksLikeInput, "snapshot or trace")
 			if err != nil {
 				return err
 			}

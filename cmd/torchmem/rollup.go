@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/report"
 	"github.com/torchmem/torchmem/result"
@@ -133,9 +134,9 @@ func (g *globals) analyzeOne(path string, opts analysis.Options) (*result.Result
 	}
 	var s *snapshot.Snapshot
 	if path == "-" {
-		s, err = snapshot.Read(g.stdin, "-", -1, sopts)
+		s, err = load.Read(g.stdin, "-", -1, sopts)
 	} else {
-		s, err = snapshot.Open(path, sopts)
+		s, err = load.Open(path, sopts)
 	}
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -120,7 +121,7 @@ func summaries10000(b *testing.B) string {
 	}
 	files, _ := filepath.Glob(filepath.Join(ranks, "*.pickle"))
 	for i, f := range files {
-		s, err := snapshot.Open(f, snapshot.Options{})
+		s, err := load.Open(f, snapshot.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

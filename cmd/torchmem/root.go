@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/load"
 	"github.com/torchmem/torchmem/internal/units"
 	"github.com/torchmem/torchmem/report"
 	"github.com/torchmem/torchmem/result"
@@ -83,7 +84,7 @@ func (g *globals) open(path string) (*snapshot.Snapshot, error) {
 	bounded := false
 	if path == "-" {
 		opts.Progress = g.beginProgress(path, -1)
-		s, err = snapshot.Read(g.stdin, "-", -1, opts)
+		s, err = load.Read(g.stdin, "-", -1, opts)
 	} else {
 		if st, err := os.Stat(path); err == nil {
 			opts.Progress = g.beginProgress(path, st.Size())
@@ -91,7 +92,7 @@ func (g *globals) open(path string) (*snapshot.Snapshot, error) {
 				bounded = boundMemory(st.Size())
 			}
 		}
-		s, err = snapshot.Open(path, opts)
+		s, err = load.Open(path, opts)
 	}
 	if err != nil {
 		g.endProgress()

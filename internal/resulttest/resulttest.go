@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/analysis"
+	"github.com/torchmem/torchmem/internal/load"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -41,7 +42,7 @@ func FaultyJob(t testing.TB, gen byte) (results []*result.Result, sims []*st.Sim
 		c := job[i]
 		sims[c.Rank], ooms[c.Rank] = st.RankRun(c)
 		data := st.Marshal(sims[c.Rank].Snapshot(), 4)
-		s, err := snapshot.Read(bytes.NewReader(data), fmt.Sprintf("job/oom_snapshot_rank%d.pickle", c.Rank), int64(len(data)), snapshot.Options{})
+		s, err := load.Read(bytes.NewReader(data), fmt.Sprintf("job/oom_snapshot_rank%d.pickle", c.Rank), int64(len(data)), snapshot.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

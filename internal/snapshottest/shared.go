@@ -125,3 +125,18 @@ func MeasuredSnapshots(t testing.TB) (dir string, files []string) {
 	sort.Strings(files)
 	return dir, files
 }
+
+// RealSnapshots lists the real snapshot files in ../shared/snapshots
+// (*.pickle and *.pkl), failing the test when there are none.
+func RealSnapshots(t testing.TB) []string {
+	dir := SharedDir(t, "snapshots")
+	var out []string
+	for _, pat := range []string{"*.pickle", "*.pkl"} {
+		m, _ := filepath.Glob(filepath.Join(dir, pat))
+		out = append(out, m...)
+	}
+	if len(out) == 0 {
+		t.Fatalf("no snapshots in %s", dir)
+	}
+	return out
+}

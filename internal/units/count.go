@@ -21,3 +21,11 @@ func Duration(ns int64) string {
 	}
 	return fmt.Sprintf("%.2f s", float64(ns)/1e9)
 }
+
+// Percent is part as a percentage of whole (0 when whole is not positive).
+func Percent(part, whole int64) float64 {
+	if whole <= 0 {
+		return 0
+	}
+	return 100 * float64(part) / float64(whole)
+}

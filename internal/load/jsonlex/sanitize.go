@@ -1,6 +1,8 @@
 // Package jsonlex reads the JSON torchmem is given as it is written, not as
 // the standard wants it: a Sanitizer replaces the raw control bytes Kineto
-// leaves in strings and bounds what a decoder after it must hold.
+// leaves in strings and bounds what a decoder after it must hold, and
+// ParseInt, ParseUint and Unquote read the numbers and strings writers put
+// in either form (42, "42", "0x2a", 42.0).
 package jsonlex
 
 import (

@@ -1,0 +1,40 @@
+package history
+
+import (
+	"runtime/debug"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// Build replays one device, derives its phases and steps and
+// classifies its blocks: everything the analysis (and leak detection)
+// starts from.
+func Build(s *snapshot.Snapshot, d *snapshot.Device) *History {
+	return BuildWithAnnotations(s, d, nil)
+}
+
+// BuildWithAnnotations is Build with the snapshot's annotation intervals
+// shared between its devices (nil: computed for this one).
+func BuildWithAnnotations(s *snapshot.Snapshot, d *snapshot.Device, ann *AnnIntervals) *History {
+	h := Replay(s, d)
+	h.ann = ann
+	ComputePhases(h)
+	if len(d.Events) >= returnScratchEvents {
+		// The phase and step passes leave some ten bytes an event of
+		// scratch behind, which the runtime keeps resident; Classify's
+		// per-block records then come on top of it, at the analysis's
+		// peak. Returned to the system first, they do not. Measured
+		// (alternated, 3-5 runs): the 171 MB dense snapshot's peak RSS
+		// 252 -> 240 MiB, CPU unchanged within noise; the 200 MB training
+		// one 113 -> 108 MiB for 5% more CPU (the forced collection); the
+		// 1 GB one 529 -> 519 MiB.
+		debug.FreeOSMemory()
+	}
+	Classify(h)
+	return h
+}
+
+// returnScratchEvents is the fewest events of a device for which
+// BuildWithAnnotations returns the phase passes' scratch (about 10 MB) to
+// the system: below, a forced collection is not worth what it returns.
+const returnScratchEvents = 1 << 20

@@ -1,0 +1,183 @@
+package history
+
+import (
+	"sort"
+
+	"github.com/torchmem/torchmem/result"
+)
+
+// RuleDDPBucket classifies DistributedDataParallel's gradient buckets: the
+// Reducer keeps, besides each parameter's .grad, flat buffers holding the
+// gradients of groups of parameters for the all-reduce (at::empty of the
+// group's element count in c10d::Reducer::initialize_buckets). With
+// find_unused_parameters off it makes one bucket of every gradient at
+// construction and, at the start of the second iteration's forward,
+// rebuilds them in the order the gradients became ready: the first bucket
+// about 1 MiB, the others about bucket_cap_mb (25 MiB) — each a run of
+// whole parameters, so together they hold exactly one iteration's
+// gradients. They are gradient memory, kept for the model's life.
+const RuleDDPBucket = "ddp_gradient_bucket"
+
+// ddpBucketsByFrames classifies into out the blocks whose frames show the
+// Reducer making its buckets and that outlive a backward (the rebuild also
+// broadcasts the new bucket assignment in small tensors freed at once).
+func (h *History) ddpBucketsByFrames(facts []blockFacts, out map[int]decision) {
+	var bwd []result.PhaseSpan
+	for i := range facts {
+		if !facts[i].m.ddpBucket || facts[i].pre {
+			continue
+		}
+		if bwd == nil {
+			bwd = backwardSpans(h)
+		}
+		if outlivesBackward(bwd, &h.Blocks[i]) {
+			out[i] = decision{result.Gradient, RuleDDPBucket, result.High}
+		}
+	}
+}
+
+// markDDPBucketsBySize finds DDP's buckets where no frame names the
+// Reducer (the user's frames only, or none), among the blocks classified
+// so far as activation, input or unknown: a run of consecutive
+// allocations, each made outside backward and the optimizer and outliving
+// a whole backward, that opens either before the first forward (the
+// Reducer's construction) or in a forward span while nothing the span
+// allocated is still allocated (the rebuild, before the forward's own
+// work), and whose requested bytes add up exactly to the gradients one
+// backward makes (the most any backward span makes). Without gradients in
+// the recording nothing tells a bucket apart, nor with a single one: the
+// weight itself, its optimizer state or a copy would have its size.
+func markDDPBucketsBySize(h *History) {
+	bwd := backwardSpans(h)
+	grads, n := gradientBytesPerBackward(h, bwd)
+	if n < 2 {
+		return
+	}
+	p := h.Phases
+	firstForward := len(p.Code)
+	for i, c := range p.Code {
+		if c == codeForward {
+			firstForward = i
+			break
+		}
+	}
+	type member struct {
+		block int32
+		opens bool // may be a bucket set's first block
+	}
+	var run []member
+	mark := func() {
+		for s := 0; s < len(run); s++ {
+			if !run[s].opens {
+				continue
+			}
+			var sum int64
+			e := s
+			for ; e < len(run) && sum < grads; e++ {
+				sum += h.Blocks[run[e].block].Requested
+			}
+			if sum != grads {
+				continue
+			}
+			for k := s; k < e; k++ {
+				b := &h.Blocks[run[k].block]
+				b.classify(result.Gradient, RuleDDPBucket, result.Medium)
+			}
+			s = e - 1
+		}
+		run = run[:0]
+	}
+	// The span of the allocations seen last, its first event, and how many
+	// of its allocations are still allocated.
+	span, spanStart, liveInSpan := -2, 0, 0
+	for i := range h.Device.Events {
+		if bi := h.EndAt(i); bi >= 0 && h.Blocks[bi].Alloc >= spanStart {
+			liveInSpan--
+		}
+		bi := h.OpenAt(i)
+		if bi < 0 {
+			continue
+		}
+		if sp := p.SpanAt(i); sp != span {
+			span, spanStart, liveInSpan = sp, i, 0
+		}
+		liveInSpan++
+		if !ddpBucketCandidate(h, bwd, &h.Blocks[bi]) {
+			mark()
+			continue
+		}
+		c := p.Code[i]
+		opens := i < firstForward && (c == codeUnknown || c == codeData) || c == codeForward && liveInSpan == 1
+		run = append(run, member{bi, opens})
+	}
+	mark()
+}
+
+// ddpBucketCandidate reports whether a block may be one of DDP's buckets
+// that the general rules took for something else: allocated in the
+// recording outside backward and the optimizer, outliving a backward, and
+// classified as activation, input or unknown.
+func ddpBucketCandidate(h *History, bwd []result.PhaseSpan, b *Block) bool {
+	if b.Untracked || b.Alloc < 0 || b.Requested <= 0 {
+		return false
+	}
+	switch b.Category {
+	case result.Activation, result.InputData, result.Unknown:
+	default:
+		return false
+	}
+	switch h.Phases.Code[b.Alloc] {
+	case CodeBackward, codeOptimizer, codeZeroGrad:
+		return false
+	}
+	return outlivesBackward(bwd, b)
+}
+
+// backwardSpans are the backward spans with events, in event order.
+func backwardSpans(h *History) []result.PhaseSpan {
+	var out []result.PhaseSpan
+	for _, sp := range h.Phases.Spans {
+		if sp.Phase == result.PhaseBackward && sp.StartEvent >= 0 {
+			out = append(out, sp)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].StartEvent < out[b].StartEvent })
+	return out
+}
+
+// outlivesBackward reports whether a block allocated in the recording
+// stays allocated through a whole backward span that starts after it.
+func outlivesBackward(bwd []result.PhaseSpan, b *Block) bool {
+	k := sort.Search(len(bwd), func(k int) bool { return bwd[k].StartEvent > b.Alloc })
+	if k == len(bwd) {
+		return false
+	}
+	return b.Free < 0 || bwd[k].EndEvent < b.Free
+}
+
+// gradientBytesPerBackward is the most requested bytes of gradients one
+// backward span makes — one iteration's gradients — and how many
+// gradients make it up (0, 0 when backward makes none).
+func gradientBytesPerBackward(h *History, bwd []result.PhaseSpan) (bytes int64, n int) {
+	type sum struct {
+		bytes int64
+		n     int
+	}
+	per := make([]sum, len(bwd))
+	for i := range h.Blocks {
+		b := &h.Blocks[i]
+		if b.Category != result.Gradient || b.Rule() == RuleDDPBucket || b.Alloc < 0 || b.Untracked {
+			continue
+		}
+		k := sort.Search(len(bwd), func(k int) bool { return bwd[k].EndEvent >= b.Alloc })
+		if k == len(bwd) || bwd[k].StartEvent > b.Alloc {
+			continue
+		}
+		per[k].bytes += b.Requested
+		per[k].n++
+		if per[k].bytes > bytes {
+			bytes, n = per[k].bytes, per[k].n
+		}
+	}
+	return bytes, n
+}

@@ -1,0 +1,497 @@
+package history
+
+import (
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// phase codes, the compact per-event form of Phase.
+const (
+	codeUnknown uint8 = iota
+	codeForward
+	CodeBackward
+	codeOptimizer
+	codeZeroGrad
+	codeData
+)
+
+var codePhase = [...]result.Phase{result.PhaseUnknown, result.PhaseForward, result.PhaseBackward, result.PhaseOptimizer, result.PhaseZeroGrad, result.PhaseData}
+
+func hintCode(h hint) uint8 {
+	switch h {
+	case hintForward:
+		return codeForward
+	case hintBackward:
+		return CodeBackward
+	case hintOptimizer:
+		return codeOptimizer
+	case hintZeroGrad:
+		return codeZeroGrad
+	case hintData:
+		return codeData
+	}
+	return codeUnknown
+}
+
+// Phases is the phase and step of every event of one device and the phase
+// spans. Steps come from the step pass (History.Steps): a ProfilerStep#N
+// range's events are step N (events outside them NoStep); the steps of the
+// other sources are numbered from 1 in the file (events outside them 0);
+// without steps every event is step 0.
+type Phases struct {
+	Code []uint8
+	// step is the step of every event while the phases are computed; then
+	// steps replace it, and spanOrder indexes the spans (a few entries for
+	// a run of millions of events).
+	step      []int32
+	steps     []stepRun // the runs of events of one step, in event order
+	spanOrder []int32   // the spans with events, by their first event
+	Spans     []result.PhaseSpan
+	// Sources says what the phases were derived from ("annotations",
+	// "frames", "autograd threads", "lifetimes").
+	Sources []string
+	// Callers are the functions that called a model found by its calls
+	// (forwardByCalls): the step's code, whose line names the forward.
+	Callers map[FuncKey]bool
+}
+
+// At returns the phase of event i.
+func (p *Phases) At(i int) result.Phase {
+	if i < 0 || i >= len(p.Code) {
+		return result.PhaseUnknown
+	}
+	return codePhase[p.Code[i]]
+}
+
+// stepRun is a run of consecutive events of one step, from event start.
+type stepRun struct{ start, step int32 }
+
+// StepAt returns the step of event i.
+func (p *Phases) StepAt(i int) int {
+	if p.step != nil || len(p.steps) == 0 {
+		if i < 0 || i >= len(p.step) {
+			if i < 0 && len(p.step) > 0 {
+				return int(p.step[0])
+			}
+			return 0
+		}
+		return int(p.step[i])
+	}
+	if i >= len(p.Code) {
+		return 0
+	}
+	k := sort.Search(len(p.steps), func(k int) bool { return int(p.steps[k].start) > i }) - 1
+	return int(p.steps[max(k, 0)].step)
+}
+
+// SpanAt returns the index in Spans of the span holding event i (−1).
+func (p *Phases) SpanAt(i int) int {
+	if i < 0 || i >= len(p.Code) {
+		return -1
+	}
+	o := p.spanOrder
+	k := sort.Search(len(o), func(k int) bool { return p.Spans[o[k]].StartEvent > i }) - 1
+	if k < 0 || p.Spans[o[k]].EndEvent < i {
+		return -1
+	}
+	return int(o[k])
+}
+
+// compact replaces the step of every event by its runs and indexes the
+// spans by their first event, once both are final (StepAt and SpanAt).
+func (p *Phases) compact() {
+	for i, st := range p.step {
+		if i == 0 || st != p.step[i-1] {
+			p.steps = append(p.steps, stepRun{int32(i), st})
+		}
+	}
+	for si, sp := range p.Spans {
+		if sp.Events > 0 {
+			p.spanOrder = append(p.spanOrder, int32(si))
+		}
+	}
+	sort.Slice(p.spanOrder, func(a, b int) bool {
+		return p.Spans[p.spanOrder[a]].StartEvent < p.Spans[p.spanOrder[b]].StartEvent
+	})
+	p.step = nil
+}
+
+var stepRE = regexp.MustCompile(`ProfilerStep\s*#\s*(\d+)`)
+
+// interval is an annotation range in nanoseconds.
+type interval struct {
+	start, end int64
+	Code       uint8
+	step       int
+}
+
+// AnnIntervals are a snapshot's annotation intervals: they are the same for
+// each of its devices, and computing them per device made the work of a
+// file grow with the square of its devices.
+type AnnIntervals struct {
+	once          sync.Once
+	phases, steps []interval
+}
+
+// of returns the intervals of s, computed on first use.
+func (a *AnnIntervals) of(s *snapshot.Snapshot) (phases, steps []interval) {
+	a.once.Do(func() { a.phases, a.steps = annotationIntervals(s) })
+	return a.phases, a.steps
+}
+
+func annotationIntervals(s *snapshot.Snapshot) (phases, steps []interval) {
+	for _, a := range s.Annotations {
+		iv := interval{start: a.StartNS, end: a.EndNS}
+		if iv.start == snapshot.NoTime {
+			iv.start = math.MinInt64
+		}
+		if iv.end == snapshot.NoTime {
+			iv.end = math.MaxInt64
+		}
+		switch a.Kind {
+		case snapshot.AnnotationStep:
+			if m := stepRE.FindStringSubmatch(a.Name); m != nil {
+				if n, err := strconv.Atoi(m[1]); err == nil {
+					iv.step = n
+					steps = append(steps, iv)
+				}
+			}
+			continue
+		case snapshot.AnnotationForward:
+			iv.Code = codeForward
+		case snapshot.AnnotationBackward:
+			iv.Code = CodeBackward
+		case snapshot.AnnotationOptStep:
+			iv.Code = codeOptimizer
+		case snapshot.AnnotationZeroGrad:
+			iv.Code = codeZeroGrad
+		case snapshot.AnnotationData:
+			iv.Code = codeData
+		default:
+			continue
+		}
+		phases = append(phases, iv)
+	}
+	return phases, steps
+}
+
+// innermost finds, for every event, the shortest interval containing its
+// time (−1 when none), by a sweep in time order. It writes them into out
+// (one an event), which the caller may reuse: the step pass writes them
+// where the steps go.
+func innermost(events []snapshot.Event, ivs []interval, out []int32) []int32 {
+	for i := range out {
+		out[i] = -1
+	}
+	if len(ivs) == 0 {
+		return out
+	}
+	// A device's events are in time order: sort them only when they are
+	// not (the sort costs more than the sweep, and a copy of the indexes).
+	var order []int32
+	last := int64(math.MinInt64)
+	for i := range events {
+		if t := events[i].TimeNS; events[i].HasTime() {
+			if t < last {
+				order = make([]int32, 0, len(events))
+				break
+			}
+			last = t
+		}
+	}
+	if order != nil {
+		for i := range events {
+			if events[i].HasTime() {
+				order = append(order, int32(i))
+			}
+		}
+		sort.SliceStable(order, func(a, b int) bool { return events[order[a]].TimeNS < events[order[b]].TimeNS })
+	}
+	byStart := make([]int, len(ivs))
+	for i := range byStart {
+		byStart[i] = i
+	}
+	sort.SliceStable(byStart, func(a, b int) bool { return ivs[byStart[a]].start < ivs[byStart[b]].start })
+	var active []int
+	next := 0
+	for k := 0; k < len(events); k++ {
+		ei := int32(k)
+		if order != nil {
+			if k >= len(order) {
+				break
+			}
+			ei = order[k]
+		} else if !events[k].HasTime() {
+			continue
+		}
+		t := events[ei].TimeNS
+		for next < len(byStart) && ivs[byStart[next]].start <= t {
+			active = append(active, byStart[next])
+			next++
+		}
+		best := -1
+		keep := active[:0]
+		for _, ai := range active {
+			iv := ivs[ai]
+			if iv.end < t {
+				continue
+			}
+			keep = append(keep, ai)
+			if best < 0 || uint64(iv.end-iv.start) < uint64(ivs[best].end-ivs[best].start) {
+				best = ai
+			}
+		}
+		active = keep
+		out[ei] = int32(best)
+	}
+	return out
+}
+
+// ComputePhases derives the phase and step of every event of h from
+// annotations, autograd threads and stack frames, then fills the gaps from
+// the order of phases: events without frames after the last forward
+// allocation and before the optimizer are backward when an allocation
+// among them has no frames (the autograd engine runs backward in C++
+// threads that have no Python frames); frees alone after a forward end the
+// forward (the last outputs of an evaluation loop, an OutOfMemoryError
+// unwinding): they are not a backward. The autograd engine's work
+// for a call made inside a model's forward (torch.autograd.grad, jvp,
+// torch.func) is forward. Then the step pass divides the events into steps
+// (History.Steps).
+func ComputePhases(h *History) *Phases {
+	s, d := h.Snap, h.Device
+	n := len(d.Events)
+	p := &Phases{Code: make([]uint8, n), step: make([]int32, n)}
+	h.Phases = p
+	ann := h.ann
+	if ann == nil {
+		ann = &AnnIntervals{}
+	}
+	phaseIvs, stepIvs := ann.of(s)
+	// The innermost annotated phase of each event: none (nil) without
+	// annotations, sparing four bytes an event.
+	var annIdx []int32
+	if len(phaseIvs) > 0 {
+		annIdx = innermost(d.Events, phaseIvs, make([]int32, n))
+	}
+
+	// Frees carry the block's allocation stack unless recorded with
+	// context="all": then their frames say nothing about when they happened.
+	freeFramesAreAllocFrames := freesCarryAllocStacks(h)
+
+	hints := make([]hint, n)
+	usedAnn, usedFrames, usedThreads := false, false, false
+	for i := range d.Events {
+		e := &d.Events[i]
+		var fh hint
+		isFree := e.Action == snapshot.ActionFreeRequested || e.Action == snapshot.ActionFreeCompleted
+		if !(isFree && freeFramesAreAllocFrames) {
+			fh = h.Markers.Get(e.Stack).Hint
+		}
+		var ah hint
+		if annIdx != nil && annIdx[i] >= 0 {
+			ah = codeHint(phaseIvs[annIdx[i]].Code)
+		}
+		th := hintNone
+		if int(e.Thread) < len(s.Threads) && e.Thread != 0 && s.Threads[e.Thread].Autograd {
+			th = hintBackward
+		}
+		switch {
+		case ah == hintOptimizer && (fh == hintForward || fh == hintBackward):
+			hints[i] = fh // forward/backward inside an optimizer closure (Lightning)
+			usedFrames = true
+		case ah != hintNone:
+			hints[i] = ah
+			usedAnn = true
+		case th != hintNone:
+			hints[i] = th
+			usedThreads = true
+		default:
+			hints[i] = fh
+			if fh > HintUser {
+				usedFrames = true
+			}
+		}
+	}
+	resolveHints(hints, d.Events, phaseIvs, p.Code)
+	p.nestAutogradInForward(h)
+	p.forwardByCalls(h, hints)
+	for _, src := range []struct {
+		used bool
+		name string
+	}{{usedAnn, "annotations"}, {usedThreads, "autograd threads"}, {usedFrames, "frames"}} {
+		if src.used {
+			p.Sources = append(p.Sources, src.name)
+		}
+	}
+	if len(p.Sources) == 0 {
+		p.Sources = []string{"none"}
+	}
+
+	// Steps: one pass, read by every other (phases, leaks, diff, roll-up).
+	h.Steps = computeSteps(h, stepIvs)
+	p.buildSpans(h)
+	h.measureSteps()
+	p.addEmptySpans(h, phaseIvs, annIdx, stepIvs)
+	p.compact()
+	return p
+}
+
+// framelessAllocs reports whether any of events (with their hints) is an
+// allocation without frames.
+func framelessAllocs(hints []hint, events []snapshot.Event) bool {
+	for i, h := range hints {
+		if h == hintNone && events[i].Action == snapshot.ActionAlloc {
+			return true
+		}
+	}
+	return false
+}
+
+func codeHint(c uint8) hint {
+	switch c {
+	case codeForward:
+		return hintForward
+	case CodeBackward:
+		return hintBackward
+	case codeOptimizer:
+		return hintOptimizer
+	case codeZeroGrad:
+		return hintZeroGrad
+	case codeData:
+		return hintData
+	}
+	return hintNone
+}
+
+// freesCarryAllocStacks reports whether the frees of this trace carry their
+// block's allocation stack (context="alloc"/"state") rather than the stack
+// of the free (context="all").
+func freesCarryAllocStacks(h *History) bool {
+	same, diff := 0, 0
+	for i := range h.Blocks {
+		b := &h.Blocks[i]
+		if b.Alloc < 0 || b.Free < 0 || b.Stack == 0 || b.FreeStack == 0 {
+			continue
+		}
+		if b.Stack == b.FreeStack {
+			same++
+		} else {
+			diff++
+		}
+	}
+	return same > 0 && same >= 9*diff
+}
+
+// resolveHints turns per-event hints into phases. Strong hints (forward,
+// backward, optimizer, zero_grad, data, and model set-up, which is phase
+// unknown) decide directly. An event with Python frames but no marker (loss
+// computation, user code) between two strong hints of the same phase takes
+// that phase, and after forward is forward (the loss); otherwise it is
+// unknown. An event without frames takes the phase around it when both
+// sides agree; after forward (or before the first backward or optimizer
+// hint) it is backward. An annotated phase that ended (or began) between an
+// event and its nearest strong hint counts as that hint, even when it holds
+// no event of this device. The phases are written into out (zeroed:
+// unknown).
+func resolveHints(hints []hint, events []snapshot.Event, ivs []interval, out []uint8) {
+	n := len(hints)
+	strong := func(h hint) bool { return h >= hintInit }
+	byEnd := make([]interval, 0, len(ivs))
+	byStart := make([]interval, 0, len(ivs))
+	for _, iv := range ivs {
+		if iv.Code != codeUnknown && iv.start != math.MinInt64 && iv.end != math.MaxInt64 {
+			byEnd = append(byEnd, iv)
+			byStart = append(byStart, iv)
+		}
+	}
+	sort.Slice(byEnd, func(a, b int) bool { return byEnd[a].end < byEnd[b].end })
+	sort.Slice(byStart, func(a, b int) bool { return byStart[a].start < byStart[b].start })
+	timeOf := func(i int) (int64, bool) {
+		if i < 0 || i >= n || !events[i].HasTime() {
+			return 0, false
+		}
+		return events[i].TimeNS, true
+	}
+	// The strong hints around each event, by one forward scan: prevIdx the
+	// last before it (−1 when none), ni the first after it (−1 when none).
+	// Events between two strong hints form a gap; whether the gap
+	// allocates without frames is found once for the gap, when asked.
+	nextStrong := func(from int) int {
+		for j := from; j < n; j++ {
+			if strong(hints[j]) {
+				return j
+			}
+		}
+		return -1
+	}
+	prevIdx, ni := -1, nextStrong(0)
+	framelessGap, framelessKnown := false, false
+	for i, h := range hints {
+		if strong(h) {
+			out[i] = hintCode(h)
+			prevIdx, ni = i, nextStrong(i+1)
+			framelessKnown = false
+			continue
+		}
+		prev, next := hintNone, hintNone
+		if prevIdx >= 0 {
+			prev = hints[prevIdx]
+		}
+		if ni >= 0 {
+			next = hints[ni]
+		}
+		if t, ok := timeOf(i); ok && len(byEnd) > 0 {
+			// the latest annotation that ended before this event, after the previous strong hint
+			k := sort.Search(len(byEnd), func(x int) bool { return byEnd[x].end >= t }) - 1
+			if k >= 0 {
+				pt, pok := timeOf(prevIdx)
+				if prevIdx < 0 || pok && byEnd[k].end > pt {
+					prev = codeHint(byEnd[k].Code)
+				}
+			}
+			// the earliest annotation that starts after this event, before the next strong hint
+			k = sort.Search(len(byStart), func(x int) bool { return byStart[x].start > t })
+			if k < len(byStart) {
+				nt, nok := timeOf(ni)
+				if ni < 0 || nok && byStart[k].start < nt {
+					next = codeHint(byStart[k].Code)
+				}
+			}
+		}
+		switch {
+		case prev != hintNone && prev == next:
+			out[i] = hintCode(prev)
+		case h == HintUser:
+			if prev == hintForward {
+				out[i] = codeForward
+			}
+		case prev == hintBackward:
+			out[i] = CodeBackward
+		case prev == hintForward:
+			// backward only if the gap allocates without frames
+			end := n
+			if ni >= 0 {
+				end = ni
+			}
+			if !framelessKnown {
+				framelessGap, framelessKnown = framelessAllocs(hints[prevIdx+1:end], events[prevIdx+1:end]), true
+			}
+			if framelessGap {
+				out[i] = CodeBackward
+			} else {
+				out[i] = codeForward // frees only: the end of the forward
+			}
+		case prev == hintZeroGrad && next == hintBackward:
+			out[i] = CodeBackward
+		case prev == hintNone && (next == hintBackward || next == hintOptimizer):
+			out[i] = CodeBackward
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package suggest
+
+import (
+	"path"
+	"strings"
+
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/result"
+)
+
+// practices are what the run already does, read from its frames and
+// categories: a suggestion to do it again would save nothing.
+type practices struct {
+	// autocast: autocast's weight copies, or autocast's (or GradScaler's)
+	// frames: the run computes in 16-bit already.
+	autocast bool
+	// checkpointing: activation checkpointing's frames
+	// (torch/utils/checkpoint.py, DeepSpeed's and Megatron's).
+	checkpointing bool
+	// quantizedBy names the library whose quantized weights the run uses
+	// (bitsandbytes, GPTQ, AWQ, torchao, FlexGen's compression), "" if none.
+	quantizedBy string
+	// pretrained: weights loaded from a checkpoint (from_pretrained,
+	// load_state_dict, safetensors) or adapters (peft): fine-tuning.
+	pretrained bool
+}
+
+// practicesOf reads the practices from the snapshot's frames and the
+// device's blocks.
+func practicesOf(h *history.History) practices {
+	var p practices
+	flexgen, compressed := false, false
+	for i := range h.Snap.Frames {
+		f := &h.Snap.Frames[i]
+		file := strings.ToLower(strings.ReplaceAll(f.Filename, "\\", "/"))
+		name := f.Name
+		switch {
+		case strings.HasSuffix(file, "torch/amp/autocast_mode.py"), strings.HasSuffix(file, "amp/grad_scaler.py"),
+			strings.Contains(name, "at::autocast::"), strings.HasSuffix(file, "torch/cuda/amp/autocast_mode.py"):
+			p.autocast = true
+		case strings.HasSuffix(file, "torch/utils/checkpoint.py"), strings.Contains(file, "activation_checkpointing/checkpointing.py"),
+			strings.HasSuffix(file, "tensor_parallel/random.py") && strings.Contains(name, "checkpoint"):
+			p.checkpointing = true
+		case name == "from_pretrained" || name == "load_state_dict" || strings.Contains(file, "safetensors/") ||
+			strings.Contains(file, "/peft/") || strings.HasPrefix(file, "peft/"):
+			p.pretrained = true
+		}
+		if p.quantizedBy == "" {
+			p.quantizedBy = quantizer(file)
+		}
+		flexgen = flexgen || strings.Contains(file, "flexgen") || path.Base(file) == "flex_opt.py"
+		compressed = compressed || path.Base(file) == "compression.py"
+	}
+	if p.quantizedBy == "" && flexgen && compressed {
+		p.quantizedBy = "FlexGen's compression"
+	}
+	for i := range h.Blocks {
+		p.autocast = p.autocast || h.Blocks[i].Category == result.AutocastCache
+	}
+	return p
+}
+
+// quantizer names the weight-quantization library a Python file belongs
+// to, or "".
+func quantizer(file string) string {
+	switch {
+	case strings.Contains(file, "bitsandbytes/"):
+		return "bitsandbytes"
+	case strings.Contains(file, "auto_gptq/") || strings.Contains(file, "gptqmodel/") || strings.Contains(file, "/gptq"):
+		return "GPTQ"
+	case strings.Contains(file, "/awq/") || strings.Contains(file, "autoawq") || strings.HasPrefix(file, "awq/"):
+		return "AWQ"
+	case strings.Contains(file, "exllama") || strings.Contains(file, "marlin"):
+		return "GPTQ (ExLlama/Marlin kernels)"
+	case strings.Contains(file, "torchao/quantization"):
+		return "torchao"
+	}
+	return ""
+}

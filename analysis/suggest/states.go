@@ -1,0 +1,48 @@
+package suggest
+
+import (
+	"fmt"
+
+	"github.com/torchmem/torchmem/internal/units"
+	"github.com/torchmem/torchmem/result"
+)
+
+// ShrinksStates reports whether a suggestion shrinks what a training run
+// keeps whatever its batch: parameters, gradients, optimizer state.
+func ShrinksStates(id string) bool {
+	switch id {
+	case "mixed_precision_bf16", "shard_states", "optimizer_8bit", "paged_optimizer", "cpu_offload", "qlora", "quantize_weights":
+		return true
+	}
+	return false
+}
+
+// stateSuggestions are the suggestions about memory the run keeps for
+// other reasons than its activations: sharding when the states alone leave
+// no room at an OOM, gradients moved with the model, and a KV cache that
+// training builds and never reads.
+func stateSuggestions(ev *Evidence, where string) []result.Suggestion {
+	var out []result.Suggestion
+	c := ev.cats
+	states := c[result.Parameter] + c[result.Gradient] + c[result.OptimizerState]
+	if ev.StatesFirst && ev.Training {
+		out = append(out, result.Suggestion{ID: "shard_states", Title: "Shard parameters, gradients and optimizer state across GPUs (FSDP / ZeRO-3)",
+			Because: fmt.Sprintf("at the OOM parameters, gradients and optimizer state hold %s %s and leave less room than the %s requested: no activation fix makes the step fit; sharded over 2 GPUs each keeps half of them",
+				units.FormatBytes(states), where, units.FormatBytes(ev.oom.RequestedBytes)),
+			EstimatedSavingsBytes: states / 2, Cost: "communication each step; needs more GPUs (the saving grows with their number)",
+			How: "from torch.distributed.fsdp import fully_shard  # FSDP2, PyTorch ≥ 2.4\nfor block in model.layers:\n    fully_shard(block)\nfully_shard(model)\n# DeepSpeed: \"zero_optimization\": {\"stage\": 3}"})
+	}
+	if ev.movedGrads > 0 {
+		out = append(out, result.Suggestion{ID: "drop_grads_before_move", Title: "Drop the gradients before moving the model",
+			Because:               fmt.Sprintf("Module.to() moved %s of gradients with the model %s: each parameter's .grad is copied beside it", units.FormatBytes(ev.movedGrads), where),
+			EstimatedSavingsBytes: ev.movedGrads, Cost: "none (the next backward makes them again)",
+			How: "model.zero_grad(set_to_none=True)  # or optimizer.zero_grad(set_to_none=True)\nmodel.to(device)"})
+	}
+	if kv := c[result.KVCache]; kv > 0 && ev.Backward {
+		out = append(out, result.Suggestion{ID: "use_cache_off", Title: "Turn off the KV cache in training (use_cache=False)",
+			Because:               fmt.Sprintf("the run trains and its model builds a key/value cache of %s %s that nothing reads: transformers builds one when use_cache is left on", units.FormatBytes(kv), where),
+			EstimatedSavingsBytes: kv, Cost: "none in training",
+			How: "model.config.use_cache = False  # or model(input_ids, labels=labels, use_cache=False)"})
+	}
+	return out
+}

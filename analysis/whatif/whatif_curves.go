@@ -1,0 +1,116 @@
+package whatif
+
+import (
+	"sort"
+
+	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/result"
+)
+
+// Part is a share of allocated memory that a projection scales on its own.
+type Part int
+
+// Parts of allocated memory, by how they change with the batch size, the
+// sequence length and the suggestions.
+const (
+	PartParam     Part = iota // parameters
+	PartGrad                  // gradients
+	PartStaleGrad             // the previous step's gradients, alive in a forward until zero_grad frees them
+	PartOpt                   // optimizer state
+	PartFixed                 // unknown, workspaces, autocast's weight copies, optimizer and zero_grad scratch: independent of the batch
+	PartLinear                // activations, temporaries, autograd detail and inputs of a step: ∝ batch·seq
+	PartQuad                  // the same allocated in attention code: ∝ batch·seq² (scores, softmax)
+	PartKV                    // a generation's KV cache in a cache class: ∝ batch·seq, untouched by the activation techniques
+	numParts
+)
+
+// factors multiply each part of a curve.
+type factors [numParts]float64
+
+// unit leaves every part as it is.
+func unit() factors {
+	var f factors
+	for i := range f {
+		f[i] = 1
+	}
+	return f
+}
+
+// scaled is unit with the step's parts scaled to kb × the batch and ks ×
+// the sequence length.
+func scaled(kb, ks float64) factors {
+	f := unit()
+	f[PartLinear], f[PartQuad], f[PartKV] = kb*ks, kb*ks*ks, kb*ks
+	return f
+}
+
+// PartOf decides the part of a block: by category, then (for what a step
+// allocates) by the phase that allocated it and whether it has two
+// sequence dimensions (seqSquared).
+func PartOf(h *history.History, b *history.Block, stale, seqSquared bool) Part {
+	if b.Untracked {
+		return PartFixed
+	}
+	switch b.Category {
+	case result.Parameter:
+		return PartParam
+	case result.Gradient:
+		if stale {
+			return PartStaleGrad
+		}
+		return PartGrad
+	case result.OptimizerState:
+		return PartOpt
+	case result.AutocastCache:
+		return PartFixed // a weight's 16-bit copy: the weight's size, whatever the batch
+	case result.KVCache:
+		// A serving engine's pool (vLLM, SGLang) is sized by its memory
+		// fraction, not by the batch; a cache class (transformers') holds
+		// batch × tokens × layers of keys and values.
+		if h.Markers.Get(b.Stack).KvPool {
+			return PartFixed
+		}
+		return PartKV
+	case result.Activation, result.Temporary, result.AutogradDetail, result.InputData:
+		if b.Alloc >= 0 {
+			if ph := h.Phases.At(b.Alloc); ph == result.PhaseOptimizer || ph == result.PhaseZeroGrad {
+				return PartFixed
+			}
+		}
+		if b.Category != result.InputData && seqSquared {
+			return PartQuad
+		}
+		return PartLinear
+	}
+	return PartFixed
+}
+
+// scales reports whether the batch size or the sequence length scale a part.
+func scales(p Part) bool { return p == PartLinear || p == PartQuad || p == PartKV }
+
+// staleGradients marks the gradient blocks that zero_grad frees and that are
+// alive when a forward span starts: kept from the previous step
+// (set_to_none).
+func staleGradients(h *history.History) map[int]bool {
+	var starts []int
+	for _, sp := range h.Phases.Spans {
+		if sp.Phase == result.PhaseForward && sp.Events > 0 {
+			starts = append(starts, sp.StartEvent)
+		}
+	}
+	sort.Ints(starts)
+	stale := map[int]bool{}
+	for bi := range h.Blocks {
+		b := &h.Blocks[bi]
+		if b.Category != result.Gradient || b.Rule() != history.RuleFreedByZeroGrad {
+			continue
+		}
+		// The first forward start at or after the allocation: the block
+		// is alive there unless its allocation has ended by then.
+		k := sort.SearchInts(starts, b.Alloc)
+		if k < len(starts) && b.LiveAt(starts[k]) {
+			stale[bi] = true
+		}
+	}
+	return stale
+}

@@ -1,0 +1,7 @@
+package load
+
+// Internals the external tests read.
+const (
+	GzipExpansionBase  = gzipExpansionBase
+	GzipExpansionRatio = gzipExpansionRatio
+)

@@ -1,0 +1,396 @@
+package kineto
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// This file turns the records the chrome trace reader collected into the
+// model: devices and their events, annotations, threads and stacks.
+
+// maxTraceStack bounds the frames of one allocation stack (innermost kept).
+const maxTraceStack = 64
+
+// backwardGapNS is the largest gap between two backward spans of a thread
+// that still merges them into one backward range, when no step, optimizer,
+// zero_grad, data or forward range starts in the gap.
+const backwardGapNS = 10_000_000
+
+// overhangNS is how far a span may end after the span it starts in and still
+// count as nested in it (timestamps are rounded, to the µs in old traces).
+const overhangNS = 1000
+
+// Name classes of spans.
+const (
+	clsOther uint8 = iota
+	clsStep
+	clsOpt
+	clsZero
+	clsData
+	clsForward  // ## forward ##, *DataParallel.forward, CompiledFunction
+	clsModule   // nn.Module: X (python tracer)
+	clsEvalFn   // autograd::engine::evaluate_function: …
+	clsLegacyBw // NllLossBackward, torch::autograd::AccumulateGrad (legacy traces)
+)
+
+// markerClass is the span class of each of PyTorch's own markers.
+var markerClass = map[snapshot.AnnotationKind]uint8{
+	snapshot.AnnotationStep: clsStep, snapshot.AnnotationOptStep: clsOpt, snapshot.AnnotationZeroGrad: clsZero, snapshot.AnnotationData: clsData,
+}
+
+func classifyName(n string) uint8 {
+	if k, ok := snapshot.PyTorchMarker(n); ok {
+		return markerClass[k]
+	}
+	switch {
+	case strings.HasPrefix(n, "ProfilerStep #"): // spelled with a space: accepted in traces only, as before
+		return clsStep
+	case strings.HasPrefix(n, "autograd::engine::evaluate_function:"):
+		return clsEvalFn
+	case strings.HasPrefix(n, "nn.Module: "):
+		return clsModule
+	case n == "CompiledFunction" || strings.HasSuffix(n, "DataParallel.forward"):
+		return clsForward
+	case strings.HasPrefix(n, "##") && strings.Contains(strings.ToLower(n), "forward"):
+		return clsForward
+	case n == "torch::autograd::AccumulateGrad":
+		return clsLegacyBw
+	case strings.HasSuffix(strings.TrimRight(n, "0123456789"), "Backward") && !strings.Contains(n, "::") && !strings.Contains(n, " "):
+		return clsLegacyBw
+	}
+	return clsOther
+}
+
+// Flags of an open span in the sweep.
+const (
+	openModule uint8 = 1 << iota
+	openBackward
+	openForward
+)
+
+type openSpan struct {
+	i     int32 // index into the thread's spans
+	end   int64 // end used for nesting (clamped to the parent's)
+	op    int32 // innermost open op (not python) at or below this one, −1 if none
+	cs    int32 // innermost legacy Call stack at or below this one, −1 if none
+	flags uint8
+}
+
+type timeRange struct{ start, end int64 }
+
+// generation names the trace era from its fingerprints (the eras of the
+// package documentation): "2021-legacy", "2022", "2023", "2024+", or
+// "unknown" when the file has none of them.
+func (tr *traceReader) generation() string {
+	switch {
+	case tr.hasBase || tr.recordFnID:
+		return "2024+"
+	case tr.legacyCats || tr.memNoCat:
+		return "2021-legacy"
+	case tr.profEvIdx || tr.asyncCPU2GPU:
+		return "2022"
+	case tr.evIdx || tr.modernFlows || tr.memAddr:
+		return "2023"
+	}
+	return "unknown"
+}
+
+// abs converts a time relative to baseTimeNanoseconds to the file's clock.
+func (tr *traceReader) abs(t int64) int64 {
+	if !tr.hasBase {
+		return t
+	}
+	if (tr.baseNS > 0 && t > math.MaxInt64-tr.baseNS) || (tr.baseNS < 0 && t < math.MinInt64+1-tr.baseNS) {
+		return t
+	}
+	return t + tr.baseNS
+}
+
+func deviceOf(k devKey, rocm bool) (int, snapshot.DeviceKind) {
+	id := int(k.id)
+	switch k.typ {
+	case 0:
+		return -1, snapshot.DeviceCPU
+	case 1:
+		if rocm {
+			return id, snapshot.DeviceROCm
+		}
+		return id, snapshot.DeviceCUDA
+	case 6:
+		return id, snapshot.DeviceROCm
+	case 12:
+		return id, snapshot.DeviceXPU
+	}
+	return id, snapshot.DeviceOther
+}
+
+func (tr *traceReader) build() (*snapshot.Snapshot, error) {
+	if tr.devOverflow {
+		return nil, tr.errAt(-1, "[memory] events on more than %d devices (a machine has at most a few hundred; limit snapshot.Options.MaxDevices)", tr.opts.MaxDevices)
+	}
+	src := tr.src
+	src.Format = snapshot.FormatChromeTrace
+	src.Keys = tr.keys
+	src.Distributed = tr.dist
+	src.Bytes = tr.inputOffset(tr.ra.Delivered())
+	src.Generation = tr.generation()
+	b := snapshot.NewBuilder(src)
+	s := b.Snap
+	s.Recording = snapshot.RecordingProfiler
+	if tr.hasPython || len(tr.callStacks) > 0 {
+		s.Recording = snapshot.RecordingProfilerStacks
+	}
+
+	classes := make([]uint8, len(tr.names))
+	hasEvalFn := false
+	for i, n := range tr.names {
+		classes[i] = classifyName(n)
+		if classes[i] == clsEvalFn {
+			hasEvalFn = true
+		}
+	}
+	main := tr.mainThread(classes)
+
+	// Model threads, in order of first appearance.
+	tmap := make([]uint16, len(tr.threads))
+	for i, t := range tr.threads {
+		if len(t.spans) == 0 && len(t.mem) == 0 {
+			continue
+		}
+		tmap[i] = b.Thread(t.pid, t.tid)
+		if tmap[i] != 0 {
+			s.Threads[tmap[i]].Name = tr.threadName[t.pid+"\x00"+t.tid]
+		}
+	}
+
+	sw := &sweeper{tr: tr, b: b, classes: classes, hasEvalFn: hasEvalFn,
+		frameOf: make(map[int32]snapshot.FrameID), metaOf: make(map[int32]uint32), csFrames: make(map[int32][]snapshot.FrameID),
+		recStack: make([]snapshot.StackID, len(tr.mem)), recMeta: make([]uint32, len(tr.mem))}
+	var anns []snapshot.Annotation
+	bwUnits := make([][]timeRange, len(tr.threads))
+	for ti, t := range tr.threads {
+		bwUnits[ti] = sw.thread(int32(ti), t, ti == main, tmap[ti], &anns)
+	}
+
+	// Backward ranges: merge each thread's backward spans across small gaps
+	// in which no other phase begins.
+	var bounds []int64
+	for _, a := range anns {
+		switch a.Kind {
+		case snapshot.AnnotationStep, snapshot.AnnotationOptStep, snapshot.AnnotationZeroGrad, snapshot.AnnotationData, snapshot.AnnotationForward:
+			bounds = append(bounds, a.StartNS)
+		}
+	}
+	slices.Sort(bounds)
+	for ti, units := range bwUnits {
+		if len(units) == 0 {
+			continue
+		}
+		if tmap[ti] != 0 && ti != main {
+			s.Threads[tmap[ti]].Autograd = true
+		}
+		cur := units[0]
+		flush := func() {
+			anns = append(anns, snapshot.Annotation{Name: "backward", Device: -1, StartNS: cur.start, EndNS: cur.end, Thread: tmap[ti], Kind: snapshot.AnnotationBackward})
+		}
+		for _, u := range units[1:] {
+			if u.start <= cur.end || (u.start-cur.end <= backwardGapNS && !boundaryIn(bounds, cur.end, u.start)) {
+				cur.end = max(cur.end, u.end)
+				continue
+			}
+			flush()
+			cur = u
+		}
+		flush()
+	}
+	for i := range s.Threads {
+		if strings.Contains(s.Threads[i].Name, "pt_autograd") {
+			s.Threads[i].Autograd = true
+		}
+	}
+	for i := range anns {
+		anns[i].StartNS, anns[i].EndNS = tr.abs(anns[i].StartNS), tr.abs(anns[i].EndNS)
+	}
+	slices.SortStableFunc(anns, func(x, y snapshot.Annotation) int { return cmp.Compare(x.StartNS, y.StartNS) })
+	s.Annotations = anns
+
+	tr.buildDevices(b, tmap, sw.recStack, sw.recMeta)
+
+	slices.SortStableFunc(tr.grads, func(x, y gradRec) int { return cmp.Compare(x.ts, y.ts) })
+	for _, g := range tr.grads {
+		s.GradAccumulations = append(s.GradAccumulations, snapshot.GradAccumulation{TimeNS: tr.abs(g.ts), Thread: tmap[g.thread], Elements: g.elements, DType: g.dtype})
+	}
+
+	if len(tr.mem) == 0 {
+		s.Diag("no_memory_events", -1, "the trace has no [memory] events (recorded without profile_memory=True): no memory curve")
+	}
+	if tr.ra.Tag() > 0 {
+		s.Diag("control_characters", -1, fmt.Sprintf("%d raw control characters inside JSON strings were read as spaces", tr.ra.Tag()))
+	}
+	if tr.badTimes > 0 {
+		s.Diag("bad_timestamps", -1, fmt.Sprintf("%d events without a readable ts were skipped", tr.badTimes))
+	}
+	if tr.badMem > 0 {
+		s.Diag("bad_memory_events", -1, fmt.Sprintf("%d [memory] events without a readable Device Type or Bytes were skipped", tr.badMem))
+	}
+	if tr.zeroBytes > 0 {
+		s.Diag("zero_byte_memory_events", -1, fmt.Sprintf("%d [memory] events of 0 bytes were skipped", tr.zeroBytes))
+	}
+	if tr.hasBase && tr.abs(0) == 0 && tr.baseNS != 0 {
+		s.Diag("bad_timestamps", -1, "baseTimeNanoseconds overflows int64 nanoseconds: times are relative to it")
+	}
+	return s, nil
+}
+
+// boundaryIn reports whether a phase starts in (from, to].
+func boundaryIn(bounds []int64, from, to int64) bool {
+	i, _ := slices.BinarySearch(bounds, from+1)
+	return i < len(bounds) && bounds[i] <= to
+}
+
+// mainThread picks the training-loop thread: the one with ProfilerStep
+// spans, else Optimizer.step spans, else the most spans that are not
+// backward nodes. −1 when there are no spans.
+func (tr *traceReader) mainThread(classes []uint8) int {
+	best, bestScore := -1, -1
+	for i, t := range tr.threads {
+		score := 0
+		for _, sp := range t.spans {
+			switch classes[sp.name] {
+			case clsStep:
+				score += 1 << 40
+			case clsOpt:
+				score += 1 << 30
+			case clsEvalFn, clsLegacyBw:
+			default:
+				score++
+			}
+		}
+		if len(t.spans) > 0 && score > bestScore {
+			best, bestScore = i, score
+		}
+	}
+	return best
+}
+
+// buildDevices makes the devices and their events from the memory records.
+func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16, stacks []snapshot.StackID, metas []uint32) {
+	s := b.Snap
+	if len(tr.mem) == 0 {
+		return
+	}
+	type group struct {
+		kind snapshot.DeviceKind
+		recs []int32
+	}
+	groups := map[int]*group{}
+	var ids []int
+	for i := range tr.mem {
+		id, kind := deviceOf(tr.devKeys[tr.mem[i].dev], tr.rocm)
+		g := groups[id]
+		if g == nil {
+			g = &group{kind: kind}
+			groups[id] = g
+			ids = append(ids, id)
+		}
+		g.recs = append(g.recs, int32(i))
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		g := groups[id]
+		slices.SortStableFunc(g.recs, func(x, y int32) int { return cmp.Compare(tr.mem[x].ts, tr.mem[y].ts) })
+		d := &snapshot.Device{ID: id, Kind: g.kind, Baseline: -1} // ids are sorted: no Builder.Device lookups
+		s.Devices = append(s.Devices, d)
+		if g.kind != snapshot.DeviceCPU {
+			if p, ok := tr.devProps[int64(id)]; ok {
+				d.Name, d.CapacityBytes = p.name, p.mem
+			}
+		}
+		if g.kind == snapshot.DeviceOther {
+			s.Diag("unknown_device_type", id, fmt.Sprintf("device %d: [memory] events of an unknown Device Type", id))
+		}
+		d.Events = make([]snapshot.Event, 0, len(g.recs))
+		live := map[uint64]int64{}
+		var prevTA int64
+		havePrevTA, baselineSet := false, false
+		var noAddr, orphans, reuse, sizeMismatch, taMismatch, ooms int
+		for _, ri := range g.recs {
+			m := &tr.mem[ri]
+			e := snapshot.Event{Addr: m.addr, TimeNS: tr.abs(m.ts), Stack: stacks[ri], Thread: tmap[m.thread], Meta: metas[ri]}
+			if m.flags&memHasTR != 0 && (len(d.Reserved) == 0 || d.Reserved[len(d.Reserved)-1].Value != m.tr) {
+				d.Reserved = append(d.Reserved, snapshot.CounterPoint{Event: len(d.Events), Value: m.tr})
+			}
+			if m.flags&memOOM != 0 {
+				e.Action, e.Size, e.Addr = snapshot.ActionOOM, m.bytes, 0
+				d.Events = append(d.Events, e)
+				ooms++
+				if ooms <= 10 {
+					msg := fmt.Sprintf("device %d: out of memory: %d bytes requested", id, m.bytes)
+					if m.flags&memHasTA != 0 {
+						msg += fmt.Sprintf(" with %d allocated", m.ta)
+					}
+					if m.flags&memHasTR != 0 {
+						msg += fmt.Sprintf(" and %d reserved", m.tr)
+					}
+					s.Diag("oom", id, msg)
+				}
+				continue
+			}
+			if !baselineSet {
+				baselineSet = true
+				if m.flags&memHasTA != 0 {
+					d.Baseline = m.ta - m.bytes
+				}
+			}
+			if m.flags&memHasTA != 0 {
+				if havePrevTA && m.ta-prevTA != m.bytes {
+					taMismatch++
+				}
+				prevTA, havePrevTA = m.ta, true
+			}
+			if m.bytes > 0 {
+				e.Action, e.Size = snapshot.ActionAlloc, m.bytes
+			} else {
+				e.Action, e.Size = snapshot.ActionFreeCompleted, -m.bytes
+			}
+			d.Events = append(d.Events, e)
+			if m.flags&memHasAddr == 0 {
+				noAddr++
+				continue
+			}
+			if e.Action == snapshot.ActionAlloc {
+				if _, ok := live[m.addr]; ok {
+					reuse++
+				}
+				live[m.addr] = e.Size
+			} else if sz, ok := live[m.addr]; ok {
+				if sz != e.Size {
+					sizeMismatch++
+				}
+				delete(live, m.addr)
+			} else {
+				orphans++
+			}
+		}
+		if noAddr > 0 {
+			s.Diag("bytes_only", id, fmt.Sprintf("device %d: %d of %d [memory] events carry Bytes only, no Addr (PyTorch < 1.10): the curve is right but block lifetimes are unknown", id, noAddr, len(d.Events)-ooms))
+		}
+		if orphans > 0 {
+			s.Diag("unmatched_frees", id, fmt.Sprintf("device %d: %d frees of blocks allocated before the trace began", id, orphans))
+		}
+		if reuse > 0 {
+			s.Diag("address_reuse", id, fmt.Sprintf("device %d: %d allocations at an address that was still live (a free is missing)", id, reuse))
+		}
+		if sizeMismatch > 0 {
+			s.Diag("size_mismatch", id, fmt.Sprintf("device %d: %d frees whose size differs from their allocation", id, sizeMismatch))
+		}
+		if taMismatch > 0 {
+			s.Diag("total_allocated_mismatch", id, fmt.Sprintf("device %d: %d events where Total Allocated does not step by Bytes (events out of order or lost)", id, taMismatch))
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package kineto
+
+// This file decodes the events of a chrome trace one at a time: the
+// traceEvents array, each event object and the few args the reader uses.
+
+// readEvents reads the events of an array whose '[' was consumed, up to and
+// including its ']'.
+func (tr *traceReader) readEvents(where string) error {
+	tr.startRecording()
+	defer func() {
+		if p := tr.stopRecording(); p != nil {
+			panic(p) // for readChromeTrace's recover, as if it had happened here
+		}
+	}()
+	dec := tr.dec
+	for i := 0; ; i++ {
+		switch k := dec.PeekKind(); k {
+		case ']':
+			_, err := dec.ReadToken()
+			return tr.wrap(err)
+		case '{':
+			if err := tr.readEvent(); err != nil {
+				return err
+			}
+		case 'n':
+			if _, err := dec.ReadValue(); err != nil {
+				return tr.wrap(err)
+			}
+		case 0:
+			_, err := dec.ReadToken()
+			return tr.wrap(err)
+		default:
+			return tr.errAt(tr.nextOffset(), "not a chrome trace: element %d of %s is %s, not an event object", i, where, jsonKindName(k))
+		}
+	}
+}
+
+// keptCat reports whether X events of this category are kept as spans.
+func keptCat(cat string, hasCat bool) (uint8, bool) {
+	if !hasCat {
+		return spanOp, true
+	}
+	switch cat {
+	case "cpu_op", "Operator":
+		return spanOp, true
+	case "user_annotation":
+		return spanUser, true
+	case "python_function", "Python":
+		return spanPython, true
+	}
+	return 0, false
+}
+
+// readEvent decodes one event object into tr.ev and records what it holds.
+func (tr *traceReader) readEvent() error {
+	ev := &tr.ev
+	ev.reset()
+	err := tr.eachMember(func(key []byte) error {
+		var dst *field
+		switch string(key) {
+		case `"ph"`:
+			dst = &ev.ph
+		case `"cat"`:
+			dst = &ev.cat
+		case `"name"`:
+			dst = &ev.name
+		case `"pid"`:
+			dst = &ev.pid
+		case `"tid"`:
+			dst = &ev.tid
+		case `"ts"`:
+			dst = &ev.ts
+		case `"dur"`:
+			dst = &ev.dur
+		case `"args"`:
+			return tr.readArgs()
+		}
+		return tr.keepValue(dst, true)
+	})
+	if err != nil {
+		return err
+	}
+	tr.seq++
+	tr.queue()
+	return nil
+}
+
+// argsWanted reports whether the args of the event being read matter, from
+// the fields seen so far (Kineto writes ph, cat and name before args).
+func (tr *traceReader) argsWanted() bool {
+	ev := &tr.ev
+	if !ev.ph.ok() {
+		return true
+	}
+	switch string(tr.bytesOf(ev.ph)) {
+	case "X":
+		if !ev.cat.ok() {
+			return true
+		}
+		_, ok := keptCat(string(tr.bytesOf(ev.cat)), true)
+		return ok
+	case "i", "I", "M":
+		return true
+	}
+	return false
+}
+
+// readArgs reads the args object, keeping the few values the reader uses.
+func (tr *traceReader) readArgs() error {
+	dec := tr.dec
+	if !tr.argsWanted() || dec.PeekKind() != '{' {
+		return tr.wrap(dec.SkipValue())
+	}
+	ev := &tr.ev
+	ev.hasArgs = true
+	return tr.eachMember(func(key []byte) error {
+		var dst *field
+		switch string(key) {
+		case `"Device Type"`:
+			dst = &ev.devType
+		case `"Device Id"`:
+			dst = &ev.devID
+		case `"Addr"`:
+			dst = &ev.addr
+		case `"Bytes"`:
+			dst = &ev.bytes
+		case `"Total Allocated"`:
+			dst = &ev.ta
+		case `"Total Reserved"`:
+			dst = &ev.tr
+		case `"Input Dims"`:
+			dst = &ev.inputDims
+		case `"Input type"`:
+			dst = &ev.inputType
+		case `"Call stack"`:
+			dst = &ev.callStack
+		case `"name"`:
+			dst = &ev.argName
+		case `"Profiler Event Index"`:
+			tr.profEvIdx = true
+		case `"Record function id"`:
+			tr.recordFnID = true
+		case `"Ev Idx"`:
+			tr.evIdx = true
+		}
+		return tr.keepValue(dst, false)
+	})
+}

@@ -1,0 +1,61 @@
+package kineto
+
+import (
+	"bufio"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// TestRecordPipelinePanic: a panic while recording a batch reaches the
+// decoder's goroutine as a value, after every queued batch was taken (the
+// decoder never blocks on a dead recorder).
+func TestRecordPipelinePanic(t *testing.T) {
+	tr := newTraceReader(bufio.NewReader(strings.NewReader("[]")), snapshot.Source{Path: "p.json"}, snapshot.Options{})
+	defer tr.ra.Stop()
+	tr.startRecording()
+	for range 3*eventBatchLen + 5 {
+		tr.ev.reset()
+		tr.ev.ph = field{off: 1 << 20, n: 1} // past the end of the arena: recording panics
+		tr.queue()
+	}
+	if p := tr.stopRecording(); p == nil {
+		t.Fatal("no panic reported from the recording goroutine")
+	}
+}
+
+// TestRecordPipelineOrder: events cross batch boundaries in file order.
+func TestRecordPipelineOrder(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`[`)
+	n := 2*eventBatchLen + 7
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`{"ph": "X", "cat": "cpu_op", "name": "op`)
+		b.WriteString(strings.Repeat("x", i%7))
+		b.WriteString(`", "pid": 1, "tid": 1, "ts": `)
+		b.WriteString(strconv.Itoa(i * 10))
+		b.WriteString(`, "dur": 5}`)
+	}
+	b.WriteString(`]`)
+	tr := newTraceReader(bufio.NewReader(strings.NewReader(b.String())), snapshot.Source{Path: "p.json"}, snapshot.Options{})
+	defer tr.ra.Stop()
+	if _, err := tr.dec.ReadToken(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.readEvents("the top-level array"); err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.threads) != 1 || len(tr.threads[0].spans) != n {
+		t.Fatalf("threads %d, spans %d; want 1 thread with %d spans", len(tr.threads), len(tr.threads[0].spans), n)
+	}
+	for i, sp := range tr.threads[0].spans {
+		if sp.seq != int32(i+1) || sp.start != int64(i)*10_000 || tr.names[sp.name] != "op"+strings.Repeat("x", i%7) {
+			t.Fatalf("span %d: seq %d start %d name %q", i, sp.seq, sp.start, tr.names[sp.name])
+		}
+	}
+}

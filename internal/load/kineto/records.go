@@ -1,0 +1,242 @@
+package kineto
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/torchmem/torchmem/internal/load/jsonlex"
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// This file holds the compact records the chrome trace reader keeps (spans,
+// memory events, threads, AccumulateGrad ops) and files each decoded event
+// into them.
+
+// Span kinds of the X events the reader keeps.
+const (
+	spanOp     uint8 = iota // cpu_op / legacy Operator
+	spanUser                // user_annotation (record_function)
+	spanPython              // python_function / legacy Python
+)
+
+// opSpan is one kept X event, compactly.
+type opSpan struct {
+	start, end int64 // ns, relative to baseTimeNanoseconds
+	name       int32 // index into traceReader.names
+	seq        int32 // file order
+	callStack  int32 // index into traceReader.callStacks, −1 when none
+	kind       uint8
+}
+
+// Flags of memRec.
+const (
+	memHasAddr uint8 = 1 << iota
+	memHasTA
+	memHasTR
+	memOOM
+)
+
+// memRec is one [memory] or [OutOfMemory] instant event.
+type memRec struct {
+	ts     int64
+	addr   uint64
+	bytes  int64
+	ta, tr int64
+	thread int32 // index into traceReader.threads
+	dev    int32 // index into traceReader.devKeys
+	flags  uint8
+}
+
+// traceThread is one CPU thread (pid, tid) seen in the trace.
+type traceThread struct {
+	pid, tid string
+	spans    []opSpan
+	mem      []int32 // indices into traceReader.mem
+}
+
+// devKey is a (Device Type, Device Id) pair of [memory] events.
+type devKey struct{ typ, id int64 }
+
+// gradRec is one torch::autograd::AccumulateGrad op.
+type gradRec struct {
+	ts       int64
+	thread   int32
+	elements int64
+	dtype    string
+}
+
+// intern returns the index of a name in tr.names; a name longer than
+// maxNameBytes is kept cut (cutName).
+func (tr *traceReader) intern(b []byte) int32 {
+	if len(b) > snapshot.MaxNameBytes {
+		b = []byte(snapshot.CutName(string(b)))
+	}
+	if id, ok := tr.nameIdx[string(b)]; ok {
+		return id
+	}
+	id := int32(len(tr.names))
+	s := string(b)
+	tr.names = append(tr.names, s)
+	tr.nameIdx[s] = id
+	return id
+}
+
+// thread returns the index of the (pid, tid) thread, creating it.
+func (tr *traceReader) thread(pid, tid []byte) int32 {
+	tr.keyBuf = append(append(append(tr.keyBuf[:0], pid...), 0), tid...)
+	if id, ok := tr.threadIdx[string(tr.keyBuf)]; ok {
+		return id
+	}
+	id := int32(len(tr.threads))
+	tr.threads = append(tr.threads, &traceThread{pid: string(pid), tid: string(tid)})
+	tr.threadIdx[string(tr.keyBuf)] = id
+	return id
+}
+
+// record files the decoded event.
+func (tr *traceReader) record() {
+	ev := tr.recEv
+	ph := tr.recBytes(ev.ph)
+	cat := string(tr.recBytes(ev.cat))
+	if ev.cat.ok() {
+		switch cat {
+		case "Operator", "Runtime", "Kernel", "Memcpy", "Memset", "async":
+			tr.legacyCats = true
+		case "async_cpu_to_gpu":
+			tr.asyncCPU2GPU = true
+		case "ac2g", "fwdbwd":
+			tr.modernFlows = true
+		}
+	}
+	if len(ph) != 1 {
+		return
+	}
+	switch ph[0] {
+	case 'X':
+		kind, ok := keptCat(cat, ev.cat.ok())
+		if !ok || !ev.name.ok() {
+			return
+		}
+		start, ok := parseTimeNS(tr.recBytes(ev.ts))
+		if !ok {
+			tr.badTimes++
+			return
+		}
+		dur, ok := parseTimeNS(tr.recBytes(ev.dur))
+		if !ok || dur < 0 {
+			dur = 0
+		}
+		end := start + dur
+		if end < start {
+			end = start
+		}
+		name := tr.recBytes(ev.name)
+		th := tr.thread(tr.recBytes(ev.pid), tr.recBytes(ev.tid))
+		sp := opSpan{start: start, end: end, name: tr.intern(name), seq: tr.recSeq, callStack: -1, kind: kind}
+		if kind == spanPython {
+			tr.hasPython = true
+		}
+		if cs := tr.recBytes(ev.callStack); len(bytes.TrimSpace(cs)) > 0 {
+			if id, ok := tr.csIdx[string(cs)]; ok {
+				sp.callStack = id
+			} else {
+				sp.callStack = int32(len(tr.callStacks))
+				tr.callStacks = append(tr.callStacks, string(cs))
+				tr.csIdx[string(cs)] = sp.callStack
+			}
+		}
+		t := tr.threads[th]
+		t.spans = append(t.spans, sp)
+		if kind == spanOp && string(name) == "torch::autograd::AccumulateGrad" {
+			g := gradRec{ts: start, thread: th, elements: -1}
+			if ev.inputDims.ok() {
+				g.elements = firstDims(tr.recBytes(ev.inputDims))
+			}
+			if ev.inputType.ok() {
+				g.dtype = firstString(tr.recBytes(ev.inputType))
+			}
+			tr.grads = append(tr.grads, g)
+		}
+	case 'i', 'I':
+		name := string(tr.recBytes(ev.name))
+		oom := name == "[OutOfMemory]"
+		if name != "[memory]" && !oom {
+			return
+		}
+		if !ev.cat.ok() {
+			tr.memNoCat = true
+		}
+		tr.recordMem(oom)
+	case 'M':
+		if string(tr.recBytes(ev.name)) != "thread_name" || !ev.argName.ok() {
+			return
+		}
+		tr.keyBuf = append(append(append(tr.keyBuf[:0], tr.recBytes(ev.pid)...), 0), tr.recBytes(ev.tid)...)
+		n := string(tr.recBytes(ev.argName))
+		if old, ok := tr.threadName[string(tr.keyBuf)]; ok && strings.Contains(old, "pt_autograd") {
+			return // keep the autograd label when both are written
+		}
+		tr.threadName[string(tr.keyBuf)] = n
+	}
+}
+
+// recordMem files a [memory] or [OutOfMemory] event.
+func (tr *traceReader) recordMem(oom bool) {
+	ev := tr.recEv
+	ts, ok := parseTimeNS(tr.recBytes(ev.ts))
+	if !ok {
+		tr.badTimes++
+		return
+	}
+	typ, ok1 := jsonlex.ParseInt(tr.recBytes(ev.devType))
+	id, ok2 := jsonlex.ParseInt(tr.recBytes(ev.devID))
+	n, ok3 := jsonlex.ParseInt(tr.recBytes(ev.bytes))
+	if !ok1 || !ok3 {
+		tr.badMem++
+		return
+	}
+	if !ok2 {
+		id = 0 // a GPU without Device Id: the first one (CPU memory is −1 below)
+	}
+	if !oom && n == 0 {
+		tr.zeroBytes++
+		return
+	}
+	m := memRec{ts: ts, bytes: n, thread: tr.thread(tr.recBytes(ev.pid), tr.recBytes(ev.tid))}
+	if oom {
+		m.flags |= memOOM
+	}
+	if ev.addr.ok() {
+		if a, ok := jsonlex.ParseUint(tr.recBytes(ev.addr)); ok {
+			m.addr = a
+			m.flags |= memHasAddr
+			tr.memAddr = true
+		}
+	}
+	if v, ok := jsonlex.ParseInt(tr.recBytes(ev.ta)); ok {
+		m.ta = v
+		m.flags |= memHasTA
+	}
+	if v, ok := jsonlex.ParseInt(tr.recBytes(ev.tr)); ok {
+		m.tr = v
+		m.flags |= memHasTR
+	}
+	k := devKey{typ, id}
+	if typ == 0 {
+		k.id = -1
+	}
+	if di, ok := tr.devIdx[k]; ok {
+		m.dev = di
+	} else if len(tr.devKeys) >= tr.opts.MaxDevices {
+		tr.devOverflow = true // build refuses the file
+		return
+	} else {
+		m.dev = int32(len(tr.devKeys))
+		tr.devKeys = append(tr.devKeys, k)
+		tr.devIdx[k] = m.dev
+	}
+	idx := int32(len(tr.mem))
+	tr.mem = append(tr.mem, m)
+	t := tr.threads[m.thread]
+	t.mem = append(t.mem, idx)
+}

@@ -1,0 +1,219 @@
+package kineto
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// sweeper walks each thread's spans and memory events in time order.
+type sweeper struct {
+	tr        *traceReader
+	b         *snapshot.Builder
+	classes   []uint8
+	hasEvalFn bool
+	frameOf   map[int32]snapshot.FrameID
+	metaOf    map[int32]uint32
+	csFrames  map[int32][]snapshot.FrameID
+	recStack  []snapshot.StackID
+	recMeta   []uint32
+	frames    []snapshot.FrameID
+}
+
+func (sw *sweeper) frame(sp *opSpan) snapshot.FrameID {
+	if id, ok := sw.frameOf[sp.name]; ok {
+		return id
+	}
+	n := sw.tr.names[sp.name]
+	f := snapshot.Frame{Name: n}
+	if sp.kind == spanPython {
+		f = parsePyFrame(n)
+	}
+	id := sw.b.Frame(f)
+	sw.frameOf[sp.name] = id
+	return id
+}
+
+func (sw *sweeper) callStack(id int32) []snapshot.FrameID {
+	if fs, ok := sw.csFrames[id]; ok {
+		return fs
+	}
+	var fs []snapshot.FrameID
+	for _, part := range strings.Split(sw.tr.callStacks[id], ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		fs = append(fs, sw.b.Frame(parsePyFrame(part)))
+		if len(fs) == maxTraceStack {
+			break
+		}
+	}
+	sw.csFrames[id] = fs
+	return fs
+}
+
+func (sw *sweeper) meta(name int32) uint32 {
+	if id, ok := sw.metaOf[name]; ok {
+		return id
+	}
+	id := sw.b.String(sw.tr.names[name])
+	sw.metaOf[name] = id
+	return id
+}
+
+// thread sweeps one thread: it appends the thread's annotations, sets the
+// stack and op of each of its memory events, and returns its top-level
+// backward spans in time order.
+func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns *[]snapshot.Annotation) []timeRange {
+	tr := sw.tr
+	spans := t.spans
+	slices.SortFunc(spans, func(x, y opSpan) int {
+		if c := cmp.Compare(x.start, y.start); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(y.end, x.end); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.seq, y.seq)
+	})
+	mem := t.mem
+	slices.SortStableFunc(mem, func(x, y int32) int { return cmp.Compare(tr.mem[x].ts, tr.mem[y].ts) })
+
+	var open []openSpan
+	var nModule, nBackward, nForward int
+	version, cachedVersion := 0, -1
+	var cachedStack snapshot.StackID
+	var cachedMeta uint32
+	var bw []timeRange
+
+	pop := func() {
+		o := open[len(open)-1]
+		open = open[:len(open)-1]
+		if o.flags&openModule != 0 {
+			nModule--
+		}
+		if o.flags&openBackward != 0 {
+			nBackward--
+		}
+		if o.flags&openForward != 0 {
+			nForward--
+		}
+		version++
+	}
+	push := func(i int) {
+		sp := &spans[i]
+		end := sp.end
+		for len(open) > 0 {
+			top := open[len(open)-1]
+			if top.end >= end {
+				break
+			}
+			if top.end >= sp.start && end-top.end <= overhangNS {
+				end = top.end // rounding overhang: still nested
+				break
+			}
+			pop()
+		}
+		var flags uint8
+		cls := sw.classes[sp.name]
+		isUserOrOp := sp.kind != spanPython
+		switch {
+		case isUserOrOp && cls == clsStep:
+			*anns = append(*anns, snapshot.Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: snapshot.AnnotationStep})
+		case isUserOrOp && cls == clsOpt:
+			*anns = append(*anns, snapshot.Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: snapshot.AnnotationOptStep})
+		case isUserOrOp && cls == clsZero:
+			*anns = append(*anns, snapshot.Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: snapshot.AnnotationZeroGrad})
+		case isUserOrOp && cls == clsData:
+			*anns = append(*anns, snapshot.Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: snapshot.AnnotationData})
+		case cls == clsEvalFn || (cls == clsLegacyBw && !sw.hasEvalFn && !isMain && isUserOrOp):
+			if nBackward == 0 {
+				bw = append(bw, timeRange{sp.start, sp.end})
+			}
+			flags |= openBackward
+		case (isUserOrOp && cls == clsForward) || (sp.kind == spanPython && cls == clsModule && nModule == 0):
+			if nForward == 0 && nBackward == 0 {
+				*anns = append(*anns, snapshot.Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: snapshot.AnnotationForward})
+				flags |= openForward
+			}
+		case sp.kind == spanUser:
+			*anns = append(*anns, snapshot.Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: snapshot.AnnotationUser})
+		}
+		if sp.kind == spanPython && cls == clsModule {
+			flags |= openModule
+		}
+		if flags&openModule != 0 {
+			nModule++
+		}
+		if flags&openBackward != 0 {
+			nBackward++
+		}
+		if flags&openForward != 0 {
+			nForward++
+		}
+		o := openSpan{i: int32(i), end: end, op: -1, cs: sp.callStack, flags: flags}
+		if len(open) > 0 {
+			o.op, o.cs = open[len(open)-1].op, open[len(open)-1].cs
+			if sp.callStack >= 0 {
+				o.cs = sp.callStack
+			}
+		}
+		if sp.kind != spanPython {
+			o.op = int32(i)
+		}
+		open = append(open, o)
+		version++
+	}
+
+	si := 0
+	for _, mi := range mem {
+		m := &tr.mem[mi]
+		for si < len(spans) && spans[si].start <= m.ts {
+			push(si)
+			si++
+		}
+		for len(open) > 0 && open[len(open)-1].end < m.ts {
+			pop()
+		}
+		if version != cachedVersion {
+			cachedStack, cachedMeta = sw.stack(spans, open)
+			cachedVersion = version
+		}
+		sw.recStack[mi], sw.recMeta[mi] = cachedStack, cachedMeta
+	}
+	for ; si < len(spans); si++ {
+		push(si)
+	}
+	return bw
+}
+
+// stack builds the stack of the open spans, innermost first, followed by
+// the legacy Call stack of the innermost op that has one; and the innermost
+// op's name.
+func (sw *sweeper) stack(spans []opSpan, open []openSpan) (snapshot.StackID, uint32) {
+	if len(open) == 0 {
+		return 0, 0
+	}
+	fs := sw.frames[:0]
+	for k := len(open) - 1; k >= 0 && len(fs) < maxTraceStack; k-- {
+		fs = append(fs, sw.frame(&spans[open[k].i]))
+	}
+	top := open[len(open)-1]
+	if top.cs >= 0 {
+		for _, f := range sw.callStack(top.cs) {
+			if len(fs) >= maxTraceStack {
+				break
+			}
+			fs = append(fs, f)
+		}
+	}
+	sw.frames = fs
+	var meta uint32
+	if top.op >= 0 {
+		meta = sw.meta(spans[top.op].name)
+	}
+	return sw.b.Stack(fs), meta
+}

@@ -1,0 +1,275 @@
+package pickle
+
+import (
+	"encoding/binary"
+
+	"github.com/torchmem/torchmem/snapshot"
+)
+
+// This file is the fast path of a trace entry, most of every snapshot
+// after its frames: a dict of memo-fetched keys and scalar values and a
+// frames list of memo-fetched frames, reduced into an Event as soon as its
+// SETITEMS is read instead of opcode by opcode. Anything else (an inline
+// string, a FRAME boundary, a value it does not know, a dict that is not a
+// trace entry, an entry that does not lie whole in the read buffer) and it
+// consumes nothing: the opcodes then run one by one, so the model is the
+// same either way.
+
+// maxFastKeys bounds the keys of an entry the fast path takes (PyTorch
+// writes at most 10); fastWindow is how many bytes it makes sure the read
+// buffer holds from the entry on (an entry of 16 KiB has 3,000 frames).
+const (
+	maxFastKeys = 16
+	fastWindow  = 16 << 10
+)
+
+// entryFast is called after an EMPTY_DICT. When the dict is a trace entry
+// appended to the list below the current MARK, it reduces the entry into
+// that list and returns true.
+func (m *vm) entryFast() bool {
+	if len(m.marks) == 0 {
+		return false
+	}
+	mark := m.marks[len(m.marks)-1]
+	if mark == 0 || m.stack[mark-1].k != kList {
+		return false
+	}
+	in := m.in
+	if in.end-in.pos < fastWindow {
+		in.fill(fastWindow) // whole entries in the buffer (at the input's end, what is left)
+	}
+	buf, pos := in.buf[:in.end], in.pos
+	// skip passes the FRAME opcodes at pos (CPython's framer cuts its
+	// 64 KiB frames between any two opcodes; the machine ignores them).
+	skip := func(pos int) int {
+		for len(buf)-pos >= 9 && buf[pos] == 0x95 {
+			pos += 9
+		}
+		return pos
+	}
+	// EMPTY_DICT was read; MEMOIZE, MARK follow.
+	if pos = skip(pos); pos >= len(buf) || buf[pos] != 0x94 {
+		return false
+	}
+	if pos = skip(pos + 1); pos >= len(buf) || buf[pos] != '(' {
+		return false
+	}
+	pos++
+	d := &m.fast.dict
+	d.keys, d.vals = d.keys[:0], d.vals[:0]
+	if m.fast.frames == nil {
+		// Most stacks fit: an entry the fast path leaves to the opcodes
+		// then costs no new scratch (its grown one is kept only on success).
+		m.fast.frames = make([]snapshot.FrameID, 0, 256)
+	}
+	frames := m.fast.frames[:0]
+	list := -1 // the index in d.vals of the frames list written here
+	// memo: what the entry's MEMOIZEs store, in order (the dict's first);
+	// texts: beside it, a short string's text number + 1 (0: not one);
+	// listSlot: the frames list's among them. Both hold at most the dict,
+	// the list and a string a key: made once at that size, they are never
+	// made again, whether or not an entry is taken.
+	if m.fast.memo == nil {
+		m.fast.memo, m.fast.texts = make([]value, 0, maxFastKeys+2), make([]uint32, 0, maxFastKeys+2)
+	}
+	memo := append(m.fast.memo[:0], value{k: kGone})
+	texts := append(m.fast.texts[:0], 0)
+	listSlot := -1
+	// get reads a memo fetch at pos: its value, and the position after it.
+	get := func(pos int) (value, int, bool) {
+		idx, n := memoFetch(buf, pos)
+		if n == 0 {
+			return value{}, pos, false
+		}
+		v, ok := m.memo.get(idx)
+		return v, pos + n, ok
+	}
+	for {
+		if pos = skip(pos); pos >= len(buf) {
+			return false
+		}
+		if buf[pos] == 'u' {
+			pos++
+			break
+		}
+		if len(d.keys) == maxFastKeys {
+			return false
+		}
+		k, next, ok := get(pos)
+		if !ok || k.k != kStr {
+			return false
+		}
+		if pos = skip(next); pos >= len(buf) {
+			return false
+		}
+		var v value
+		switch op := buf[pos]; op {
+		case 'h', 'j':
+			if v, pos, ok = get(pos); !ok {
+				return false
+			}
+			switch v.k {
+			case kStr, kStack, kInt, kNone, kBool:
+			default:
+				return false
+			}
+		case 'K':
+			if len(buf)-pos < 2 {
+				return false
+			}
+			v, pos = value{k: kInt, n: int64(buf[pos+1])}, pos+2
+		case 'M':
+			if len(buf)-pos < 3 {
+				return false
+			}
+			v, pos = value{k: kInt, n: int64(binary.LittleEndian.Uint16(buf[pos+1:]))}, pos+3
+		case 'J':
+			if len(buf)-pos < 5 {
+				return false
+			}
+			v, pos = value{k: kInt, n: int64(int32(binary.LittleEndian.Uint32(buf[pos+1:])))}, pos+5
+		case 0x8a: // LONG1
+			if len(buf)-pos < 2 {
+				return false
+			}
+			n := int(buf[pos+1])
+			if n > 9 || len(buf)-pos < 2+n {
+				return false
+			}
+			v, pos = decodeLong(buf[pos+2:pos+2+n]), pos+2+n
+		case 'N':
+			v, pos = value{k: kNone}, pos+1
+		case 0x88, 0x89: // NEWTRUE, NEWFALSE
+			v, pos = value{k: kBool, n: int64(0x89 - op)}, pos+1
+		case 0x8c: // SHORT_BINUNICODE: CPython writes each entry's own "N/A" afresh
+			if len(buf)-pos < 2 {
+				return false
+			}
+			n := int(buf[pos+1])
+			if n > memoShortString || int64(n) > m.opts.MaxStringBytes || len(buf)-pos < 2+n {
+				return false
+			}
+			str, ti, numbered := m.memo.texts.internNumbered(buf[pos+2 : pos+2+n])
+			v, pos = strVal(kStr, str), pos+2+n
+			if next := skip(pos); next < len(buf) && buf[next] == 0x94 {
+				memo, pos = append(memo, v), next+1
+				if numbered {
+					texts = append(texts, ti+1)
+				} else {
+					texts = append(texts, 0)
+				}
+			}
+		case ']': // a frames list: MEMOIZE, then nothing, one frame and APPEND, or MARK, frames, APPENDS
+			if list >= 0 || k.str() != "frames" {
+				return false
+			}
+			if pos = skip(pos + 1); pos >= len(buf) || buf[pos] != 0x94 {
+				return false
+			}
+			if list, pos = len(d.vals), skip(pos+1); pos >= len(buf) {
+				return false
+			}
+			listSlot, memo, texts = len(memo), append(memo, value{k: kStack}), append(texts, 0)
+			switch buf[pos] {
+			case '(':
+				for pos = skip(pos + 1); pos < len(buf) && buf[pos] != 'e'; pos = skip(pos) {
+					f, n := m.frameAt(buf, pos)
+					if n == 0 {
+						return false
+					}
+					frames = append(frames, f)
+					pos += n
+				}
+				if pos >= len(buf) {
+					return false
+				}
+				pos++
+			case 'h', 'j':
+				// One frame and APPEND, or the next key (an empty list).
+				if f, n := m.frameAt(buf, pos); n > 0 {
+					if next := skip(pos + n); next < len(buf) && buf[next] == 'a' {
+						frames = append(frames, f)
+						pos = next + 1
+					} else {
+						return false
+					}
+				}
+			}
+			v = value{k: kStack}
+		default:
+			return false
+		}
+		d.keys = append(d.keys, k)
+		d.vals = append(d.vals, v)
+	}
+	if shapeOf(d) != shapeEntry {
+		return false
+	}
+	if m.memo.len()+len(memo) > m.opts.MaxMemo {
+		return false // the opcodes fail at the MEMOIZE past the limit
+	}
+	s := m.sch
+	l := m.stack[mark-1].list()
+	if len(m.stack) > mark {
+		// The records of this batch the fast path did not take (an entry
+		// with a new frame): reduced now, in order, as APPENDS would, so
+		// that this entry keeps its place after them.
+		items := m.stack[mark:]
+		for _, it := range items {
+			if it.k == kFrame && len(l.items) == 0 {
+				l.frames = append(l.frames, snapshot.FrameID(it.n))
+				continue
+			}
+			s.appendItem(l, it)
+		}
+		clear(items)
+		m.stack = m.stack[:mark]
+		if s.err != nil {
+			return true // the machine stops on it
+		}
+	}
+	// Commit: the dict's memo slot is retired as a reduced entry's, the
+	// list's holds its stack, as the opcodes would have left them.
+	if list >= 0 {
+		id := int64(s.b.Stack(frames))
+		memo[listSlot].n, d.vals[list].n = id, id
+	}
+	for i, v := range memo {
+		if t := texts[i]; t > 0 {
+			m.memo.setText(m.memo.len(), t-1) // a string: nothing for memoPut to do but set
+			continue
+		}
+		_ = m.memoPut(m.memo.len(), v) // within MaxMemo: checked above
+	}
+	m.fast.frames, m.fast.memo, m.fast.texts = frames, memo, texts
+	m.off += int64(1 + pos - in.pos) // the EMPTY_DICT and what followed
+	in.pos = pos
+	l.addEvent(s.event(d), m.off, s.inputBytes)
+	m.fast.entries++
+	return true
+}
+
+// memoFetch decodes a memo fetch (BINGET or LONG_BINGET) at buf[pos]: the
+// memo index and the bytes the opcode takes, 0 when it is none.
+func memoFetch(buf []byte, pos int) (idx, n int) {
+	switch {
+	case buf[pos] == 'h' && len(buf)-pos >= 2:
+		return int(buf[pos+1]), 2
+	case buf[pos] == 'j' && len(buf)-pos >= 5:
+		return int(binary.LittleEndian.Uint32(buf[pos+1:])), 5
+	}
+	return 0, 0
+}
+
+// frameAt reads a memo fetch of a frame already reduced at buf[pos]: the
+// frame and the bytes the fetch takes (0 when it is none).
+func (m *vm) frameAt(buf []byte, pos int) (snapshot.FrameID, int) {
+	idx, n := memoFetch(buf, pos)
+	if n == 0 || idx >= m.memo.len() {
+		return 0, 0
+	}
+	if sl := m.memo.slot(idx); sl&slotMask == slotFrame {
+		return snapshot.FrameID(sl &^ slotMask), n
+	}
+	return 0, 0
+}
