@@ -175,6 +175,9 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	bwUnits := make([][]timeRange, len(tr.threads))
 	for ti, t := range tr.threads {
 		bwUnits[ti] = sw.thread(int32(ti), t, ti == main, tmap[ti], &anns)
+		// Swept: the collector may take the thread's spans back before the
+		// devices' events are made (together the peak of the reader).
+		t.spans, t.mem = nil, nil
 	}
 
 	// Backward ranges: merge each thread's backward spans across small gaps
@@ -286,8 +289,11 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16, stacks [
 	}
 	type group struct {
 		kind snapshot.DeviceKind
+		n    int
 		recs []int32
 	}
+	// Each device's records, in lists of the exact size (grown by append,
+	// the copies left behind would be several times the records).
 	groups := map[int]*group{}
 	var ids []int
 	for i := range tr.mem {
@@ -298,6 +304,14 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16, stacks [
 			groups[id] = g
 			ids = append(ids, id)
 		}
+		g.n++
+	}
+	for _, g := range groups {
+		g.recs = make([]int32, 0, g.n)
+	}
+	for i := range tr.mem {
+		id, _ := deviceOf(tr.devKeys[tr.mem[i].dev], tr.rocm)
+		g := groups[id]
 		g.recs = append(g.recs, int32(i))
 	}
 	slices.Sort(ids)
