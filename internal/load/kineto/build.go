@@ -131,7 +131,7 @@ func deviceOf(k devKey, rocm bool) (int, snapshot.DeviceKind) {
 
 func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	if tr.devOverflow {
-		return nil, tr.errAt(-1, "[memory] events on more than %d devices (a machine has at most a few hundred; limit snapshot.Options.MaxDevices)", tr.opts.MaxDevices)
+		return nil, tr.errAt(-1, "[memory] events on more than %d devices (a machine has at most a few hundred; limit snapshot.Options.MaxDevices)", tr.maxDevices())
 	}
 	src := tr.src
 	src.Format = snapshot.FormatChromeTrace

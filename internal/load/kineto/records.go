@@ -36,14 +36,15 @@ const (
 	memOOM
 )
 
-// memRec is one [memory] or [OutOfMemory] instant event.
+// memRec is one [memory] or [OutOfMemory] instant event, in 48 bytes (the
+// reader's peak holds one per event beside the event it becomes).
 type memRec struct {
 	ts     int64
 	addr   uint64
 	bytes  int64
 	ta, tr int64
-	thread int32 // index into traceReader.threads
-	dev    int32 // index into traceReader.devKeys
+	thread int32  // index into traceReader.threads
+	dev    uint16 // index into traceReader.devKeys (maxDevices bounds it)
 	flags  uint8
 }
 
@@ -227,11 +228,11 @@ func (tr *traceReader) recordMem(oom bool) {
 	}
 	if di, ok := tr.devIdx[k]; ok {
 		m.dev = di
-	} else if len(tr.devKeys) >= tr.opts.MaxDevices {
+	} else if len(tr.devKeys) >= tr.maxDevices() {
 		tr.devOverflow = true // build refuses the file
 		return
 	} else {
-		m.dev = int32(len(tr.devKeys))
+		m.dev = uint16(len(tr.devKeys))
 		tr.devKeys = append(tr.devKeys, k)
 		tr.devIdx[k] = m.dev
 	}
@@ -239,4 +240,10 @@ func (tr *traceReader) recordMem(oom bool) {
 	tr.mem = append(tr.mem, m)
 	t := tr.threads[m.thread]
 	t.mem = append(t.mem, idx)
+}
+
+// maxDevices is Options.MaxDevices, at most 1<<16 (a memRec's device index
+// is 16 bits).
+func (tr *traceReader) maxDevices() int {
+	return min(tr.opts.MaxDevices, 1<<16)
 }

@@ -92,7 +92,7 @@ type traceReader struct {
 	threadName map[string]string // pid\x00tid → thread_name
 	mem        []memRec
 	devKeys    []devKey
-	devIdx     map[devKey]int32
+	devIdx     map[devKey]uint16
 	grads      []gradRec
 
 	keys        []string
@@ -126,7 +126,7 @@ func newTraceReader(in *bufio.Reader, src snapshot.Source, opts snapshot.Options
 		threadIdx:  make(map[string]int32),
 		threadName: make(map[string]string),
 		devProps:   make(map[int64]devProp),
-		devIdx:     make(map[devKey]int32),
+		devIdx:     make(map[devKey]uint16),
 	}
 	// Size the [memory] records from the file size (a record is about 300
 	// bytes of JSON): growing the slice would copy it over and over, while
