@@ -222,14 +222,16 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	slices.SortStableFunc(anns, func(x, y snapshot.Annotation) int { return cmp.Compare(x.StartNS, y.StartNS) })
 	s.Annotations = anns
 
+	noMemory := len(tr.mem) == 0
 	tr.buildDevices(b, tmap, sw.recStack, sw.recMeta)
+	tr.mem, tr.memEv = nil, nil // the model holds the events now
 
 	slices.SortStableFunc(tr.grads, func(x, y gradRec) int { return cmp.Compare(x.ts, y.ts) })
 	for _, g := range tr.grads {
 		s.GradAccumulations = append(s.GradAccumulations, snapshot.GradAccumulation{TimeNS: tr.abs(g.ts), Thread: tmap[g.thread], Elements: g.elements, DType: g.dtype})
 	}
 
-	if len(tr.mem) == 0 {
+	if noMemory {
 		s.Diag("no_memory_events", -1, "the trace has no [memory] events (recorded without profile_memory=True): no memory curve")
 	}
 	if tr.ra.Tag() > 0 {
@@ -317,7 +319,7 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16, stacks [
 	slices.Sort(ids)
 	for _, id := range ids {
 		g := groups[id]
-		slices.SortStableFunc(g.recs, func(x, y int32) int { return cmp.Compare(tr.mem[x].ts, tr.mem[y].ts) })
+		slices.SortStableFunc(g.recs, func(x, y int32) int { return cmp.Compare(tr.memEv[x].TimeNS, tr.memEv[y].TimeNS) })
 		d := &snapshot.Device{ID: id, Kind: g.kind, Baseline: -1} // ids are sorted: no Builder.Device lookups
 		s.Devices = append(s.Devices, d)
 		if g.kind != snapshot.DeviceCPU {
@@ -328,23 +330,32 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16, stacks [
 		if g.kind == snapshot.DeviceOther {
 			s.Diag("unknown_device_type", id, fmt.Sprintf("device %d: [memory] events of an unknown Device Type", id))
 		}
-		d.Events = make([]snapshot.Event, 0, len(g.recs))
+		// One device whose records came in time order (the usual trace):
+		// each record becomes the event in its own slot, read before it is
+		// written.
+		if len(ids) == 1 && slices.IsSorted(g.recs) {
+			d.Events = tr.memEv[:0:len(tr.memEv)]
+		} else {
+			d.Events = make([]snapshot.Event, 0, len(g.recs))
+		}
 		live := map[uint64]int64{}
 		var prevTA int64
 		havePrevTA, baselineSet := false, false
 		var noAddr, orphans, reuse, sizeMismatch, taMismatch, ooms int
 		for _, ri := range g.recs {
 			m := &tr.mem[ri]
-			e := snapshot.Event{Addr: m.addr, TimeNS: tr.abs(m.ts), Stack: stacks[ri], Thread: tmap[m.thread], Meta: metas[ri]}
+			raw := tr.memEv[ri] // a copy: d.Events may write its slot
+			ts, addr, nbytes := raw.TimeNS, raw.Addr, raw.Size
+			e := snapshot.Event{Addr: addr, TimeNS: tr.abs(ts), Stack: stacks[ri], Thread: tmap[m.thread], Meta: metas[ri]}
 			if m.flags&memHasTR != 0 && (len(d.Reserved) == 0 || d.Reserved[len(d.Reserved)-1].Value != m.tr) {
 				d.Reserved = append(d.Reserved, snapshot.CounterPoint{Event: len(d.Events), Value: m.tr})
 			}
 			if m.flags&memOOM != 0 {
-				e.Action, e.Size, e.Addr = snapshot.ActionOOM, m.bytes, 0
+				e.Action, e.Size, e.Addr = snapshot.ActionOOM, nbytes, 0
 				d.Events = append(d.Events, e)
 				ooms++
 				if ooms <= 10 {
-					msg := fmt.Sprintf("device %d: out of memory: %d bytes requested", id, m.bytes)
+					msg := fmt.Sprintf("device %d: out of memory: %d bytes requested", id, nbytes)
 					if m.flags&memHasTA != 0 {
 						msg += fmt.Sprintf(" with %d allocated", m.ta)
 					}
@@ -358,19 +369,19 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16, stacks [
 			if !baselineSet {
 				baselineSet = true
 				if m.flags&memHasTA != 0 {
-					d.Baseline = m.ta - m.bytes
+					d.Baseline = m.ta - nbytes
 				}
 			}
 			if m.flags&memHasTA != 0 {
-				if havePrevTA && m.ta-prevTA != m.bytes {
+				if havePrevTA && m.ta-prevTA != nbytes {
 					taMismatch++
 				}
 				prevTA, havePrevTA = m.ta, true
 			}
-			if m.bytes > 0 {
-				e.Action, e.Size = snapshot.ActionAlloc, m.bytes
+			if nbytes > 0 {
+				e.Action, e.Size = snapshot.ActionAlloc, nbytes
 			} else {
-				e.Action, e.Size = snapshot.ActionFreeCompleted, -m.bytes
+				e.Action, e.Size = snapshot.ActionFreeCompleted, -nbytes
 			}
 			d.Events = append(d.Events, e)
 			if m.flags&memHasAddr == 0 {
@@ -378,15 +389,15 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16, stacks [
 				continue
 			}
 			if e.Action == snapshot.ActionAlloc {
-				if _, ok := live[m.addr]; ok {
+				if _, ok := live[addr]; ok {
 					reuse++
 				}
-				live[m.addr] = e.Size
-			} else if sz, ok := live[m.addr]; ok {
+				live[addr] = e.Size
+			} else if sz, ok := live[addr]; ok {
 				if sz != e.Size {
 					sizeMismatch++
 				}
-				delete(live, m.addr)
+				delete(live, addr)
 			} else {
 				orphans++
 			}

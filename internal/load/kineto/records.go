@@ -36,12 +36,11 @@ const (
 	memOOM
 )
 
-// memRec is one [memory] or [OutOfMemory] instant event, in 48 bytes (the
-// reader's peak holds one per event beside the event it becomes).
+// memRec is what a [memory] or [OutOfMemory] instant event holds beyond
+// its time, address and bytes, which are kept in the event it becomes
+// (traceReader.memEv): the records of a trace in time order become the
+// device's events in place, never twice in memory.
 type memRec struct {
-	ts     int64
-	addr   uint64
-	bytes  int64
 	ta, tr int64
 	thread int32  // index into traceReader.threads
 	dev    uint16 // index into traceReader.devKeys (maxDevices bounds it)
@@ -203,13 +202,14 @@ func (tr *traceReader) recordMem(oom bool) {
 		tr.zeroBytes++
 		return
 	}
-	m := memRec{ts: ts, bytes: n, thread: tr.thread(tr.recBytes(ev.pid), tr.recBytes(ev.tid))}
+	e := snapshot.Event{TimeNS: ts, Size: n}
+	m := memRec{thread: tr.thread(tr.recBytes(ev.pid), tr.recBytes(ev.tid))}
 	if oom {
 		m.flags |= memOOM
 	}
 	if ev.addr.ok() {
 		if a, ok := jsonlex.ParseUint(tr.recBytes(ev.addr)); ok {
-			m.addr = a
+			e.Addr = a
 			m.flags |= memHasAddr
 			tr.memAddr = true
 		}
@@ -238,6 +238,7 @@ func (tr *traceReader) recordMem(oom bool) {
 	}
 	idx := int32(len(tr.mem))
 	tr.mem = append(tr.mem, m)
+	tr.memEv = append(tr.memEv, e)
 	t := tr.threads[m.thread]
 	t.mem = append(t.mem, idx)
 }

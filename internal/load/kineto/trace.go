@@ -91,6 +91,7 @@ type traceReader struct {
 	keyBuf     []byte
 	threadName map[string]string // pid\x00tid → thread_name
 	mem        []memRec
+	memEv      []snapshot.Event // time (relative), address and bytes of each of mem
 	devKeys    []devKey
 	devIdx     map[devKey]uint16
 	grads      []gradRec
@@ -133,6 +134,7 @@ func newTraceReader(in *bufio.Reader, src snapshot.Source, opts snapshot.Options
 	// capacity never written costs address space, not memory.
 	if est := src.FileBytes / 300; src.FileBytes > 0 && !src.Gzipped {
 		tr.mem = make([]memRec, 0, min(est, 1<<26))
+		tr.memEv = make([]snapshot.Event, 0, min(est, 1<<26))
 	}
 	if head, _ := in.Peek(3); len(head) == 3 && head[0] == 0xef && head[1] == 0xbb && head[2] == 0xbf {
 		in.Discard(3)
