@@ -169,8 +169,7 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	}
 
 	sw := &sweeper{tr: tr, b: b, classes: classes, hasEvalFn: hasEvalFn,
-		frameOf: make(map[int32]snapshot.FrameID), metaOf: make(map[int32]uint32), csFrames: make(map[int32][]snapshot.FrameID),
-		recStack: make([]snapshot.StackID, len(tr.mem)), recMeta: make([]uint32, len(tr.mem))}
+		frameOf: make(map[int32]snapshot.FrameID), metaOf: make(map[int32]uint32), csFrames: make(map[int32][]snapshot.FrameID)}
 	var anns []snapshot.Annotation
 	bwUnits := make([][]timeRange, len(tr.threads))
 	for ti, t := range tr.threads {
@@ -223,7 +222,7 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	s.Annotations = anns
 
 	noMemory := len(tr.mem) == 0
-	tr.buildDevices(b, tmap, sw.recStack, sw.recMeta)
+	tr.buildDevices(b, tmap)
 	tr.mem, tr.memEv = nil, nil // the model holds the events now
 
 	slices.SortStableFunc(tr.grads, func(x, y gradRec) int { return cmp.Compare(x.ts, y.ts) })
@@ -284,7 +283,7 @@ func (tr *traceReader) mainThread(classes []uint8) int {
 }
 
 // buildDevices makes the devices and their events from the memory records.
-func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16, stacks []snapshot.StackID, metas []uint32) {
+func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16) {
 	s := b.Snap
 	if len(tr.mem) == 0 {
 		return
@@ -346,7 +345,7 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16, stacks [
 			m := &tr.mem[ri]
 			raw := tr.memEv[ri] // a copy: d.Events may write its slot
 			ts, addr, nbytes := raw.TimeNS, raw.Addr, raw.Size
-			e := snapshot.Event{Addr: addr, TimeNS: tr.abs(ts), Stack: stacks[ri], Thread: tmap[m.thread], Meta: metas[ri]}
+			e := snapshot.Event{Addr: addr, TimeNS: tr.abs(ts), Stack: raw.Stack, Thread: tmap[m.thread], Meta: raw.Meta}
 			if m.flags&memHasTR != 0 && (len(d.Reserved) == 0 || d.Reserved[len(d.Reserved)-1].Value != m.tr) {
 				d.Reserved = append(d.Reserved, snapshot.CounterPoint{Event: len(d.Events), Value: m.tr})
 			}

@@ -17,8 +17,6 @@ type sweeper struct {
 	frameOf   map[int32]snapshot.FrameID
 	metaOf    map[int32]uint32
 	csFrames  map[int32][]snapshot.FrameID
-	recStack  []snapshot.StackID
-	recMeta   []uint32
 	frames    []snapshot.FrameID
 }
 
@@ -182,7 +180,8 @@ func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns
 			cachedStack, cachedMeta = sw.stack(spans, open)
 			cachedVersion = version
 		}
-		sw.recStack[mi], sw.recMeta[mi] = cachedStack, cachedMeta
+		e := &tr.memEv[mi] // its stack and op, kept in the event it becomes
+		e.Stack, e.Meta = cachedStack, cachedMeta
 	}
 	for ; si < len(spans); si++ {
 		push(si)

@@ -91,7 +91,7 @@ type traceReader struct {
 	keyBuf     []byte
 	threadName map[string]string // pid\x00tid → thread_name
 	mem        []memRec
-	memEv      []snapshot.Event // time (relative), address and bytes of each of mem
+	memEv      []snapshot.Event // time (relative), address, bytes, stack and op of each of mem
 	devKeys    []devKey
 	devIdx     map[devKey]uint16
 	grads      []gradRec
