@@ -159,7 +159,7 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	// Model threads, in order of first appearance.
 	tmap := make([]uint16, len(tr.threads))
 	for i, t := range tr.threads {
-		if len(t.spans) == 0 && len(t.mem) == 0 {
+		if len(t.spans) == 0 && t.nMem == 0 {
 			continue
 		}
 		tmap[i] = b.Thread(t.pid, t.tid)
@@ -170,6 +170,15 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 
 	sw := &sweeper{tr: tr, b: b, classes: classes, hasEvalFn: hasEvalFn,
 		frameOf: make(map[int32]snapshot.FrameID), metaOf: make(map[int32]uint32), csFrames: make(map[int32][]snapshot.FrameID)}
+	// Each thread's [memory] records, listed at their size once all are
+	// read (lists grown by append while reading left copies behind).
+	for _, t := range tr.threads {
+		t.mem = make([]int32, 0, t.nMem)
+	}
+	for i := range tr.mem {
+		t := tr.threads[tr.mem[i].thread]
+		t.mem = append(t.mem, int32(i))
+	}
 	var anns []snapshot.Annotation
 	bwUnits := make([][]timeRange, len(tr.threads))
 	for ti, t := range tr.threads {

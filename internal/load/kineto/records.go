@@ -51,7 +51,8 @@ type memRec struct {
 type traceThread struct {
 	pid, tid string
 	spans    []opSpan
-	mem      []int32 // indices into traceReader.mem
+	nMem     int     // its [memory] records
+	mem      []int32 // indices into traceReader.mem, listed by build
 }
 
 // devKey is a (Device Type, Device Id) pair of [memory] events.
@@ -236,11 +237,9 @@ func (tr *traceReader) recordMem(oom bool) {
 		tr.devKeys = append(tr.devKeys, k)
 		tr.devIdx[k] = m.dev
 	}
-	idx := int32(len(tr.mem))
 	tr.mem = append(tr.mem, m)
 	tr.memEv = append(tr.memEv, e)
-	t := tr.threads[m.thread]
-	t.mem = append(t.mem, idx)
+	tr.threads[m.thread].nMem++
 }
 
 // maxDevices is Options.MaxDevices, at most 1<<16 (a memRec's device index
