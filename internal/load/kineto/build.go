@@ -131,7 +131,7 @@ func deviceOf(k devKey, rocm bool) (int, snapshot.DeviceKind) {
 
 func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	if tr.devOverflow {
-		return nil, tr.errAt(-1, "[memory] events on more than %d devices (a machine has at most a few hundred; limit snapshot.Options.MaxDevices)", tr.opts.MaxDevices)
+		return nil, tr.errAt(-1, "[memory] events on more than %d devices (a machine has at most a few hundred; limit snapshot.Options.MaxDevices)", tr.maxDevices())
 	}
 	src := tr.src
 	src.Format = snapshot.FormatChromeTrace
@@ -159,7 +159,7 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	// Model threads, in order of first appearance.
 	tmap := make([]uint16, len(tr.threads))
 	for i, t := range tr.threads {
-		if len(t.spans) == 0 && len(t.mem) == 0 {
+		if len(t.spans) == 0 && t.nMem == 0 {
 			continue
 		}
 		tmap[i] = b.Thread(t.pid, t.tid)
@@ -169,12 +169,23 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	}
 
 	sw := &sweeper{tr: tr, b: b, classes: classes, hasEvalFn: hasEvalFn,
-		frameOf: make(map[int32]snapshot.FrameID), metaOf: make(map[int32]uint32), csFrames: make(map[int32][]snapshot.FrameID),
-		recStack: make([]snapshot.StackID, len(tr.mem)), recMeta: make([]uint32, len(tr.mem))}
+		frameOf: make(map[int32]snapshot.FrameID), metaOf: make(map[int32]uint32), csFrames: make(map[int32][]snapshot.FrameID)}
+	// Each thread's [memory] records, listed at their size once all are
+	// read (lists grown by append while reading left copies behind).
+	for _, t := range tr.threads {
+		t.mem = make([]int32, 0, t.nMem)
+	}
+	for i := range tr.mem {
+		t := tr.threads[tr.mem[i].thread]
+		t.mem = append(t.mem, int32(i))
+	}
 	var anns []snapshot.Annotation
 	bwUnits := make([][]timeRange, len(tr.threads))
 	for ti, t := range tr.threads {
 		bwUnits[ti] = sw.thread(int32(ti), t, ti == main, tmap[ti], &anns)
+		// Swept: the collector may take the thread's spans back before the
+		// devices' events are made (together the peak of the reader).
+		t.spans, t.mem = nil, nil
 	}
 
 	// Backward ranges: merge each thread's backward spans across small gaps
@@ -219,14 +230,16 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	slices.SortStableFunc(anns, func(x, y snapshot.Annotation) int { return cmp.Compare(x.StartNS, y.StartNS) })
 	s.Annotations = anns
 
-	tr.buildDevices(b, tmap, sw.recStack, sw.recMeta)
+	noMemory := len(tr.mem) == 0
+	tr.buildDevices(b, tmap)
+	tr.mem, tr.memEv = nil, nil // the model holds the events now
 
 	slices.SortStableFunc(tr.grads, func(x, y gradRec) int { return cmp.Compare(x.ts, y.ts) })
 	for _, g := range tr.grads {
 		s.GradAccumulations = append(s.GradAccumulations, snapshot.GradAccumulation{TimeNS: tr.abs(g.ts), Thread: tmap[g.thread], Elements: g.elements, DType: g.dtype})
 	}
 
-	if len(tr.mem) == 0 {
+	if noMemory {
 		s.Diag("no_memory_events", -1, "the trace has no [memory] events (recorded without profile_memory=True): no memory curve")
 	}
 	if tr.ra.Tag() > 0 {
@@ -279,15 +292,18 @@ func (tr *traceReader) mainThread(classes []uint8) int {
 }
 
 // buildDevices makes the devices and their events from the memory records.
-func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16, stacks []snapshot.StackID, metas []uint32) {
+func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16) {
 	s := b.Snap
 	if len(tr.mem) == 0 {
 		return
 	}
 	type group struct {
 		kind snapshot.DeviceKind
+		n    int
 		recs []int32
 	}
+	// Each device's records, in lists of the exact size (grown by append,
+	// the copies left behind would be several times the records).
 	groups := map[int]*group{}
 	var ids []int
 	for i := range tr.mem {
@@ -298,12 +314,20 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16, stacks [
 			groups[id] = g
 			ids = append(ids, id)
 		}
+		g.n++
+	}
+	for _, g := range groups {
+		g.recs = make([]int32, 0, g.n)
+	}
+	for i := range tr.mem {
+		id, _ := deviceOf(tr.devKeys[tr.mem[i].dev], tr.rocm)
+		g := groups[id]
 		g.recs = append(g.recs, int32(i))
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
 		g := groups[id]
-		slices.SortStableFunc(g.recs, func(x, y int32) int { return cmp.Compare(tr.mem[x].ts, tr.mem[y].ts) })
+		slices.SortStableFunc(g.recs, func(x, y int32) int { return cmp.Compare(tr.memEv[x].TimeNS, tr.memEv[y].TimeNS) })
 		d := &snapshot.Device{ID: id, Kind: g.kind, Baseline: -1} // ids are sorted: no Builder.Device lookups
 		s.Devices = append(s.Devices, d)
 		if g.kind != snapshot.DeviceCPU {
@@ -314,23 +338,32 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16, stacks [
 		if g.kind == snapshot.DeviceOther {
 			s.Diag("unknown_device_type", id, fmt.Sprintf("device %d: [memory] events of an unknown Device Type", id))
 		}
-		d.Events = make([]snapshot.Event, 0, len(g.recs))
+		// One device whose records came in time order (the usual trace):
+		// each record becomes the event in its own slot, read before it is
+		// written.
+		if len(ids) == 1 && slices.IsSorted(g.recs) {
+			d.Events = tr.memEv[:0:len(tr.memEv)]
+		} else {
+			d.Events = make([]snapshot.Event, 0, len(g.recs))
+		}
 		live := map[uint64]int64{}
 		var prevTA int64
 		havePrevTA, baselineSet := false, false
 		var noAddr, orphans, reuse, sizeMismatch, taMismatch, ooms int
 		for _, ri := range g.recs {
 			m := &tr.mem[ri]
-			e := snapshot.Event{Addr: m.addr, TimeNS: tr.abs(m.ts), Stack: stacks[ri], Thread: tmap[m.thread], Meta: metas[ri]}
+			raw := tr.memEv[ri] // a copy: d.Events may write its slot
+			ts, addr, nbytes := raw.TimeNS, raw.Addr, raw.Size
+			e := snapshot.Event{Addr: addr, TimeNS: tr.abs(ts), Stack: raw.Stack, Thread: tmap[m.thread], Meta: raw.Meta}
 			if m.flags&memHasTR != 0 && (len(d.Reserved) == 0 || d.Reserved[len(d.Reserved)-1].Value != m.tr) {
 				d.Reserved = append(d.Reserved, snapshot.CounterPoint{Event: len(d.Events), Value: m.tr})
 			}
 			if m.flags&memOOM != 0 {
-				e.Action, e.Size, e.Addr = snapshot.ActionOOM, m.bytes, 0
+				e.Action, e.Size, e.Addr = snapshot.ActionOOM, nbytes, 0
 				d.Events = append(d.Events, e)
 				ooms++
 				if ooms <= 10 {
-					msg := fmt.Sprintf("device %d: out of memory: %d bytes requested", id, m.bytes)
+					msg := fmt.Sprintf("device %d: out of memory: %d bytes requested", id, nbytes)
 					if m.flags&memHasTA != 0 {
 						msg += fmt.Sprintf(" with %d allocated", m.ta)
 					}
@@ -344,19 +377,19 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16, stacks [
 			if !baselineSet {
 				baselineSet = true
 				if m.flags&memHasTA != 0 {
-					d.Baseline = m.ta - m.bytes
+					d.Baseline = m.ta - nbytes
 				}
 			}
 			if m.flags&memHasTA != 0 {
-				if havePrevTA && m.ta-prevTA != m.bytes {
+				if havePrevTA && m.ta-prevTA != nbytes {
 					taMismatch++
 				}
 				prevTA, havePrevTA = m.ta, true
 			}
-			if m.bytes > 0 {
-				e.Action, e.Size = snapshot.ActionAlloc, m.bytes
+			if nbytes > 0 {
+				e.Action, e.Size = snapshot.ActionAlloc, nbytes
 			} else {
-				e.Action, e.Size = snapshot.ActionFreeCompleted, -m.bytes
+				e.Action, e.Size = snapshot.ActionFreeCompleted, -nbytes
 			}
 			d.Events = append(d.Events, e)
 			if m.flags&memHasAddr == 0 {
@@ -364,15 +397,15 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16, stacks [
 				continue
 			}
 			if e.Action == snapshot.ActionAlloc {
-				if _, ok := live[m.addr]; ok {
+				if _, ok := live[addr]; ok {
 					reuse++
 				}
-				live[m.addr] = e.Size
-			} else if sz, ok := live[m.addr]; ok {
+				live[addr] = e.Size
+			} else if sz, ok := live[addr]; ok {
 				if sz != e.Size {
 					sizeMismatch++
 				}
-				delete(live, m.addr)
+				delete(live, addr)
 			} else {
 				orphans++
 			}

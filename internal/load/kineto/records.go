@@ -36,14 +36,14 @@ const (
 	memOOM
 )
 
-// memRec is one [memory] or [OutOfMemory] instant event.
+// memRec is what a [memory] or [OutOfMemory] instant event holds beyond
+// its time, address and bytes, which are kept in the event it becomes
+// (traceReader.memEv): the records of a trace in time order become the
+// device's events in place, never twice in memory.
 type memRec struct {
-	ts     int64
-	addr   uint64
-	bytes  int64
 	ta, tr int64
-	thread int32 // index into traceReader.threads
-	dev    int32 // index into traceReader.devKeys
+	thread int32  // index into traceReader.threads
+	dev    uint16 // index into traceReader.devKeys (maxDevices bounds it)
 	flags  uint8
 }
 
@@ -51,7 +51,8 @@ type memRec struct {
 type traceThread struct {
 	pid, tid string
 	spans    []opSpan
-	mem      []int32 // indices into traceReader.mem
+	nMem     int     // its [memory] records
+	mem      []int32 // indices into traceReader.mem, listed by build
 }
 
 // devKey is a (Device Type, Device Id) pair of [memory] events.
@@ -202,13 +203,14 @@ func (tr *traceReader) recordMem(oom bool) {
 		tr.zeroBytes++
 		return
 	}
-	m := memRec{ts: ts, bytes: n, thread: tr.thread(tr.recBytes(ev.pid), tr.recBytes(ev.tid))}
+	e := snapshot.Event{TimeNS: ts, Size: n}
+	m := memRec{thread: tr.thread(tr.recBytes(ev.pid), tr.recBytes(ev.tid))}
 	if oom {
 		m.flags |= memOOM
 	}
 	if ev.addr.ok() {
 		if a, ok := jsonlex.ParseUint(tr.recBytes(ev.addr)); ok {
-			m.addr = a
+			e.Addr = a
 			m.flags |= memHasAddr
 			tr.memAddr = true
 		}
@@ -227,16 +229,21 @@ func (tr *traceReader) recordMem(oom bool) {
 	}
 	if di, ok := tr.devIdx[k]; ok {
 		m.dev = di
-	} else if len(tr.devKeys) >= tr.opts.MaxDevices {
+	} else if len(tr.devKeys) >= tr.maxDevices() {
 		tr.devOverflow = true // build refuses the file
 		return
 	} else {
-		m.dev = int32(len(tr.devKeys))
+		m.dev = uint16(len(tr.devKeys))
 		tr.devKeys = append(tr.devKeys, k)
 		tr.devIdx[k] = m.dev
 	}
-	idx := int32(len(tr.mem))
 	tr.mem = append(tr.mem, m)
-	t := tr.threads[m.thread]
-	t.mem = append(t.mem, idx)
+	tr.memEv = append(tr.memEv, e)
+	tr.threads[m.thread].nMem++
+}
+
+// maxDevices is Options.MaxDevices, at most 1<<16 (a memRec's device index
+// is 16 bits).
+func (tr *traceReader) maxDevices() int {
+	return min(tr.opts.MaxDevices, 1<<16)
 }

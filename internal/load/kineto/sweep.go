@@ -17,8 +17,6 @@ type sweeper struct {
 	frameOf   map[int32]snapshot.FrameID
 	metaOf    map[int32]uint32
 	csFrames  map[int32][]snapshot.FrameID
-	recStack  []snapshot.StackID
-	recMeta   []uint32
 	frames    []snapshot.FrameID
 }
 
@@ -80,7 +78,7 @@ func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns
 		return cmp.Compare(x.seq, y.seq)
 	})
 	mem := t.mem
-	slices.SortStableFunc(mem, func(x, y int32) int { return cmp.Compare(tr.mem[x].ts, tr.mem[y].ts) })
+	slices.SortStableFunc(mem, func(x, y int32) int { return cmp.Compare(tr.memEv[x].TimeNS, tr.memEv[y].TimeNS) })
 
 	var open []openSpan
 	var nModule, nBackward, nForward int
@@ -170,19 +168,20 @@ func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns
 
 	si := 0
 	for _, mi := range mem {
-		m := &tr.mem[mi]
-		for si < len(spans) && spans[si].start <= m.ts {
+		ts := tr.memEv[mi].TimeNS
+		for si < len(spans) && spans[si].start <= ts {
 			push(si)
 			si++
 		}
-		for len(open) > 0 && open[len(open)-1].end < m.ts {
+		for len(open) > 0 && open[len(open)-1].end < ts {
 			pop()
 		}
 		if version != cachedVersion {
 			cachedStack, cachedMeta = sw.stack(spans, open)
 			cachedVersion = version
 		}
-		sw.recStack[mi], sw.recMeta[mi] = cachedStack, cachedMeta
+		e := &tr.memEv[mi] // its stack and op, kept in the event it becomes
+		e.Stack, e.Meta = cachedStack, cachedMeta
 	}
 	for ; si < len(spans); si++ {
 		push(si)

@@ -91,8 +91,9 @@ type traceReader struct {
 	keyBuf     []byte
 	threadName map[string]string // pid\x00tid → thread_name
 	mem        []memRec
+	memEv      []snapshot.Event // time (relative), address, bytes, stack and op of each of mem
 	devKeys    []devKey
-	devIdx     map[devKey]int32
+	devIdx     map[devKey]uint16
 	grads      []gradRec
 
 	keys        []string
@@ -126,13 +127,14 @@ func newTraceReader(in *bufio.Reader, src snapshot.Source, opts snapshot.Options
 		threadIdx:  make(map[string]int32),
 		threadName: make(map[string]string),
 		devProps:   make(map[int64]devProp),
-		devIdx:     make(map[devKey]int32),
+		devIdx:     make(map[devKey]uint16),
 	}
 	// Size the [memory] records from the file size (a record is about 300
 	// bytes of JSON): growing the slice would copy it over and over, while
 	// capacity never written costs address space, not memory.
 	if est := src.FileBytes / 300; src.FileBytes > 0 && !src.Gzipped {
 		tr.mem = make([]memRec, 0, min(est, 1<<26))
+		tr.memEv = make([]snapshot.Event, 0, min(est, 1<<26))
 	}
 	if head, _ := in.Peek(3); len(head) == 3 && head[0] == 0xef && head[1] == 0xbb && head[2] == 0xbf {
 		in.Discard(3)
