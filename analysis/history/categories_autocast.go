@@ -206,17 +206,21 @@ func markAutocastCache(h *History) {
 		}
 	}
 	// Per size: copies live at once never outnumber the weights.
-	type delta struct{ at, d int }
-	bySize := map[int64][]delta{} // by the weight copied
+	sizes := map[int64]bool{} // of the weights copied
 	for bi := range ok {
-		b := &h.Blocks[bi]
-		w := weightOf(b)
-		bySize[w] = append(bySize[w], delta{b.Alloc, 1})
-		if b.Free >= 0 {
-			bySize[w] = append(bySize[w], delta{b.Free, -1})
-		}
+		sizes[weightOf(&h.Blocks[bi])] = true
 	}
-	mostLive := func(ds []delta) int {
+	mostLive := func(size int64) int { // copies of a weight of size live at once
+		type delta struct{ at, d int }
+		var ds []delta
+		for bi := range ok {
+			if b := &h.Blocks[bi]; weightOf(b) == size {
+				ds = append(ds, delta{b.Alloc, 1})
+				if b.Free >= 0 {
+					ds = append(ds, delta{b.Free, -1})
+				}
+			}
+		}
 		sort.Slice(ds, func(a, b int) bool { return ds[a].at < ds[b].at })
 		live, most := 0, 0
 		for _, d := range ds {
@@ -225,8 +229,8 @@ func markAutocastCache(h *History) {
 		}
 		return most
 	}
-	for size, ds := range bySize {
-		most := mostLive(ds)
+	for size := range sizes {
+		most := mostLive(size)
 		if most > params[size] {
 			// More copies of this size than weights: some casts are of
 			// activations (an fp32 input cast for the op, of the same size
@@ -234,22 +238,13 @@ func markAutocastCache(h *History) {
 			// input comes before the weight (F.linear, matmul, einsum,
 			// conv): drop the first cast of each op that casts more than
 			// one tensor, and count again.
-			var kept []delta
 			for bi := range ok {
 				b := &h.Blocks[bi]
-				if weightOf(b) != size {
-					continue
-				}
-				if _, next := around(b.Alloc); next >= 0 && ev[next].Stack == ev[b.Alloc].Stack && isCand[int(h.OpenAt(next))] {
+				if _, next := around(b.Alloc); weightOf(b) == size && next >= 0 && ev[next].Stack == ev[b.Alloc].Stack && isCand[int(h.OpenAt(next))] {
 					delete(ok, bi)
-					continue
-				}
-				kept = append(kept, delta{b.Alloc, 1})
-				if b.Free >= 0 {
-					kept = append(kept, delta{b.Free, -1})
 				}
 			}
-			most = mostLive(kept)
+			most = mostLive(size)
 		}
 		if most > params[size] {
 			continue
