@@ -183,7 +183,7 @@ func gpt2Block(a *Arch, s Setup, d dims, c computeKind) expr {
 		e = e.add(d, 2, "h") // masks of the attention and MLP output dropouts
 	}
 	switch {
-	case a.Activation == "gelu" || a.Activation == "gelu_pytorch_tanh":
+	case a.fusedGELU():
 		e = e.add(d, 2*el, "f") // c_fc's output and the activation
 	case c == computeAMP:
 		// pow runs in fp32 under autocast, so from c_fc's 16-bit output x
@@ -289,4 +289,11 @@ const lossBytesPerLogit = 12
 func blockScratch(a *Arch, s Setup) expr {
 	d := dimsOf(a, s)
 	return expr{}.add(d, 3*s.compute().elem(), "f")
+}
+
+// fusedGELU reports whether the MLP's activation is one kernel (GELU
+// exact or tanh-approximated by PyTorch); GPT-2's default gelu_new is
+// written in Python ops, each keeping a tensor of the MLP's width.
+func (a *Arch) fusedGELU() bool {
+	return a.Activation == "gelu" || a.Activation == "gelu_pytorch_tanh"
 }

@@ -247,8 +247,9 @@ func inferencePeak(in Inputs, r *Result, states []Part, ws, gathered Part) {
 	// layer loop holds each block's input; inside a block the sum after
 	// attention and a norm's output join them. At the head: the embedding's
 	// output, the last block's and the final norm's.
-	stream := tokens * a.Hidden * (3*c.residual() + el)
-	headStream := tokens * a.Hidden * (2*c.residual() + el)
+	headPerToken := a.Hidden * (2*c.residual() + el)
+	stream := tokens * (headPerToken + a.Hidden*c.residual())
+	headStream := tokens * headPerToken
 	block := max(tokens*inferenceMLP(a, c)*a.FFN, tokens*(2*q+2*kv)*el)
 	var scores int64
 	if backendOf(a, s) != backendFused {
@@ -285,7 +286,7 @@ func inferencePeak(in Inputs, r *Result, states []Part, ws, gathered Part) {
 		growing = 0
 	}
 	decode := phase(PhaseGenerate, append(states, ws, gathered,
-		Part{"KV cache", r.KVCacheBytes + growing}, Part{"working set", lastLogits + s.Batch*a.Hidden*(2*c.residual()+el)})...)
+		Part{"KV cache", r.KVCacheBytes + growing}, Part{"working set", lastLogits + s.Batch*headPerToken})...)
 	setPeak(r, prompt, decode)
 }
 
@@ -299,7 +300,7 @@ func inferenceMLP(a *Arch, c computeKind) int64 {
 	switch {
 	case a.Gated:
 		return 3 * el
-	case a.Family == FamilyGPT2 && a.Activation != "gelu" && a.Activation != "gelu_pytorch_tanh":
+	case a.Family == FamilyGPT2 && !a.fusedGELU():
 		return 4 * el
 	}
 	return 2 * el
@@ -309,9 +310,8 @@ func inferenceMLP(a *Arch, c computeKind) int64 {
 // eager attention holds at once without autograd: the masked scores and
 // the fp32 softmax output, plus, for bf16 scores, the fp32 copy softmax
 // makes of its input first (half precision has a direct kernel and fp32
-// needs no copy).
-// GPT-2's eager code runs softmax in the scores' own dtype: the masked
-// scores and the softmax output.
+// needs no copy). GPT-2's eager code runs softmax in the scores' own
+// dtype: the masked scores and the softmax output.
 func eagerInferenceScores(a *Arch, s Setup) int64 {
 	el := s.compute().elem()
 	switch {
