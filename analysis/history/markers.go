@@ -205,7 +205,7 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 			switch {
 			case name == "forward" || strings.Contains(low, "proj") || strings.Contains(low, "linear"):
 				castScoped = true
-			case strings.Contains(low, "attention") || strings.Contains(low, "attn"):
+			case namesAttention(low):
 				m.castInAttention, castScoped = true, true
 			}
 		}
@@ -217,7 +217,7 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 			m.bufferLine = f.Line
 		}
 		m.mainParams = m.mainParams || strings.Contains(low, "main_param")
-		if strings.Contains(low, "attention") || strings.Contains(low, "attn") || strings.Contains(strings.ToLower(path.Base(file)), "attention") {
+		if namesAttention(low) || strings.Contains(strings.ToLower(path.Base(file)), "attention") {
 			m.Attention = true
 		}
 		if fusedAttentionCode(file, low) {
@@ -283,7 +283,7 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 		// matrix and its softmax, mask and dropout hold ∝ seq² tensors —
 		// not the projections, casts or copies of q, k and v.
 		low := strings.ToLower(module)
-		m.Attention = scoreOps[op] && (m.Attention || strings.Contains(low, "attention") || strings.Contains(low, "attn"))
+		m.Attention = scoreOps[op] && (m.Attention || namesAttention(low))
 	}
 	if m.autocastCast {
 		m.toDevice = false // autocast's cast of a weight, not a copy to the device
@@ -416,3 +416,9 @@ func isAutogradCall(file string) bool {
 // sequence: attention code, unless a fused kernel (flash, memory-efficient,
 // cuDNN) made them.
 func (m stackMarkers) Quadratic() bool { return m.Attention && !m.fusedAttention }
+
+// namesAttention reports whether a lower-cased function or module name
+// says attention (attention, attn).
+func namesAttention(low string) bool {
+	return strings.Contains(low, "attention") || strings.Contains(low, "attn")
+}
