@@ -34,6 +34,12 @@ type shortTexts struct {
 	idx  map[string]uint32
 	text [][]string // memoChunk a chunk
 	n    int
+	// last is the text found or added last, and its number: CPython writes
+	// the same text afresh entry after entry (compile_context's "N/A"),
+	// which a comparison of a few bytes finds without hashing.
+	last    string
+	lastNum uint32
+	hasLast bool
 }
 
 // MaxShortTexts is the most texts interned, each at most shortTextBytes
@@ -57,8 +63,13 @@ func (t *shortTexts) intern(b []byte) string {
 // internNumbered is intern that also returns the text's number, and false
 // for one past the texts' room (a string of its own, without a number).
 func (t *shortTexts) internNumbered(b []byte) (string, uint32, bool) {
+	if t.hasLast && string(b) == t.last {
+		return t.last, t.lastNum, true
+	}
 	if i, ok := t.idx[string(b)]; ok {
-		return t.at(i), i, true
+		s := t.at(i)
+		t.last, t.lastNum, t.hasLast = s, i, true
+		return s, i, true
 	}
 	s := string(b)
 	i, ok := t.add(s)
@@ -67,7 +78,11 @@ func (t *shortTexts) internNumbered(b []byte) (string, uint32, bool) {
 
 // index is the number of the text of s, interned now if there is room.
 func (t *shortTexts) index(s string) (uint32, bool) {
+	if t.hasLast && s == t.last {
+		return t.lastNum, true
+	}
 	if i, ok := t.idx[s]; ok {
+		t.last, t.lastNum, t.hasLast = t.at(i), i, true
 		return i, true
 	}
 	return t.add(s)
