@@ -172,13 +172,26 @@ func (m *vm) entryFast() bool {
 			listSlot, memo, texts = len(memo), append(memo, value{k: kStack}), append(texts, 0)
 			switch buf[pos] {
 			case '(':
+				// frameAt, written out: a stack has dozens of frames.
+				slots, nSlots := m.memo.chunks, uint(m.memo.len())
 				for pos = skip(pos + 1); pos < len(buf) && buf[pos] != 'e'; pos = skip(pos) {
-					f, n := m.frameAt(buf, pos)
-					if n == 0 {
+					var idx uint
+					switch {
+					case buf[pos] == 'h' && len(buf)-pos >= 2:
+						idx, pos = uint(buf[pos+1]), pos+2
+					case buf[pos] == 'j' && len(buf)-pos >= 5:
+						idx, pos = uint(binary.LittleEndian.Uint32(buf[pos+1:])), pos+5
+					default:
 						return false
 					}
-					frames = append(frames, f)
-					pos += n
+					if idx >= nSlots {
+						return false
+					}
+					sl := slots[idx/memoChunk][idx%memoChunk]
+					if sl&slotMask != slotFrame {
+						return false
+					}
+					frames = append(frames, snapshot.FrameID(sl&^slotMask))
 				}
 				if pos >= len(buf) {
 					return false
