@@ -248,11 +248,18 @@ func (m *vm) entryFast() bool {
 		memo[listSlot].n, d.vals[list].n = id, id
 	}
 	for i, v := range memo {
-		if t := texts[i]; t > 0 {
-			m.memo.setText(m.memo.len(), t-1) // a string: nothing for memoPut to do but set
-			continue
+		// A string, the retired dict and the stack: nothing for memoPut
+		// to do but store their slots (MaxMemo was checked above).
+		switch t := texts[i]; {
+		case t > 0:
+			m.memo.setText(m.memo.len(), t-1)
+		case v.k == kGone:
+			*m.memo.replace(m.memo.len()) = slotGone
+		case v.k == kStack:
+			*m.memo.replace(m.memo.len()) = slotStack | uint64(v.n)
+		default:
+			_ = m.memoPut(m.memo.len(), v)
 		}
-		_ = m.memoPut(m.memo.len(), v) // within MaxMemo: checked above
 	}
 	m.fast.frames, m.fast.memo, m.fast.texts = frames, memo, texts
 	m.off += int64(1 + pos - in.pos) // the EMPTY_DICT and what followed
