@@ -19,7 +19,11 @@ type memoTable struct {
 	n      int        // slots in use
 	objs   [][]value  // live objects referenced by slots, memoChunk a chunk
 	nobjs  int        // side-table entries in use or free
-	free   []uint32   // reusable indexes of objs
+	// overwrites counts stores at an index already stored (or filled
+	// empty): while it is unchanged, every slot read earlier holds what it
+	// held then.
+	overwrites uint64
+	free       []uint32 // reusable indexes of objs
 	// texts are the short strings of the pickle, each text once: CPython
 	// writes a string object per trace entry afresh (compile_context's
 	// "N/A"), a slot each, which the side table would keep forever.
@@ -202,6 +206,9 @@ func (t *memoTable) setText(idx int, i uint32) {
 // replace returns slot idx, its side-table entry freed, for set and
 // setText to overwrite (first filling the slots up to it).
 func (t *memoTable) replace(idx int) *uint64 {
+	if idx < t.n {
+		t.overwrites++
+	}
 	for t.n <= idx {
 		if t.n%memoChunk == 0 {
 			t.chunks = append(t.chunks, make([]uint64, memoChunk))
