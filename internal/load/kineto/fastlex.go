@@ -1,0 +1,476 @@
+package kineto
+
+import (
+	"bytes"
+	"io"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// This file is the fast path of the events array: a lexer for the JSON
+// PyTorch writes there (flat objects of known keys, args one level down),
+// which files each event as readEvent does, from the sanitised text, without
+// the general decoder. It takes only what it fully understands: strict JSON
+// that the decoder would accept too. At anything else (a syntax error, an
+// element that is not an object, an escape it does not know, an event
+// longer than its buffer, the end of the input or a read error) it stops at
+// the element it was reading and hands the rest of the document back to the
+// decoder, primed so that it reads that element exactly as if it had read
+// every one before it: errors, their offsets and every value are the
+// decoder's.
+
+// Bounds of the fast path: an event longer than maxLexBuffer, or nested
+// deeper than maxLexDepth inside its event, goes to the decoder.
+const (
+	lexBufferBytes = 256 << 10
+	maxLexBuffer   = 4 << 20
+	maxLexDepth    = 32
+)
+
+// Results of the lexing functions besides an end offset.
+const (
+	lexMore = -1 // the buffer ends inside the value: read more and try again
+	lexOdd  = -2 // not what the fast path reads: the decoder will
+)
+
+// lexBuf is the text of the events array the fast path reads.
+type lexBuf struct {
+	b    []byte // the unread text; cap(b) is the buffer
+	base int64  // decoder-text offset of b[0] (before the sanitiser's cuts)
+	err  error  // what ended the input (io.EOF, a read error), once seen
+}
+
+// fill drops the first drop bytes of b and reads more text after the
+// rest, growing the buffer when it is full, up to maxLexBuffer. It reports
+// whether new bytes came.
+func (l *lexBuf) fill(r io.Reader, drop int) bool {
+	n := copy(l.b[:cap(l.b)], l.b[drop:])
+	l.base += int64(drop)
+	l.b = l.b[:n]
+	if l.err != nil {
+		return false
+	}
+	if n == cap(l.b) {
+		if n >= maxLexBuffer {
+			return false
+		}
+		nb := make([]byte, n, 2*n)
+		copy(nb, l.b)
+		l.b = nb
+	}
+	k, err := r.Read(l.b[n:cap(l.b)])
+	l.b = l.b[:n+k]
+	if err != nil {
+		l.err = err
+	}
+	return k > 0
+}
+
+// lexEvents reads events from the array whose '[' the decoder has just
+// read, as long as they are what the fast path reads, and returns the
+// number of elements read; tr.dec is then a new decoder positioned after
+// them (at the next element, or the array's ']').
+func (tr *traceReader) lexEvents() int {
+	nested := tr.dec.StackDepth() == 2 // in {"traceEvents": [...]}, else a top-level array
+	start := tr.dec.InputOffset() + tr.decBase
+	l := &lexBuf{b: make([]byte, 0, max(lexBufferBytes, len(tr.dec.UnreadBuffer()))), base: start}
+	l.b = append(l.b, tr.dec.UnreadBuffer()...)
+	tr.lex = l
+	n, at := 0, 0 // elements read; where the next one's separator starts
+	for {
+		end := tr.lexElement(l.b, at, n == 0)
+		if end == lexMore {
+			more := l.fill(tr.decIn, at) // drops b[:at] even when no more comes
+			at = 0
+			if more {
+				continue
+			}
+		}
+		if end < 0 {
+			break
+		}
+		at = end
+		n++
+		tr.seq++
+		tr.queue()
+	}
+	tr.resumeDecoder(l, at, nested, n > 0)
+	tr.lex = nil
+	return n
+}
+
+// lexElement reads the element after b[at:] (its separator, then the
+// event) and returns the offset after it, lexMore or lexOdd.
+func (tr *traceReader) lexElement(b []byte, at int, first bool) int {
+	i := skipSpace(b, at)
+	if !first {
+		if i >= len(b) {
+			return lexMore
+		}
+		if b[i] != ',' {
+			return lexOdd // the array's end, or an error: the decoder's
+		}
+		i = skipSpace(b, i+1)
+	}
+	if i >= len(b) {
+		return lexMore
+	}
+	if b[i] != '{' {
+		return lexOdd
+	}
+	mark := len(tr.arena)
+	end := tr.lexEvent(b, i)
+	if end < 0 {
+		tr.arena = tr.arena[:mark]
+	}
+	return end
+}
+
+// resumeDecoder makes tr.dec a decoder of the text from b[at:] on, in the
+// state the first decoder would have reached there: inside the events
+// array, after an element or not.
+func (tr *traceReader) resumeDecoder(l *lexBuf, at int, nested, afterElement bool) {
+	prefix := "["
+	if nested {
+		prefix = `{"":[`
+	}
+	if afterElement {
+		prefix += "{}"
+	}
+	text := append([]byte(prefix), l.b[at:]...)
+	r := tr.decIn
+	if l.err != nil {
+		r = &stickyErr{l.err} // the reader said it once; say it again
+	}
+	tr.decIn = io.MultiReader(bytes.NewReader(text), r)
+	tr.dec = newDecoder(tr.decIn)
+	tr.decBase = l.base + int64(at) - int64(len(prefix))
+	must := func(_ any, err error) {
+		if err != nil {
+			panic("resuming the JSON decoder: " + err.Error())
+		}
+	}
+	if nested {
+		must(tr.dec.ReadToken()) // {
+		must(tr.dec.ReadValue()) // ""
+	}
+	must(tr.dec.ReadToken()) // [
+	if afterElement {
+		must(tr.dec.ReadValue()) // {}
+	}
+}
+
+// stickyErr is a reader that fails with err.
+type stickyErr struct{ err error }
+
+func (s *stickyErr) Read([]byte) (int, error) { return 0, s.err }
+
+// newDecoder is the JSON decoder of a chrome trace's text.
+func newDecoder(r io.Reader) *jsontext.Decoder {
+	return jsontext.NewDecoder(r, jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
+}
+
+// lexEvent reads the event object at b[i] into tr.ev (its text in
+// tr.arena) as readEvent does, returning the offset after its '}'.
+func (tr *traceReader) lexEvent(b []byte, i int) int {
+	ev := &tr.ev
+	ev.reset()
+	return lexObject(b, i, func(key []byte, v int) int {
+		var dst *field
+		switch string(key) {
+		case `"ph"`:
+			dst = &ev.ph
+		case `"cat"`:
+			dst = &ev.cat
+		case `"name"`:
+			dst = &ev.name
+		case `"pid"`:
+			dst = &ev.pid
+		case `"tid"`:
+			dst = &ev.tid
+		case `"ts"`:
+			dst = &ev.ts
+		case `"dur"`:
+			dst = &ev.dur
+		case `"args"`:
+			if b[v] != '{' || !tr.argsWanted() {
+				return lexValue(b, v, 1)
+			}
+			ev.hasArgs = true
+			return tr.lexArgs(b, v)
+		}
+		end := lexValue(b, v, 1)
+		if end >= 0 && dst != nil && b[v] != '{' && b[v] != '[' {
+			*dst = tr.put(b[v:end])
+		}
+		return end
+	})
+}
+
+// lexArgs reads an event's args object at b[i] as readArgs does.
+func (tr *traceReader) lexArgs(b []byte, i int) int {
+	ev := &tr.ev
+	return lexObject(b, i, func(key []byte, v int) int {
+		var dst *field
+		switch string(key) {
+		case `"Device Type"`:
+			dst = &ev.devType
+		case `"Device Id"`:
+			dst = &ev.devID
+		case `"Addr"`:
+			dst = &ev.addr
+		case `"Bytes"`:
+			dst = &ev.bytes
+		case `"Total Allocated"`:
+			dst = &ev.ta
+		case `"Total Reserved"`:
+			dst = &ev.tr
+		case `"Input Dims"`:
+			dst = &ev.inputDims
+		case `"Input type"`:
+			dst = &ev.inputType
+		case `"Call stack"`:
+			dst = &ev.callStack
+		case `"name"`:
+			dst = &ev.argName
+		case `"Profiler Event Index"`:
+			tr.profEvIdx = true
+		case `"Record function id"`:
+			tr.recordFnID = true
+		case `"Ev Idx"`:
+			tr.evIdx = true
+		}
+		end := lexValue(b, v, 2)
+		if end >= 0 && dst != nil {
+			*dst = tr.put(b[v:end])
+		}
+		return end
+	})
+}
+
+// lexObject reads the object at b[i] (b[i] is '{'): member gets each key as
+// written (quotes and escapes included) and the offset of its value, and
+// returns the offset after the value (or lexMore, lexOdd). It returns the
+// offset after the object's '}'.
+func lexObject(b []byte, i int, member func(key []byte, v int) int) int {
+	i = skipSpace(b, i+1)
+	if i >= len(b) {
+		return lexMore
+	}
+	if b[i] == '}' {
+		return i + 1
+	}
+	for {
+		if b[i] != '"' {
+			return lexOdd
+		}
+		k := lexString(b, i)
+		if k < 0 {
+			return k
+		}
+		key := b[i:k]
+		i = skipSpace(b, k)
+		if i >= len(b) {
+			return lexMore
+		}
+		if b[i] != ':' {
+			return lexOdd
+		}
+		if i = skipSpace(b, i+1); i >= len(b) {
+			return lexMore
+		}
+		if i = member(key, i); i < 0 {
+			return i
+		}
+		if i = skipSpace(b, i); i >= len(b) {
+			return lexMore
+		}
+		switch b[i] {
+		case '}':
+			return i + 1
+		case ',':
+			if i = skipSpace(b, i+1); i >= len(b) {
+				return lexMore
+			}
+		default:
+			return lexOdd
+		}
+	}
+}
+
+// lexValue checks the value at b[i] (i < len(b)), depth levels inside the
+// event, and returns the offset after it. A number or literal is complete
+// only when a byte follows it in b.
+func lexValue(b []byte, i, depth int) int {
+	switch c := b[i]; {
+	case c == '"':
+		return lexString(b, i)
+	case c == '{':
+		if depth >= maxLexDepth {
+			return lexOdd
+		}
+		return lexObject(b, i, func(_ []byte, v int) int { return lexValue(b, v, depth+1) })
+	case c == '[':
+		if depth >= maxLexDepth {
+			return lexOdd
+		}
+		return lexArray(b, i, depth+1)
+	case c == '-' || (c >= '0' && c <= '9'):
+		return lexNumber(b, i)
+	case c == 't':
+		return lexLiteral(b, i, "true")
+	case c == 'f':
+		return lexLiteral(b, i, "false")
+	case c == 'n':
+		return lexLiteral(b, i, "null")
+	}
+	return lexOdd
+}
+
+// lexArray checks the array at b[i] (b[i] is '[').
+func lexArray(b []byte, i, depth int) int {
+	i = skipSpace(b, i+1)
+	if i >= len(b) {
+		return lexMore
+	}
+	if b[i] == ']' {
+		return i + 1
+	}
+	for {
+		if i = lexValue(b, i, depth); i < 0 {
+			return i
+		}
+		if i = skipSpace(b, i); i >= len(b) {
+			return lexMore
+		}
+		switch b[i] {
+		case ']':
+			return i + 1
+		case ',':
+			if i = skipSpace(b, i+1); i >= len(b) {
+				return lexMore
+			}
+		default:
+			return lexOdd
+		}
+	}
+}
+
+// strPlain marks the bytes a string holds as they are: not a quote, not a
+// backslash, not a control byte (the sanitiser leaves none in strings).
+var strPlain [256]bool
+
+func init() {
+	for c := 0x20; c < 256; c++ {
+		strPlain[c] = c != '"' && c != '\\'
+	}
+}
+
+// lexString checks the string at b[i] (b[i] is '"') and returns the offset
+// after its closing quote. Escapes are the JSON ones; \u takes four hex
+// digits, a lone surrogate included (the decoder allows invalid UTF-8).
+func lexString(b []byte, i int) int {
+	i++
+	for {
+		for i < len(b) && strPlain[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			return lexMore
+		}
+		switch b[i] {
+		case '"':
+			return i + 1
+		case '\\':
+			if i+1 >= len(b) {
+				return lexMore
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) {
+					return lexMore
+				}
+				for _, h := range b[i+2 : i+6] {
+					if !isHex(h) {
+						return lexOdd
+					}
+				}
+				i += 6
+			default:
+				return lexOdd
+			}
+		default:
+			return lexOdd // a control byte
+		}
+	}
+}
+
+func isHex(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+// lexNumber checks the JSON number at b[i] and returns the offset after it.
+func lexNumber(b []byte, i int) int {
+	if b[i] == '-' {
+		i++
+	}
+	i, ok := lexDigits(b, i, true)
+	if !ok {
+		return i
+	}
+	if b[i] == '.' {
+		if i, ok = lexDigits(b, i+1, false); !ok {
+			return i
+		}
+	}
+	if b[i] == 'e' || b[i] == 'E' {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i, ok = lexDigits(b, i, false); !ok {
+			return i
+		}
+	}
+	return i
+}
+
+// lexDigits reads the digits at b[i:] (an integer part when intPart: no
+// leading zero), at least one. It fails with lexMore when b ends in or
+// right after them (the number may go on), lexOdd when there are none.
+func lexDigits(b []byte, i int, intPart bool) (int, bool) {
+	if i >= len(b) {
+		return lexMore, false
+	}
+	if b[i] < '0' || b[i] > '9' {
+		return lexOdd, false
+	}
+	if intPart && b[i] == '0' {
+		i++
+	} else {
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	if i >= len(b) {
+		return lexMore, false
+	}
+	return i, true
+}
+
+// lexLiteral checks the literal lit at b[i]; a letter or digit after it
+// makes it something else (the decoder's error).
+func lexLiteral(b []byte, i int, lit string) int {
+	if len(b)-i <= len(lit) {
+		if !bytes.HasPrefix([]byte(lit), b[i:]) {
+			return lexOdd
+		}
+		return lexMore
+	}
+	if string(b[i:i+len(lit)]) != lit {
+		return lexOdd
+	}
+	return i + len(lit)
+}
