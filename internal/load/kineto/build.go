@@ -137,7 +137,7 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	src.Format = snapshot.FormatChromeTrace
 	src.Keys = tr.keys
 	src.Distributed = tr.dist
-	src.Bytes = tr.inputOffset(tr.ra.Delivered())
+	src.Bytes = tr.inputOffset(tr.delivered())
 	src.Generation = tr.generation()
 	b := snapshot.NewBuilder(src)
 	s := b.Snap
@@ -242,8 +242,8 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	if noMemory {
 		s.Diag("no_memory_events", -1, "the trace has no [memory] events (recorded without profile_memory=True): no memory curve")
 	}
-	if tr.ra.Tag() > 0 {
-		s.Diag("control_characters", -1, fmt.Sprintf("%d raw control characters inside JSON strings were read as spaces", tr.ra.Tag()))
+	if n := tr.replaced(); n > 0 {
+		s.Diag("control_characters", -1, fmt.Sprintf("%d raw control characters inside JSON strings were read as spaces", n))
 	}
 	if tr.badTimes > 0 {
 		s.Diag("bad_timestamps", -1, fmt.Sprintf("%d events without a readable ts were skipped", tr.badTimes))

@@ -3,21 +3,25 @@ package kineto
 import (
 	"bytes"
 	"io"
+	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
 
 // This file is the fast path of the events array: a lexer for the JSON
 // PyTorch writes there (flat objects of known keys, args one level down),
-// which files each event as readEvent does, from the sanitised text, without
-// the general decoder. It takes only what it fully understands: strict JSON
-// that the decoder would accept too. At anything else (a syntax error, an
-// element that is not an object, an escape it does not know, an event
-// longer than its buffer, the end of the input or a read error) it stops at
-// the element it was reading and hands the rest of the document back to the
-// decoder, primed so that it reads that element exactly as if it had read
+// which files each event as readEvent does without the general decoder. It
+// reads the text from below the sanitiser and does its work on the way:
+// control bytes in strings become spaces, and what passes one of its bounds
+// goes to the sanitiser (jsonlex.Sanitizer.Detach and Resume). It takes
+// only what it fully understands: strict JSON that the decoder would accept
+// too. At anything else (a syntax error, an element that is not an object,
+// an escape it does not know, an event longer than its buffer, the end of
+// the input or a read error) it stops at the element it was reading and
+// hands the rest of the document back to the sanitiser and the decoder,
+// primed so that the decoder reads that element exactly as if it had read
 // every one before it: errors, their offsets and every value are the
-// decoder's.
+// decoder's and the sanitiser's.
 
 // Bounds of the fast path: an event longer than maxLexBuffer, or nested
 // deeper than maxLexDepth inside its event, goes to the decoder.
@@ -33,17 +37,30 @@ const (
 	lexOdd  = -2 // not what the fast path reads: the decoder will
 )
 
-// lexBuf is the text of the events array the fast path reads.
+// lexBuf is the text of the events array the fast path reads and what
+// bounds it.
 type lexBuf struct {
-	b    []byte // the unread text; cap(b) is the buffer
-	base int64  // decoder-text offset of b[0] (before the sanitiser's cuts)
-	err  error  // what ended the input (io.EOF, a read error), once seen
+	b    []byte    // the unread text; cap(b) is the buffer
+	base int64     // offset of b[0] in the sanitiser's output
+	in   io.Reader // where more text comes from
+	err  error     // what ended the input (io.EOF, a read error), once seen
+
+	// raw: the text comes from below the sanitiser (jsonlex.Sanitizer.Detach),
+	// and the fast path does its work: control bytes in strings are
+	// replaced with spaces (counted in replaced), and what the sanitiser
+	// would refuse goes to the decoder through the sanitiser: a string of
+	// maxString bytes, a container at depth maxDepth, a long number.
+	raw       bool
+	replaced  int64
+	maxString int
+	depth     int // containers open around the events (the array's depth)
+	maxDepth  int
 }
 
 // fill drops the first drop bytes of b and reads more text after the
 // rest, growing the buffer when it is full, up to maxLexBuffer. It reports
 // whether new bytes came.
-func (l *lexBuf) fill(r io.Reader, drop int) bool {
+func (l *lexBuf) fill(drop int) bool {
 	n := copy(l.b[:cap(l.b)], l.b[drop:])
 	l.base += int64(drop)
 	l.b = l.b[:n]
@@ -58,7 +75,7 @@ func (l *lexBuf) fill(r io.Reader, drop int) bool {
 		copy(nb, l.b)
 		l.b = nb
 	}
-	k, err := r.Read(l.b[n:cap(l.b)])
+	k, err := l.in.Read(l.b[n:cap(l.b)])
 	l.b = l.b[:n+k]
 	if err != nil {
 		l.err = err
@@ -71,16 +88,27 @@ func (l *lexBuf) fill(r io.Reader, drop int) bool {
 // number of elements read; tr.dec is then a new decoder positioned after
 // them (at the next element, or the array's ']').
 func (tr *traceReader) lexEvents() int {
-	nested := tr.dec.StackDepth() == 2 // in {"traceEvents": [...]}, else a top-level array
+	depth := tr.dec.StackDepth() // 2 in {"traceEvents": [...]}, 1 in a top-level array
 	start := tr.dec.InputOffset() + tr.decBase
-	l := &lexBuf{b: make([]byte, 0, max(lexBufferBytes, len(tr.dec.UnreadBuffer()))), base: start}
-	l.b = append(l.b, tr.dec.UnreadBuffer()...)
+	unread := tr.dec.UnreadBuffer()
+	l := &lexBuf{b: make([]byte, 0, max(lexBufferBytes, len(unread))), base: start, in: tr.decIn, depth: depth, maxDepth: depth + maxLexDepth}
+	l.b = append(l.b, unread...)
+	if tr.sanFused {
+		// The decoder's text ends where the sanitiser is: read on below it.
+		if in, ok := tr.san.Detach(); ok {
+			l.in, l.raw = in, true
+			l.maxString = int(min(tr.opts.MaxStringBytes, maxLexBuffer))
+			if tr.opts.MaxDepth > 0 {
+				l.maxDepth = min(l.maxDepth, tr.opts.MaxDepth)
+			}
+		}
+	}
 	tr.lex = l
 	n, at := 0, 0 // elements read; where the next one's separator starts
 	for {
-		end := tr.lexElement(l.b, at, n == 0)
+		end := tr.lexElement(l, at, n == 0)
 		if end == lexMore {
-			more := l.fill(tr.decIn, at) // drops b[:at] even when no more comes
+			more := l.fill(at) // drops b[:at] even when no more comes
 			at = 0
 			if more {
 				continue
@@ -94,14 +122,15 @@ func (tr *traceReader) lexEvents() int {
 		tr.seq++
 		tr.queue()
 	}
-	tr.resumeDecoder(l, at, nested, n > 0)
+	tr.resumeDecoder(l, at, depth, n > 0)
 	tr.lex = nil
 	return n
 }
 
-// lexElement reads the element after b[at:] (its separator, then the
+// lexElement reads the element after l.b[at:] (its separator, then the
 // event) and returns the offset after it, lexMore or lexOdd.
-func (tr *traceReader) lexElement(b []byte, at int, first bool) int {
+func (tr *traceReader) lexElement(l *lexBuf, at int, first bool) int {
+	b := l.b
 	i := skipSpace(b, at)
 	if !first {
 		if i >= len(b) {
@@ -115,11 +144,11 @@ func (tr *traceReader) lexElement(b []byte, at int, first bool) int {
 	if i >= len(b) {
 		return lexMore
 	}
-	if b[i] != '{' {
+	if b[i] != '{' || l.depth+1 >= l.maxDepth {
 		return lexOdd
 	}
 	mark := len(tr.arena)
-	end := tr.lexEvent(b, i)
+	end := tr.lexEvent(l, i)
 	if end < 0 {
 		tr.arena = tr.arena[:mark]
 	}
@@ -128,29 +157,35 @@ func (tr *traceReader) lexElement(b []byte, at int, first bool) int {
 
 // resumeDecoder makes tr.dec a decoder of the text from b[at:] on, in the
 // state the first decoder would have reached there: inside the events
-// array, after an element or not.
-func (tr *traceReader) resumeDecoder(l *lexBuf, at int, nested, afterElement bool) {
+// array (depth containers open), after an element or not. Text the fast
+// path read from below the sanitiser goes through it again from there.
+func (tr *traceReader) resumeDecoder(l *lexBuf, at, depth int, afterElement bool) {
 	prefix := "["
-	if nested {
+	if depth == 2 {
 		prefix = `{"":[`
 	}
 	if afterElement {
 		prefix += "{}"
 	}
-	text := append([]byte(prefix), l.b[at:]...)
-	r := tr.decIn
+	in := l.in
 	if l.err != nil {
-		r = &stickyErr{l.err} // the reader said it once; say it again
+		in = &stickyErr{l.err} // the reader said it once; say it again
 	}
-	tr.decIn = io.MultiReader(bytes.NewReader(text), r)
+	rest := io.MultiReader(bytes.NewReader(l.b[at:]), in)
+	off := l.base + int64(at)
+	if l.raw {
+		tr.san.Resume(rest, off, depth, l.replaced)
+		rest = tr.san
+	}
+	tr.decIn = io.MultiReader(strings.NewReader(prefix), rest)
 	tr.dec = newDecoder(tr.decIn)
-	tr.decBase = l.base + int64(at) - int64(len(prefix))
+	tr.decBase = off - int64(len(prefix))
 	must := func(_ any, err error) {
 		if err != nil {
 			panic("resuming the JSON decoder: " + err.Error())
 		}
 	}
-	if nested {
+	if depth == 2 {
 		must(tr.dec.ReadToken()) // {
 		must(tr.dec.ReadValue()) // ""
 	}
@@ -170,12 +205,13 @@ func newDecoder(r io.Reader) *jsontext.Decoder {
 	return jsontext.NewDecoder(r, jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
 }
 
-// lexEvent reads the event object at b[i] into tr.ev (its text in
+// lexEvent reads the event object at l.b[i] into tr.ev (its text in
 // tr.arena) as readEvent does, returning the offset after its '}'.
-func (tr *traceReader) lexEvent(b []byte, i int) int {
+func (tr *traceReader) lexEvent(l *lexBuf, i int) int {
 	ev := &tr.ev
 	ev.reset()
-	return lexObject(b, i, func(key []byte, v int) int {
+	b, depth := l.b, l.depth+1
+	return l.object(i, func(key []byte, v int) int {
 		var dst *field
 		switch string(key) {
 		case `"ph"`:
@@ -194,12 +230,15 @@ func (tr *traceReader) lexEvent(b []byte, i int) int {
 			dst = &ev.dur
 		case `"args"`:
 			if b[v] != '{' || !tr.argsWanted() {
-				return lexValue(b, v, 1)
+				return l.value(v, depth)
+			}
+			if depth+1 >= l.maxDepth {
+				return lexOdd
 			}
 			ev.hasArgs = true
-			return tr.lexArgs(b, v)
+			return tr.lexArgs(l, v, depth+1)
 		}
-		end := lexValue(b, v, 1)
+		end := l.value(v, depth)
 		if end >= 0 && dst != nil && b[v] != '{' && b[v] != '[' {
 			*dst = tr.put(b[v:end])
 		}
@@ -207,10 +246,12 @@ func (tr *traceReader) lexEvent(b []byte, i int) int {
 	})
 }
 
-// lexArgs reads an event's args object at b[i] as readArgs does.
-func (tr *traceReader) lexArgs(b []byte, i int) int {
+// lexArgs reads an event's args object at l.b[i], depth containers deep,
+// as readArgs does.
+func (tr *traceReader) lexArgs(l *lexBuf, i, depth int) int {
 	ev := &tr.ev
-	return lexObject(b, i, func(key []byte, v int) int {
+	b := l.b
+	return l.object(i, func(key []byte, v int) int {
 		var dst *field
 		switch string(key) {
 		case `"Device Type"`:
@@ -240,7 +281,7 @@ func (tr *traceReader) lexArgs(b []byte, i int) int {
 		case `"Ev Idx"`:
 			tr.evIdx = true
 		}
-		end := lexValue(b, v, 2)
+		end := l.value(v, depth)
 		if end >= 0 && dst != nil {
 			*dst = tr.put(b[v:end])
 		}
@@ -248,11 +289,12 @@ func (tr *traceReader) lexArgs(b []byte, i int) int {
 	})
 }
 
-// lexObject reads the object at b[i] (b[i] is '{'): member gets each key as
+// object reads the object at l.b[i] (a '{'): member gets each key as
 // written (quotes and escapes included) and the offset of its value, and
 // returns the offset after the value (or lexMore, lexOdd). It returns the
 // offset after the object's '}'.
-func lexObject(b []byte, i int, member func(key []byte, v int) int) int {
+func (l *lexBuf) object(i int, member func(key []byte, v int) int) int {
+	b := l.b
 	i = skipSpace(b, i+1)
 	if i >= len(b) {
 		return lexMore
@@ -264,7 +306,7 @@ func lexObject(b []byte, i int, member func(key []byte, v int) int) int {
 		if b[i] != '"' {
 			return lexOdd
 		}
-		k := lexString(b, i)
+		k := l.str(i)
 		if k < 0 {
 			return k
 		}
@@ -298,23 +340,24 @@ func lexObject(b []byte, i int, member func(key []byte, v int) int) int {
 	}
 }
 
-// lexValue checks the value at b[i] (i < len(b)), depth levels inside the
-// event, and returns the offset after it. A number or literal is complete
-// only when a byte follows it in b.
-func lexValue(b []byte, i, depth int) int {
+// value checks the value at l.b[i] (i < len(l.b)) inside a container at
+// depth and returns the offset after it. A number or literal is complete
+// only when a byte follows it.
+func (l *lexBuf) value(i, depth int) int {
+	b := l.b
 	switch c := b[i]; {
 	case c == '"':
-		return lexString(b, i)
+		return l.str(i)
 	case c == '{':
-		if depth >= maxLexDepth {
+		if depth+1 >= l.maxDepth {
 			return lexOdd
 		}
-		return lexObject(b, i, func(_ []byte, v int) int { return lexValue(b, v, depth+1) })
+		return l.object(i, func(_ []byte, v int) int { return l.value(v, depth+1) })
 	case c == '[':
-		if depth >= maxLexDepth {
+		if depth+1 >= l.maxDepth {
 			return lexOdd
 		}
-		return lexArray(b, i, depth+1)
+		return l.array(i, depth+1)
 	case c == '-' || (c >= '0' && c <= '9'):
 		return lexNumber(b, i)
 	case c == 't':
@@ -327,8 +370,9 @@ func lexValue(b []byte, i, depth int) int {
 	return lexOdd
 }
 
-// lexArray checks the array at b[i] (b[i] is '[').
-func lexArray(b []byte, i, depth int) int {
+// array checks the array at l.b[i] (a '['), at depth.
+func (l *lexBuf) array(i, depth int) int {
+	b := l.b
 	i = skipSpace(b, i+1)
 	if i >= len(b) {
 		return lexMore
@@ -337,7 +381,7 @@ func lexArray(b []byte, i, depth int) int {
 		return i + 1
 	}
 	for {
-		if i = lexValue(b, i, depth); i < 0 {
+		if i = l.value(i, depth); i < 0 {
 			return i
 		}
 		if i = skipSpace(b, i); i >= len(b) {
@@ -357,7 +401,7 @@ func lexArray(b []byte, i, depth int) int {
 }
 
 // strPlain marks the bytes a string holds as they are: not a quote, not a
-// backslash, not a control byte (the sanitiser leaves none in strings).
+// backslash, not a control byte.
 var strPlain [256]bool
 
 func init() {
@@ -366,10 +410,14 @@ func init() {
 	}
 }
 
-// lexString checks the string at b[i] (b[i] is '"') and returns the offset
-// after its closing quote. Escapes are the JSON ones; \u takes four hex
-// digits, a lone surrogate included (the decoder allows invalid UTF-8).
-func lexString(b []byte, i int) int {
+// str checks the string at l.b[i] (a '"') and returns the offset after
+// its closing quote. Escapes are the JSON ones; \u takes four hex digits,
+// a lone surrogate included (the decoder allows invalid UTF-8). A control
+// byte is replaced with a space, as the sanitiser does, when the text is
+// raw; after a backslash it is the decoder's error.
+func (l *lexBuf) str(i int) int {
+	b := l.b
+	start := i
 	i++
 	for {
 		for i < len(b) && strPlain[b[i]] {
@@ -377,6 +425,9 @@ func lexString(b []byte, i int) int {
 		}
 		if i >= len(b) {
 			return lexMore
+		}
+		if l.maxString > 0 && i-start >= l.maxString {
+			return lexOdd
 		}
 		switch b[i] {
 		case '"':
@@ -401,8 +452,13 @@ func lexString(b []byte, i int) int {
 			default:
 				return lexOdd
 			}
-		default:
-			return lexOdd // a control byte
+		default: // a control byte
+			if !l.raw {
+				return lexOdd
+			}
+			b[i] = ' '
+			l.replaced++
+			i++
 		}
 	}
 }
@@ -411,17 +467,22 @@ func isHex(c byte) bool {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
 }
 
+// maxLexNumber is the longest number the fast path reads (the sanitiser
+// bounds a number, in a long run of text without brackets, at 64 KiB).
+const maxLexNumber = 1024
+
 // lexNumber checks the JSON number at b[i] and returns the offset after it.
 func lexNumber(b []byte, i int) int {
+	stop := i + maxLexNumber
 	if b[i] == '-' {
 		i++
 	}
-	i, ok := lexDigits(b, i, true)
+	i, ok := lexDigits(b, i, stop, true)
 	if !ok {
 		return i
 	}
 	if b[i] == '.' {
-		if i, ok = lexDigits(b, i+1, false); !ok {
+		if i, ok = lexDigits(b, i+1, stop, false); !ok {
 			return i
 		}
 	}
@@ -430,7 +491,7 @@ func lexNumber(b []byte, i int) int {
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		if i, ok = lexDigits(b, i, false); !ok {
+		if i, ok = lexDigits(b, i, stop, false); !ok {
 			return i
 		}
 	}
@@ -439,8 +500,9 @@ func lexNumber(b []byte, i int) int {
 
 // lexDigits reads the digits at b[i:] (an integer part when intPart: no
 // leading zero), at least one. It fails with lexMore when b ends in or
-// right after them (the number may go on), lexOdd when there are none.
-func lexDigits(b []byte, i int, intPart bool) (int, bool) {
+// right after them (the number may go on), lexOdd when there are none or
+// they reach stop.
+func lexDigits(b []byte, i, stop int, intPart bool) (int, bool) {
 	if i >= len(b) {
 		return lexMore, false
 	}
@@ -450,9 +512,12 @@ func lexDigits(b []byte, i int, intPart bool) (int, bool) {
 	if intPart && b[i] == '0' {
 		i++
 	} else {
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		for i < len(b) && i < stop && b[i] >= '0' && b[i] <= '9' {
 			i++
 		}
+	}
+	if i >= stop {
+		return lexOdd, false
 	}
 	if i >= len(b) {
 		return lexMore, false

@@ -40,8 +40,7 @@ func read(in *bufio.Reader, src snapshot.Source, opts snapshot.Options, lead int
 			err = &snapshot.Error{Path: src.Path, Offset: tr.offset(), Msg: fmt.Sprintf("malformed chrome trace (reader failure: %v)", r)}
 		}
 	}()
-	tr = newTraceReader(in, src, opts)
-	tr.fast = fast
+	tr = newTraceReader(in, src, opts, fast)
 	tr.skip += lead
 	defer tr.ra.Stop()
 	return tr.read()
@@ -85,7 +84,11 @@ type traceReader struct {
 	decIn   io.Reader // what tr.dec reads
 	lex     *lexBuf   // the fast path's text while it reads
 	fast    bool      // read events with the fast path
-	skip    int64     // bytes skipped before the decoder (leading whitespace, a UTF-8 BOM)
+	// sanFused: the sanitiser runs on this goroutine, after the read-ahead,
+	// so that the fast path can read and sanitise the events by itself;
+	// without the fast path it runs on the read-ahead's goroutine.
+	sanFused bool
+	skip     int64 // bytes skipped before the decoder (leading whitespace, a UTF-8 BOM)
 
 	arena []byte   // the text of the fields of the events queued (JSON side)
 	ev    rawEvent // the event being decoded
@@ -132,10 +135,12 @@ type devProp struct {
 	mem  int64
 }
 
-func newTraceReader(in *bufio.Reader, src snapshot.Source, opts snapshot.Options) *traceReader {
+func newTraceReader(in *bufio.Reader, src snapshot.Source, opts snapshot.Options, fast bool) *traceReader {
 	tr := &traceReader{
 		src:        src,
 		opts:       opts,
+		fast:       fast,
+		sanFused:   fast,
 		nameIdx:    make(map[string]int32),
 		csIdx:      make(map[string]int32),
 		threadIdx:  make(map[string]int32),
@@ -154,12 +159,35 @@ func newTraceReader(in *bufio.Reader, src snapshot.Source, opts snapshot.Options
 		in.Discard(3)
 		tr.skip = 3
 	}
-	san := jsonlex.NewSanitizer(in, opts.MaxDepth, opts.MaxStringBytes)
-	tr.san = san
-	tr.ra = readahead.NewReader(san, func() int64 { return san.Replaced() })
-	tr.decIn = tr.ra
+	if tr.sanFused {
+		tr.ra = readahead.NewReader(in, nil)
+		tr.san = jsonlex.NewSanitizer(tr.ra, opts.MaxDepth, opts.MaxStringBytes)
+		tr.decIn = tr.san
+	} else {
+		san := jsonlex.NewSanitizer(in, opts.MaxDepth, opts.MaxStringBytes)
+		tr.san = san
+		tr.ra = readahead.NewReader(san, func() int64 { return san.Replaced() })
+		tr.decIn = tr.ra
+	}
 	tr.dec = newDecoder(tr.decIn)
 	return tr
+}
+
+// delivered is the number of bytes of the sanitiser's output read so far
+// (at the end of the input, all of them).
+func (tr *traceReader) delivered() int64 {
+	if tr.sanFused {
+		return tr.san.Out()
+	}
+	return tr.ra.Delivered()
+}
+
+// replaced is the number of control bytes read as spaces so far.
+func (tr *traceReader) replaced() int64 {
+	if tr.sanFused {
+		return tr.san.Replaced()
+	}
+	return tr.ra.Tag()
 }
 
 // offset is the input offset of the last value read.
@@ -213,7 +241,7 @@ func (tr *traceReader) wrap(err error) error {
 	if errors.As(err, &le) {
 		return tr.errAt(le.Offset+tr.skip, "invalid chrome trace JSON: %s", le.Error())
 	}
-	end := tr.inputOffset(tr.ra.Delivered()) // bytes the decoder was given
+	end := tr.inputOffset(tr.delivered()) // bytes the decoder was given
 	var se *jsontext.SyntacticError
 	if errors.As(err, &se) {
 		off := tr.inputOffset(se.ByteOffset + tr.decBase)
