@@ -112,6 +112,10 @@ type traceReader struct {
 	devKeys    []devKey
 	devIdx     map[devKey]uint16
 	grads      []gradRec
+	// Totals of the [memory] records that their device's records before
+	// them do not tell (records.go, keepCounters), in file order.
+	taVals, trVals []counterVal
+	devCounters    []counters // per device: its totals so far
 
 	keys        []string
 	moreKeys    int // top-level keys past the 1,000 kept in keys
