@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
 	"testing"
 
@@ -69,6 +70,8 @@ type trainRun struct {
 	lt          bool  // cuBLASLt's 1 MiB workspace after the main thread's
 	inference   bool  // forward only, under no_grad: no backward, no optimizer
 	frozen      int   // frozen weights (no gradient, no state) of hidden² fp32 each, made before the trained ones
+	frozenSize  int64 // bytes of each frozen weight (0: 4·hidden²)
+	untraced    bool  // the weights carry no stack (the recording began after the model was built)
 	ddpCap      int64 // > 0: the model is wrapped in DistributedDataParallel with this bucket cap (ddpConstruct, ddpRebuild)
 	weightBytes int64 // set by run: the weights' requested bytes
 
@@ -83,9 +86,12 @@ func (c *trainRun) run(x fx) {
 	call := s.F("torch/nn/modules/module.py", 1787, "_call_impl")
 	linear := s.F("torch/nn/modules/linear.py", 125, "forward")
 	initSt := x.stack([]string{"at::native::empty_cuda(c10::ArrayRef<long>)"}, []*st.Dict{s.F("torch/nn/modules/linear.py", 106, "__init__")}, []*st.Dict{s.F("model.py", 31, "__init__"), user(10, "<module>")})
+	if c.untraced {
+		initSt = nil
+	}
 	s.NoTrace = true
 	for range c.frozen {
-		s.Alloc(0, 4*h*h, initSt)
+		s.Alloc(0, cmp.Or(c.frozenSize, 4*h*h), initSt)
 	}
 	var weights []int64
 	for l := 0; l < c.layers; l++ {

@@ -236,13 +236,22 @@ func bestCombination(c *curves, base factors, known []result.Suggestion, eff map
 // requested is the bytes the blocks of a category requested (tensor bytes,
 // not the allocator's blocks) at index j of the curves.
 func requested(h *history.History, j int, cat result.Category) int64 {
-	var n int64
+	n, _ := requestedFrozen(h, j, cat)
+	return n
+}
+
+// requestedFrozen is requested, with the part of it that is a frozen base
+// (weights that get no gradient while adapters or quantized layers train).
+func requestedFrozen(h *history.History, j int, cat result.Category) (n, frozen int64) {
 	for _, b := range h.LiveBlocks(j - 1) {
 		if b.Category == cat {
 			n += b.Requested
+			if r := b.Rule(); r == history.RuleFrozenWeights || r == history.RuleQuantizedWeights {
+				frozen += b.Requested
+			}
 		}
 	}
-	return n
+	return n, frozen
 }
 
 // near reports whether x is within 3% of want.
@@ -275,12 +284,19 @@ func inferModel(h *history.History, c *curves) result.InferredModel {
 	}
 	// The ratio of the tensors' own bytes: the allocator's blocks round
 	// parameters allocated before the recording differently.
-	paramReq := requested(h, c.argmax(PartParam), result.Parameter)
+	paramReq, frozen := requestedFrozen(h, c.argmax(PartParam), result.Parameter)
+	if frozen >= paramReq {
+		frozen = 0 // nothing trains beside them: no base to tell apart
+	}
+	m.FrozenParameterBytes = frozen
+	// The optimizer keeps state for the weights that train: a frozen base
+	// (adapters, quantized layers) has none.
+	trained := paramReq - frozen
 	optJ := c.end()
 	if final[PartOpt] == 0 {
 		optJ = c.argmax(PartOpt)
 	}
-	r := float64(requested(h, optJ, result.OptimizerState)) / float64(max(paramReq, 1))
+	r := float64(requested(h, optJ, result.OptimizerState)) / float64(max(trained, 1))
 	m.StatePerParameterByte = math.Round(r*1000) / 1000
 	setup := estimate.Setup{Precision: "fp32", Optimizer: "adamw"}
 	switch {
@@ -315,6 +331,11 @@ func inferModel(h *history.History, c *curves) result.InferredModel {
 		size = 2
 	}
 	m.ParameterCount = paramReq / size
+	if frozen > 0 {
+		// A frozen base's dtype is its own (often 16-bit or quantized): count
+		// only the weights that train, in the dtype their state says.
+		m.ParameterCount = trained / size
+	}
 	if e, err := estimate.Compute(estimate.Inputs{Model: estimate.Model{Params: m.ParameterCount}, Setup: setup}); err == nil {
 		m.EstimatedGradientBytes, m.EstimatedOptimizerStateBytes = e.GradientsBytes, e.OptimizerStateBytes+e.MasterWeightsBytes
 	}

@@ -72,6 +72,11 @@ func (c *curves) project(r *result.Result, kb, ks float64, at, to Size, gpu *est
 	if m.GradientBytes > 0 {
 		e.TrainableParameterCount = m.ParameterCount
 	}
+	if m.FrozenParameterBytes > 0 {
+		// ParameterCount counts the trained weights only; the frozen base's
+		// dtype (and so its count) is unknown.
+		e.ParameterCount = 0
+	}
 	if m.DType != "" && m.DType != "fp32" {
 		e.Setup.Precision = "bf16"
 	}

@@ -1,0 +1,69 @@
+package analysis
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/torchmem/torchmem/internal/analysistest"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+)
+
+// TestModelFactsFrozenBase: adapters (peft) trained with AdamW on a frozen
+// base keep two states per trained weight and none for the base. The
+// model facts read the optimizer's ratio and the gradient and state
+// estimates against the weights that train: 2 states per parameter, not
+// "no common optimizer's ratio" because the base is counted too. The
+// recording begins after the model is built (the weights carry no stack),
+// as when a pretrained model is loaded, wrapped and then trained; where
+// the stacks show no adapter library, the base is no known parameter and
+// the ratio holds as it is.
+func TestModelFactsFrozenBase(t *testing.T) {
+	for _, kind := range frameKinds {
+		for _, c := range []trainRun{
+			// Adapters are small beside the base weights they adapt.
+			{layers: 2, hidden: 1024, tokens: 64, steps: 2, frozen: 16, frozenSize: 16 << 20, untraced: true},
+			{layers: 4, hidden: 512, tokens: 256, steps: 3, frozen: 40, frozenSize: 4 << 20, untraced: true},
+			{layers: 8, hidden: 256, tokens: 512, steps: 2, frozen: 8, frozenSize: 12 << 20, untraced: true},
+		} {
+			t.Run(fmt.Sprintf("%s, %d trained of %d², %d frozen of %d B", kind, c.layers, c.hidden, c.frozen, c.frozenSize), func(t *testing.T) {
+				x := fx{st.NewSim(), kind}
+				c.run(x)
+				s := x.s
+				// peft's LoRA layer at work (a forward temporary).
+				s.Free(0, s.Alloc(0, 1<<20, x.stack(nil, []*st.Dict{s.F("peft/tuners/lora/layer.py", 727, "forward")}, []*st.Dict{s.F("train.py", 21, "<module>")})))
+				r := Analyze(analysistest.Read(t, s, 0), DefaultOptions())
+				m := r.WhatIf.Model
+				frozen := int64(c.frozen) * c.frozenSize
+				if kind == "module frames" && m.FrozenParameterBytes != frozen {
+					t.Errorf("frozen base %d B, want %d (peft in the stacks)", m.FrozenParameterBytes, frozen)
+				}
+				if m.FrozenParameterBytes != 0 && m.FrozenParameterBytes != frozen {
+					t.Errorf("frozen base %d B, want %d or none", m.FrozenParameterBytes, frozen)
+				}
+				if m.StatePerParameterByte != 2 || !strings.Contains(m.Optimizer, "AdamW") {
+					t.Errorf("optimizer state = %v × parameters (%s), want 2 (AdamW over the trained weights)", m.StatePerParameterByte, m.Optimizer)
+				}
+				if m.EstimatedGradientBytes != c.weightBytes || m.EstimatedOptimizerStateBytes != 2*c.weightBytes {
+					t.Errorf("estimates: gradients %d, state %d; want %d, %d (the trained weights')", m.EstimatedGradientBytes, m.EstimatedOptimizerStateBytes, c.weightBytes, 2*c.weightBytes)
+				}
+			})
+		}
+	}
+}
+
+// TestModelFactsFrozenBaseRecorded: the recorded LoRA run (a bf16 base of
+// 311,461,888 B, fp32 adapters of 9,306,112 B, AdamW state 18,612,224 B):
+// the base is told apart, AdamW's ratio is read against the adapters and
+// the estimates are theirs, to the byte.
+func TestModelFactsFrozenBaseRecorded(t *testing.T) {
+	s := analysistest.OpenShared(t, "recorded", "hf_llama_lora16_bf16_train.pickle.gz")
+	m := Analyze(s, DefaultOptions()).WhatIf.Model
+	// The base's buffers (rotary frequencies: 2 × 128 B) get no gradient either.
+	if m.FrozenParameterBytes < 311_461_888 || m.FrozenParameterBytes > 311_461_888+256 || m.ParameterCount != 9_306_112/4 {
+		t.Errorf("frozen base %d B, %d trained parameters; want 311,461,888 B (+ at most 256 B of buffers), 2,326,528", m.FrozenParameterBytes, m.ParameterCount)
+	}
+	if m.StatePerParameterByte != 2 || m.EstimatedGradientBytes != 9_306_112 || m.EstimatedOptimizerStateBytes != 18_612_224 {
+		t.Errorf("ratio %v, estimates %d / %d; want 2, 9,306,112 / 18,612,224", m.StatePerParameterByte, m.EstimatedGradientBytes, m.EstimatedOptimizerStateBytes)
+	}
+}
