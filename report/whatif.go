@@ -113,7 +113,7 @@ func whatIfText(p *printer, r *result.Result) {
 		if i == 0 {
 			head = "  model  "
 		}
-		p.f("%s%s\n", head, units.OneLine(l))
+		p.wrap(head, "           ", units.OneLine(l))
 	}
 	for _, n := range w.Notes {
 		p.f("  - %s\n", units.OneLine(n))

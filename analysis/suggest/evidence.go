@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/analysis/whatif"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -21,7 +22,7 @@ type Evidence struct {
 	oom        *result.OOM
 	oomSDPA    bool  // the failing allocation is SDPA's math backend
 	oomAttn    bool  // the failing allocation is inside attention code
-	attention  int64 // live bytes allocated in attention code
+	attention  int64 // live bytes of attention's seq² tensors (whatif.SeqSquared)
 	attnSite   string
 	expandable bool
 	capacity   int64
@@ -89,15 +90,20 @@ func Gather(h *history.History, dr *result.DeviceResult) *Evidence {
 		ev.endWhollyFree = end.CachedFreeBytes - end.FreeInUsedSegmentsBytes
 	}
 	trainingEvidence(h, ev, dr)
+	// Attention's memory is what grows with the square of the sequence —
+	// scores, softmax, masks, their gradients — as the what-if finds it
+	// (attention code's queries, keys and values are per-token tensors).
 	sites := map[string]int64{}
-	for _, b := range h.LiveBlocks(ev.index) {
-		if b.Untracked {
+	sq := whatif.SeqSquared(h)
+	for bi, b := range h.LiveBlocks(ev.index) {
+		if b.Untracked || !sq[bi] {
 			continue
 		}
-		m := h.Markers.Get(b.Stack)
-		if m.Attention && (b.Category == result.Activation || b.Category == result.Temporary || b.Category == result.AutogradDetail) {
-			ev.attention += b.Size
-			sites[history.SiteOf(h.Snap, b.Stack)] += b.Size
+		if b.Category == result.Activation || b.Category == result.Temporary || b.Category == result.AutogradDetail {
+			ev.attention += b.Requested
+			if h.Markers.Get(b.Stack).Attention {
+				sites[history.SiteOf(h.Snap, b.Stack)] += b.Requested
+			}
 		}
 	}
 	var best int64
