@@ -18,7 +18,7 @@ const (
 	PartStaleGrad             // the previous step's gradients, alive in a forward until zero_grad frees them
 	PartOpt                   // optimizer state
 	PartFixed                 // unknown, workspaces, autocast's weight copies, optimizer and zero_grad scratch: independent of the batch
-	PartLinear                // activations, temporaries, autograd detail and inputs of a step: ∝ batch·seq
+	PartLinear                // activations, temporaries, autograd detail, inputs of a step and a CUDA graph's pool: ∝ batch·seq
 	PartQuad                  // the same allocated in attention code: ∝ batch·seq² (scores, softmax)
 	PartKV                    // a generation's KV cache in a cache class: ∝ batch·seq, untouched by the activation techniques
 	numParts
@@ -71,6 +71,11 @@ func PartOf(h *history.History, b *history.Block, stale, seqSquared bool) Part {
 			return PartFixed
 		}
 		return PartKV
+	case result.CUDAGraphPool:
+		// A graph's pool holds the forward it captured — its intermediates
+		// and static outputs, of the batch and sequence the graph was
+		// captured at: a graph captured at another size holds them to scale.
+		return PartLinear
 	case result.Activation, result.Temporary, result.AutogradDetail, result.InputData:
 		if b.Alloc >= 0 {
 			if ph := h.Phases.At(b.Alloc); ph == result.PhaseOptimizer || ph == result.PhaseZeroGrad {
