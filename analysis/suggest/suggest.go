@@ -59,14 +59,16 @@ func fromEvidence(ev *Evidence) []result.Suggestion {
 	// Checkpointing trades recomputation in backward for memory: only a run
 	// with a backward keeps activations to recompute, and one that already
 	// checkpoints has done it; at an OOM, activations under 10% of the
-	// memory are not where the memory went.
+	// memory are not where the memory went. It recomputes what forward
+	// keeps for backward (activation): temporaries and the autograd
+	// engine's buffers stay as they are.
 	if ev.Backward && !ev.done.checkpointing && (oomPhase && units.Percent(act, ev.total) >= 10 || units.Percent(act, ev.total) >= 40) {
 		because := fmt.Sprintf("activations and temporaries are %s of %s allocated %s (%.0f%%)", units.FormatBytes(act), units.FormatBytes(ev.total), where, units.Percent(act, ev.total))
 		if oomPhase {
 			because = fmt.Sprintf("the OOM happened in %s with %s of activations and temporaries live (%.0f%% of %s allocated) %s", ev.phase, units.FormatBytes(act), units.Percent(act, ev.total), units.FormatBytes(ev.total), where)
 		}
 		out = append(out, result.Suggestion{ID: "activation_checkpointing", Title: "Recompute activations in backward (activation checkpointing)",
-			Because: because, EstimatedSavingsBytes: act * 65 / 100, Cost: "about 30% slower steps (forward runs twice)",
+			Because: because, EstimatedSavingsBytes: c[result.Activation] * 65 / 100, Cost: "about 30% slower steps (forward runs twice)",
 			How: "from torch.utils.checkpoint import checkpoint\n# in the model's forward, around each transformer block / large submodule:\nx = checkpoint(block, x, use_reentrant=False)"})
 	}
 	if ev.attention > 0 && (units.Percent(ev.attention, ev.total) >= 10 || ev.oomAttn || ev.oomSDPA) {

@@ -93,7 +93,7 @@ func (c *curves) project(r *result.Result, kb, ks float64, at, to Size, gpu *est
 	// A KV cache grows with batch × tokens: it is part of "other" (neither
 	// weights nor activations), scaled as the projection scales it.
 	e.OtherBytes = v[PartFixed] + saturate(kb*ks*float64(v[PartKV]))
-	lin, quad := kb*ks*float64(v[PartLinear]), kb*ks*ks*float64(v[PartQuad])
+	lin, quad := kb*ks*float64(v[PartLinear]+v[PartLinearRest]), kb*ks*ks*float64(v[PartQuad]+v[PartQuadRest])
 	act, attn := saturate(lin+quad), saturate(quad)
 	e.ActivationsBytes, e.AttentionBytes = &act, &attn
 	e.TotalBytes = peak
