@@ -52,7 +52,8 @@ type Evidence struct {
 	// memory there, or the recording ends in it) and no step of it ended
 	// without a backward.
 	Backward bool
-	fp32     bool // parameters known to be fp32 (chrome-trace shapes)
+	fp32     bool   // parameters known to be fp32 (chrome-trace shapes)
+	gpu      string // the device's name when the file says it ("Tesla V100-SXM2-32GB")
 	// done is what the run already does (autocast, checkpointing,
 	// quantized weights, a pretrained checkpoint).
 	done practices
@@ -67,7 +68,7 @@ type Evidence struct {
 
 // Gather collects the evidence of one device.
 func Gather(h *history.History, dr *result.DeviceResult) *Evidence {
-	ev := &Evidence{device: dr.Device, capacity: dr.Capacity, expandable: h.Expandable(),
+	ev := &Evidence{device: dr.Device, capacity: dr.Capacity, expandable: h.Expandable(), gpu: h.Device.Name,
 		endAlloc: dr.AtEnd.AllocatedBytes, endRes: dr.AtEnd.ReservedBytes,
 		PeakAlloc: dr.Peak.AllocatedBytes, peakRes: dr.Peak.ReservedBytes}
 	ev.name = fmt.Sprintf("device %d", dr.Device)

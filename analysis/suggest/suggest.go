@@ -140,7 +140,14 @@ func fromEvidence(ev *Evidence) []result.Suggestion {
 			EstimatedSavingsBytes: par * 3 / 4, Cost: "similar speed; only adapters are trained (fine-tuning only)",
 			How: "from transformers import BitsAndBytesConfig\nfrom peft import LoraConfig, get_peft_model\nmodel = AutoModelForCausalLM.from_pretrained(name, quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16))\nmodel = get_peft_model(model, LoraConfig(r=16, target_modules=\"all-linear\"))"})
 	}
-	if ev.fp32 && !ev.done.autocast && par+grad+act > 0 {
+	if ev.fp32 && !ev.done.autocast && par+grad+act > 0 && withoutBF16(ev.gpu) {
+		// A GPU before Ampere has no bf16: its mixed precision is fp16
+		// autocast, whose narrow range needs a gradient scaler.
+		out = append(out, result.Suggestion{ID: "mixed_precision_fp16", Title: "Train in fp16 mixed precision (autocast + GradScaler)",
+			Because:               fmt.Sprintf("the trace records fp32 parameters; parameters, gradients and activations are %s %s; the %s has no bf16, so fp16 with a gradient scaler", units.FormatBytes(par+grad+act), where, ev.gpu),
+			EstimatedSavingsBytes: (par + grad + act) / 2, Cost: "minimal (the scaler skips the steps whose gradients overflow)",
+			How: "scaler = torch.amp.GradScaler(\"cuda\")\nwith torch.autocast(device_type=\"cuda\", dtype=torch.float16):\n    loss = loss_fn(model(x), y)\nscaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()"})
+	} else if ev.fp32 && !ev.done.autocast && par+grad+act > 0 {
 		out = append(out, result.Suggestion{ID: "mixed_precision_bf16", Title: "Train in bf16 mixed precision",
 			Because:               fmt.Sprintf("the trace records fp32 parameters; parameters, gradients and activations are %s %s", units.FormatBytes(par+grad+act), where),
 			EstimatedSavingsBytes: (par + grad + act) / 2, Cost: "minimal on GPUs with bf16",

@@ -35,6 +35,7 @@ func effects() map[string]effect {
 		"activation_checkpointing": with(3, "", func(f *factors) { f[PartLinear], f[PartQuad] = 0.35, 0.35 }),
 		"flash_attention":          with(0, "", func(f *factors) { f[PartQuad], f[PartQuadRest] = 0.2, 0.2 }),
 		"mixed_precision_bf16":     with(1, "", func(f *factors) { stepFactors(f, 0.5, 0.5) }),
+		"mixed_precision_fp16":     with(1, "", func(f *factors) { stepFactors(f, 0.5, 0.5) }),
 		"optimizer_8bit":           with(1, "optimizer", func(f *factors) { f[PartOpt] = 0.25 }),
 		"paged_optimizer":          with(1, "optimizer", func(f *factors) { f[PartOpt] = 0.25 }),
 		"cpu_offload":              with(9, "optimizer", func(f *factors) { f[PartOpt] = 0 }),
