@@ -66,14 +66,15 @@ type trainRun struct {
 	hidden      int64
 	tokens      int64
 	steps       int
-	ws          int64 // cuBLAS workspace size (0: none in the recording)
-	lt          bool  // cuBLASLt's 1 MiB workspace after the main thread's
-	inference   bool  // forward only, under no_grad: no backward, no optimizer
-	frozen      int   // frozen weights (no gradient, no state) of hidden² fp32 each, made before the trained ones
-	frozenSize  int64 // bytes of each frozen weight (0: 4·hidden²)
-	untraced    bool  // the weights carry no stack (the recording began after the model was built)
-	ddpCap      int64 // > 0: the model is wrapped in DistributedDataParallel with this bucket cap (ddpConstruct, ddpRebuild)
-	weightBytes int64 // set by run: the weights' requested bytes
+	ws          int64  // cuBLAS workspace size (0: none in the recording)
+	lt          bool   // cuBLASLt's 1 MiB workspace after the main thread's
+	inference   bool   // forward only, under no_grad: no backward, no optimizer
+	frozen      int    // frozen weights (no gradient, no state) of hidden² fp32 each, made before the trained ones
+	frozenSize  int64  // bytes of each frozen weight (0: 4·hidden²)
+	untraced    bool   // the weights carry no stack (the recording began after the model was built)
+	modelLib    string // a library's modeling file the layers run in (module frames only; "": none)
+	ddpCap      int64  // > 0: the model is wrapped in DistributedDataParallel with this bucket cap (ddpConstruct, ddpRebuild)
+	weightBytes int64  // set by run: the weights' requested bytes
 
 	ddpBuckets []ddpBucket // set by run: DDP's buckets in allocation order
 }
@@ -113,7 +114,11 @@ func (c *trainRun) run(x fx) {
 				c.ddpRebuild(x, weights)
 			}
 			for l := 0; l < c.layers; l++ {
-				fwd := x.stack(cppAddmm, []*st.Dict{linear, call}, []*st.Dict{model(l), user(21, "<module>")})
+				lib := []*st.Dict{linear, call}
+				if c.modelLib != "" {
+					lib = append(lib, s.F(c.modelLib, 300, "forward"))
+				}
+				fwd := x.stack(cppAddmm, lib, []*st.Dict{model(l), user(21, "<module>")})
 				saved = append(saved, s.Alloc(0, c.tokens*h*4, fwd))
 				if firstFwd && c.ws > 0 {
 					wsStack := fwd

@@ -139,6 +139,7 @@ func Gather(h *history.History, dr *result.DeviceResult) *Evidence {
 		}
 	}
 	ev.done = practicesOf(h)
+	ev.done.transformers = madeByTransformers(h, ev.index)
 	for _, b := range h.LiveBlocks(ev.index) {
 		if b.Rule() == history.RuleGradMovedWithModel {
 			ev.movedGrads += b.Size

@@ -67,9 +67,16 @@ func fromEvidence(ev *Evidence) []result.Suggestion {
 		if oomPhase {
 			because = fmt.Sprintf("the OOM happened in %s with %s of activations and temporaries live (%.0f%% of %s allocated) %s", ev.phase, units.FormatBytes(act), units.Percent(act, ev.total), units.FormatBytes(ev.total), where)
 		}
+		how := "from torch.utils.checkpoint import checkpoint\n# in the model's forward, around each transformer block / large submodule:\nx = checkpoint(block, x, use_reentrant=False)"
+		switch {
+		case ev.done.transformers && ev.done.peft:
+			how = "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})  # transformers: each decoder layer\nmodel.enable_input_require_grads()  # peft: the frozen embeddings' output must require grad\nmodel.config.use_cache = False"
+		case ev.done.transformers:
+			how = "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})  # transformers: each decoder layer\nmodel.config.use_cache = False"
+		}
 		out = append(out, result.Suggestion{ID: "activation_checkpointing", Title: "Recompute activations in backward (activation checkpointing)",
 			Because: because, EstimatedSavingsBytes: c[result.Activation] * 65 / 100, Cost: "about 30% slower steps (forward runs twice)",
-			How: "from torch.utils.checkpoint import checkpoint\n# in the model's forward, around each transformer block / large submodule:\nx = checkpoint(block, x, use_reentrant=False)"})
+			How: how})
 	}
 	if ev.attention > 0 && (units.Percent(ev.attention, ev.total) >= 10 || ev.oomAttn || ev.oomSDPA) {
 		because := fmt.Sprintf("attention tensors (scores/softmax, size ∝ sequence²) hold %s %s, largest at %s", units.FormatBytes(ev.attention), where, ev.attnSite)
