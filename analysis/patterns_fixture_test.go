@@ -73,6 +73,7 @@ type trainRun struct {
 	frozenSize  int64  // bytes of each frozen weight (0: 4·hidden²)
 	untraced    bool   // the weights carry no stack (the recording began after the model was built)
 	modelLib    string // a library's modeling file the layers run in (module frames only; "": none)
+	ema         bool   // an EMA's shadow weights: one copy of each weight, made outside the phases before the first step and kept
 	ddpCap      int64  // > 0: the model is wrapped in DistributedDataParallel with this bucket cap (ddpConstruct, ddpRebuild)
 	weightBytes int64  // set by run: the weights' requested bytes
 
@@ -103,6 +104,12 @@ func (c *trainRun) run(x fx) {
 	s.NoTrace = false
 	if c.ddpCap > 0 {
 		c.ddpConstruct(x, weights)
+	}
+	if c.ema {
+		emaSt := x.stack([]string{"at::native::clone(at::Tensor const&, std::optional<c10::MemoryFormat>)"}, []*st.Dict{s.F("torch/_tensor.py", 60, "clone")}, []*st.Dict{s.F("ema.py", 12, "<listcomp>"), user(15, "<module>")})
+		for _, w := range weights {
+			s.Alloc(0, w, emaSt)
+		}
 	}
 	var grads, state []uint64
 	firstFwd, firstBwd := true, true
