@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/analysis/whatif"
 	"github.com/torchmem/torchmem/internal/analysistest"
 	st "github.com/torchmem/torchmem/internal/snapshottest"
 )
@@ -65,5 +66,14 @@ func TestModelFactsFrozenBaseRecorded(t *testing.T) {
 	}
 	if m.StatePerParameterByte != 2 || m.EstimatedGradientBytes != 9_306_112 || m.EstimatedOptimizerStateBytes != 18_612_224 {
 		t.Errorf("ratio %v, estimates %d / %d; want 2, 9,306,112 / 18,612,224", m.StatePerParameterByte, m.EstimatedGradientBytes, m.EstimatedOptimizerStateBytes)
+	}
+	// A projection of the run counts the adapters as what trains and claims
+	// no count for the base.
+	e, err := Project(s, DefaultOptions(), whatif.Size{Batch: 4, Seq: 1024}, whatif.Size{Batch: 8, Seq: 1024}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.ParameterCount != 0 || e.TrainableParameterCount != 9_306_112/4 {
+		t.Errorf("projection: %d parameters, %d trainable; want 0 (the base's dtype is unknown), 2,326,528", e.ParameterCount, e.TrainableParameterCount)
 	}
 }

@@ -75,7 +75,7 @@ func (c *curves) project(r *result.Result, kb, ks float64, at, to Size, gpu *est
 	if m.FrozenParameterBytes > 0 {
 		// ParameterCount counts the trained weights only; the frozen base's
 		// dtype (and so its count) is unknown.
-		e.ParameterCount = 0
+		e.ParameterCount, e.TrainableParameterCount = 0, m.ParameterCount
 	}
 	if m.DType != "" && m.DType != "fp32" {
 		e.Setup.Precision = "bf16"
