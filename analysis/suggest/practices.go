@@ -54,6 +54,9 @@ func practicesOf(h *history.History) practices {
 		if p.quantizedBy == "" {
 			p.quantizedBy = quantizer(file)
 		}
+		if p.quantizedBy == "" {
+			p.quantizedBy = quantizerOp(name)
+		}
 		flexgen = flexgen || strings.Contains(file, "flexgen") || path.Base(file) == "flex_opt.py"
 		compressed = compressed || path.Base(file) == "compression.py"
 	}
@@ -109,6 +112,43 @@ func quantizer(file string) string {
 		return "GPTQ (ExLlama/Marlin kernels)"
 	case strings.Contains(file, "torchao/quantization"):
 		return "torchao"
+	}
+	return ""
+}
+
+// quantizerOp names the weight-quantization library an operator, a C++
+// symbol or a module's span belongs to, or "": a trace recorded without
+// Python stacks still names the quantized kernels it ran (bitsandbytes'
+// and torchao's registered operators, the int4/int8 weight-packed matmuls,
+// GPTQ/AWQ/Marlin kernels) and the quantized layers (Linear4bit,
+// Linear8bitLt). Only names that hold "::" (operators, symbols) or a
+// module's span are read: a Python function's own name proves nothing.
+func quantizerOp(name string) string {
+	if module, ok := strings.CutPrefix(name, "nn.Module: "); ok {
+		if strings.HasPrefix(module, "Linear4bit") || strings.HasPrefix(module, "Linear8bitLt") {
+			return "bitsandbytes"
+		}
+		return ""
+	}
+	if !strings.Contains(name, "::") {
+		return ""
+	}
+	low := strings.ToLower(name)
+	switch {
+	case strings.Contains(low, "bitsandbytes::"):
+		return "bitsandbytes"
+	case strings.Contains(low, "torchao::"):
+		return "torchao"
+	case strings.Contains(low, "_weight_int4pack_mm") || strings.Contains(low, "_weight_int8pack_mm") || strings.Contains(low, "_convert_weight_to_int4pack"):
+		return "int4/int8 weight-only kernels"
+	case strings.Contains(low, "marlin"):
+		return "GPTQ (ExLlama/Marlin kernels)"
+	case strings.Contains(low, "gptq") || strings.Contains(low, "exllama"):
+		return "GPTQ"
+	case strings.Contains(low, "awq"):
+		return "AWQ"
+	case strings.HasPrefix(low, "quantized::"):
+		return "PyTorch's quantized operators"
 	}
 	return ""
 }
