@@ -77,3 +77,41 @@ func TestModelFactsFrozenBaseRecorded(t *testing.T) {
 		t.Errorf("projection: %d parameters, %d trainable; want 0 (the base's dtype is unknown), 2,326,528", e.ParameterCount, e.TrainableParameterCount)
 	}
 }
+
+// TestModelFactsCountTensorBytes: the allocator serves an 11 MiB weight
+// from a 12 MiB segment it does not split (the rest is under 1 MiB), so a
+// model's parameters take more bytes of blocks than of tensors; the count
+// divides the tensors' bytes and the model facts name both, whatever the
+// stacks — the hf_llama_mixed_ckpt_train recording's 620 MiB of blocks
+// hold 622,923,776 B of tensors, 155.7M fp32 parameters.
+func TestModelFactsCountTensorBytes(t *testing.T) {
+	for _, kind := range frameKinds {
+		// 1700² and 1800² fp32 weights: 11.0 and 12.4 MiB, in 12 and 14 MiB
+		// blocks; 1024²: 4 MiB exactly.
+		for _, c := range []trainRun{
+			{layers: 4, hidden: 1700, tokens: 64, steps: 2},
+			{layers: 3, hidden: 1800, tokens: 64, steps: 2},
+			{layers: 6, hidden: 1024, tokens: 64, steps: 2},
+		} {
+			t.Run(fmt.Sprintf("%s, %d layers of %d²", kind, c.layers, c.hidden), func(t *testing.T) {
+				x := fx{st.NewSim(), kind}
+				s := x.s
+				c.run(x)
+				m := Analyze(analysistest.Read(t, s, 0), DefaultOptions()).WhatIf.Model
+				tensors := int64(c.layers) * c.hidden * c.hidden * 4
+				want := tensors
+				if m.ParameterBytes == tensors {
+					want = 0 // blocks and tensors alike: nothing more to say
+				}
+				if m.ParameterTensorBytes != want || m.ParameterCount != tensors/4 {
+					t.Errorf("%d B of blocks, %d of tensors, %d parameters; want %d of tensors, %d parameters", m.ParameterBytes, m.ParameterTensorBytes, m.ParameterCount, want, tensors/4)
+				}
+			})
+		}
+	}
+	s := analysistest.OpenShared(t, "recorded", "hf_llama_mixed_ckpt_train.pickle.gz")
+	m := Analyze(s, DefaultOptions()).WhatIf.Model
+	if m.ParameterTensorBytes < 622_923_776 || m.ParameterTensorBytes > 622_923_776+256 || m.ParameterBytes <= m.ParameterTensorBytes || m.ParameterCount != 622_923_776/4 {
+		t.Errorf("hf_llama_mixed_ckpt_train: %d B of blocks, %d of tensors, %d parameters; want 622,923,776 B of tensors (+ 256 B of buffers), 155,730,944", m.ParameterBytes, m.ParameterTensorBytes, m.ParameterCount)
+	}
+}

@@ -47,10 +47,15 @@ func modelLines(w *result.WhatIf) []string {
 	if dtype == "" {
 		dtype = "fp32 (assumed)"
 	}
-	out := []string{fmt.Sprintf("parameters %s: %s parameters if %s", units.FormatBytes(m.ParameterBytes), countWord(m.ParameterCount), dtype)}
+	size := units.FormatBytes(m.ParameterBytes)
+	if t := m.ParameterTensorBytes; t > 0 && units.FormatBytes(t) != size {
+		// The count divides the tensors' bytes, not the allocator's blocks.
+		size = fmt.Sprintf("%s in blocks, %s of tensors", size, units.FormatBytes(t))
+	}
+	out := []string{fmt.Sprintf("parameters %s: %s parameters if %s", size, countWord(m.ParameterCount), dtype)}
 	per := "parameters"
 	if m.FrozenParameterBytes > 0 {
-		out[0] = fmt.Sprintf("parameters %s: %s trained parameters if %s", units.FormatBytes(m.ParameterBytes), countWord(m.ParameterCount), dtype)
+		out[0] = fmt.Sprintf("parameters %s: %s trained parameters if %s", size, countWord(m.ParameterCount), dtype)
 		out = append(out, fmt.Sprintf("frozen base %s of them: no gradient, no optimizer state (its dtype unknown)", units.FormatBytes(m.FrozenParameterBytes)))
 		per = "trained parameters"
 	}

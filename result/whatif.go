@@ -79,6 +79,9 @@ type InferredModel struct {
 	// either is unknown); Optimizer says what that ratio means.
 	StatePerParameterByte float64 `json:"optimizer_state_per_parameter_byte"`
 	Optimizer             string  `json:"optimizer"`
+	// ParameterTensorBytes is what the parameter tensors requested, when
+	// ParameterBytes (the allocator's blocks) is more: the count is of it.
+	ParameterTensorBytes int64 `json:"parameter_tensor_bytes,omitempty"`
 	// FrozenParameterBytes is the part of the parameters that is a frozen
 	// base: weights that get no gradient while adapters or quantized layers
 	// train (their optimizer state is the trained weights' alone, and

@@ -299,6 +299,9 @@ func inferModel(h *history.History, c *curves) result.InferredModel {
 		frozen = 0 // nothing trains beside them: no base to tell apart
 	}
 	m.FrozenParameterBytes = frozen
+	if paramReq < m.ParameterBytes {
+		m.ParameterTensorBytes = paramReq
+	}
 	// The optimizer keeps state for the weights that train: a frozen base
 	// (adapters, quantized layers) has none.
 	trained := paramReq - frozen
