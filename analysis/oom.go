@@ -86,7 +86,7 @@ func oomVerdict(h *history.History, o *result.OOM, e *snapshot.Event) string {
 		fmt.Fprintf(&b, ", after the allocator had released %s of cached segments and retried", units.FormatBytes(released))
 	}
 	if processLimited(o) {
-		fmt.Fprintf(&b, ". The device had room for it: the allocator refused it under a per-process limit (torch.cuda.set_per_process_memory_fraction) below the %s its reserved memory plus the request would reach, not for want of GPU memory", units.FormatBytes(o.ReservedBytes+o.RequestedBytes))
+		fmt.Fprintf(&b, ". The device had room: a per-process limit (torch.cuda.set_per_process_memory_fraction) below its reserved memory plus the request (%s) refused it", units.FormatBytes(o.ReservedBytes+o.RequestedBytes))
 	}
 	b.WriteString(".")
 	return b.String()
