@@ -59,6 +59,13 @@ func TestMixedPrecisionForTheGPU(t *testing.T) {
 				if s := suggestionIn(r, "mixed_precision_fp16"); s != nil && !strings.Contains(s.How, "GradScaler") {
 					t.Errorf("fp16 without a gradient scaler: %s", s.How)
 				}
+				// Autocast halves the step's activations, not the fp32
+				// weights, gradients or state: the reason says so.
+				for _, id := range []string{"mixed_precision_fp16", "mixed_precision_bf16"} {
+					if s := suggestionIn(r, id); s != nil && (!strings.Contains(s.Because, "activations and temporaries are 1.00 GiB") || strings.Contains(s.Because, "parameters, gradients and activations")) {
+						t.Errorf("%s: %q", id, s.Because)
+					}
+				}
 				checkSavingsAreWhatIfs(t, r)
 			})
 		}

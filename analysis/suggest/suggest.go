@@ -147,17 +147,20 @@ func fromEvidence(ev *Evidence) []result.Suggestion {
 			EstimatedSavingsBytes: par * 3 / 4, Cost: "similar speed; only adapters are trained (fine-tuning only)",
 			How: "from transformers import BitsAndBytesConfig\nfrom peft import LoraConfig, get_peft_model\nmodel = AutoModelForCausalLM.from_pretrained(name, quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16))\nmodel = get_peft_model(model, LoraConfig(r=16, target_modules=\"all-linear\"))"})
 	}
-	if ev.fp32 && !ev.done.autocast && par+grad+act > 0 && withoutBF16(ev.gpu) {
+	// Autocast computes the step in 16-bit; the weights, their gradients
+	// and the optimizer's state stay fp32: it halves the activations.
+	amp := fmt.Sprintf("the trace records fp32 parameters and no autocast; activations and temporaries are %s %s, and autocast computes them in 16-bit (weights, gradients and optimizer state stay fp32)", units.FormatBytes(act), where)
+	if ev.fp32 && !ev.done.autocast && act > 0 && withoutBF16(ev.gpu) {
 		// A GPU before Ampere has no bf16: its mixed precision is fp16
 		// autocast, whose narrow range needs a gradient scaler.
 		out = append(out, result.Suggestion{ID: "mixed_precision_fp16", Title: "Train in fp16 mixed precision (autocast + GradScaler)",
-			Because:               fmt.Sprintf("the trace records fp32 parameters; parameters, gradients and activations are %s %s; the %s has no bf16, so fp16 with a gradient scaler", units.FormatBytes(par+grad+act), where, ev.gpu),
-			EstimatedSavingsBytes: (par + grad + act) / 2, Cost: "minimal (the scaler skips the steps whose gradients overflow)",
+			Because:               fmt.Sprintf("%s; the %s has no bf16, so fp16 with a gradient scaler", amp, ev.gpu),
+			EstimatedSavingsBytes: act / 2, Cost: "minimal (the scaler skips the steps whose gradients overflow)",
 			How: "scaler = torch.amp.GradScaler(\"cuda\")\nwith torch.autocast(device_type=\"cuda\", dtype=torch.float16):\n    loss = loss_fn(model(x), y)\nscaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()"})
-	} else if ev.fp32 && !ev.done.autocast && par+grad+act > 0 {
+	} else if ev.fp32 && !ev.done.autocast && act > 0 {
 		out = append(out, result.Suggestion{ID: "mixed_precision_bf16", Title: "Train in bf16 mixed precision",
-			Because:               fmt.Sprintf("the trace records fp32 parameters; parameters, gradients and activations are %s %s", units.FormatBytes(par+grad+act), where),
-			EstimatedSavingsBytes: (par + grad + act) / 2, Cost: "minimal on GPUs with bf16",
+			Because:               amp,
+			EstimatedSavingsBytes: act / 2, Cost: "minimal on GPUs with bf16",
 			How: "with torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16):\n    loss = loss_fn(model(x), y)\nloss.backward()"})
 	}
 	// Expandable segments reclaim fragmentation: free space inside segments
