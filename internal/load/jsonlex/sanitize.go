@@ -101,9 +101,35 @@ func init() {
 	}
 }
 
-func (s *Sanitizer) fail(off int64, format string, args ...any) (int, error) {
-	s.err = &LimitError{Msg: fmt.Sprintf(format, args...), Offset: off}
-	return 0, s.err
+// failAt ends the chunk b being read at a bound passed at b[q]: the bytes
+// before it are passed on, the error comes at the next Read. A value nested
+// deepBytesDepth levels deep that passed its bound before q is the error
+// instead. Where the text stops and which error follows depend only on the
+// text, never on how the reads below cut it.
+func (s *Sanitizer) failAt(b []byte, q int, off int64, msg string) (int, error) {
+	if deepEnd := s.deepStart + maxDeepBytes; s.deepOpen && deepEnd < s.n+int64(q) {
+		q = int(deepEnd - s.n)
+		off, msg = s.deepStart, fmt.Sprintf("a JSON value nested %d levels deep longer than %d bytes", deepBytesDepth, maxDeepBytes)
+	}
+	s.err = &LimitError{Msg: msg, Offset: off}
+	k := 0
+	for _, d := range s.drop {
+		if d[0] < q {
+			s.drop[k] = [2]int{d[0], min(d[1], q)}
+			k++
+		}
+	}
+	s.drop = s.drop[:k]
+	n := q
+	if k > 0 {
+		n = s.compact(b[:q])
+	}
+	s.n += int64(q)
+	s.out += int64(n)
+	if n == 0 {
+		return 0, s.err
+	}
+	return n, nil
 }
 
 func (s *Sanitizer) Read(p []byte) (int, error) {
@@ -128,9 +154,12 @@ func (s *Sanitizer) Read(p []byte) (int, error) {
 			for i < len(b) && !sanInner[b[i]] {
 				i++
 			}
+			before := s.strLen
 			s.strLen += int64(i - start)
 			if s.maxString > 0 && s.strLen > s.maxString {
-				return s.fail(s.strStart, "a JSON string longer than %d bytes", s.maxString)
+				// At the byte that passed the bound (the run's first when a
+				// backslash or control byte before it did).
+				return s.failAt(b, start+int(max(s.maxString-before, 0)), s.strStart, fmt.Sprintf("a JSON string longer than %d bytes", s.maxString))
 			}
 			if i == len(b) {
 				break
@@ -156,8 +185,8 @@ func (s *Sanitizer) Read(p []byte) (int, error) {
 			if before < LongGap {
 				from += int(LongGap - before)
 			}
-			if err := s.LongGap(b, from, i); err != nil {
-				return 0, err
+			if j := s.longGap(b, from, i); j >= 0 {
+				return s.failAt(b, j, s.n+int64(j), fmt.Sprintf("a JSON number or literal longer than %d bytes", MaxTokenBytes))
 			}
 		}
 		if i == len(b) {
@@ -170,22 +199,23 @@ func (s *Sanitizer) Read(p []byte) (int, error) {
 		case '[', '{':
 			depth++
 			if s.maxDepth > 0 && depth > s.maxDepth {
-				s.err = &LimitError{Msg: fmt.Sprintf("JSON nested deeper than %d levels", s.maxDepth), Offset: s.n + int64(i)}
-				s.n += int64(i)
-				return i, s.err
+				return s.failAt(b, i, s.n+int64(i), fmt.Sprintf("JSON nested deeper than %d levels", s.maxDepth))
 			}
 			if depth == deepBytesDepth {
 				s.deepOpen, s.deepStart = true, s.n+int64(i)
 			}
 		default:
 			if depth == deepBytesDepth {
+				if s.n+int64(i) > s.deepStart+maxDeepBytes {
+					return s.failAt(b, i, -1, "") // closed past its bound: the deep value's error
+				}
 				s.deepOpen = false
 			}
 			depth--
 		}
 	}
-	if s.deepOpen && s.n+int64(n)-s.deepStart > maxDeepBytes {
-		return s.fail(s.deepStart, "a JSON value nested %d levels deep longer than %d bytes", deepBytesDepth, maxDeepBytes)
+	if s.deepOpen && s.n+int64(n) > s.deepStart+maxDeepBytes {
+		return s.failAt(b, n, -1, "") // still open past its bound
 	}
 	s.inString, s.escape, s.depth = inString, escape, depth
 	s.n += int64(n)
@@ -196,10 +226,11 @@ func (s *Sanitizer) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// LongGap looks at b[from:to], the part of a gap between brackets and quotes
+// longGap looks at b[from:to], the part of a gap between brackets and quotes
 // past LongGap bytes: whitespace runs longer than keepSpace are marked to be
-// cut, and a number or literal may not pass MaxTokenBytes.
-func (s *Sanitizer) LongGap(b []byte, from, to int) error {
+// cut, and a number or literal may not pass MaxTokenBytes: it returns the
+// index of the byte that passes it, or −1.
+func (s *Sanitizer) longGap(b []byte, from, to int) int {
 	for j := from; j < to; {
 		c := b[j]
 		switch {
@@ -225,13 +256,12 @@ func (s *Sanitizer) LongGap(b []byte, from, to int) error {
 		default:
 			s.space = 0
 			if s.token++; s.token > MaxTokenBytes {
-				_, err := s.fail(s.n+int64(j), "a JSON number or literal longer than %d bytes", MaxTokenBytes)
-				return err
+				return j
 			}
 		}
 		j++
 	}
-	return nil
+	return -1
 }
 
 // compact removes the marked ranges from b, records the cuts and returns
@@ -268,4 +298,36 @@ func (s *Sanitizer) RawOffset(out int64) int64 {
 		return out
 	}
 	return out + s.cuts[i-1].dropped
+}
+
+// Detach hands over the reader below, for a caller that reads and
+// sanitises the text from the sanitiser's offset on by itself (the chrome
+// trace reader's events) and gives it back with Resume. It fails once the
+// sanitiser has cut whitespace or failed: offsets of the input and of the
+// text passed on are then no longer the same.
+func (s *Sanitizer) Detach() (io.Reader, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil || len(s.cuts) > 0 {
+		return nil, false
+	}
+	return s.r, true
+}
+
+// Resume takes back the reading after Detach: r is the input from offset
+// off on, a place outside strings where depth containers are open, and the
+// caller replaced replaced control bytes before it (counted in Replaced).
+func (s *Sanitizer) Resume(r io.Reader, off int64, depth int, replaced int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.r, s.n, s.out, s.depth = r, off, off, depth
+	s.inString, s.escape, s.strLen, s.gap, s.space, s.token, s.deepOpen = false, false, 0, 0, 0, 0, false
+	s.replaced += replaced
+}
+
+// Out is the number of bytes passed on so far.
+func (s *Sanitizer) Out() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out
 }

@@ -137,7 +137,7 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	src.Format = snapshot.FormatChromeTrace
 	src.Keys = tr.keys
 	src.Distributed = tr.dist
-	src.Bytes = tr.inputOffset(tr.ra.Delivered())
+	src.Bytes = tr.inputOffset(tr.delivered())
 	src.Generation = tr.generation()
 	b := snapshot.NewBuilder(src)
 	s := b.Snap
@@ -242,8 +242,8 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	if noMemory {
 		s.Diag("no_memory_events", -1, "the trace has no [memory] events (recorded without profile_memory=True): no memory curve")
 	}
-	if tr.ra.Tag() > 0 {
-		s.Diag("control_characters", -1, fmt.Sprintf("%d raw control characters inside JSON strings were read as spaces", tr.ra.Tag()))
+	if n := tr.replaced(); n > 0 {
+		s.Diag("control_characters", -1, fmt.Sprintf("%d raw control characters inside JSON strings were read as spaces", n))
 	}
 	if tr.badTimes > 0 {
 		s.Diag("bad_timestamps", -1, fmt.Sprintf("%d events without a readable ts were skipped", tr.badTimes))
@@ -327,7 +327,25 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16) {
 	slices.Sort(ids)
 	for _, id := range ids {
 		g := groups[id]
-		slices.SortStableFunc(g.recs, func(x, y int32) int { return cmp.Compare(tr.memEv[x].TimeNS, tr.memEv[y].TimeNS) })
+		// The records in time order: as they came in the file (the usual
+		// trace), their totals read as they go; else each one's totals
+		// first, in file order, then the records sorted.
+		byTime := func(x, y int32) int { return cmp.Compare(tr.memEv[x].TimeNS, tr.memEv[y].TimeNS) }
+		inOrder := slices.IsSortedFunc(g.recs, byTime)
+		var walk counters
+		var totals [][2]int64 // when not inOrder: the totals of the k-th record of g.recs
+		var perm []int32      // and g.recs' positions in time order
+		if !inOrder {
+			totals = make([][2]int64, len(g.recs))
+			for k, ri := range g.recs {
+				totals[k][0], totals[k][1] = tr.readCounters(&walk, ri, tr.memEv[ri].Size, tr.mem[ri].flags)
+			}
+			perm = make([]int32, len(g.recs))
+			for k := range perm {
+				perm[k] = int32(k)
+			}
+			slices.SortStableFunc(perm, func(x, y int32) int { return byTime(g.recs[x], g.recs[y]) })
+		}
 		d := &snapshot.Device{ID: id, Kind: g.kind, Baseline: -1} // ids are sorted: no Builder.Device lookups
 		s.Devices = append(s.Devices, d)
 		if g.kind != snapshot.DeviceCPU {
@@ -341,7 +359,7 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16) {
 		// One device whose records came in time order (the usual trace):
 		// each record becomes the event in its own slot, read before it is
 		// written.
-		if len(ids) == 1 && slices.IsSorted(g.recs) {
+		if len(ids) == 1 && inOrder {
 			d.Events = tr.memEv[:0:len(tr.memEv)]
 		} else {
 			d.Events = make([]snapshot.Event, 0, len(g.recs))
@@ -350,13 +368,21 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16) {
 		var prevTA int64
 		havePrevTA, baselineSet := false, false
 		var noAddr, orphans, reuse, sizeMismatch, taMismatch, ooms int
-		for _, ri := range g.recs {
+		for k := range g.recs {
+			ri := g.recs[k]
+			var mta, mtr int64
+			if inOrder {
+				mta, mtr = tr.readCounters(&walk, ri, tr.memEv[ri].Size, tr.mem[ri].flags)
+			} else {
+				p := perm[k]
+				ri, mta, mtr = g.recs[p], totals[p][0], totals[p][1]
+			}
 			m := &tr.mem[ri]
 			raw := tr.memEv[ri] // a copy: d.Events may write its slot
 			ts, addr, nbytes := raw.TimeNS, raw.Addr, raw.Size
 			e := snapshot.Event{Addr: addr, TimeNS: tr.abs(ts), Stack: raw.Stack, Thread: tmap[m.thread], Meta: raw.Meta}
-			if m.flags&memHasTR != 0 && (len(d.Reserved) == 0 || d.Reserved[len(d.Reserved)-1].Value != m.tr) {
-				d.Reserved = append(d.Reserved, snapshot.CounterPoint{Event: len(d.Events), Value: m.tr})
+			if m.flags&memHasTR != 0 && (len(d.Reserved) == 0 || d.Reserved[len(d.Reserved)-1].Value != mtr) {
+				d.Reserved = append(d.Reserved, snapshot.CounterPoint{Event: len(d.Events), Value: mtr})
 			}
 			if m.flags&memOOM != 0 {
 				e.Action, e.Size, e.Addr = snapshot.ActionOOM, nbytes, 0
@@ -365,10 +391,10 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16) {
 				if ooms <= 10 {
 					msg := fmt.Sprintf("device %d: out of memory: %d bytes requested", id, nbytes)
 					if m.flags&memHasTA != 0 {
-						msg += fmt.Sprintf(" with %d allocated", m.ta)
+						msg += fmt.Sprintf(" with %d allocated", mta)
 					}
 					if m.flags&memHasTR != 0 {
-						msg += fmt.Sprintf(" and %d reserved", m.tr)
+						msg += fmt.Sprintf(" and %d reserved", mtr)
 					}
 					s.Diag("oom", id, msg)
 				}
@@ -377,14 +403,14 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16) {
 			if !baselineSet {
 				baselineSet = true
 				if m.flags&memHasTA != 0 {
-					d.Baseline = m.ta - nbytes
+					d.Baseline = mta - nbytes
 				}
 			}
 			if m.flags&memHasTA != 0 {
-				if havePrevTA && m.ta-prevTA != nbytes {
+				if havePrevTA && mta-prevTA != nbytes {
 					taMismatch++
 				}
-				prevTA, havePrevTA = m.ta, true
+				prevTA, havePrevTA = mta, true
 			}
 			if nbytes > 0 {
 				e.Action, e.Size = snapshot.ActionAlloc, nbytes

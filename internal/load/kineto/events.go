@@ -12,8 +12,11 @@ func (tr *traceReader) readEvents(where string) error {
 			panic(p) // for readChromeTrace's recover, as if it had happened here
 		}
 	}()
-	dec := tr.dec
-	for i := 0; ; i++ {
+	i := 0
+	if tr.fast {
+		i = tr.lexEvents() // the decoder reads on from where the fast path stops
+	}
+	for dec := tr.dec; ; i++ {
 		switch k := dec.PeekKind(); k {
 		case ']':
 			_, err := dec.ReadToken()

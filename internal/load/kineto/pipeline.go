@@ -1,11 +1,13 @@
 package kineto
 
 // The chrome trace reader runs in three stages on as many goroutines: the
-// read-ahead (disk, gunzip, sanitiser; package readahead), the JSON decoder
-// (readEvent: the fields of each event into a batch), and the recording of
-// the events a batch holds (record: interning names and threads, parsing
-// numbers, filing spans and [memory] events). Batches keep the events in
-// file order, so the result is exactly that of one goroutine.
+// read-ahead (disk, gunzip; package readahead), the lexing (the events'
+// fast path, fastlex.go, which does the sanitiser's work on the events as
+// it reads them, or the sanitiser and the JSON decoder: the fields of each
+// event into a batch), and the recording of the events a batch holds
+// (record: interning names and threads, parsing numbers, filing spans and
+// [memory] events). Batches keep the events in file order, so the result
+// is exactly that of one goroutine.
 
 // eventBatch is a run of decoded events and the text of their fields.
 type eventBatch struct {

@@ -13,7 +13,7 @@ import (
 // decoder's goroutine as a value, after every queued batch was taken (the
 // decoder never blocks on a dead recorder).
 func TestRecordPipelinePanic(t *testing.T) {
-	tr := newTraceReader(bufio.NewReader(strings.NewReader("[]")), snapshot.Source{Path: "p.json"}, snapshot.Options{})
+	tr := newTraceReader(bufio.NewReader(strings.NewReader("[]")), snapshot.Source{Path: "p.json"}, snapshot.Options{}, true)
 	defer tr.ra.Stop()
 	tr.startRecording()
 	for range 3*eventBatchLen + 5 {
@@ -42,20 +42,22 @@ func TestRecordPipelineOrder(t *testing.T) {
 		b.WriteString(`, "dur": 5}`)
 	}
 	b.WriteString(`]`)
-	tr := newTraceReader(bufio.NewReader(strings.NewReader(b.String())), snapshot.Source{Path: "p.json"}, snapshot.Options{})
-	defer tr.ra.Stop()
-	if _, err := tr.dec.ReadToken(); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.readEvents("the top-level array"); err != nil {
-		t.Fatal(err)
-	}
-	if len(tr.threads) != 1 || len(tr.threads[0].spans) != n {
-		t.Fatalf("threads %d, spans %d; want 1 thread with %d spans", len(tr.threads), len(tr.threads[0].spans), n)
-	}
-	for i, sp := range tr.threads[0].spans {
-		if sp.seq != int32(i+1) || sp.start != int64(i)*10_000 || tr.names[sp.name] != "op"+strings.Repeat("x", i%7) {
-			t.Fatalf("span %d: seq %d start %d name %q", i, sp.seq, sp.start, tr.names[sp.name])
+	for _, fast := range []bool{false, true} {
+		tr := newTraceReader(bufio.NewReader(strings.NewReader(b.String())), snapshot.Source{Path: "p.json"}, snapshot.Options{}, fast)
+		if _, err := tr.dec.ReadToken(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.readEvents("the top-level array"); err != nil {
+			t.Fatal(err)
+		}
+		tr.ra.Stop()
+		if len(tr.threads) != 1 || len(tr.threads[0].spans) != n {
+			t.Fatalf("fast %v: threads %d, spans %d; want 1 thread with %d spans", fast, len(tr.threads), len(tr.threads[0].spans), n)
+		}
+		for i, sp := range tr.threads[0].spans {
+			if sp.seq != int32(i+1) || sp.start != int64(i)*10_000 || tr.names[sp.name] != "op"+strings.Repeat("x", i%7) {
+				t.Fatalf("fast %v: span %d: seq %d start %d name %q", fast, i, sp.seq, sp.start, tr.names[sp.name])
+			}
 		}
 	}
 }

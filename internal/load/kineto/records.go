@@ -2,6 +2,8 @@ package kineto
 
 import (
 	"bytes"
+	"cmp"
+	"slices"
 	"strings"
 
 	"github.com/torchmem/torchmem/internal/load/jsonlex"
@@ -34,17 +36,78 @@ const (
 	memHasTA
 	memHasTR
 	memOOM
+	memTAStep // Total Allocated is the device's one before it plus Bytes
+	memTRSame // Total Reserved is the device's one before it
 )
 
 // memRec is what a [memory] or [OutOfMemory] instant event holds beyond
 // its time, address and bytes, which are kept in the event it becomes
 // (traceReader.memEv): the records of a trace in time order become the
-// device's events in place, never twice in memory.
+// device's events in place, never twice in memory. Its Total Allocated and
+// Total Reserved are kept only where the device's records before it (in
+// file order) do not tell them (traceReader.taVals, trVals): the allocated
+// total steps by Bytes and the reserved one seldom changes.
 type memRec struct {
-	ta, tr int64
 	thread int32  // index into traceReader.threads
 	dev    uint16 // index into traceReader.devKeys (maxDevices bounds it)
 	flags  uint8
+}
+
+// counterVal is a Total Allocated or Total Reserved of the record rec.
+type counterVal struct {
+	rec int32
+	v   int64
+}
+
+// counters is what a device's records so far, in file order, say of its
+// totals: the last Total Allocated and Total Reserved.
+type counters struct {
+	ta, tr       int64
+	hasTA, hasTR bool
+}
+
+// keepCounters files the totals of record rec (Bytes n, flags of the record it
+// was, the flags to set on it), keeping a value only where c does not
+// tell it; c moves on to rec.
+func (tr *traceReader) keepCounters(c *counters, rec int32, n int64, ta, trv int64, flags uint8) uint8 {
+	if flags&memHasTA != 0 {
+		if c.hasTA && ta == c.ta+n {
+			flags |= memTAStep
+		} else {
+			tr.taVals = append(tr.taVals, counterVal{rec, ta})
+		}
+		c.ta, c.hasTA = ta, true
+	}
+	if flags&memHasTR != 0 {
+		if c.hasTR && trv == c.tr {
+			flags |= memTRSame
+		} else {
+			tr.trVals = append(tr.trVals, counterVal{rec, trv})
+		}
+		c.tr, c.hasTR = trv, true
+	}
+	return flags
+}
+
+// readCounters is keepCounters backwards: the totals of record rec, from
+// the device's records before it (walked in file order, c) and the values
+// kept; c moves on to rec.
+func (tr *traceReader) readCounters(c *counters, rec int32, n int64, flags uint8) (ta, trv int64) {
+	find := func(vals []counterVal) int64 {
+		i, _ := slices.BinarySearchFunc(vals, rec, func(v counterVal, r int32) int { return cmp.Compare(v.rec, r) })
+		return vals[i].v
+	}
+	if flags&memHasTA != 0 {
+		if flags&memTAStep != 0 {
+			c.ta += n
+		} else {
+			c.ta = find(tr.taVals)
+		}
+	}
+	if flags&memHasTR != 0 && flags&memTRSame == 0 {
+		c.tr = find(tr.trVals)
+	}
+	return c.ta, c.tr
 }
 
 // traceThread is one CPU thread (pid, tid) seen in the trace.
@@ -215,12 +278,12 @@ func (tr *traceReader) recordMem(oom bool) {
 			tr.memAddr = true
 		}
 	}
-	if v, ok := jsonlex.ParseInt(tr.recBytes(ev.ta)); ok {
-		m.ta = v
+	ta, ok := jsonlex.ParseInt(tr.recBytes(ev.ta))
+	if ok {
 		m.flags |= memHasTA
 	}
-	if v, ok := jsonlex.ParseInt(tr.recBytes(ev.tr)); ok {
-		m.tr = v
+	trv, ok := jsonlex.ParseInt(tr.recBytes(ev.tr))
+	if ok {
 		m.flags |= memHasTR
 	}
 	k := devKey{typ, id}
@@ -236,7 +299,9 @@ func (tr *traceReader) recordMem(oom bool) {
 		m.dev = uint16(len(tr.devKeys))
 		tr.devKeys = append(tr.devKeys, k)
 		tr.devIdx[k] = m.dev
+		tr.devCounters = append(tr.devCounters, counters{})
 	}
+	m.flags = tr.keepCounters(&tr.devCounters[m.dev], int32(len(tr.mem)), n, ta, trv, m.flags)
 	tr.mem = append(tr.mem, m)
 	tr.memEv = append(tr.memEv, e)
 	tr.threads[m.thread].nMem++

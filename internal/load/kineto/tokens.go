@@ -36,17 +36,19 @@ func (tr *traceReader) bytesOf(f field) []byte {
 // eachMember reads the object that comes next, through its '}': visit gets
 // each member's key as written (quotes and escapes included) and must read
 // or skip the member's value.
+//
+// tr.dec is read again after each member: reading the events array replaces
+// it (fastlex.go).
 func (tr *traceReader) eachMember(visit func(key []byte) error) error {
-	dec := tr.dec
-	if _, err := dec.ReadToken(); err != nil { // '{'
+	if _, err := tr.dec.ReadToken(); err != nil { // '{'
 		return tr.wrap(err)
 	}
 	for {
 		if k := tr.peekMember(); k == '}' || k == 0 { // the end, or the error that stops it
-			_, err := dec.ReadToken()
+			_, err := tr.dec.ReadToken()
 			return tr.wrap(err)
 		}
-		key, err := dec.ReadValue()
+		key, err := tr.dec.ReadValue()
 		if err != nil {
 			return tr.wrap(err)
 		}

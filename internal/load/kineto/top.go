@@ -16,7 +16,6 @@ import (
 // order (values of unknown keys are skipped unread), deviceProperties and
 // baseTimeNanoseconds.
 func (tr *traceReader) readTopObject() error {
-	dec := tr.dec
 	err := tr.eachMember(func(nv []byte) error {
 		name := jsonlex.Unquote(nv)
 		if len(tr.keys) < 1000 {
@@ -30,16 +29,16 @@ func (tr *traceReader) readTopObject() error {
 		}
 		switch name {
 		case "traceEvents":
-			k := dec.PeekKind()
+			k := tr.dec.PeekKind()
 			valOff := tr.nextOffset()
 			if k != '[' {
 				if k == 0 {
-					_, err := dec.ReadValue()
+					_, err := tr.dec.ReadValue()
 					return tr.wrap(err)
 				}
 				return tr.errAt(valOff, "not a chrome trace: traceEvents is %s, not an array", jsonKindName(k))
 			}
-			if _, err := dec.ReadToken(); err != nil {
+			if _, err := tr.dec.ReadToken(); err != nil {
 				return tr.wrap(err)
 			}
 			if err := tr.readEvents("traceEvents"); err != nil {
@@ -49,16 +48,16 @@ func (tr *traceReader) readTopObject() error {
 		case "deviceProperties":
 			return tr.readDeviceProperties()
 		case "distributedInfo":
-			v, err := dec.ReadValue()
+			v, err := tr.dec.ReadValue()
 			if err != nil {
 				return tr.wrap(err)
 			}
 			tr.dist = readDistributedInfo(v)
 		case "baseTimeNanoseconds":
-			if k := dec.PeekKind(); k == '{' || k == '[' {
-				return tr.wrap(dec.SkipValue())
+			if k := tr.dec.PeekKind(); k == '{' || k == '[' {
+				return tr.wrap(tr.dec.SkipValue())
 			}
-			v, err := dec.ReadValue()
+			v, err := tr.dec.ReadValue()
 			if err != nil {
 				return tr.wrap(err)
 			}
@@ -67,9 +66,9 @@ func (tr *traceReader) readTopObject() error {
 			}
 		case "roctracer_version", "hip_runtime_version", "hip_driver_version":
 			tr.rocm = true
-			return tr.wrap(dec.SkipValue())
+			return tr.wrap(tr.dec.SkipValue())
 		default:
-			return tr.wrap(dec.SkipValue())
+			return tr.wrap(tr.dec.SkipValue())
 		}
 		return nil
 	})

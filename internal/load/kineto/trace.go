@@ -25,7 +25,13 @@ import (
 // format to today, or the raw export of torch.profiler's
 // export_memory_timeline (a JSON array of [t_ns, action, bytes, category]).
 // lead is the number of input bytes already consumed (leading whitespace).
-func Read(in *bufio.Reader, src snapshot.Source, opts snapshot.Options, lead int64) (s *snapshot.Snapshot, err error) {
+func Read(in *bufio.Reader, src snapshot.Source, opts snapshot.Options, lead int64) (*snapshot.Snapshot, error) {
+	return read(in, src, opts, lead, true)
+}
+
+// read is Read; without fast, the events are read by the decoder alone
+// (the reference the fast path is tested against).
+func read(in *bufio.Reader, src snapshot.Source, opts snapshot.Options, lead int64, fast bool) (s *snapshot.Snapshot, err error) {
 	opts = opts.WithDefaults()
 	var tr *traceReader
 	defer func() {
@@ -34,7 +40,7 @@ func Read(in *bufio.Reader, src snapshot.Source, opts snapshot.Options, lead int
 			err = &snapshot.Error{Path: src.Path, Offset: tr.offset(), Msg: fmt.Sprintf("malformed chrome trace (reader failure: %v)", r)}
 		}
 	}()
-	tr = newTraceReader(in, src, opts)
+	tr = newTraceReader(in, src, opts, fast)
 	tr.skip += lead
 	defer tr.ra.Stop()
 	return tr.read()
@@ -71,7 +77,18 @@ type traceReader struct {
 	ra   *readahead.Reader // reads through the sanitiser, on a goroutine of its own
 	san  *jsonlex.Sanitizer
 	dec  *jsontext.Decoder
-	skip int64 // bytes skipped before the decoder (leading whitespace, a UTF-8 BOM)
+	// decBase is what to add to an offset of tr.dec's text for the offset
+	// in the sanitiser's output: tr.dec may be a decoder resumed after the
+	// fast path (fastlex.go), whose text starts with a short prefix.
+	decBase int64
+	decIn   io.Reader // what tr.dec reads
+	lex     *lexBuf   // the fast path's text while it reads
+	fast    bool      // read events with the fast path
+	// sanFused: the sanitiser runs on this goroutine, after the read-ahead,
+	// so that the fast path can read and sanitise the events by itself;
+	// without the fast path it runs on the read-ahead's goroutine.
+	sanFused bool
+	skip     int64 // bytes skipped before the decoder (leading whitespace, a UTF-8 BOM)
 
 	arena []byte   // the text of the fields of the events queued (JSON side)
 	ev    rawEvent // the event being decoded
@@ -95,6 +112,10 @@ type traceReader struct {
 	devKeys    []devKey
 	devIdx     map[devKey]uint16
 	grads      []gradRec
+	// Totals of the [memory] records that their device's records before
+	// them do not tell (records.go, keepCounters), in file order.
+	taVals, trVals []counterVal
+	devCounters    []counters // per device: its totals so far
 
 	keys        []string
 	moreKeys    int // top-level keys past the 1,000 kept in keys
@@ -118,10 +139,12 @@ type devProp struct {
 	mem  int64
 }
 
-func newTraceReader(in *bufio.Reader, src snapshot.Source, opts snapshot.Options) *traceReader {
+func newTraceReader(in *bufio.Reader, src snapshot.Source, opts snapshot.Options, fast bool) *traceReader {
 	tr := &traceReader{
 		src:        src,
 		opts:       opts,
+		fast:       fast,
+		sanFused:   fast,
 		nameIdx:    make(map[string]int32),
 		csIdx:      make(map[string]int32),
 		threadIdx:  make(map[string]int32),
@@ -140,11 +163,35 @@ func newTraceReader(in *bufio.Reader, src snapshot.Source, opts snapshot.Options
 		in.Discard(3)
 		tr.skip = 3
 	}
-	san := jsonlex.NewSanitizer(in, opts.MaxDepth, opts.MaxStringBytes)
-	tr.san = san
-	tr.ra = readahead.NewReader(san, func() int64 { return san.Replaced() })
-	tr.dec = jsontext.NewDecoder(tr.ra, jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
+	if tr.sanFused {
+		tr.ra = readahead.NewReader(in, nil)
+		tr.san = jsonlex.NewSanitizer(tr.ra, opts.MaxDepth, opts.MaxStringBytes)
+		tr.decIn = tr.san
+	} else {
+		san := jsonlex.NewSanitizer(in, opts.MaxDepth, opts.MaxStringBytes)
+		tr.san = san
+		tr.ra = readahead.NewReader(san, func() int64 { return san.Replaced() })
+		tr.decIn = tr.ra
+	}
+	tr.dec = newDecoder(tr.decIn)
 	return tr
+}
+
+// delivered is the number of bytes of the sanitiser's output read so far
+// (at the end of the input, all of them).
+func (tr *traceReader) delivered() int64 {
+	if tr.sanFused {
+		return tr.san.Out()
+	}
+	return tr.ra.Delivered()
+}
+
+// replaced is the number of control bytes read as spaces so far.
+func (tr *traceReader) replaced() int64 {
+	if tr.sanFused {
+		return tr.san.Replaced()
+	}
+	return tr.ra.Tag()
 }
 
 // offset is the input offset of the last value read.
@@ -152,18 +199,21 @@ func (tr *traceReader) offset() int64 {
 	if tr == nil || tr.dec == nil {
 		return -1
 	}
-	return tr.inputOffset(tr.dec.InputOffset())
+	if tr.lex != nil {
+		return tr.inputOffset(tr.lex.base)
+	}
+	return tr.inputOffset(tr.dec.InputOffset() + tr.decBase)
 }
 
-// inputOffset maps an offset of the text the decoder was given to the
-// offset in the (decompressed) input.
+// inputOffset maps an offset of the sanitiser's output to the offset in
+// the (decompressed) input.
 func (tr *traceReader) inputOffset(dec int64) int64 {
 	return tr.san.RawOffset(dec) + tr.skip
 }
 
 // nextOffset is the input offset of the next value (after a PeekKind).
 func (tr *traceReader) nextOffset() int64 {
-	off := tr.dec.InputOffset()
+	off := tr.dec.InputOffset() + tr.decBase
 	for _, c := range tr.dec.UnreadBuffer() {
 		if c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != ':' && c != ',' {
 			break
@@ -195,10 +245,10 @@ func (tr *traceReader) wrap(err error) error {
 	if errors.As(err, &le) {
 		return tr.errAt(le.Offset+tr.skip, "invalid chrome trace JSON: %s", le.Error())
 	}
-	end := tr.inputOffset(tr.ra.Delivered()) // bytes the decoder was given
+	end := tr.inputOffset(tr.delivered()) // bytes the decoder was given
 	var se *jsontext.SyntacticError
 	if errors.As(err, &se) {
-		off := tr.inputOffset(se.ByteOffset)
+		off := tr.inputOffset(se.ByteOffset + tr.decBase)
 		msg := "syntax error"
 		if se.Err != nil {
 			msg = strings.TrimPrefix(se.Err.Error(), "jsontext: ")

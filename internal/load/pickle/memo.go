@@ -19,7 +19,11 @@ type memoTable struct {
 	n      int        // slots in use
 	objs   [][]value  // live objects referenced by slots, memoChunk a chunk
 	nobjs  int        // side-table entries in use or free
-	free   []uint32   // reusable indexes of objs
+	// overwrites counts stores at an index already stored (or filled
+	// empty): while it is unchanged, every slot read earlier holds what it
+	// held then.
+	overwrites uint64
+	free       []uint32 // reusable indexes of objs
 	// texts are the short strings of the pickle, each text once: CPython
 	// writes a string object per trace entry afresh (compile_context's
 	// "N/A"), a slot each, which the side table would keep forever.
@@ -34,6 +38,12 @@ type shortTexts struct {
 	idx  map[string]uint32
 	text [][]string // memoChunk a chunk
 	n    int
+	// last is the text found or added last, and its number: CPython writes
+	// the same text afresh entry after entry (compile_context's "N/A"),
+	// which a comparison of a few bytes finds without hashing.
+	last    string
+	lastNum uint32
+	hasLast bool
 }
 
 // MaxShortTexts is the most texts interned, each at most shortTextBytes
@@ -57,8 +67,13 @@ func (t *shortTexts) intern(b []byte) string {
 // internNumbered is intern that also returns the text's number, and false
 // for one past the texts' room (a string of its own, without a number).
 func (t *shortTexts) internNumbered(b []byte) (string, uint32, bool) {
+	if t.hasLast && string(b) == t.last {
+		return t.last, t.lastNum, true
+	}
 	if i, ok := t.idx[string(b)]; ok {
-		return t.at(i), i, true
+		s := t.at(i)
+		t.last, t.lastNum, t.hasLast = s, i, true
+		return s, i, true
 	}
 	s := string(b)
 	i, ok := t.add(s)
@@ -67,7 +82,11 @@ func (t *shortTexts) internNumbered(b []byte) (string, uint32, bool) {
 
 // index is the number of the text of s, interned now if there is room.
 func (t *shortTexts) index(s string) (uint32, bool) {
+	if t.hasLast && s == t.last {
+		return t.lastNum, true
+	}
 	if i, ok := t.idx[s]; ok {
+		t.last, t.lastNum, t.hasLast = t.at(i), i, true
 		return i, true
 	}
 	return t.add(s)
@@ -187,6 +206,9 @@ func (t *memoTable) setText(idx int, i uint32) {
 // replace returns slot idx, its side-table entry freed, for set and
 // setText to overwrite (first filling the slots up to it).
 func (t *memoTable) replace(idx int) *uint64 {
+	if idx < t.n {
+		t.overwrites++
+	}
 	for t.n <= idx {
 		if t.n%memoChunk == 0 {
 			t.chunks = append(t.chunks, make([]uint64, memoChunk))

@@ -67,12 +67,21 @@ type vm struct {
 	freeLists []*plist
 	frameRun  []snapshot.FrameID // scratch of appendFrameRun
 	fast      struct {           // entryFast: its scratch, whether it is off, what it took
-		dict    pdict
-		frames  []snapshot.FrameID
-		memo    []value
-		texts   []uint32 // beside memo: a short string's text number + 1, else 0
-		off     bool
-		entries int
+		dict   pdict
+		frames []snapshot.FrameID
+		memo   []value
+		texts  []uint32 // beside memo: a short string's text number + 1, else 0
+		// lastList is the frames list, written out, of the last entry
+		// taken with one: its bytes, its stack and memoTable.overwrites
+		// when its fetches were read.
+		lastList struct {
+			bytes []byte
+			stack snapshot.StackID
+			gen   uint64
+		}
+		listHits int // entries whose list was lastList's
+		off      bool
+		entries  int
 	}
 	held     int64 // bytes of containers and dict entries outside the model (see hold)
 	maxStack int   // the most values the stack may hold (MaxValues and MaxValueBytes)
