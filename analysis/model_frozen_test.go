@@ -100,8 +100,8 @@ func TestModelFactsCountTensorBytes(t *testing.T) {
 				m := Analyze(analysistest.Read(t, s, 0), DefaultOptions()).WhatIf.Model
 				tensors := int64(c.layers) * c.hidden * c.hidden * 4
 				want := tensors
-				if m.ParameterBytes == tensors {
-					want = 0 // blocks and tensors alike: nothing more to say
+				if tensors*100 >= m.ParameterBytes*99 {
+					want = 0 // blocks and tensors within 1%: nothing more to say
 				}
 				if m.ParameterTensorBytes != want || m.ParameterCount != tensors/4 {
 					t.Errorf("%d B of blocks, %d of tensors, %d parameters; want %d of tensors, %d parameters", m.ParameterBytes, m.ParameterTensorBytes, m.ParameterCount, want, tensors/4)

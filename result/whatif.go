@@ -80,7 +80,8 @@ type InferredModel struct {
 	StatePerParameterByte float64 `json:"optimizer_state_per_parameter_byte"`
 	Optimizer             string  `json:"optimizer"`
 	// ParameterTensorBytes is what the parameter tensors requested, when
-	// ParameterBytes (the allocator's blocks) is more: the count is of it.
+	// ParameterBytes (the allocator's blocks) is 1% more or over: the
+	// count is of it.
 	ParameterTensorBytes int64 `json:"parameter_tensor_bytes,omitempty"`
 	// FrozenParameterBytes is the part of the parameters that is a frozen
 	// base: weights that get no gradient while adapters or quantized layers

@@ -299,7 +299,9 @@ func inferModel(h *history.History, c *curves) result.InferredModel {
 		frozen = 0 // nothing trains beside them: no base to tell apart
 	}
 	m.FrozenParameterBytes = frozen
-	if paramReq < m.ParameterBytes {
+	if paramReq*100 < m.ParameterBytes*99 {
+		// The blocks hold 1% more than the tensors or over: a count from
+		// the blocks' bytes would be off as much.
 		m.ParameterTensorBytes = paramReq
 	}
 	// The optimizer keeps state for the weights that train: a frozen base
