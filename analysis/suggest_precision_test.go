@@ -17,12 +17,17 @@ import (
 func TestMixedPrecisionForTheGPU(t *testing.T) {
 	for _, kind := range frameKinds {
 		for _, gpu := range []struct {
-			name string
-			fp16 bool
+			name  string
+			major int // the trace's computeMajor, 0 when it has none
+			fp16  bool
 		}{
-			{"Tesla V100-SXM2-32GB", true}, {"Tesla T4", true}, {"NVIDIA GeForce RTX 2080 Ti", true}, {"Quadro RTX 8000", true},
-			{"NVIDIA A100-SXM4-80GB", false}, {"NVIDIA H100 80GB HBM3", false}, {"NVIDIA GeForce RTX 4090", false},
-			{"NVIDIA RTX A6000", false}, {"AMD Instinct MI250X", false}, {"", false},
+			{"Tesla V100-SXM2-32GB", 0, true}, {"Tesla T4", 0, true}, {"NVIDIA GeForce RTX 2080 Ti", 0, true}, {"Quadro RTX 8000", 0, true},
+			{"NVIDIA A100-SXM4-80GB", 0, false}, {"NVIDIA H100 80GB HBM3", 0, false}, {"NVIDIA GeForce RTX 4090", 0, false},
+			{"NVIDIA RTX A6000", 0, false}, {"AMD Instinct MI250X", 0, false}, {"", 0, false},
+			// The compute capability decides where the trace states it,
+			// whatever the name says or does not.
+			{"GRID V100D-32Q", 7, true}, {"Tesla P100-PCIE-16GB", 6, true}, {"NVIDIA CMP 30HX", 7, true},
+			{"NVIDIA A10G", 8, false}, {"NVIDIA L4", 8, false}, {"AMD Radeon Graphics", 9, false},
 		} {
 			t.Run(fmt.Sprintf("%s, %q", kind, gpu.name), func(t *testing.T) {
 				f := newTraceFix(kind, 0)
@@ -45,7 +50,11 @@ func TestMixedPrecisionForTheGPU(t *testing.T) {
 				})
 				js := string(f.json())
 				if gpu.name != "" {
-					js = strings.Replace(js, `{"schemaVersion": 1,`, fmt.Sprintf(`{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": %q, "totalGlobalMem": 34084028416}],`, gpu.name), 1)
+					major := ""
+					if gpu.major > 0 {
+						major = fmt.Sprintf(`, "computeMajor": %d, "computeMinor": 0`, gpu.major)
+					}
+					js = strings.Replace(js, `{"schemaVersion": 1,`, fmt.Sprintf(`{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": %q, "totalGlobalMem": 34084028416%s}],`, gpu.name, major), 1)
 				}
 				r := Analyze(analysistest.ReadJSON(t, []byte(js)), DefaultOptions())
 				fp16, bf16 := suggestionIn(r, "mixed_precision_fp16") != nil, suggestionIn(r, "mixed_precision_bf16") != nil
@@ -74,11 +83,15 @@ func TestMixedPrecisionForTheGPU(t *testing.T) {
 
 // TestMixedPrecisionV100Trace: Kineto's ResNet-50 trace, fp32 on a Tesla
 // V100-DGXS-32GB (its deviceProperties), is told fp16 with a gradient
-// scaler, not bf16 — a V100 has no bf16.
+// scaler, not bf16 — a V100 (compute capability 7) has no bf16.
 func TestMixedPrecisionV100Trace(t *testing.T) {
 	r := Analyze(analysistest.OpenShared(t, "traces", "kineto_resnet50_legacy_v100.json.gz"), DefaultOptions())
 	if suggestionIn(r, "mixed_precision_fp16") == nil || suggestionIn(r, "mixed_precision_bf16") != nil {
 		t.Errorf("suggestions %v: want mixed_precision_fp16 and no bf16 on a V100", suggestionIDs(r))
+	}
+	// The trace's deviceProperties state computeMajor 7: the reason names it.
+	if s := suggestionIn(r, "mixed_precision_fp16"); s != nil && !strings.Contains(s.Because, "the Tesla V100-DGXS-32GB (compute capability 7) has no bf16") {
+		t.Errorf("reason %q: want the device and its compute capability", s.Because)
 	}
 	checkSavingsAreWhatIfs(t, r)
 }

@@ -54,6 +54,7 @@ type Evidence struct {
 	Backward bool
 	fp32     bool   // parameters known to be fp32 (chrome-trace shapes)
 	gpu      string // the device's name when the file says it ("Tesla V100-SXM2-32GB")
+	gpuMajor int    // its compute capability's major version when the file says it, else 0
 	// done is what the run already does (autocast, checkpointing,
 	// quantized weights, a pretrained checkpoint).
 	done practices
@@ -68,7 +69,7 @@ type Evidence struct {
 
 // Gather collects the evidence of one device.
 func Gather(h *history.History, dr *result.DeviceResult) *Evidence {
-	ev := &Evidence{device: dr.Device, capacity: dr.Capacity, expandable: h.Expandable(), gpu: h.Device.Name,
+	ev := &Evidence{device: dr.Device, capacity: dr.Capacity, expandable: h.Expandable(), gpu: h.Device.Name, gpuMajor: h.Device.ComputeMajor,
 		endAlloc: dr.AtEnd.AllocatedBytes, endRes: dr.AtEnd.ReservedBytes,
 		PeakAlloc: dr.Peak.AllocatedBytes, peakRes: dr.Peak.ReservedBytes}
 	ev.name = fmt.Sprintf("device %d", dr.Device)

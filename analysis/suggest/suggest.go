@@ -150,11 +150,11 @@ func fromEvidence(ev *Evidence) []result.Suggestion {
 	// Autocast computes the step in 16-bit; the weights, their gradients
 	// and the optimizer's state stay fp32: it halves the activations.
 	amp := fmt.Sprintf("the trace records fp32 parameters and no autocast; activations and temporaries are %s %s, and autocast computes them in 16-bit (weights, gradients and optimizer state stay fp32)", units.FormatBytes(act), where)
-	if ev.fp32 && !ev.done.autocast && act > 0 && withoutBF16(ev.gpu) {
+	if ev.fp32 && !ev.done.autocast && act > 0 && withoutBF16(ev.gpu, ev.gpuMajor) {
 		// A GPU before Ampere has no bf16: its mixed precision is fp16
 		// autocast, whose narrow range needs a gradient scaler.
 		out = append(out, result.Suggestion{ID: "mixed_precision_fp16", Title: "Train in fp16 mixed precision (autocast + GradScaler)",
-			Because:               fmt.Sprintf("%s; the %s has no bf16, so fp16 with a gradient scaler", amp, ev.gpu),
+			Because:               fmt.Sprintf("%s; %s has no bf16, so fp16 with a gradient scaler", amp, gpuWords(ev.gpu, ev.gpuMajor)),
 			EstimatedSavingsBytes: act / 2, Cost: "minimal (the scaler skips the steps whose gradients overflow)",
 			How: "scaler = torch.amp.GradScaler(\"cuda\")\nwith torch.autocast(device_type=\"cuda\", dtype=torch.float16):\n    loss = loss_fn(model(x), y)\nscaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()"})
 	} else if ev.fp32 && !ev.done.autocast && act > 0 {
