@@ -85,8 +85,37 @@ func oomVerdict(h *history.History, o *result.OOM, e *snapshot.Event) string {
 	if released > 0 {
 		fmt.Fprintf(&b, ", after the allocator had released %s of cached segments and retried", units.FormatBytes(released))
 	}
+	if processLimited(o) {
+		fmt.Fprintf(&b, ". The device had room: a per-process limit (torch.cuda.set_per_process_memory_fraction) below its reserved memory plus the request (%s) refused it", units.FormatBytes(o.ReservedBytes+o.RequestedBytes))
+	}
 	b.WriteString(".")
 	return b.String()
+}
+
+// processLimited reports whether an OOM happened with room on the device:
+// cudaMalloc of the segment the request needs would have succeeded (the
+// device had it free, with room to spare for the driver), and the cache
+// was not merely too fragmented to serve it, so the caching allocator
+// refused it itself — under a per-process memory fraction, which it checks
+// against its reserved bytes plus the request before asking CUDA.
+func processLimited(o *result.OOM) bool {
+	if o.ReservedUnknown || o.Fragmentation.Fragmented || o.DeviceFreeBytes <= 0 {
+		return false
+	}
+	return o.DeviceFreeBytes >= segmentFor(o.RequestedBytes)+64<<20
+}
+
+// segmentFor is the size of the segment the caching allocator asks CUDA
+// for to serve a request of n bytes: 2 MiB for small requests, 20 MiB up
+// to 10 MiB, else n rounded up to 2 MiB.
+func segmentFor(n int64) int64 {
+	switch {
+	case n <= 1<<20:
+		return 2 << 20
+	case n < 10<<20:
+		return 20 << 20
+	}
+	return (n + 2<<20 - 1) / (2 << 20) * (2 << 20)
 }
 
 // topCategories renders the n largest categories ("activation 5.2 GiB,

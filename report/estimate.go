@@ -232,6 +232,8 @@ func sourceLine(r *estimate.Result) string {
 func countLine(r *estimate.Result) string {
 	n := fmt.Sprintf("%s parameters (%s)", humanize.Comma(r.ParameterCount), shortCount(r.ParameterCount))
 	switch {
+	case r.Measured != nil && r.ParameterCount == 0 && r.TrainableParameterCount > 0:
+		n = fmt.Sprintf("%s trained parameters if %s (%s), beside a frozen base of unknown dtype", humanize.Comma(r.TrainableParameterCount), r.Setup.Precision, shortCount(r.TrainableParameterCount))
 	case r.Measured != nil && r.ParameterCount == 0:
 		n = "parameters: none recorded as such"
 	case r.Measured != nil:

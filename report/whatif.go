@@ -47,7 +47,18 @@ func modelLines(w *result.WhatIf) []string {
 	if dtype == "" {
 		dtype = "fp32 (assumed)"
 	}
-	out := []string{fmt.Sprintf("parameters %s: %s parameters if %s", units.FormatBytes(m.ParameterBytes), countWord(m.ParameterCount), dtype)}
+	size := units.FormatBytes(m.ParameterBytes)
+	if t := m.ParameterTensorBytes; t > 0 && units.FormatBytes(t) != size {
+		// The count divides the tensors' bytes, not the allocator's blocks.
+		size = fmt.Sprintf("%s in blocks, %s of tensors", size, units.FormatBytes(t))
+	}
+	out := []string{fmt.Sprintf("parameters %s: %s parameters if %s", size, countWord(m.ParameterCount), dtype)}
+	per := "parameters"
+	if m.FrozenParameterBytes > 0 {
+		out[0] = fmt.Sprintf("parameters %s: %s trained parameters if %s", size, countWord(m.ParameterCount), dtype)
+		out = append(out, fmt.Sprintf("frozen base %s of them: no gradient, no optimizer state (its dtype unknown)", units.FormatBytes(m.FrozenParameterBytes)))
+		per = "trained parameters"
+	}
 	if m.GradientBytes > 0 || m.OptimizerStateBytes > 0 {
 		out = append(out, fmt.Sprintf("gradients %s (estimate %s), optimizer state %s (estimate %s)",
 			units.FormatBytes(m.GradientBytes), units.FormatBytes(m.EstimatedGradientBytes),
@@ -55,7 +66,7 @@ func modelLines(w *result.WhatIf) []string {
 	}
 	switch {
 	case m.OptimizerStateBytes > 0:
-		out = append(out, fmt.Sprintf("optimizer state = %.2f × parameters: %s", m.StatePerParameterByte, m.Optimizer))
+		out = append(out, fmt.Sprintf("optimizer state = %.2f × %s: %s", m.StatePerParameterByte, per, m.Optimizer))
 	case m.Optimizer != "":
 		out = append(out, "optimizer state: "+m.Optimizer)
 	}
@@ -107,7 +118,7 @@ func whatIfText(p *printer, r *result.Result) {
 		if i == 0 {
 			head = "  model  "
 		}
-		p.f("%s%s\n", head, units.OneLine(l))
+		p.wrap(head, "           ", units.OneLine(l))
 	}
 	for _, n := range w.Notes {
 		p.f("  - %s\n", units.OneLine(n))

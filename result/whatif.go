@@ -79,9 +79,19 @@ type InferredModel struct {
 	// either is unknown); Optimizer says what that ratio means.
 	StatePerParameterByte float64 `json:"optimizer_state_per_parameter_byte"`
 	Optimizer             string  `json:"optimizer"`
+	// ParameterTensorBytes is what the parameter tensors requested, when
+	// ParameterBytes (the allocator's blocks) is 1% more or over: the
+	// count is of it.
+	ParameterTensorBytes int64 `json:"parameter_tensor_bytes,omitempty"`
+	// FrozenParameterBytes is the part of the parameters that is a frozen
+	// base: weights that get no gradient while adapters or quantized layers
+	// train (their optimizer state is the trained weights' alone, and
+	// StatePerParameterByte is per trained parameter byte).
+	FrozenParameterBytes int64 `json:"frozen_parameter_bytes,omitempty"`
 	// DType is the parameters' dtype when the file says it ("" otherwise);
 	// ParameterCount is the bytes the parameter tensors requested ÷ its
-	// size (fp32 assumed when not known, as PyTorch's default).
+	// size (fp32 assumed when not known, as PyTorch's default) — of the
+	// trained ones only when there is a frozen base (its dtype is unknown).
 	DType          string `json:"dtype"`
 	ParameterCount int64  `json:"parameter_count"`
 	// EstimatedGradientBytes and EstimatedOptimizerStateBytes are package

@@ -95,6 +95,11 @@ type Device struct {
 	CapacityBytes int64
 	// Name is the device name when known ("Tesla V100-SXM2-32GB").
 	Name string
+	// ComputeMajor is the major version of the device's compute capability
+	// when the file states it (a trace's deviceProperties computeMajor: 7 for
+	// a V100, 9 for an H100 or an AMD Instinct); 0 when unknown. It says which
+	// arithmetic the device has (bf16 from 8 on NVIDIA's).
+	ComputeMajor int
 }
 
 // Preexisting is one allocation a file lists as made before its events.

@@ -175,6 +175,7 @@ func Classify(h *History) {
 		}
 		b.classify(decide(f, b.Requested, int(paired[i][0]), int(paired[i][1]), pairing, run))
 	}
+	markPerParameterCopies(h)
 	transientsAtOOM(h)
 	markAutocastCache(h)
 	markDDPBucketsBySize(h)

@@ -118,8 +118,8 @@ func markDDPBucketsBySize(h *History) {
 // recording outside backward and the optimizer, outliving a backward, and
 // classified as activation, input or unknown.
 func ddpBucketCandidate(h *History, bwd []result.PhaseSpan, b *Block) bool {
-	if b.Untracked || b.Alloc < 0 || b.Requested <= 0 {
-		return false
+	if b.Untracked || b.Alloc < 0 || b.Requested <= 0 || b.Rule() == RulePerParameterCopies {
+		return false // a copy of each parameter (an EMA) sums to the gradients too
 	}
 	switch b.Category {
 	case result.Activation, result.InputData, result.Unknown:

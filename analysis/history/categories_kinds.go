@@ -199,6 +199,8 @@ func KindsDiagnostics(id int, rules []result.RuleUse) []result.Diagnostic {
 			}
 			kind, msg = "frozen_base_weights", fmt.Sprintf(
 				"device %d: %d blocks (%s) from before the recording get no gradient while the run trains with %s: they are the frozen base weights, counted as parameters", id, u.Blocks, units.FormatBytes(u.Bytes), what)
+		case RulePerParameterCopies:
+			kind, msg = "per_parameter_copies", perParameterCopiesNote(id, u)
 		case RuleCublasWorkspaceSize:
 			kind, msg = "workspace_by_size", fmt.Sprintf(
 				"device %d: %d blocks (%s) from before the recording, without frames, have the size of PyTorch's default cuBLAS workspaces (8,519,680 B; 32 MiB on Hopper, with cuBLASLt's 1 MiB) and are no weight of the run: counted as workspace", id, u.Blocks, units.FormatBytes(u.Bytes))

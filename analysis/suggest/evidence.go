@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/analysis/whatif"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -21,7 +22,7 @@ type Evidence struct {
 	oom        *result.OOM
 	oomSDPA    bool  // the failing allocation is SDPA's math backend
 	oomAttn    bool  // the failing allocation is inside attention code
-	attention  int64 // live bytes allocated in attention code
+	attention  int64 // live bytes of attention's seq² tensors (whatif.SeqSquared)
 	attnSite   string
 	expandable bool
 	capacity   int64
@@ -51,7 +52,9 @@ type Evidence struct {
 	// memory there, or the recording ends in it) and no step of it ended
 	// without a backward.
 	Backward bool
-	fp32     bool // parameters known to be fp32 (chrome-trace shapes)
+	fp32     bool   // parameters known to be fp32 (chrome-trace shapes)
+	gpu      string // the device's name when the file says it ("Tesla V100-SXM2-32GB")
+	gpuMajor int    // its compute capability's major version when the file says it, else 0
 	// done is what the run already does (autocast, checkpointing,
 	// quantized weights, a pretrained checkpoint).
 	done practices
@@ -66,7 +69,7 @@ type Evidence struct {
 
 // Gather collects the evidence of one device.
 func Gather(h *history.History, dr *result.DeviceResult) *Evidence {
-	ev := &Evidence{device: dr.Device, capacity: dr.Capacity, expandable: h.Expandable(),
+	ev := &Evidence{device: dr.Device, capacity: dr.Capacity, expandable: h.Expandable(), gpu: h.Device.Name, gpuMajor: h.Device.ComputeMajor,
 		endAlloc: dr.AtEnd.AllocatedBytes, endRes: dr.AtEnd.ReservedBytes,
 		PeakAlloc: dr.Peak.AllocatedBytes, peakRes: dr.Peak.ReservedBytes}
 	ev.name = fmt.Sprintf("device %d", dr.Device)
@@ -89,15 +92,20 @@ func Gather(h *history.History, dr *result.DeviceResult) *Evidence {
 		ev.endWhollyFree = end.CachedFreeBytes - end.FreeInUsedSegmentsBytes
 	}
 	trainingEvidence(h, ev, dr)
+	// Attention's memory is what grows with the square of the sequence —
+	// scores, softmax, masks, their gradients — as the what-if finds it
+	// (attention code's queries, keys and values are per-token tensors).
 	sites := map[string]int64{}
-	for _, b := range h.LiveBlocks(ev.index) {
-		if b.Untracked {
+	sq := whatif.SeqSquared(h)
+	for bi, b := range h.LiveBlocks(ev.index) {
+		if b.Untracked || !sq[bi] {
 			continue
 		}
-		m := h.Markers.Get(b.Stack)
-		if m.Attention && (b.Category == result.Activation || b.Category == result.Temporary || b.Category == result.AutogradDetail) {
-			ev.attention += b.Size
-			sites[history.SiteOf(h.Snap, b.Stack)] += b.Size
+		if b.Category == result.Activation || b.Category == result.Temporary || b.Category == result.AutogradDetail {
+			ev.attention += b.Requested
+			if h.Markers.Get(b.Stack).Attention {
+				sites[history.SiteOf(h.Snap, b.Stack)] += b.Requested
+			}
 		}
 	}
 	var best int64
@@ -132,6 +140,7 @@ func Gather(h *history.History, dr *result.DeviceResult) *Evidence {
 		}
 	}
 	ev.done = practicesOf(h)
+	ev.done.transformers = madeByTransformers(h, ev.index)
 	for _, b := range h.LiveBlocks(ev.index) {
 		if b.Rule() == history.RuleGradMovedWithModel {
 			ev.movedGrads += b.Size

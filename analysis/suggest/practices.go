@@ -6,6 +6,7 @@ import (
 
 	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // practices are what the run already does, read from its frames and
@@ -23,6 +24,10 @@ type practices struct {
 	// pretrained: weights loaded from a checkpoint (from_pretrained,
 	// load_state_dict, safetensors) or adapters (peft): fine-tuning.
 	pretrained bool
+	// transformers: most of the activations at the decisive moment were
+	// made under a Hugging Face transformers model's modeling files; peft:
+	// adapters in the frames. Their own switches are the way to checkpoint.
+	transformers, peft bool
 }
 
 // practicesOf reads the practices from the snapshot's frames and the
@@ -45,6 +50,7 @@ func practicesOf(h *history.History) practices {
 			strings.Contains(file, "/peft/") || strings.HasPrefix(file, "peft/"):
 			p.pretrained = true
 		}
+		p.peft = p.peft || strings.Contains(file, "/peft/") || strings.HasPrefix(file, "peft/")
 		if p.quantizedBy == "" {
 			p.quantizedBy = quantizer(file)
 		}
@@ -61,6 +67,35 @@ func practicesOf(h *history.History) practices {
 		p.autocast = p.autocast || h.Blocks[i].Category == result.AutocastCache
 	}
 	return p
+}
+
+// madeByTransformers reports whether most of the activations live after
+// event i were made under a transformers model's modeling files: then
+// checkpointing them is that model's switch.
+func madeByTransformers(h *history.History, i int) bool {
+	hf := map[snapshot.StackID]bool{}
+	var in, all int64
+	for _, b := range h.LiveBlocks(i) {
+		if b.Category != result.Activation {
+			continue
+		}
+		all += b.Size
+		is, ok := hf[b.Stack]
+		if !ok {
+			for _, id := range h.Snap.StackOf(b.Stack) {
+				file := strings.ReplaceAll(h.Snap.Frames[id].Filename, "\\", "/")
+				if strings.Contains(file, "transformers/models/") {
+					is = true
+					break
+				}
+			}
+			hf[b.Stack] = is
+		}
+		if is {
+			in += b.Size
+		}
+	}
+	return all > 0 && 2*in >= all
 }
 
 // quantizer names the weight-quantization library a Python file belongs

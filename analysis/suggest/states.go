@@ -11,7 +11,7 @@ import (
 // keeps whatever its batch: parameters, gradients, optimizer state.
 func ShrinksStates(id string) bool {
 	switch id {
-	case "mixed_precision_bf16", "shard_states", "optimizer_8bit", "paged_optimizer", "cpu_offload", "qlora", "quantize_weights":
+	case "mixed_precision_bf16", "mixed_precision_fp16", "shard_states", "optimizer_8bit", "paged_optimizer", "cpu_offload", "qlora", "quantize_weights":
 		return true
 	}
 	return false

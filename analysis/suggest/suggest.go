@@ -59,15 +59,24 @@ func fromEvidence(ev *Evidence) []result.Suggestion {
 	// Checkpointing trades recomputation in backward for memory: only a run
 	// with a backward keeps activations to recompute, and one that already
 	// checkpoints has done it; at an OOM, activations under 10% of the
-	// memory are not where the memory went.
+	// memory are not where the memory went. It recomputes what forward
+	// keeps for backward (activation): temporaries and the autograd
+	// engine's buffers stay as they are.
 	if ev.Backward && !ev.done.checkpointing && (oomPhase && units.Percent(act, ev.total) >= 10 || units.Percent(act, ev.total) >= 40) {
 		because := fmt.Sprintf("activations and temporaries are %s of %s allocated %s (%.0f%%)", units.FormatBytes(act), units.FormatBytes(ev.total), where, units.Percent(act, ev.total))
 		if oomPhase {
 			because = fmt.Sprintf("the OOM happened in %s with %s of activations and temporaries live (%.0f%% of %s allocated) %s", ev.phase, units.FormatBytes(act), units.Percent(act, ev.total), units.FormatBytes(ev.total), where)
 		}
+		how := "from torch.utils.checkpoint import checkpoint\n# in the model's forward, around each transformer block / large submodule:\nx = checkpoint(block, x, use_reentrant=False)"
+		switch {
+		case ev.done.transformers && ev.done.peft:
+			how = "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})  # transformers: each decoder layer\nmodel.enable_input_require_grads()  # peft: the frozen embeddings' output must require grad\nmodel.config.use_cache = False"
+		case ev.done.transformers:
+			how = "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})  # transformers: each decoder layer\nmodel.config.use_cache = False"
+		}
 		out = append(out, result.Suggestion{ID: "activation_checkpointing", Title: "Recompute activations in backward (activation checkpointing)",
-			Because: because, EstimatedSavingsBytes: act * 65 / 100, Cost: "about 30% slower steps (forward runs twice)",
-			How: "from torch.utils.checkpoint import checkpoint\n# in the model's forward, around each transformer block / large submodule:\nx = checkpoint(block, x, use_reentrant=False)"})
+			Because: because, EstimatedSavingsBytes: c[result.Activation] * 65 / 100, Cost: "about 30% slower steps (forward runs twice)",
+			How: how})
 	}
 	if ev.attention > 0 && (units.Percent(ev.attention, ev.total) >= 10 || ev.oomAttn || ev.oomSDPA) {
 		because := fmt.Sprintf("attention tensors (scores/softmax, size ∝ sequence²) hold %s %s, largest at %s", units.FormatBytes(ev.attention), where, ev.attnSite)
@@ -138,10 +147,20 @@ func fromEvidence(ev *Evidence) []result.Suggestion {
 			EstimatedSavingsBytes: par * 3 / 4, Cost: "similar speed; only adapters are trained (fine-tuning only)",
 			How: "from transformers import BitsAndBytesConfig\nfrom peft import LoraConfig, get_peft_model\nmodel = AutoModelForCausalLM.from_pretrained(name, quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16))\nmodel = get_peft_model(model, LoraConfig(r=16, target_modules=\"all-linear\"))"})
 	}
-	if ev.fp32 && !ev.done.autocast && par+grad+act > 0 {
+	// Autocast computes the step in 16-bit; the weights, their gradients
+	// and the optimizer's state stay fp32: it halves the activations.
+	amp := fmt.Sprintf("the trace records fp32 parameters and no autocast; activations and temporaries are %s %s, and autocast computes them in 16-bit (weights, gradients and optimizer state stay fp32)", units.FormatBytes(act), where)
+	if ev.fp32 && !ev.done.autocast && act > 0 && withoutBF16(ev.gpu, ev.gpuMajor) {
+		// A GPU before Ampere has no bf16: its mixed precision is fp16
+		// autocast, whose narrow range needs a gradient scaler.
+		out = append(out, result.Suggestion{ID: "mixed_precision_fp16", Title: "Train in fp16 mixed precision (autocast + GradScaler)",
+			Because:               fmt.Sprintf("%s; %s has no bf16, so fp16 with a gradient scaler", amp, gpuWords(ev.gpu, ev.gpuMajor)),
+			EstimatedSavingsBytes: act / 2, Cost: "minimal (the scaler skips the steps whose gradients overflow)",
+			How: "scaler = torch.amp.GradScaler(\"cuda\")\nwith torch.autocast(device_type=\"cuda\", dtype=torch.float16):\n    loss = loss_fn(model(x), y)\nscaler.scale(loss).backward()\nscaler.step(optimizer)\nscaler.update()"})
+	} else if ev.fp32 && !ev.done.autocast && act > 0 {
 		out = append(out, result.Suggestion{ID: "mixed_precision_bf16", Title: "Train in bf16 mixed precision",
-			Because:               fmt.Sprintf("the trace records fp32 parameters; parameters, gradients and activations are %s %s", units.FormatBytes(par+grad+act), where),
-			EstimatedSavingsBytes: (par + grad + act) / 2, Cost: "minimal on GPUs with bf16",
+			Because:               amp,
+			EstimatedSavingsBytes: act / 2, Cost: "minimal on GPUs with bf16",
 			How: "with torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16):\n    loss = loss_fn(model(x), y)\nloss.backward()"})
 	}
 	// Expandable segments reclaim fragmentation: free space inside segments

@@ -20,9 +20,11 @@ type effect struct {
 
 // effects are the techniques of the suggestions, as fractions that match
 // each suggestion's own estimate: checkpointing keeps 35% of the
-// activations, a fused kernel 20% of the attention tensors, 8-bit states
-// are a quarter of fp32 ones, autocast halves activations (the weights stay
-// fp32), QLoRA keeps a quarter of 16-bit weights and trains only adapters.
+// activations forward keeps for backward (temporaries, the autograd
+// engine's buffers and inputs stay as they are), a fused kernel 20% of the
+// attention tensors, 8-bit states are a quarter of fp32 ones, autocast
+// halves activations (the weights stay fp32), QLoRA keeps a quarter of
+// 16-bit weights and trains only adapters.
 func effects() map[string]effect {
 	with := func(w int, group string, set func(f *factors)) effect {
 		f := unit()
@@ -31,14 +33,15 @@ func effects() map[string]effect {
 	}
 	return map[string]effect{
 		"activation_checkpointing": with(3, "", func(f *factors) { f[PartLinear], f[PartQuad] = 0.35, 0.35 }),
-		"flash_attention":          with(0, "", func(f *factors) { f[PartQuad] = 0.2 }),
-		"mixed_precision_bf16":     with(1, "", func(f *factors) { f[PartLinear], f[PartQuad] = 0.5, 0.5 }),
+		"flash_attention":          with(0, "", func(f *factors) { f[PartQuad], f[PartQuadRest] = 0.2, 0.2 }),
+		"mixed_precision_bf16":     with(1, "", func(f *factors) { stepFactors(f, 0.5, 0.5) }),
+		"mixed_precision_fp16":     with(1, "", func(f *factors) { stepFactors(f, 0.5, 0.5) }),
 		"optimizer_8bit":           with(1, "optimizer", func(f *factors) { f[PartOpt] = 0.25 }),
 		"paged_optimizer":          with(1, "optimizer", func(f *factors) { f[PartOpt] = 0.25 }),
 		"cpu_offload":              with(9, "optimizer", func(f *factors) { f[PartOpt] = 0 }),
-		"gradient_accumulation":    with(3, "batch", func(f *factors) { f[PartLinear], f[PartQuad] = 0.5, 0.5 }),
-		"reduce_batch_size":        with(3, "batch", func(f *factors) { f[PartLinear], f[PartQuad] = 0.5, 0.5 }),
-		"reduce_sequence_length":   with(27, "", func(f *factors) { f[PartLinear], f[PartQuad] = 0.5, 0.25 }),
+		"gradient_accumulation":    with(3, "batch", func(f *factors) { stepFactors(f, 0.5, 0.5) }),
+		"reduce_batch_size":        with(3, "batch", func(f *factors) { stepFactors(f, 0.5, 0.5) }),
+		"reduce_sequence_length":   with(27, "", func(f *factors) { stepFactors(f, 0.5, 0.25) }),
 		"set_to_none":              with(0, "", func(f *factors) { f[PartStaleGrad] = 0 }),
 		"qlora": with(27, "weights", func(f *factors) {
 			f[PartParam], f[PartGrad], f[PartStaleGrad], f[PartOpt] = 0.25, 0, 0, 0
@@ -50,6 +53,12 @@ func effects() map[string]effect {
 		}),
 		"use_cache_off": with(0, "", func(f *factors) { f[PartKV] = 0 }),
 	}
+}
+
+// stepFactors sets the factors of a step's memory: lin for what grows with
+// batch·seq, quad for what grows with batch·seq².
+func stepFactors(f *factors, lin, quad float64) {
+	f[PartLinear], f[PartLinearRest], f[PartQuad], f[PartQuadRest] = lin, lin, quad, quad
 }
 
 // reservedOnly are suggestions that lower reserved memory, not allocated.
@@ -84,7 +93,7 @@ func (c *curves) whatIf(dr *result.DeviceResult, sugg []result.Suggestion, capac
 	peak, pj := c.peak(unit())
 	w := &result.WhatIf{Device: dr.Device, MeasuredPeakBytes: peak, Suggestions: []result.Projection{}, Scaling: []result.ScalePoint{}, Notes: []string{}}
 	at := c.at(pj)
-	w.LinearBytes, w.AttentionBytes = at[PartLinear]+at[PartKV], at[PartQuad]
+	w.LinearBytes, w.AttentionBytes = at[PartLinear]+at[PartLinearRest]+at[PartKV], at[PartQuad]+at[PartQuadRest]
 	w.FixedBytes = peak - w.LinearBytes - w.AttentionBytes
 	if capacity > 0 {
 		w.CapacityBytes = capacity
@@ -236,13 +245,22 @@ func bestCombination(c *curves, base factors, known []result.Suggestion, eff map
 // requested is the bytes the blocks of a category requested (tensor bytes,
 // not the allocator's blocks) at index j of the curves.
 func requested(h *history.History, j int, cat result.Category) int64 {
-	var n int64
+	n, _ := requestedFrozen(h, j, cat)
+	return n
+}
+
+// requestedFrozen is requested, with the part of it that is a frozen base
+// (weights that get no gradient while adapters or quantized layers train).
+func requestedFrozen(h *history.History, j int, cat result.Category) (n, frozen int64) {
 	for _, b := range h.LiveBlocks(j - 1) {
 		if b.Category == cat {
 			n += b.Requested
+			if r := b.Rule(); r == history.RuleFrozenWeights || r == history.RuleQuantizedWeights {
+				frozen += b.Requested
+			}
 		}
 	}
-	return n
+	return n, frozen
 }
 
 // near reports whether x is within 3% of want.
@@ -256,10 +274,11 @@ func inferModel(h *history.History, c *curves) result.InferredModel {
 	if m.OptimizerStateBytes == 0 { // freed by the end: the largest it was
 		m.OptimizerStateBytes = c.maxOf(PartOpt)
 	}
-	m.ActivationBytes = c.maxOf(PartLinear, PartQuad)
+	step := append(append([]Part{}, linearParts...), quadParts...)
+	m.ActivationBytes = c.maxOf(step...)
 	m.KVCacheBytes = c.maxOf(PartKV)
-	if act, sum := c.partsAtMax(PartLinear, PartQuad); sum == m.ActivationBytes {
-		m.AttentionBytes = act[PartQuad]
+	if act, sum := c.partsAtMax(step...); sum == m.ActivationBytes {
+		m.AttentionBytes = act[PartQuad] + act[PartQuadRest]
 	}
 	if len(h.Snap.GradAccumulations) > 0 {
 		m.DType = "fp32"
@@ -275,12 +294,24 @@ func inferModel(h *history.History, c *curves) result.InferredModel {
 	}
 	// The ratio of the tensors' own bytes: the allocator's blocks round
 	// parameters allocated before the recording differently.
-	paramReq := requested(h, c.argmax(PartParam), result.Parameter)
+	paramReq, frozen := requestedFrozen(h, c.argmax(PartParam), result.Parameter)
+	if frozen >= paramReq {
+		frozen = 0 // nothing trains beside them: no base to tell apart
+	}
+	m.FrozenParameterBytes = frozen
+	if paramReq*100 < m.ParameterBytes*99 {
+		// The blocks hold 1% more than the tensors or over: a count from
+		// the blocks' bytes would be off as much.
+		m.ParameterTensorBytes = paramReq
+	}
+	// The optimizer keeps state for the weights that train: a frozen base
+	// (adapters, quantized layers) has none.
+	trained := paramReq - frozen
 	optJ := c.end()
 	if final[PartOpt] == 0 {
 		optJ = c.argmax(PartOpt)
 	}
-	r := float64(requested(h, optJ, result.OptimizerState)) / float64(max(paramReq, 1))
+	r := float64(requested(h, optJ, result.OptimizerState)) / float64(max(trained, 1))
 	m.StatePerParameterByte = math.Round(r*1000) / 1000
 	setup := estimate.Setup{Precision: "fp32", Optimizer: "adamw"}
 	switch {
@@ -315,6 +346,11 @@ func inferModel(h *history.History, c *curves) result.InferredModel {
 		size = 2
 	}
 	m.ParameterCount = paramReq / size
+	if frozen > 0 {
+		// A frozen base's dtype is its own (often 16-bit or quantized): count
+		// only the weights that train, in the dtype their state says.
+		m.ParameterCount = trained / size
+	}
 	if e, err := estimate.Compute(estimate.Inputs{Model: estimate.Model{Params: m.ParameterCount}, Setup: setup}); err == nil {
 		m.EstimatedGradientBytes, m.EstimatedOptimizerStateBytes = e.GradientsBytes, e.OptimizerStateBytes+e.MasterWeightsBytes
 	}

@@ -13,15 +13,24 @@ type Part int
 // Parts of allocated memory, by how they change with the batch size, the
 // sequence length and the suggestions.
 const (
-	PartParam     Part = iota // parameters
-	PartGrad                  // gradients
-	PartStaleGrad             // the previous step's gradients, alive in a forward until zero_grad frees them
-	PartOpt                   // optimizer state
-	PartFixed                 // unknown, workspaces, autocast's weight copies, optimizer and zero_grad scratch: independent of the batch
-	PartLinear                // activations, temporaries, autograd detail and inputs of a step: ∝ batch·seq
-	PartQuad                  // the same allocated in attention code: ∝ batch·seq² (scores, softmax)
-	PartKV                    // a generation's KV cache in a cache class: ∝ batch·seq, untouched by the activation techniques
+	PartParam      Part = iota // parameters
+	PartGrad                   // gradients
+	PartStaleGrad              // the previous step's gradients, alive in a forward until zero_grad frees them
+	PartOpt                    // optimizer state
+	PartFixed                  // unknown, workspaces, autocast's weight copies, optimizer and zero_grad scratch: independent of the batch
+	PartLinear                 // activations a step keeps from forward for backward (what checkpointing recomputes): ∝ batch·seq
+	PartQuad                   // the same with two sequence dimensions (attention scores, softmax): ∝ batch·seq²
+	PartKV                     // a generation's KV cache in a cache class: ∝ batch·seq, untouched by the activation techniques
+	PartLinearRest             // a step's temporaries, autograd detail and inputs, a CUDA graph's pool: ∝ batch·seq, not recomputed
+	PartQuadRest               // the same with two sequence dimensions (the scores' gradients): ∝ batch·seq²
 	numParts
+)
+
+// linearParts and quadParts are the parts that scale with batch·seq and
+// with batch·seq².
+var (
+	linearParts = []Part{PartLinear, PartLinearRest}
+	quadParts   = []Part{PartQuad, PartQuadRest}
 )
 
 // factors multiply each part of a curve.
@@ -40,13 +49,16 @@ func unit() factors {
 // the sequence length.
 func scaled(kb, ks float64) factors {
 	f := unit()
-	f[PartLinear], f[PartQuad], f[PartKV] = kb*ks, kb*ks*ks, kb*ks
+	f[PartLinear], f[PartLinearRest], f[PartKV] = kb*ks, kb*ks, kb*ks
+	f[PartQuad], f[PartQuadRest] = kb*ks*ks, kb*ks*ks
 	return f
 }
 
 // PartOf decides the part of a block: by category, then (for what a step
-// allocates) by the phase that allocated it and whether it has two
-// sequence dimensions (seqSquared).
+// allocates) by the phase that allocated it, whether it has two sequence
+// dimensions (seqSquared) and whether forward keeps it for backward (an
+// activation: what checkpointing recomputes) or not (a temporary, the
+// autograd engine's own buffers, an input).
 func PartOf(h *history.History, b *history.Block, stale, seqSquared bool) Part {
 	if b.Untracked {
 		return PartFixed
@@ -71,22 +83,35 @@ func PartOf(h *history.History, b *history.Block, stale, seqSquared bool) Part {
 			return PartFixed
 		}
 		return PartKV
+	case result.CUDAGraphPool:
+		// A graph's pool holds the forward it captured — its intermediates
+		// and static outputs, of the batch and sequence the graph was
+		// captured at: a graph captured at another size holds them to scale.
+		return PartLinearRest
 	case result.Activation, result.Temporary, result.AutogradDetail, result.InputData:
 		if b.Alloc >= 0 {
 			if ph := h.Phases.At(b.Alloc); ph == result.PhaseOptimizer || ph == result.PhaseZeroGrad {
 				return PartFixed
 			}
 		}
-		if b.Category != result.InputData && seqSquared {
+		kept := b.Category == result.Activation
+		switch {
+		case b.Category != result.InputData && seqSquared && kept:
 			return PartQuad
+		case b.Category != result.InputData && seqSquared:
+			return PartQuadRest
+		case kept:
+			return PartLinear
 		}
-		return PartLinear
+		return PartLinearRest
 	}
 	return PartFixed
 }
 
 // scales reports whether the batch size or the sequence length scale a part.
-func scales(p Part) bool { return p == PartLinear || p == PartQuad || p == PartKV }
+func scales(p Part) bool {
+	return p == PartLinear || p == PartQuad || p == PartKV || p == PartLinearRest || p == PartQuadRest
+}
 
 // staleGradients marks the gradient blocks that zero_grad frees and that are
 // alive when a forward span starts: kept from the previous step

@@ -38,7 +38,7 @@ func TestWhatIfKVCacheScales(t *testing.T) {
 				// At the end, batch ×2 adds one more of each part that scales
 				// with the batch — the KV cache among them unless it is a pool
 				// — and checkpointing keeps 35% of the activations only.
-				act := float64(last[PartLinear] + last[PartQuad])
+				act := float64(last[PartLinear] + last[PartQuad] + last[PartLinearRest] + last[PartQuadRest])
 				if got, want := c.value(end, scaled(2, 1))-c.value(end, unit()), act+float64(kv); math.Abs(got-want) > 1 {
 					t.Errorf("batch ×2 adds %.0f B at the end, want %.0f (activations %.0f, KV part %d)", got, want, act, kv)
 				}

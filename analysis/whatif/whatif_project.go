@@ -72,6 +72,11 @@ func (c *curves) project(r *result.Result, kb, ks float64, at, to Size, gpu *est
 	if m.GradientBytes > 0 {
 		e.TrainableParameterCount = m.ParameterCount
 	}
+	if m.FrozenParameterBytes > 0 {
+		// ParameterCount counts the trained weights only; the frozen base's
+		// dtype (and so its count) is unknown.
+		e.ParameterCount, e.TrainableParameterCount = 0, m.ParameterCount
+	}
 	if m.DType != "" && m.DType != "fp32" {
 		e.Setup.Precision = "bf16"
 	}
@@ -88,7 +93,7 @@ func (c *curves) project(r *result.Result, kb, ks float64, at, to Size, gpu *est
 	// A KV cache grows with batch × tokens: it is part of "other" (neither
 	// weights nor activations), scaled as the projection scales it.
 	e.OtherBytes = v[PartFixed] + saturate(kb*ks*float64(v[PartKV]))
-	lin, quad := kb*ks*float64(v[PartLinear]), kb*ks*ks*float64(v[PartQuad])
+	lin, quad := kb*ks*float64(v[PartLinear]+v[PartLinearRest]), kb*ks*ks*float64(v[PartQuad]+v[PartQuadRest])
 	act, attn := saturate(lin+quad), saturate(quad)
 	e.ActivationsBytes, e.AttentionBytes = &act, &attn
 	e.TotalBytes = peak

@@ -224,11 +224,11 @@ func (c *curves) maxFactor(limit int64, seq bool) float64 {
 func factorAt(v *[numParts]int64, limit int64, seq bool) float64 {
 	fixed := float64(0)
 	for p := range v {
-		if Part(p) != PartLinear && Part(p) != PartQuad && Part(p) != PartKV {
+		if !scales(Part(p)) {
 			fixed += float64(v[p])
 		}
 	}
-	lin, quad := float64(v[PartLinear]+v[PartKV]), float64(v[PartQuad])
+	lin, quad := float64(v[PartLinear]+v[PartLinearRest]+v[PartKV]), float64(v[PartQuad]+v[PartQuadRest])
 	room := float64(limit) - fixed
 	if room < 0 {
 		return -1

@@ -100,6 +100,11 @@ func seqSquared(h *history.History, seq int64) []bool {
 	return sq
 }
 
+// SeqSquared marks the blocks of h the what-if scales with the square of
+// the sequence (seqSquared, the sequence length unknown): what a
+// suggestion about attention's seq² memory must count to agree with it.
+func SeqSquared(h *history.History) []bool { return seqSquared(h, 0) }
+
 // activationLike reports whether a category is memory of a step's
 // computation (what the batch and the sequence scale).
 func activationLike(c result.Category) bool {

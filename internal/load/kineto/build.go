@@ -350,7 +350,7 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16) {
 		s.Devices = append(s.Devices, d)
 		if g.kind != snapshot.DeviceCPU {
 			if p, ok := tr.devProps[int64(id)]; ok {
-				d.Name, d.CapacityBytes = p.name, p.mem
+				d.Name, d.CapacityBytes, d.ComputeMajor = p.name, p.mem, p.major
 			}
 		}
 		if g.kind == snapshot.DeviceOther {

@@ -132,8 +132,8 @@ const (
 	keyEchoBytes = 8
 )
 
-// readDeviceProperties keeps id, name and totalGlobalMem of each device. It
-// reads token by token: the list is never held whole, and what is not an
+// readDeviceProperties keeps id, name, totalGlobalMem and computeMajor of
+// each device. It reads token by token: the list is never held whole, and what is not an
 // array of objects is skipped.
 func (tr *traceReader) readDeviceProperties() error {
 	dec := tr.dec
@@ -173,6 +173,10 @@ func (tr *traceReader) readDeviceProperties() error {
 				p.name = clipName(jsonlex.Unquote(v))
 			case `"totalGlobalMem"`:
 				p.mem, _ = jsonlex.ParseInt(bytes.Trim(v, `"`))
+			case `"computeMajor"`:
+				if m, ok := jsonlex.ParseInt(bytes.Trim(v, `"`)); ok && m > 0 && m < 100 {
+					p.major = int(m)
+				}
 			}
 			return nil
 		})

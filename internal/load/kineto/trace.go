@@ -142,8 +142,9 @@ type traceReader struct {
 }
 
 type devProp struct {
-	name string
-	mem  int64
+	name  string
+	mem   int64
+	major int
 }
 
 func newTraceReader(in *bufio.Reader, src snapshot.Source, opts snapshot.Options, fast bool) *traceReader {
