@@ -213,6 +213,7 @@ func (tr *traceReader) lexEvent(l *lexBuf, i int) int {
 	b, depth := l.b, l.depth+1
 	return l.object(i, func(key []byte, v int) int {
 		var dst *field
+		num := false // a plain integer is kept parsed (numField)
 		switch string(key) {
 		case `"ph"`:
 			dst = &ev.ph
@@ -225,9 +226,9 @@ func (tr *traceReader) lexEvent(l *lexBuf, i int) int {
 		case `"tid"`:
 			dst = &ev.tid
 		case `"ts"`:
-			dst = &ev.ts
+			dst, num = &ev.ts, true
 		case `"dur"`:
-			dst = &ev.dur
+			dst, num = &ev.dur, true
 		case `"args"`:
 			if b[v] != '{' || !tr.argsWanted() {
 				return l.value(v, depth)
@@ -237,6 +238,9 @@ func (tr *traceReader) lexEvent(l *lexBuf, i int) int {
 			}
 			ev.hasArgs = true
 			return tr.lexArgs(l, v, depth+1)
+		}
+		if num && (b[v] == '-' || (b[v] >= '0' && b[v] <= '9')) {
+			return tr.lexNumField(b, v, dst)
 		}
 		end := l.value(v, depth)
 		if end >= 0 && dst != nil && b[v] != '{' && b[v] != '[' {
@@ -253,19 +257,20 @@ func (tr *traceReader) lexArgs(l *lexBuf, i, depth int) int {
 	b := l.b
 	return l.object(i, func(key []byte, v int) int {
 		var dst *field
+		num := false // a plain integer is kept parsed (numField)
 		switch string(key) {
 		case `"Device Type"`:
-			dst = &ev.devType
+			dst, num = &ev.devType, true
 		case `"Device Id"`:
-			dst = &ev.devID
+			dst, num = &ev.devID, true
 		case `"Addr"`:
-			dst = &ev.addr
+			dst, num = &ev.addr, true
 		case `"Bytes"`:
-			dst = &ev.bytes
+			dst, num = &ev.bytes, true
 		case `"Total Allocated"`:
-			dst = &ev.ta
+			dst, num = &ev.ta, true
 		case `"Total Reserved"`:
-			dst = &ev.tr
+			dst, num = &ev.tr, true
 		case `"Input Dims"`:
 			dst = &ev.inputDims
 		case `"Input type"`:
@@ -281,10 +286,25 @@ func (tr *traceReader) lexArgs(l *lexBuf, i, depth int) int {
 		case `"Ev Idx"`:
 			tr.evIdx = true
 		}
+		if num && (b[v] == '-' || (b[v] >= '0' && b[v] <= '9')) {
+			return tr.lexNumField(b, v, dst)
+		}
 		end := l.value(v, depth)
 		if end >= 0 && dst != nil {
 			*dst = tr.put(b[v:end])
 		}
 		return end
 	})
+}
+
+// lexNumField reads the number at b[v] into *dst, parsed when it is a
+// plain integer, as text otherwise, and returns what lexNumber does.
+func (tr *traceReader) lexNumField(b []byte, v int, dst *field) int {
+	end, x, plain := lexInt(b, v)
+	if plain {
+		*dst = tr.putInt(x)
+	} else if end >= 0 {
+		*dst = tr.put(b[v:end])
+	}
+	return end
 }

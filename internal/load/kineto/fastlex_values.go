@@ -216,6 +216,37 @@ func lexNumber(b []byte, i int) int {
 	return i
 }
 
+// lexInt is lexNumber that also parses the number when it is a plain
+// integer: an optional minus and at most 18 digits (no overflow possible),
+// no leading zero, no fraction or exponent, a byte after it. On such text
+// jsonlex.ParseInt gives the same value.
+func lexInt(b []byte, i int) (end int, v int64, plain bool) {
+	j := i
+	if b[j] == '-' {
+		j++
+	}
+	start := j
+	if j < len(b) && b[j] == '0' {
+		j++ // the number's integer part, as in lexDigits
+	} else {
+		for j < len(b) && j-start < 18 && b[j] >= '0' && b[j] <= '9' {
+			v = v*10 + int64(b[j]-'0')
+			j++
+		}
+	}
+	if j < len(b) && j > start {
+		switch c := b[j]; {
+		case c == '.', c == 'e', c == 'E', c >= '0' && c <= '9' && b[start] != '0':
+		default:
+			if b[i] == '-' {
+				v = -v
+			}
+			return j, v, true
+		}
+	}
+	return lexNumber(b, i), 0, false
+}
+
 // lexDigits reads the digits at b[i:] (an integer part when intPart: no
 // leading zero), at least one. It fails with lexMore when b ends in or
 // right after them (the number may go on), lexOdd when there are none or

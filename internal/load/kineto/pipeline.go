@@ -1,5 +1,12 @@
 package kineto
 
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/torchmem/torchmem/internal/load/jsonlex"
+)
+
 // The chrome trace reader runs in three stages on as many goroutines: the
 // read-ahead (disk, gunzip; package readahead), the lexing (the events'
 // fast path, fastlex.go, which does the sanitiser's work on the events as
@@ -113,4 +120,35 @@ func (tr *traceReader) recBytes(f field) []byte {
 		return nil
 	}
 	return tr.recArena[f.off : f.off+f.n]
+}
+
+// recInt is jsonlex.ParseInt of a field of the event being recorded.
+func (tr *traceReader) recInt(f field) (int64, bool) {
+	if f.n == numField {
+		return int64(binary.LittleEndian.Uint64(tr.recArena[f.off:])), true
+	}
+	return jsonlex.ParseInt(tr.recBytes(f))
+}
+
+// recUint is jsonlex.ParseUint of a field of the event being recorded.
+func (tr *traceReader) recUint(f field) (uint64, bool) {
+	if f.n == numField {
+		v := int64(binary.LittleEndian.Uint64(tr.recArena[f.off:]))
+		return uint64(v), v >= 0
+	}
+	return jsonlex.ParseUint(tr.recBytes(f))
+}
+
+// recTime is parseTimeNS of a field of the event being recorded: a plain
+// integer is microseconds, and fails as parseTimeNS does past int64
+// nanoseconds.
+func (tr *traceReader) recTime(f field) (int64, bool) {
+	if f.n == numField {
+		us := int64(binary.LittleEndian.Uint64(tr.recArena[f.off:]))
+		if us > math.MaxInt64/1000 || us < -(math.MaxInt64/1000) {
+			return 0, false
+		}
+		return us * 1000, true
+	}
+	return parseTimeNS(tr.recBytes(f))
 }

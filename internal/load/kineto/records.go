@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/torchmem/torchmem/internal/load/jsonlex"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -181,12 +180,12 @@ func (tr *traceReader) record() {
 		if !ok || !ev.name.ok() {
 			return
 		}
-		start, ok := parseTimeNS(tr.recBytes(ev.ts))
+		start, ok := tr.recTime(ev.ts)
 		if !ok {
 			tr.badTimes++
 			return
 		}
-		dur, ok := parseTimeNS(tr.recBytes(ev.dur))
+		dur, ok := tr.recTime(ev.dur)
 		if !ok || dur < 0 {
 			dur = 0
 		}
@@ -247,14 +246,14 @@ func (tr *traceReader) record() {
 // recordMem files a [memory] or [OutOfMemory] event.
 func (tr *traceReader) recordMem(oom bool) {
 	ev := tr.recEv
-	ts, ok := parseTimeNS(tr.recBytes(ev.ts))
+	ts, ok := tr.recTime(ev.ts)
 	if !ok {
 		tr.badTimes++
 		return
 	}
-	typ, ok1 := jsonlex.ParseInt(tr.recBytes(ev.devType))
-	id, ok2 := jsonlex.ParseInt(tr.recBytes(ev.devID))
-	n, ok3 := jsonlex.ParseInt(tr.recBytes(ev.bytes))
+	typ, ok1 := tr.recInt(ev.devType)
+	id, ok2 := tr.recInt(ev.devID)
+	n, ok3 := tr.recInt(ev.bytes)
 	if !ok1 || !ok3 {
 		tr.badMem++
 		return
@@ -272,17 +271,17 @@ func (tr *traceReader) recordMem(oom bool) {
 		m.flags |= memOOM
 	}
 	if ev.addr.ok() {
-		if a, ok := jsonlex.ParseUint(tr.recBytes(ev.addr)); ok {
+		if a, ok := tr.recUint(ev.addr); ok {
 			e.Addr = a
 			m.flags |= memHasAddr
 			tr.memAddr = true
 		}
 	}
-	ta, ok := jsonlex.ParseInt(tr.recBytes(ev.ta))
+	ta, ok := tr.recInt(ev.ta)
 	if ok {
 		m.flags |= memHasTA
 	}
-	trv, ok := jsonlex.ParseInt(tr.recBytes(ev.tr))
+	trv, ok := tr.recInt(ev.tr)
 	if ok {
 		m.flags |= memHasTR
 	}

@@ -2,6 +2,7 @@ package kineto
 
 import (
 	"bytes"
+	"encoding/binary"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -24,6 +25,13 @@ func (tr *traceReader) put(v []byte) field {
 		tr.arena = append(tr.arena, v...)
 	}
 	return field{int32(off), int32(len(tr.arena) - off)}
+}
+
+// putInt appends the integer v to the arena as a numField field.
+func (tr *traceReader) putInt(v int64) field {
+	off := len(tr.arena)
+	tr.arena = binary.LittleEndian.AppendUint64(tr.arena, uint64(v))
+	return field{int32(off), numField}
 }
 
 func (tr *traceReader) bytesOf(f field) []byte {

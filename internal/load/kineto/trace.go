@@ -51,7 +51,14 @@ type field struct{ off, n int32 }
 
 var noField = field{0, -1}
 
-func (f field) ok() bool { return f.n >= 0 }
+// numField as a field's n: the value is a plain JSON integer (an optional
+// minus and at most 18 digits: lexInt) that the events' fast path parsed as
+// it read it; the arena holds it at off in 8 bytes, little-endian, instead
+// of its text (recInt, recUint and recTime read either, with the same
+// result).
+const numField = -2
+
+func (f field) ok() bool { return f.n >= 0 || f.n == numField }
 
 // rawEvent holds the fields of the event being decoded.
 type rawEvent struct {
