@@ -117,35 +117,44 @@ func (tr *traceReader) readArgs() error {
 	ev := &tr.ev
 	ev.hasArgs = true
 	return tr.eachMember(func(key []byte) error {
-		var dst *field
-		switch string(key) {
-		case `"Device Type"`:
-			dst = &ev.devType
-		case `"Device Id"`:
-			dst = &ev.devID
-		case `"Addr"`:
-			dst = &ev.addr
-		case `"Bytes"`:
-			dst = &ev.bytes
-		case `"Total Allocated"`:
-			dst = &ev.ta
-		case `"Total Reserved"`:
-			dst = &ev.tr
-		case `"Input Dims"`:
-			dst = &ev.inputDims
-		case `"Input type"`:
-			dst = &ev.inputType
-		case `"Call stack"`:
-			dst = &ev.callStack
-		case `"name"`:
-			dst = &ev.argName
-		case `"Profiler Event Index"`:
-			tr.profEvIdx = true
-		case `"Record function id"`:
-			tr.recordFnID = true
-		case `"Ev Idx"`:
-			tr.evIdx = true
-		}
+		dst, _ := tr.argField(key)
 		return tr.keepValue(dst, false)
 	})
+}
+
+// argField returns where an args member of an event is kept (nil for a
+// member nobody reads) and whether it is one of the integers the fast path
+// keeps parsed; the members that only tell the trace's writer apart set
+// their fingerprint. Both readers of args ask it, so they keep the same.
+func (tr *traceReader) argField(key []byte) (dst *field, num bool) {
+	ev := &tr.ev
+	switch string(key) {
+	case `"Device Type"`:
+		return &ev.devType, true
+	case `"Device Id"`:
+		return &ev.devID, true
+	case `"Addr"`:
+		return &ev.addr, true
+	case `"Bytes"`:
+		return &ev.bytes, true
+	case `"Total Allocated"`:
+		return &ev.ta, true
+	case `"Total Reserved"`:
+		return &ev.tr, true
+	case `"Input Dims"`:
+		return &ev.inputDims, false
+	case `"Input type"`:
+		return &ev.inputType, false
+	case `"Call stack"`:
+		return &ev.callStack, false
+	case `"name"`:
+		return &ev.argName, false
+	case `"Profiler Event Index"`:
+		tr.profEvIdx = true
+	case `"Record function id"`:
+		tr.recordFnID = true
+	case `"Ev Idx"`:
+		tr.evIdx = true
+	}
+	return nil, false
 }

@@ -253,39 +253,9 @@ func (tr *traceReader) lexEvent(l *lexBuf, i int) int {
 // lexArgs reads an event's args object at l.b[i], depth containers deep,
 // as readArgs does.
 func (tr *traceReader) lexArgs(l *lexBuf, i, depth int) int {
-	ev := &tr.ev
 	b := l.b
 	return l.object(i, func(key []byte, v int) int {
-		var dst *field
-		num := false // a plain integer is kept parsed (numField)
-		switch string(key) {
-		case `"Device Type"`:
-			dst, num = &ev.devType, true
-		case `"Device Id"`:
-			dst, num = &ev.devID, true
-		case `"Addr"`:
-			dst, num = &ev.addr, true
-		case `"Bytes"`:
-			dst, num = &ev.bytes, true
-		case `"Total Allocated"`:
-			dst, num = &ev.ta, true
-		case `"Total Reserved"`:
-			dst, num = &ev.tr, true
-		case `"Input Dims"`:
-			dst = &ev.inputDims
-		case `"Input type"`:
-			dst = &ev.inputType
-		case `"Call stack"`:
-			dst = &ev.callStack
-		case `"name"`:
-			dst = &ev.argName
-		case `"Profiler Event Index"`:
-			tr.profEvIdx = true
-		case `"Record function id"`:
-			tr.recordFnID = true
-		case `"Ev Idx"`:
-			tr.evIdx = true
-		}
+		dst, num := tr.argField(key) // num: a plain integer is kept parsed (numField)
 		if num && (b[v] == '-' || (b[v] >= '0' && b[v] <= '9')) {
 			return tr.lexNumField(b, v, dst)
 		}
