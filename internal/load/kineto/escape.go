@@ -18,11 +18,11 @@ func cutEscape(msg string) string {
 	if !ok || rest == "" {
 		return msg
 	}
-	end := strings.IndexByte(rest[1:], rest[0])
-	if end < 0 || (rest[0] != '`' && rest[0] != '"') {
+	quoted, err := strconv.QuotedPrefix(rest)
+	if err != nil {
 		return msg
 	}
-	quoted, tail := rest[:end+2], rest[end+2:]
+	tail := rest[len(quoted):]
 	seq, err := strconv.Unquote(quoted)
 	if err != nil || !strings.HasPrefix(seq, `\u`) {
 		return msg

@@ -14,6 +14,8 @@ func TestCutEscape(t *testing.T) {
 		{"invalid escape sequence `\\u12g4` in string", "invalid escape sequence `\\u12g` in string"},
 		{`invalid escape sequence "\\u0\xff00" in string`, `invalid escape sequence "\\u0\xff" in string`},
 		{"invalid escape sequence `\\q` in string", "invalid escape sequence `\\q` in string"},
+		{`invalid escape sequence "\\u#\xac0\"" in string`, "invalid escape sequence `\\u#` in string"},
+		{`invalid escape sequence "\\u0\"00" in string`, "invalid escape sequence `\\u0\"` in string"},
 		{"invalid surrogate pair `\\ud800\\u#000` in string", "invalid surrogate pair `\\ud800\\u#000` in string"},
 		{"invalid character 'x' at start of value", "invalid character 'x' at start of value"},
 		{"invalid escape sequence ", "invalid escape sequence "},
