@@ -59,25 +59,10 @@ func (tr *traceReader) readEvent() error {
 	ev := &tr.ev
 	ev.reset()
 	err := tr.eachMember(func(key []byte) error {
-		var dst *field
-		switch string(key) {
-		case `"ph"`:
-			dst = &ev.ph
-		case `"cat"`:
-			dst = &ev.cat
-		case `"name"`:
-			dst = &ev.name
-		case `"pid"`:
-			dst = &ev.pid
-		case `"tid"`:
-			dst = &ev.tid
-		case `"ts"`:
-			dst = &ev.ts
-		case `"dur"`:
-			dst = &ev.dur
-		case `"args"`:
+		if string(key) == `"args"` {
 			return tr.readArgs()
 		}
+		dst, _ := tr.eventField(key)
 		return tr.keepValue(dst, true)
 	})
 	if err != nil {
@@ -155,6 +140,30 @@ func (tr *traceReader) argField(key []byte) (dst *field, num bool) {
 		tr.recordFnID = true
 	case `"Ev Idx"`:
 		tr.evIdx = true
+	}
+	return nil, false
+}
+
+// eventField returns where an event's member (other than args) is kept
+// (nil for a member nobody reads) and whether it is one of the integers the
+// fast path keeps parsed. Both readers of events ask it.
+func (tr *traceReader) eventField(key []byte) (dst *field, num bool) {
+	ev := &tr.ev
+	switch string(key) {
+	case `"ph"`:
+		return &ev.ph, false
+	case `"cat"`:
+		return &ev.cat, false
+	case `"name"`:
+		return &ev.name, false
+	case `"pid"`:
+		return &ev.pid, false
+	case `"tid"`:
+		return &ev.tid, false
+	case `"ts"`:
+		return &ev.ts, true
+	case `"dur"`:
+		return &ev.dur, true
 	}
 	return nil, false
 }

@@ -212,24 +212,7 @@ func (tr *traceReader) lexEvent(l *lexBuf, i int) int {
 	ev.reset()
 	b, depth := l.b, l.depth+1
 	return l.object(i, func(key []byte, v int) int {
-		var dst *field
-		num := false // a plain integer is kept parsed (numField)
-		switch string(key) {
-		case `"ph"`:
-			dst = &ev.ph
-		case `"cat"`:
-			dst = &ev.cat
-		case `"name"`:
-			dst = &ev.name
-		case `"pid"`:
-			dst = &ev.pid
-		case `"tid"`:
-			dst = &ev.tid
-		case `"ts"`:
-			dst, num = &ev.ts, true
-		case `"dur"`:
-			dst, num = &ev.dur, true
-		case `"args"`:
+		if string(key) == `"args"` {
 			if b[v] != '{' || !tr.argsWanted() {
 				return l.value(v, depth)
 			}
@@ -239,6 +222,7 @@ func (tr *traceReader) lexEvent(l *lexBuf, i int) int {
 			ev.hasArgs = true
 			return tr.lexArgs(l, v, depth+1)
 		}
+		dst, num := tr.eventField(key) // num: a plain integer is kept parsed (numField)
 		if num && (b[v] == '-' || (b[v] >= '0' && b[v] <= '9')) {
 			return tr.lexNumField(b, v, dst)
 		}
