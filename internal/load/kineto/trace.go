@@ -259,7 +259,7 @@ func (tr *traceReader) wrap(err error) error {
 		off := tr.inputOffset(se.ByteOffset + tr.decBase)
 		msg := "syntax error"
 		if se.Err != nil {
-			msg = strings.TrimPrefix(se.Err.Error(), "jsontext: ")
+			msg = cutEscape(strings.TrimPrefix(se.Err.Error(), "jsontext: "))
 		}
 		if errors.Is(se.Err, io.ErrUnexpectedEOF) || errors.Is(se.Err, io.EOF) {
 			msg, off = "unexpected end of JSON input (truncated file?)", max(off, end)
