@@ -1,6 +1,7 @@
 package history
 
 import (
+	"runtime"
 	"runtime/debug"
 
 	"github.com/torchmem/torchmem/snapshot"
@@ -31,6 +32,15 @@ func BuildWithAnnotations(s *snapshot.Snapshot, d *snapshot.Device, ann *AnnInte
 		debug.FreeOSMemory()
 	}
 	Classify(h)
+	if len(d.Events) >= returnScratchEvents {
+		// Classification's per-block facts (some twenty bytes a block) are
+		// garbage now, but the collection that ran while they were live set
+		// the heap's goal above them: the passes after it (leak detection,
+		// the results, the what-if) would fill that room with garbage, at
+		// the analysis's peak. Collected now, the goal is set from what
+		// stays live.
+		runtime.GC()
+	}
 	return h
 }
 

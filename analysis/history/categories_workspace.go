@@ -43,7 +43,13 @@ var matmulOps = []string{"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"
 func workspaceBlocks(h *History, facts []blockFacts) map[int]bool {
 	found := map[int]bool{}
 	ev := h.Device.Events
-	firstOfStack := map[snapshot.StackID]int{} // the first allocation at each stack
+	// The first allocation at each stack (−1 before it), by stack: a slice,
+	// not a map, which took some ten times the memory on a long trace, at
+	// classification's peak.
+	firstOfStack := make([]int, len(h.Snap.Stacks))
+	for st := range firstOfStack {
+		firstOfStack[st] = -1
+	}
 	type key struct {
 		thread uint16
 		stream uint16
@@ -54,8 +60,8 @@ func workspaceBlocks(h *History, facts []blockFacts) map[int]bool {
 		if ev[i].Action != snapshot.ActionAlloc {
 			continue
 		}
-		if _, ok := firstOfStack[ev[i].Stack]; !ok {
-			firstOfStack[ev[i].Stack] = i
+		if st := int(ev[i].Stack); st < len(firstOfStack) && firstOfStack[st] < 0 {
+			firstOfStack[st] = i // a stack past the table has no frames: never read
 		}
 		prev := p
 		p = i

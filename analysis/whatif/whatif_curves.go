@@ -8,7 +8,9 @@ import (
 )
 
 // Part is a share of allocated memory that a projection scales on its own.
-type Part int
+// One byte: the what-if keeps the part of every block (a long trace has
+// millions), and the parts are a handful.
+type Part uint8
 
 // Parts of allocated memory, by how they change with the batch size, the
 // sequence length and the suggestions.
