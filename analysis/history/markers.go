@@ -369,7 +369,7 @@ func markKinds(m *stackMarkers, file, name, low string, modelInside bool) {
 	case strings.Contains(file, "bitsandbytes/") && (strings.Contains(low, "4bit") || strings.Contains(low, "8bit") ||
 		strings.HasSuffix(file, "bitsandbytes/nn/modules.py") || strings.HasSuffix(file, "bitsandbytes/autograd/_functions.py")):
 		m.quantizedWeights = true
-	case strings.Contains(file, "/peft/") || strings.HasPrefix(file, "peft/"):
+	case IsPeftFile(file):
 		m.peft = true
 	}
 }
@@ -421,4 +421,10 @@ func (m stackMarkers) Quadratic() bool { return m.Attention && !m.fusedAttention
 // says attention (attention, attn).
 func namesAttention(low string) bool {
 	return strings.Contains(low, "attention") || strings.Contains(low, "attn")
+}
+
+// IsPeftFile reports whether a Python file (forward slashes) belongs to
+// peft, the parameter-efficient fine-tuning library: adapters at work.
+func IsPeftFile(file string) bool {
+	return strings.Contains(file, "/peft/") || strings.HasPrefix(file, "peft/")
 }

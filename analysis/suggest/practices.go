@@ -39,6 +39,8 @@ func practicesOf(h *history.History) practices {
 		f := &h.Snap.Frames[i]
 		file := strings.ToLower(strings.ReplaceAll(f.Filename, "\\", "/"))
 		name := f.Name
+		peft := history.IsPeftFile(file)
+		p.peft = p.peft || peft
 		switch {
 		case strings.HasSuffix(file, "torch/amp/autocast_mode.py"), strings.HasSuffix(file, "amp/grad_scaler.py"),
 			strings.Contains(name, "at::autocast::"), strings.HasSuffix(file, "torch/cuda/amp/autocast_mode.py"):
@@ -46,11 +48,9 @@ func practicesOf(h *history.History) practices {
 		case strings.HasSuffix(file, "torch/utils/checkpoint.py"), strings.Contains(file, "activation_checkpointing/checkpointing.py"),
 			strings.HasSuffix(file, "tensor_parallel/random.py") && strings.Contains(name, "checkpoint"):
 			p.checkpointing = true
-		case name == "from_pretrained" || name == "load_state_dict" || strings.Contains(file, "safetensors/") ||
-			strings.Contains(file, "/peft/") || strings.HasPrefix(file, "peft/"):
+		case name == "from_pretrained" || name == "load_state_dict" || strings.Contains(file, "safetensors/") || peft:
 			p.pretrained = true
 		}
-		p.peft = p.peft || strings.Contains(file, "/peft/") || strings.HasPrefix(file, "peft/")
 		if p.quantizedBy == "" {
 			p.quantizedBy = quantizer(file)
 		}
