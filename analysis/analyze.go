@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -96,14 +95,28 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *history.Histo
 	for _, h := range hs {
 		h.Texts = texts
 	}
-	// Leak detection only reads the histories: it runs beside the rest.
+	// Leak detection only reads the histories: it runs beside the rest. So
+	// do the lists of each device's result (its sites, phase peaks,
+	// timeline, allocations), which the suggestions and the what-if do not
+	// read: one goroutine makes them, device after device, while this one
+	// gathers the evidence, suggests and projects.
 	found := make(chan []result.Leak, 1)
 	go func() { found <- leaks.Detect(s, hs) }()
+	pending := make(chan *deviceLists, len(hs))
+	listed := make(chan struct{})
+	go func() {
+		for l := range pending {
+			l.make()
+		}
+		close(listed)
+	}()
+	lists := make([]*deviceLists, 0, len(hs))
 	bestOOM := false
 	for _, h := range hs {
-		dr := deviceResult(h, opts)
+		dr, l := deviceHead(h, opts)
+		pending <- l
+		lists = append(lists, l)
 		r.Devices = append(r.Devices, dr)
-		r.Diagnostics = append(r.Diagnostics, deviceDiagnostics(h, &dr)...)
 		if accelerators && h.Device.Kind == snapshot.DeviceCPU {
 			continue
 		}
@@ -115,6 +128,7 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *history.Histo
 			best, bestOOM, bestH, bestDR = ev, dr.OOM != nil, h, len(r.Devices)-1
 		}
 	}
+	close(pending)
 	r.Leaks = <-found
 	if r.Leaks == nil {
 		r.Leaks = []result.Leak{}
@@ -129,6 +143,11 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *history.Histo
 		if suggest.ReconcileSavings(r, best.StatesFirst) {
 			r.WhatIf = whatif.Compute(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
 		}
+	}
+	<-listed
+	for i, l := range lists {
+		l.fill(&r.Devices[i])
+		r.Diagnostics = append(r.Diagnostics, deviceDiagnostics(hs[i], &r.Devices[i])...)
 	}
 	nameHostDiagnostics(r)
 	return r, bestH
@@ -151,78 +170,4 @@ func nameHostDiagnostics(r *result.Result) {
 func reservedKnown(h *history.History) bool {
 	d := h.Device
 	return len(d.Segments) > 0 || len(d.Reserved) > 0 && d.Kind != snapshot.DeviceCPU
-}
-
-// deviceResult assembles the result of one device from its history.
-func deviceResult(h *history.History, opts Options) result.DeviceResult {
-	d := h.Device
-	sites := h.NewSiteCache()
-	end := h.EndIndex()
-	dr := result.DeviceResult{Device: d.ID, Kind: string(d.Kind), Capacity: d.CapacityBytes,
-		Phases: h.Phases.Spans, Steps: h.Steps.StepPlan, TopSites: []result.Site{}}
-	if dr.Phases == nil {
-		dr.Phases = []result.PhaseSpan{}
-	}
-	dr.AtEnd = result.State{AllocatedBytes: h.AllocatedAt(end), RequestedBytes: h.RequestedOrNil(end), ReservedBytes: h.ReservedAt(end), Categories: h.CategoriesAt(end)}
-	if len(d.Segments) > 0 {
-		var res int64
-		for gi := range d.Segments {
-			res += d.Segments[gi].TotalSize
-		}
-		dr.AtEnd.ReservedBytes = res
-		fr := history.FragmentationAt(h, end, 0)
-		dr.AtEnd.Fragmentation = &fr
-	}
-	dr.NoHistory = len(d.Events) == 0 || h.Snap.Recording == snapshot.RecordingState
-
-	peak, peakVal := -1, h.InitialAllocated
-	for i, v := range h.AllocatedRange(0, end) {
-		if v > peakVal {
-			peak, peakVal = i, v
-		}
-	}
-	if len(d.Events) == 0 {
-		peak = end
-	}
-	dr.Peak = result.Peak{AllocatedBytes: h.AllocatedAt(peak), RequestedBytes: h.RequestedOrNil(peak), ReservedBytes: h.ReservedAt(peak), TimeUS: h.TimeUS(peak),
-		EventIndex: peak, Phase: h.Phases.At(peak), Step: h.Phases.StepAt(peak), Categories: h.CategoriesAt(peak)}
-	if len(d.Events) == 0 {
-		dr.Peak.ReservedBytes = dr.AtEnd.ReservedBytes
-	}
-	if peak < 0 { // the state before the first event: no event, no time
-		dr.Peak.TimeUS = 0
-	}
-	if !reservedKnown(h) {
-		dr.AtEnd.ReservedBytes, dr.AtEnd.ReservedUnknown = 0, true
-		dr.Peak.ReservedBytes, dr.Peak.ReservedUnknown = 0, true
-	}
-
-	oom, nOOM := -1, 0
-	for i := range d.Events {
-		if d.Events[i].Action == snapshot.ActionOOM {
-			if oom < 0 {
-				oom = i
-			}
-			nOOM++
-		}
-	}
-	focus := peak
-	if oom >= 0 {
-		dr.OOM = oomAt(h, sites, oom, opts.TopSites)
-		focus = oom
-	}
-	dr.TopSites = h.TopSitesIn(sites, focus, opts.TopSites)
-	dr.PhasePeaks = phasePeaks(h, sites, opts.TopSites)
-	dr.Rules = h.RuleUses(end)
-	if !opts.NoTimeline && len(d.Events) > 0 {
-		dr.Timeline = buildTimeline(h, peak, oom, opts.MaxTimelinePoints)
-		dr.PeakAllocations = allocationsAt(h, sites, peak)
-		if dr.OOM != nil {
-			dr.OOM.Allocations = allocationsAt(h, sites, oom)
-		}
-	}
-	if nOOM > 1 {
-		h.Diags = append(h.Diags, result.Diagnostic{Kind: "several_ooms", Device: d.ID, Message: fmt.Sprintf("device %d: %d oom entries; the post-mortem is of the first (event %d)", d.ID, nOOM, oom)})
-	}
-	return dr
 }

@@ -17,9 +17,18 @@ func Build(s *snapshot.Snapshot, d *snapshot.Device) *History {
 // BuildWithAnnotations is Build with the snapshot's annotation intervals
 // shared between its devices (nil: computed for this one).
 func BuildWithAnnotations(s *snapshot.Snapshot, d *snapshot.Device, ann *AnnIntervals) *History {
-	h := Replay(s, d)
+	// The reserved curve and the events' hints from their frames need only
+	// the events, the segments and the stacks: they are made on the other
+	// core during the replay, which uses neither.
+	h := newHistory(s, d)
+	hinted := make(chan []hint, 1)
+	go func() {
+		h.replayReserved()
+		hinted <- frameHints(h)
+	}()
+	h.replay()
 	h.ann = ann
-	ComputePhases(h)
+	computePhases(h, <-hinted)
 	if len(d.Events) >= returnScratchEvents {
 		// The phase and step passes leave some ten bytes an event of
 		// scratch behind, which the runtime keeps resident; Classify's
