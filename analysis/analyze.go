@@ -4,11 +4,13 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/analysis/leaks"
 	"github.com/torchmem/torchmem/analysis/suggest"
 	"github.com/torchmem/torchmem/analysis/whatif"
+	"github.com/torchmem/torchmem/internal/beside"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -99,17 +101,18 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *history.Histo
 	// do the lists of each device's result (its sites, phase peaks,
 	// timeline, allocations), which the suggestions and the what-if do not
 	// read: one goroutine makes them, device after device, while this one
-	// gathers the evidence, suggests and projects.
-	found := make(chan []result.Leak, 1)
-	go func() { found <- leaks.Detect(s, hs) }()
+	// gathers the evidence, suggests and projects. A panic of either comes
+	// back here when it is waited for.
+	var found []result.Leak
+	waitLeaks := beside.Go(func() { found = leaks.Detect(s, hs) })
 	pending := make(chan *deviceLists, len(hs))
-	listed := make(chan struct{})
-	go func() {
+	waitLists := beside.Go(func() {
 		for l := range pending {
 			l.make()
 		}
-		close(listed)
-	}()
+	})
+	closePending := sync.OnceFunc(func() { close(pending) })
+	defer closePending() // a panic here still ends the goroutine
 	lists := make([]*deviceLists, 0, len(hs))
 	bestOOM := false
 	for _, h := range hs {
@@ -128,8 +131,9 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *history.Histo
 			best, bestOOM, bestH, bestDR = ev, dr.OOM != nil, h, len(r.Devices)-1
 		}
 	}
-	close(pending)
-	r.Leaks = <-found
+	closePending()
+	waitLeaks()
+	r.Leaks = found
 	if r.Leaks == nil {
 		r.Leaks = []result.Leak{}
 	}
@@ -144,7 +148,7 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *history.Histo
 			r.WhatIf = whatif.Compute(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
 		}
 	}
-	<-listed
+	waitLists()
 	for i, l := range lists {
 		l.fill(&r.Devices[i])
 		r.Diagnostics = append(r.Diagnostics, deviceDiagnostics(hs[i], &r.Devices[i])...)

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	"github.com/torchmem/torchmem/internal/beside"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -21,14 +22,15 @@ func BuildWithAnnotations(s *snapshot.Snapshot, d *snapshot.Device, ann *AnnInte
 	// the events, the segments and the stacks: they are made on the other
 	// core during the replay, which uses neither.
 	h := newHistory(s, d)
-	hinted := make(chan []hint, 1)
-	go func() {
+	var hints []hint
+	wait := beside.Go(func() {
 		h.replayReserved()
-		hinted <- frameHints(h)
-	}()
+		hints = frameHints(h)
+	})
 	h.replay()
 	h.ann = ann
-	computePhases(h, <-hinted)
+	wait()
+	computePhases(h, hints)
 	if len(d.Events) >= returnScratchEvents {
 		// The phase and step passes leave some ten bytes an event of
 		// scratch behind, which the runtime keeps resident; Classify's
