@@ -85,8 +85,10 @@ func (c *trainRun) ddpRebuild(x fx, weights []int64) {
 // every gradient from its construction to the second forward, then buckets
 // of about the cap, kept for good. They are gradient memory by the rule
 // that names them, whatever the stacks (the Reducer's frames, or the run
-// of allocations opening a forward that adds up to one step's gradients),
-// for any bucket count and model size; the parameter broadcast of the
+// of allocations opening a forward that adds up to one step's gradients —
+// or, with gradient_as_bucket_view=True, where backward frees each
+// gradient once copied into its bucket, to the parameters), for any bucket
+// count and model size; the parameter broadcast of the
 // constructor and the rebuild's index tensors are not buckets. Without
 // DDP, no block is taken for one.
 func TestDDPBucketsFixture(t *testing.T) {
@@ -97,8 +99,9 @@ func TestDDPBucketsFixture(t *testing.T) {
 			cap    int64
 		}{{2, 512, 25 << 20}, {8, 1024, 25 << 20}, {8, 1024, 1 << 20}, {24, 768, 4 << 20}} {
 			t.Run(fmt.Sprintf("%s, %d×%d, cap %d MiB", kind, tc.layers, tc.hidden, tc.cap>>20), func(t *testing.T) {
-				for _, ddp := range []bool{false, true} {
-					c := trainRun{layers: tc.layers, hidden: tc.hidden, tokens: 2048, steps: 4}
+				for _, mode := range []struct{ ddp, view bool }{{false, false}, {false, true}, {true, false}, {true, true}} {
+					ddp := mode.ddp
+					c := trainRun{layers: tc.layers, hidden: tc.hidden, tokens: 2048, steps: 4, bucketView: mode.view}
 					if ddp {
 						c.ddpCap = tc.cap
 					}
@@ -117,14 +120,14 @@ func TestDDPBucketsFixture(t *testing.T) {
 					}
 					want := c.ddpBuckets
 					if !slices.Equal(got, want) {
-						t.Errorf("DDP %v: buckets %v, want %v", ddp, got, want)
+						t.Errorf("DDP %v, bucket view %v: buckets %v, want %v", ddp, mode.view, got, want)
 					}
 					if ddp && len(want) < 3 {
 						t.Fatalf("the fixture made %d buckets", len(want))
 					}
 					if end := requestedAtEndOf(h); ddp && end[result.Gradient] != c.weightBytes || end[result.Activation] != 0 || end[result.InputData] != 0 {
-						t.Errorf("DDP %v: at the end gradient %d, activation %d, input %d; want %d, 0, 0",
-							ddp, end[result.Gradient], end[result.Activation], end[result.InputData], c.weightBytes)
+						t.Errorf("DDP %v, bucket view %v: at the end gradient %d, activation %d, input %d; want %d, 0, 0",
+							ddp, mode.view, end[result.Gradient], end[result.Activation], end[result.InputData], c.weightBytes)
 					}
 				}
 			})
