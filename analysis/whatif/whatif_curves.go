@@ -25,6 +25,7 @@ const (
 	PartKV                     // a generation's KV cache in a cache class: ∝ batch·seq, untouched by the activation techniques
 	PartLinearRest             // a step's temporaries, autograd detail and inputs, a CUDA graph's pool: ∝ batch·seq, not recomputed
 	PartQuadRest               // the same with two sequence dimensions (the scores' gradients): ∝ batch·seq²
+	PartBucket                 // DistributedDataParallel's gradient buckets: the gradients' size, kept for the model's life
 	numParts
 )
 
@@ -69,6 +70,9 @@ func PartOf(h *history.History, b *history.Block, stale, seqSquared bool) Part {
 	case result.Parameter:
 		return PartParam
 	case result.Gradient:
+		if b.Rule() == history.RuleDDPBucket {
+			return PartBucket
+		}
 		if stale {
 			return PartStaleGrad
 		}
