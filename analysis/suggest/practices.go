@@ -119,7 +119,8 @@ func quantizer(file string) string {
 // quantizerOp names the weight-quantization library an operator, a C++
 // symbol or a module's span belongs to, or "": a trace recorded without
 // Python stacks still names the quantized kernels it ran (bitsandbytes'
-// and torchao's registered operators, the int4/int8 weight-packed matmuls,
+// and torchao's registered operators, the int4/int8 weight-packed matmuls
+// and int8 × int8 matmuls,
 // GPTQ/AWQ/Marlin kernels) and the quantized layers (Linear4bit,
 // Linear8bitLt). Only names that hold "::" (operators, symbols) or a
 // module's span are read: a Python function's own name proves nothing.
@@ -141,6 +142,11 @@ func quantizerOp(name string) string {
 		return "torchao"
 	case strings.Contains(low, "_weight_int4pack_mm") || strings.Contains(low, "_weight_int8pack_mm") || strings.Contains(low, "_convert_weight_to_int4pack"):
 		return "int4/int8 weight-only kernels"
+	case strings.HasSuffix(low, "::_int_mm"):
+		// int8 × int8 matmuls: weights stored in int8 (dynamic W8A8,
+		// SmoothQuant). Float8's _scaled_mm is not one: float8 training
+		// casts 16-bit weights anew each step.
+		return "int8 matmuls (aten::_int_mm)"
 	case strings.Contains(low, "marlin"):
 		return "GPTQ (ExLlama/Marlin kernels)"
 	case strings.Contains(low, "gptq") || strings.Contains(low, "exllama"):
