@@ -28,6 +28,9 @@ type practices struct {
 	// made under a Hugging Face transformers model's modeling files; peft:
 	// adapters in the frames. Their own switches are the way to checkpoint.
 	transformers, peft bool
+	// sharded: a sharding framework's frames (FSDP, DeepSpeed's ZeRO):
+	// parameters, gradients and optimizer state are sharded already.
+	sharded bool
 }
 
 // practicesOf reads the practices from the snapshot's frames and the
@@ -41,6 +44,7 @@ func practicesOf(h *history.History) practices {
 		name := f.Name
 		peft := history.IsPeftFile(file)
 		p.peft = p.peft || peft
+		p.sharded = p.sharded || history.IsShardingFrame(f)
 		switch {
 		case strings.HasSuffix(file, "torch/amp/autocast_mode.py"), strings.HasSuffix(file, "amp/grad_scaler.py"),
 			strings.Contains(name, "at::autocast::"), strings.HasSuffix(file, "torch/cuda/amp/autocast_mode.py"):
@@ -62,6 +66,10 @@ func practicesOf(h *history.History) practices {
 	}
 	if p.quantizedBy == "" && flexgen && compressed {
 		p.quantizedBy = "FlexGen's compression"
+	}
+	for i := range h.Snap.Annotations {
+		// FSDP's profiler spans, which a snapshot keeps without frames
+		p.sharded = p.sharded || history.IsShardingFrame(&snapshot.Frame{Name: h.Snap.Annotations[i].Name})
 	}
 	for i := range h.Blocks {
 		p.autocast = p.autocast || h.Blocks[i].Category == result.AutocastCache

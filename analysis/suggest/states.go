@@ -26,7 +26,15 @@ func stateSuggestions(ev *Evidence, where string) []result.Suggestion {
 	var out []result.Suggestion
 	c := ev.cats
 	states := c[result.Parameter] + c[result.Gradient] + c[result.OptimizerState]
-	if ev.StatesFirst && ev.Training {
+	if ev.StatesFirst && ev.Training && ev.done.sharded {
+		// Sharded already: more ranks make each shard smaller; what a
+		// module gathers for its forward and backward stays its size.
+		out = append(out, result.Suggestion{ID: "shard_states", Title: "Shard over twice as many GPUs",
+			Because: fmt.Sprintf("at the OOM parameters, gradients and optimizer state hold %s %s and leave less room than the %s requested; the run shards them already (FSDP / ZeRO): over twice the ranks each keeps half its shards (the parameters a module gathers stay their size)",
+				units.FormatBytes(states), where, units.FormatBytes(ev.oom.RequestedBytes)),
+			EstimatedSavingsBytes: states / 2, Cost: "twice the GPUs; more communication each step",
+			How: "torchrun --nproc-per-node 2N train.py  # or a larger shard group: fully_shard(model, mesh=init_device_mesh(\"cuda\", (2 * N,)))"})
+	} else if ev.StatesFirst && ev.Training {
 		out = append(out, result.Suggestion{ID: "shard_states", Title: "Shard parameters, gradients and optimizer state across GPUs (FSDP / ZeRO-3)",
 			Because: fmt.Sprintf("at the OOM parameters, gradients and optimizer state hold %s %s and leave less room than the %s requested: no activation fix makes the step fit; sharded over 2 GPUs each keeps half of them",
 				units.FormatBytes(states), where, units.FormatBytes(ev.oom.RequestedBytes)),

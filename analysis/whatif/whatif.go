@@ -271,9 +271,11 @@ func requested(h *history.History, j int, cat result.Category) int64 {
 
 // requestedFrozen is requested, with the part of it that is a frozen base
 // (weights that get no gradient while adapters or quantized layers train).
+// Parameters gathered from their shards for a module's forward or
+// backward are not counted: they are the shards' copies.
 func requestedFrozen(h *history.History, j int, cat result.Category) (n, frozen int64) {
 	for _, b := range h.LiveBlocks(j - 1) {
-		if b.Category == cat {
+		if b.Category == cat && b.Rule() != history.RuleShardedGathered {
 			n += b.Requested
 			if r := b.Rule(); r == history.RuleFrozenWeights || r == history.RuleQuantizedWeights {
 				frozen += b.Requested
