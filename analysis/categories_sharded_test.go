@@ -145,8 +145,9 @@ func (c *fsdpRun) run(x fx) {
 // What it gathers is parameter (never an activation, nor anything the
 // batch scales) wherever FSDP's frames or its forward spans show it; with
 // Python frames its reduce-scatter buffers and gradient shards are
-// gradients, and the model facts count the shards (AdamW's 2 states a
-// parameter). No block of a run without FSDP is taken for FSDP's.
+// gradients, and the model facts count the shards (parameters and
+// gradients: not what a module gathers, nor the reduce-scatter's input;
+// AdamW's 2 states a parameter). No block of a run without FSDP is taken for FSDP's.
 func TestShardedTrainingFixture(t *testing.T) {
 	for _, kind := range frameKinds {
 		for _, tc := range []struct {
@@ -188,8 +189,8 @@ func TestShardedTrainingFixture(t *testing.T) {
 				r := Analyze(snap, DefaultOptions())
 				if python {
 					m := r.WhatIf.Model
-					if m.ParameterBytes != c.shardBytes || !strings.HasPrefix(m.Optimizer, "2 states per parameter") {
-						t.Errorf("model: parameters %d (want the shards' %d), optimizer %q", m.ParameterBytes, c.shardBytes, m.Optimizer)
+					if m.ParameterBytes != c.shardBytes || m.GradientBytes != c.shardBytes || !strings.HasPrefix(m.Optimizer, "2 states per parameter") {
+						t.Errorf("model: parameters %d, gradients %d (want the shards' %d), optimizer %q", m.ParameterBytes, m.GradientBytes, c.shardBytes, m.Optimizer)
 					}
 				}
 				for _, sg := range r.Suggestions {

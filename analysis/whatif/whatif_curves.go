@@ -76,8 +76,15 @@ func PartOf(h *history.History, b *history.Block, stale, seqSquared bool) Part {
 		}
 		return PartParam
 	case result.Gradient:
-		if b.Rule() == history.RuleDDPBucket {
+		switch b.Rule() {
+		case history.RuleDDPBucket:
 			return PartBucket
+		case history.RuleShardedGradients:
+			if b.Free >= 0 && h.Phases.At(b.Free) == result.PhaseBackward {
+				// the reduce-scatter's input: a module's gradients on
+				// their way to the shards, freed in the same backward
+				return PartFixed
+			}
 		}
 		if stale {
 			return PartStaleGrad
