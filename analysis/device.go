@@ -21,9 +21,11 @@ func deviceResult(h *history.History, opts Options) result.DeviceResult {
 // rules, the timeline and the allocations at the peak and the OOM — made
 // apart from the rest (deviceHead) so that Analyze can make them on one
 // core while the suggestions and the what-if take the other. make writes
-// only the deviceLists itself, and reads the history and the file, which
-// nothing changes once the history is built; fill copies the lists into the
-// result.
+// only the deviceLists itself and the frames' display texts (which
+// History.DisplayStack guards); it reads the history and the file, which
+// nothing changes once the history is built, but must not use the
+// history's Markers, whose memo the evidence fills as it goes. fill copies
+// the lists into the result.
 type deviceLists struct {
 	h     *history.History
 	opts  Options
