@@ -91,7 +91,7 @@ func markDDPBucketsBySize(h *History) {
 	// of its allocations are still allocated.
 	span, spanStart, liveInSpan := -2, 0, 0
 	for i := range h.Device.Events {
-		if bi := h.EndAt(i); bi >= 0 && h.Blocks[bi].Alloc >= spanStart {
+		if bi := h.EndAt(i); bi >= 0 && int(h.Blocks[bi].Alloc) >= spanStart {
 			liveInSpan--
 		}
 		bi := h.OpenAt(i)
@@ -148,11 +148,11 @@ func backwardSpans(h *History) []result.PhaseSpan {
 // outlivesBackward reports whether a block allocated in the recording
 // stays allocated through a whole backward span that starts after it.
 func outlivesBackward(bwd []result.PhaseSpan, b *Block) bool {
-	k := sort.Search(len(bwd), func(k int) bool { return bwd[k].StartEvent > b.Alloc })
+	k := sort.Search(len(bwd), func(k int) bool { return bwd[k].StartEvent > int(b.Alloc) })
 	if k == len(bwd) {
 		return false
 	}
-	return b.Free < 0 || bwd[k].EndEvent < b.Free
+	return b.Free < 0 || bwd[k].EndEvent < int(b.Free)
 }
 
 // gradientBytesPerBackward is the most requested bytes of gradients one
@@ -169,8 +169,8 @@ func gradientBytesPerBackward(h *History, bwd []result.PhaseSpan) (bytes int64, 
 		if b.Category != result.Gradient || b.Rule() == RuleDDPBucket || b.Alloc < 0 || b.Untracked {
 			continue
 		}
-		k := sort.Search(len(bwd), func(k int) bool { return bwd[k].EndEvent >= b.Alloc })
-		if k == len(bwd) || bwd[k].StartEvent > b.Alloc {
+		k := sort.Search(len(bwd), func(k int) bool { return bwd[k].EndEvent >= int(b.Alloc) })
+		if k == len(bwd) || bwd[k].StartEvent > int(b.Alloc) {
 			continue
 		}
 		per[k].bytes += b.Requested

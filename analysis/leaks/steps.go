@@ -48,8 +48,8 @@ func scanSurvivors(h *history.History, plan *history.StepPlan, steps []history.S
 		if k < 0 {
 			continue
 		}
-		free := b.Free
-		if o := h.FirstOOM; o >= 0 && b.Alloc < o && free > o {
+		free := int(b.Free)
+		if o := h.FirstOOM; o >= 0 && int(b.Alloc) < o && free > o {
 			free = -1 // freed while the OutOfMemoryError unwound: it lived to the OOM
 		}
 		if free < 0 || free > lastEnd {
@@ -116,7 +116,7 @@ func (sc *leakScan) site(bi int) string { return sc.h.BlockSite(sc.sites, &sc.h.
 // steps without any backward, in an unknown phase: an inference or
 // evaluation loop whose phases were not recorded).
 func (sc *leakScan) forwardish(bi int) bool {
-	switch sc.h.Phases.At(sc.h.Blocks[bi].Alloc) {
+	switch sc.h.Phases.At(int(sc.h.Blocks[bi].Alloc)) {
 	case result.PhaseForward:
 		return true
 	case result.PhaseUnknown:

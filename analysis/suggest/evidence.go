@@ -134,8 +134,8 @@ func Gather(h *history.History, dr *result.DeviceResult) *Evidence {
 	if fwdIdx >= 0 {
 		ev.gradsInFwd = h.CategoriesAt(fwdIdx)[result.Gradient]
 		for _, b := range h.LiveBlocks(fwdIdx) {
-			if b.Rule() == history.RuleFreedByZeroGrad && (ev.lateZero < 0 || b.Free < ev.lateZero) {
-				ev.lateZero = b.Free
+			if b.Rule() == history.RuleFreedByZeroGrad && (ev.lateZero < 0 || int(b.Free) < ev.lateZero) {
+				ev.lateZero = int(b.Free)
 			}
 		}
 	}

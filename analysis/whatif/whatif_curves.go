@@ -92,7 +92,7 @@ func PartOf(h *history.History, b *history.Block, stale, seqSquared bool) Part {
 		return PartLinearRest
 	case result.Activation, result.Temporary, result.AutogradDetail, result.InputData:
 		if b.Alloc >= 0 {
-			if ph := h.Phases.At(b.Alloc); ph == result.PhaseOptimizer || ph == result.PhaseZeroGrad {
+			if ph := h.Phases.At(int(b.Alloc)); ph == result.PhaseOptimizer || ph == result.PhaseZeroGrad {
 				return PartFixed
 			}
 		}
@@ -134,7 +134,7 @@ func staleGradients(h *history.History) map[int]bool {
 		}
 		// The first forward start at or after the allocation: the block
 		// is alive there unless its allocation has ended by then.
-		k := sort.SearchInts(starts, b.Alloc)
+		k := sort.SearchInts(starts, int(b.Alloc))
 		if k < len(starts) && b.LiveAt(starts[k]) {
 			stale[bi] = true
 		}
