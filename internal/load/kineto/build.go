@@ -159,7 +159,7 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	// Model threads, in order of first appearance.
 	tmap := make([]uint16, len(tr.threads))
 	for i, t := range tr.threads {
-		if len(t.spans) == 0 && t.nMem == 0 {
+		if t.spans.len() == 0 && t.nMem == 0 {
 			continue
 		}
 		tmap[i] = b.Thread(t.pid, t.tid)
@@ -180,12 +180,12 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 		t.mem = append(t.mem, int32(i))
 	}
 	var anns []snapshot.Annotation
-	bwUnits := make([][]timeRange, len(tr.threads))
+	bwUnits := make([]*pieceList[timeRange], len(tr.threads))
 	for ti, t := range tr.threads {
 		bwUnits[ti] = sw.thread(int32(ti), t, ti == main, tmap[ti], &anns)
 		// Swept: the collector may take the thread's spans back before the
 		// devices' events are made (together the peak of the reader).
-		t.spans, t.mem = nil, nil
+		t.spans, t.mem = spanList{}, nil
 	}
 
 	// Backward ranges: merge each thread's backward spans across small gaps
@@ -199,17 +199,18 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	}
 	slices.Sort(bounds)
 	for ti, units := range bwUnits {
-		if len(units) == 0 {
+		if units.len() == 0 {
 			continue
 		}
 		if tmap[ti] != 0 && ti != main {
 			s.Threads[tmap[ti]].Autograd = true
 		}
-		cur := units[0]
+		cur := *units.at(0)
 		flush := func() {
 			anns = append(anns, snapshot.Annotation{Name: "backward", Device: -1, StartNS: cur.start, EndNS: cur.end, Thread: tmap[ti], Kind: snapshot.AnnotationBackward})
 		}
-		for _, u := range units[1:] {
+		for k := int32(1); k < units.len(); k++ {
+			u := *units.at(k)
 			if u.start <= cur.end || (u.start-cur.end <= backwardGapNS && !boundaryIn(bounds, cur.end, u.start)) {
 				cur.end = max(cur.end, u.end)
 				continue
@@ -273,18 +274,20 @@ func (tr *traceReader) mainThread(classes []uint8) int {
 	best, bestScore := -1, -1
 	for i, t := range tr.threads {
 		score := 0
-		for _, sp := range t.spans {
-			switch classes[sp.name] {
-			case clsStep:
-				score += 1 << 40
-			case clsOpt:
-				score += 1 << 30
-			case clsEvalFn, clsLegacyBw:
-			default:
-				score++
+		for _, p := range t.spans.pieces {
+			for k := range p {
+				switch classes[p[k].name] {
+				case clsStep:
+					score += 1 << 40
+				case clsOpt:
+					score += 1 << 30
+				case clsEvalFn, clsLegacyBw:
+				default:
+					score++
+				}
 			}
 		}
-		if len(t.spans) > 0 && score > bestScore {
+		if t.spans.len() > 0 && score > bestScore {
 			best, bestScore = i, score
 		}
 	}
