@@ -105,7 +105,7 @@ func (sc *leakScan) cycleFinding() (result.Leak, bool) {
 				continue
 			}
 			b := &sc.h.Blocks[bi]
-			if b.Alloc >= 0 && int(sc.stepOf[b.Alloc]) == m-1 && sites[sc.site(int(bi))] {
+			if b.Alloc >= 0 && sc.stepAt(int(b.Alloc)) == m-1 && sites[sc.site(int(bi))] {
 				perFrom[m-1] += b.Size
 				blocks = append(blocks, int(bi))
 				r.bytes += b.Size
