@@ -85,20 +85,24 @@ func (c *trainRun) ddpRebuild(x fx, weights []int64) {
 // every gradient from its construction to the second forward, then buckets
 // of about the cap, kept for good. They are gradient memory by the rule
 // that names them, whatever the stacks (the Reducer's frames, or the run
-// of allocations opening a forward that adds up to one step's gradients),
-// for any bucket count and model size; the parameter broadcast of the
+// of allocations opening a forward that adds up to one step's gradients —
+// or, with gradient_as_bucket_view=True, where backward frees each
+// gradient once copied into its bucket, to the parameters), for any bucket
+// count and model size; the parameter broadcast of the
 // constructor and the rebuild's index tensors are not buckets. Without
-// DDP, no block is taken for one.
+// DDP, no block is taken for one. A bucket of a cuBLAS workspace's size
+// (4×2048² fp32 weights make one of 32 MiB) is still a bucket.
 func TestDDPBucketsFixture(t *testing.T) {
 	for _, kind := range frameKinds {
 		for _, tc := range []struct {
 			layers int
 			hidden int64
 			cap    int64
-		}{{2, 512, 25 << 20}, {8, 1024, 25 << 20}, {8, 1024, 1 << 20}, {24, 768, 4 << 20}} {
+		}{{2, 512, 25 << 20}, {8, 1024, 25 << 20}, {8, 1024, 1 << 20}, {24, 768, 4 << 20}, {4, 2048, 25 << 20}} {
 			t.Run(fmt.Sprintf("%s, %d×%d, cap %d MiB", kind, tc.layers, tc.hidden, tc.cap>>20), func(t *testing.T) {
-				for _, ddp := range []bool{false, true} {
-					c := trainRun{layers: tc.layers, hidden: tc.hidden, tokens: 2048, steps: 4}
+				for _, mode := range []struct{ ddp, view bool }{{false, false}, {false, true}, {true, false}, {true, true}} {
+					ddp := mode.ddp
+					c := trainRun{layers: tc.layers, hidden: tc.hidden, tokens: 2048, steps: 4, bucketView: mode.view}
 					if ddp {
 						c.ddpCap = tc.cap
 					}
@@ -117,14 +121,14 @@ func TestDDPBucketsFixture(t *testing.T) {
 					}
 					want := c.ddpBuckets
 					if !slices.Equal(got, want) {
-						t.Errorf("DDP %v: buckets %v, want %v", ddp, got, want)
+						t.Errorf("DDP %v, bucket view %v: buckets %v, want %v", ddp, mode.view, got, want)
 					}
 					if ddp && len(want) < 3 {
 						t.Fatalf("the fixture made %d buckets", len(want))
 					}
 					if end := requestedAtEndOf(h); ddp && end[result.Gradient] != c.weightBytes || end[result.Activation] != 0 || end[result.InputData] != 0 {
-						t.Errorf("DDP %v: at the end gradient %d, activation %d, input %d; want %d, 0, 0",
-							ddp, end[result.Gradient], end[result.Activation], end[result.InputData], c.weightBytes)
+						t.Errorf("DDP %v, bucket view %v: at the end gradient %d, activation %d, input %d; want %d, 0, 0",
+							ddp, mode.view, end[result.Gradient], end[result.Activation], end[result.InputData], c.weightBytes)
 					}
 				}
 			})
@@ -214,5 +218,68 @@ func TestProjectionDDPRanks(t *testing.T) {
 	t.Logf("rank 0 at batch 16: projected %d, rank 1 measured %d (%+.4f%%)", r.TotalBytes, measured, 100*e)
 	if measured == 0 || e > 0.01 || e < -0.01 {
 		t.Errorf("projected %d, rank 1 measured %d: %+.2f%%", r.TotalBytes, measured, 100*e)
+	}
+}
+
+// TestDDPBucketViewSuggestion: a DDP run that keeps each parameter's .grad
+// beside the Reducer's buckets is told to make the gradients views of the
+// buckets (gradient_as_bucket_view=True), saving what the same run made
+// that way saves at its peak — measured here by running it so — less at
+// most one gradient (the one autograd just made, which the Reducer copies
+// and frees) and the 1 MiB the allocator may leave unsplit in its block:
+// never more. A run that already does it, or keeps no buckets, is not told.
+func TestDDPBucketViewSuggestion(t *testing.T) {
+	for _, kind := range frameKinds {
+		for _, tc := range []struct {
+			layers         int
+			hidden, tokens int64
+			cap            int64
+			told           bool // the saving is above the floor: the run must be told
+		}{{8, 1024, 256, 25 << 20, true}, {4, 2048, 512, 25 << 20, true}, {12, 768, 128, 4 << 20, true}, {8, 1024, 2048, 25 << 20, false}} {
+			t.Run(fmt.Sprintf("%s, %d×%d, %d tokens", kind, tc.layers, tc.hidden, tc.tokens), func(t *testing.T) {
+				analyze := func(ddp, view bool) (*result.Result, int64) {
+					c := trainRun{layers: tc.layers, hidden: tc.hidden, tokens: tc.tokens, steps: 4, ws: 32 << 20, bucketView: view}
+					if ddp {
+						c.ddpCap = tc.cap
+					}
+					x := fx{st.NewSim(), kind}
+					c.run(x)
+					return Analyze(analysistest.Read(t, x.s, 0), DefaultOptions()), tc.hidden * tc.hidden * 4
+				}
+				find := func(r *result.Result) *result.Suggestion {
+					for i := range r.Suggestions {
+						if r.Suggestions[i].ID == "ddp_bucket_view" {
+							return &r.Suggestions[i]
+						}
+						if id := r.Suggestions[i].ID; id == "set_to_none" || id == "activation_checkpointing" {
+							t.Errorf("suggestion %s: %s", id, r.Suggestions[i].Because)
+						}
+					}
+					return nil
+				}
+				kept, grad := analyze(true, false)
+				views, _ := analyze(true, true)
+				plain, _ := analyze(false, false)
+				measured := kept.Devices[0].Peak.AllocatedBytes - views.Devices[0].Peak.AllocatedBytes
+				sg := find(kept)
+				switch {
+				case sg == nil && tc.told:
+					t.Fatalf("no ddp_bucket_view suggestion; made with views the run peaks %d B lower", measured)
+				case sg != nil && (sg.EstimatedSavingsBytes > measured || sg.EstimatedSavingsBytes < measured-grad-1<<20):
+					t.Errorf("ddp_bucket_view saves %d, made with views the run peaks %d B lower (one gradient %d)", sg.EstimatedSavingsBytes, measured, grad)
+				case sg != nil && !tc.told:
+					t.Errorf("ddp_bucket_view saving %d B at a peak of forward's activations (measured %d)", sg.EstimatedSavingsBytes, measured)
+				}
+				if sg != nil {
+					t.Logf("saving %d, measured %d", sg.EstimatedSavingsBytes, measured)
+				}
+				if find(views) != nil {
+					t.Error("the run with gradient_as_bucket_view=True is told to use it")
+				}
+				if find(plain) != nil {
+					t.Error("a run without DDP is told about DDP's buckets")
+				}
+			})
+		}
 	}
 }

@@ -75,6 +75,7 @@ type trainRun struct {
 	modelLib    string // a library's modeling file the layers run in (module frames only; "": none)
 	ema         bool   // an EMA's shadow weights: one copy of each weight, made outside the phases before the first step and kept
 	ddpCap      int64  // > 0: the model is wrapped in DistributedDataParallel with this bucket cap (ddpConstruct, ddpRebuild)
+	bucketView  bool   // with ddpCap: gradient_as_bucket_view=True, each gradient copied into its bucket and freed as backward makes it
 	weightBytes int64  // set by run: the weights' requested bytes
 
 	ddpBuckets []ddpBucket // set by run: DDP's buckets in allocation order
@@ -159,7 +160,11 @@ func (c *trainRun) run(x fx) {
 					s.Alloc(0, c.ws, wsStack)
 					firstBwd = false
 				}
-				grads = append(grads, s.Alloc(0, weights[l], bwd))
+				if gw := s.Alloc(0, weights[l], bwd); c.ddpCap > 0 && c.bucketView {
+					s.Free(0, gw) // the Reducer's hook copied it into its bucket and made .grad a view of the bucket
+				} else {
+					grads = append(grads, gw)
+				}
 				s.Free(0, g)
 				s.Free(0, saved[l])
 			}

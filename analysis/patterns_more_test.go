@@ -280,6 +280,25 @@ func TestAdviceFollows(t *testing.T) {
 				checkSavingsAreWhatIfs(t, r)
 			})
 		}
+		t.Run(kind+", quantization unknown without frames", func(t *testing.T) {
+			// Inference whose weights dominate: the advice to quantize them
+			// says, when the file records no frame, that it cannot tell
+			// whether they are quantized already — and only then.
+			x := fx{st.NewSim(), kind}
+			c := trainRun{layers: 4, hidden: 2048, tokens: 64, steps: 2, inference: true}
+			c.run(x)
+			r := Analyze(analysistest.Read(t, x.s, 0), DefaultOptions())
+			sg := suggestionIn(r, "quantize_weights")
+			if sg == nil {
+				if kind == "no frames" || kind == "C++ frames" {
+					t.Errorf("no quantize_weights (%v)", suggestionIDs(r))
+				}
+				return // the fixture's script is train.py: a training loop's name in Python frames
+			}
+			if got, want := strings.Contains(sg.Because, "quantized already is not known"), kind == "no frames"; got != want {
+				t.Errorf("says the quantization is unknown: %v, want %v (%s)", got, want, sg.Because)
+			}
+		})
 		t.Run(kind+", QLoRA needs loaded weights", func(t *testing.T) {
 			for _, pretrained := range []bool{false, true} {
 				x := fx{st.NewSim(), kind}

@@ -9,7 +9,7 @@ import (
 
 // TestQuantizedKernelsInTraces: a trace recorded without Python stacks
 // still names the quantized kernels an inference ran (bitsandbytes' and
-// torchao's operators, the int4-packed matmul, vLLM's Marlin kernel) or the
+// torchao's operators, the int4-packed and int8 × int8 matmuls, vLLM's Marlin kernel) or the
 // quantized layers' module spans: weights already quantized get no
 // "load the weights in 8-bit". The same run with a plain matmul gets it
 // where the trace names the weights (module or user frames).
@@ -23,6 +23,8 @@ func TestQuantizedKernelsInTraces(t *testing.T) {
 			{"cpu_op", "bitsandbytes::gemv_4bit", true},
 			{"cpu_op", "torchao::int4_matmul", true},
 			{"cpu_op", "aten::_weight_int4pack_mm", true},
+			{"cpu_op", "aten::_int_mm", true},
+			{"cpu_op", "aten::_scaled_mm", false},
 			{"cpu_op", "_C::gptq_marlin_gemm", true},
 			{"python_function", "nn.Module: Linear4bit_3", true},
 			{"python_function", "nn.Module: Linear_3", false},

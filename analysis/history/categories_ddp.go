@@ -44,12 +44,16 @@ func (h *History) ddpBucketsByFrames(facts []blockFacts, out map[int]decision) {
 // Reducer's construction) or in a forward span while nothing the span
 // allocated is still allocated (the rebuild, before the forward's own
 // work), and whose requested bytes add up exactly to the gradients one
-// backward makes (the most any backward span makes). Without gradients in
-// the recording nothing tells a bucket apart, nor with a single one: the
+// backward makes (the most any backward span makes) — or, where backward
+// keeps no gradient, to the parameters (bucketViewGradients). Without
+// either nothing tells a bucket apart, nor with a single gradient: the
 // weight itself, its optimizer state or a copy would have its size.
 func markDDPBucketsBySize(h *History) {
 	bwd := backwardSpans(h)
 	grads, n := gradientBytesPerBackward(h, bwd)
+	if n == 0 {
+		grads, n = bucketViewGradients(h, bwd)
+	}
 	if n < 2 {
 		return
 	}
@@ -180,4 +184,76 @@ func gradientBytesPerBackward(h *History, bwd []result.PhaseSpan) (bytes int64, 
 		}
 	}
 	return bytes, n
+}
+
+// bucketViewGradients is the parameters' requested bytes and count when
+// backward keeps no gradient yet makes one of every parameter's size and
+// frees it within the same backward span: DistributedDataParallel with
+// gradient_as_bucket_view=True, whose Reducer copies each gradient into
+// its bucket as autograd makes it and makes .grad a view of the bucket,
+// so that the buckets are the only gradients kept. It is 0, 0 when any
+// backward keeps a gradient, or when no backward made every parameter's
+// gradient (frozen weights: the buckets hold the trained ones only, which
+// nothing here tells apart).
+func bucketViewGradients(h *History, bwd []result.PhaseSpan) (bytes int64, n int) {
+	if len(bwd) == 0 {
+		return 0, 0
+	}
+	slot := map[int64]int{} // a parameter size's index in need
+	var need []int          // parameters of each size
+	for i := range h.Blocks {
+		b := &h.Blocks[i]
+		if b.Category != result.Parameter || b.Untracked || b.Requested <= 0 {
+			continue
+		}
+		k, ok := slot[b.Requested]
+		if !ok {
+			k = len(need)
+			slot[b.Requested] = k
+			need = append(need, 0)
+		}
+		need[k]++
+		bytes += b.Requested
+		n++
+	}
+	if n < 2 {
+		return 0, 0
+	}
+	// made[span][size]: blocks of a parameter's size that a backward span
+	// allocated and freed.
+	made := make([][]int, len(bwd))
+	for i := range h.Blocks {
+		b := &h.Blocks[i]
+		if b.Alloc < 0 || b.Untracked {
+			continue
+		}
+		k := sort.Search(len(bwd), func(k int) bool { return bwd[k].EndEvent >= int(b.Alloc) })
+		if k == len(bwd) || bwd[k].StartEvent > int(b.Alloc) {
+			continue
+		}
+		s, ok := slot[b.Requested]
+		if !ok || b.Free < 0 || int(b.Free) > bwd[k].EndEvent {
+			continue
+		}
+		if made[k] == nil {
+			made[k] = make([]int, len(need))
+		}
+		made[k][s]++
+	}
+	for _, m := range made {
+		if m != nil && madeEvery(m, need) {
+			return bytes, n
+		}
+	}
+	return 0, 0
+}
+
+// madeEvery reports whether made holds at least need of every size.
+func madeEvery(made, need []int) bool {
+	for j, c := range need {
+		if made[j] < c {
+			return false
+		}
+	}
+	return true
 }

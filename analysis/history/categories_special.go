@@ -121,12 +121,14 @@ type decision struct {
 
 // specialKinds decides the blocks that a rule of their own explains before
 // the general rules of phases, lifetimes and pairing run (and that pairing
-// must not take for weights or gradients): frameworks' buffers, DDP's
+// must not take for weights or gradients): frameworks' buffers (Megatron's,
+// sharded data parallelism's), DDP's
 // gradient buckets, CUDA graphs' pools, gradients moved with the model and
 // cuBLAS workspaces, the later taking precedence.
 func (h *History) specialKinds(facts []blockFacts) map[int]decision {
 	out := map[int]decision{}
 	frameworkBuffers(facts, out)
+	shardedBuffers(h, facts, out)
 	h.ddpBucketsByFrames(facts, out)
 	for bi := range graphPoolBlocks(h) {
 		if !facts[bi].m.cublas {

@@ -71,12 +71,8 @@ func workspaceBlocks(h *History, facts []blockFacts) map[int]bool {
 		}
 		b, f := &h.Blocks[bi], &facts[bi]
 
-		if b.Untracked || f.pre || !f.never || f.m.cublas || !isWorkspaceSize(b.Requested) ||
-			f.m.kvCache || f.m.kvCacheCopy || f.m.moduleInit || f.m.init {
-			continue
-		}
-		sameOp := prev >= 0 && ev[prev].Stack == ev[i].Stack
-		if !sameOp && !innermostIsMatmul(h.Snap, ev[i].Stack) {
+		if b.Untracked || f.pre || !f.never || !isWorkspaceSize(b.Requested) ||
+			f.m.kvCache || f.m.kvCacheCopy || f.m.moduleInit || f.m.init || f.m.ddpBucket {
 			continue
 		}
 		k := key{stream: ev[i].Stream}
@@ -84,6 +80,14 @@ func workspaceBlocks(h *History, facts []blockFacts) map[int]bool {
 			k.thread = ev[i].Thread
 		} else if f.ac == CodeBackward && !f.m.python {
 			k.thread = 1 // the autograd thread
+		}
+		if f.m.cublas {
+			taken[k] = true // named by its frames: the thread's handle has its workspace
+			continue
+		}
+		sameOp := prev >= 0 && ev[prev].Stack == ev[i].Stack
+		if !sameOp && !innermostIsMatmul(h.Snap, ev[i].Stack) {
+			continue
 		}
 		if taken[k] {
 			continue

@@ -92,6 +92,10 @@ type stackMarkers struct {
 	// _pre_forward as the innermost Python frame: the Reducer's
 	// construction and its one rebuild of the buckets).
 	ddpBucket bool
+	// sharded: what the innermost frame of a sharding framework (FSDP,
+	// DeepSpeed's ZeRO) says the allocation is (shardNone, shardParam,
+	// shardGrad, shardMaster).
+	sharded uint8
 }
 
 // markersOf computes the markers of a stack, scanning from the innermost
@@ -121,9 +125,16 @@ func markersOf(s *snapshot.Snapshot, st snapshot.StackID) stackMarkers {
 	castOnly := false     // Tensor.to with a dtype and no device
 	modelInside := false  // a model's call or a graph capture seen between a frame and the allocation
 	castScoped := false   // the innermost forward, projection or attention function seen (castInAttention)
+	shardSeen := false    // a sharding framework's frame seen: the innermost decides
 	for _, id := range frames {
 		f := &s.Frames[id]
 		name, file := f.Name, strings.ReplaceAll(f.Filename, "\\", "/")
+		if !shardSeen {
+			m.sharded, shardSeen = shardingKind(f)
+			if shardSeen && m.sharded == shardNone {
+				m.sharded = shardFramed
+			}
+		}
 		if f.Filename == "" {
 			if strings.HasPrefix(name, "aten::") {
 				sawOp = true

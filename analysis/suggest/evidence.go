@@ -53,6 +53,7 @@ type Evidence struct {
 	// without a backward.
 	Backward bool
 	fp32     bool   // parameters known to be fp32 (chrome-trace shapes)
+	noFrames bool   // the file records no frame at all: nothing shows how the weights were made
 	gpu      string // the device's name when the file says it ("Tesla V100-SXM2-32GB")
 	gpuMajor int    // its compute capability's major version when the file says it, else 0
 	// done is what the run already does (autocast, checkpointing,
@@ -61,6 +62,10 @@ type Evidence struct {
 	// movedGrads are the gradients Module.to moved with the model, live at
 	// the decisive moment.
 	movedGrads int64
+	// ddpBuckets are DistributedDataParallel's gradient buckets live at the
+	// decisive moment, bucketedGrads the parameters' own gradients beside
+	// them (what gradient_as_bucket_view=True makes views of the buckets).
+	ddpBuckets, bucketedGrads int64
 	// StatesFirst: at an OOM, parameters, gradients and optimizer state
 	// leave the device less room than the failed request: no activation
 	// fix can make it fit.
@@ -137,13 +142,23 @@ func Gather(h *history.History, dr *result.DeviceResult) *Evidence {
 			if b.Rule() == history.RuleFreedByZeroGrad && (ev.lateZero < 0 || int(b.Free) < ev.lateZero) {
 				ev.lateZero = int(b.Free)
 			}
+			if b.Rule() == history.RuleDDPBucket && b.Category == result.Gradient {
+				ev.gradsInFwd -= b.Size // kept for the model's life, not across steps by zero_grad
+			}
 		}
 	}
 	ev.done = practicesOf(h)
+	ev.noFrames = len(h.Snap.Frames) == 0
 	ev.done.transformers = madeByTransformers(h, ev.index)
 	for _, b := range h.LiveBlocks(ev.index) {
-		if b.Rule() == history.RuleGradMovedWithModel {
+		switch {
+		case b.Rule() == history.RuleGradMovedWithModel:
 			ev.movedGrads += b.Size
+		case b.Category != result.Gradient || b.Untracked:
+		case b.Rule() == history.RuleDDPBucket:
+			ev.ddpBuckets += b.Size
+		default:
+			ev.bucketedGrads += b.Size
 		}
 	}
 	ev.gradsInFwd = max(0, ev.gradsInFwd-ev.movedGrads)

@@ -28,6 +28,9 @@ type practices struct {
 	// made under a Hugging Face transformers model's modeling files; peft:
 	// adapters in the frames. Their own switches are the way to checkpoint.
 	transformers, peft bool
+	// sharded: a sharding framework's frames (FSDP, DeepSpeed's ZeRO):
+	// parameters, gradients and optimizer state are sharded already.
+	sharded bool
 }
 
 // practicesOf reads the practices from the snapshot's frames and the
@@ -41,6 +44,7 @@ func practicesOf(h *history.History) practices {
 		name := f.Name
 		peft := history.IsPeftFile(file)
 		p.peft = p.peft || peft
+		p.sharded = p.sharded || history.IsShardingFrame(f)
 		switch {
 		case strings.HasSuffix(file, "torch/amp/autocast_mode.py"), strings.HasSuffix(file, "amp/grad_scaler.py"),
 			strings.Contains(name, "at::autocast::"), strings.HasSuffix(file, "torch/cuda/amp/autocast_mode.py"):
@@ -62,6 +66,10 @@ func practicesOf(h *history.History) practices {
 	}
 	if p.quantizedBy == "" && flexgen && compressed {
 		p.quantizedBy = "FlexGen's compression"
+	}
+	for i := range h.Snap.Annotations {
+		// FSDP's profiler spans, which a snapshot keeps without frames
+		p.sharded = p.sharded || history.IsShardingFrame(&snapshot.Frame{Name: h.Snap.Annotations[i].Name})
 	}
 	for i := range h.Blocks {
 		p.autocast = p.autocast || h.Blocks[i].Category == result.AutocastCache
@@ -119,7 +127,8 @@ func quantizer(file string) string {
 // quantizerOp names the weight-quantization library an operator, a C++
 // symbol or a module's span belongs to, or "": a trace recorded without
 // Python stacks still names the quantized kernels it ran (bitsandbytes'
-// and torchao's registered operators, the int4/int8 weight-packed matmuls,
+// and torchao's registered operators, the int4/int8 weight-packed matmuls
+// and int8 × int8 matmuls,
 // GPTQ/AWQ/Marlin kernels) and the quantized layers (Linear4bit,
 // Linear8bitLt). Only names that hold "::" (operators, symbols) or a
 // module's span are read: a Python function's own name proves nothing.
@@ -141,6 +150,11 @@ func quantizerOp(name string) string {
 		return "torchao"
 	case strings.Contains(low, "_weight_int4pack_mm") || strings.Contains(low, "_weight_int8pack_mm") || strings.Contains(low, "_convert_weight_to_int4pack"):
 		return "int4/int8 weight-only kernels"
+	case strings.HasSuffix(low, "::_int_mm"):
+		// int8 × int8 matmuls: weights stored in int8 (dynamic W8A8,
+		// SmoothQuant). Float8's _scaled_mm is not one: float8 training
+		// casts 16-bit weights anew each step.
+		return "int8 matmuls (aten::_int_mm)"
 	case strings.Contains(low, "marlin"):
 		return "GPTQ (ExLlama/Marlin kernels)"
 	case strings.Contains(low, "gptq") || strings.Contains(low, "exllama"):

@@ -11,7 +11,7 @@ import (
 // keeps whatever its batch: parameters, gradients, optimizer state.
 func ShrinksStates(id string) bool {
 	switch id {
-	case "mixed_precision_bf16", "mixed_precision_fp16", "shard_states", "optimizer_8bit", "paged_optimizer", "cpu_offload", "qlora", "quantize_weights":
+	case "mixed_precision_bf16", "mixed_precision_fp16", "shard_states", "optimizer_8bit", "paged_optimizer", "cpu_offload", "qlora", "quantize_weights", "ddp_bucket_view":
 		return true
 	}
 	return false
@@ -19,13 +19,22 @@ func ShrinksStates(id string) bool {
 
 // stateSuggestions are the suggestions about memory the run keeps for
 // other reasons than its activations: sharding when the states alone leave
-// no room at an OOM, gradients moved with the model, and a KV cache that
-// training builds and never reads.
+// no room at an OOM, gradients moved with the model, gradients kept beside
+// DistributedDataParallel's buckets, and a KV cache that training builds
+// and never reads.
 func stateSuggestions(ev *Evidence, where string) []result.Suggestion {
 	var out []result.Suggestion
 	c := ev.cats
 	states := c[result.Parameter] + c[result.Gradient] + c[result.OptimizerState]
-	if ev.StatesFirst && ev.Training {
+	if ev.StatesFirst && ev.Training && ev.done.sharded {
+		// Sharded already: more ranks make each shard smaller; what a
+		// module gathers for its forward and backward stays its size.
+		out = append(out, result.Suggestion{ID: "shard_states", Title: "Shard over twice as many GPUs",
+			Because: fmt.Sprintf("at the OOM parameters, gradients and optimizer state hold %s %s and leave less room than the %s requested; the run shards them already (FSDP / ZeRO): over twice the ranks each keeps half its shards (the parameters a module gathers stay their size)",
+				units.FormatBytes(states), where, units.FormatBytes(ev.oom.RequestedBytes)),
+			EstimatedSavingsBytes: states / 2, Cost: "twice the GPUs; more communication each step",
+			How: "torchrun --nproc-per-node 2N train.py  # or a larger shard group: fully_shard(model, mesh=init_device_mesh(\"cuda\", (2 * N,)))"})
+	} else if ev.StatesFirst && ev.Training {
 		out = append(out, result.Suggestion{ID: "shard_states", Title: "Shard parameters, gradients and optimizer state across GPUs (FSDP / ZeRO-3)",
 			Because: fmt.Sprintf("at the OOM parameters, gradients and optimizer state hold %s %s and leave less room than the %s requested: no activation fix makes the step fit; sharded over 2 GPUs each keeps half of them",
 				units.FormatBytes(states), where, units.FormatBytes(ev.oom.RequestedBytes)),
@@ -37,6 +46,15 @@ func stateSuggestions(ev *Evidence, where string) []result.Suggestion {
 			Because:               fmt.Sprintf("Module.to() moved %s of gradients with the model %s: each parameter's .grad is copied beside it", units.FormatBytes(ev.movedGrads), where),
 			EstimatedSavingsBytes: ev.movedGrads, Cost: "none (the next backward makes them again)",
 			How: "model.zero_grad(set_to_none=True)  # or optimizer.zero_grad(set_to_none=True)\nmodel.to(device)"})
+	}
+	if ev.ddpBuckets > 0 && ev.bucketedGrads > 0 {
+		// With gradient_as_bucket_view=True each .grad is a view of its
+		// bucket: the run already does it when no gradient lives beside them.
+		out = append(out, result.Suggestion{ID: "ddp_bucket_view", Title: "Make the gradients views of DDP's buckets (gradient_as_bucket_view=True)",
+			Because: fmt.Sprintf("DistributedDataParallel keeps %s of gradient buckets %s and, beside them, %s of the parameters' own gradients: with gradient_as_bucket_view=True each .grad is a view into its bucket, so the gradients are kept once",
+				units.FormatBytes(ev.ddpBuckets), where, units.FormatBytes(ev.bucketedGrads)),
+			EstimatedSavingsBytes: ev.bucketedGrads, Cost: "none (a .grad can no longer be detached in place: grad.detach_() raises)",
+			How: "model = DistributedDataParallel(model, device_ids=[local_rank], gradient_as_bucket_view=True)"})
 	}
 	if kv := c[result.KVCache]; kv > 0 && ev.Backward {
 		out = append(out, result.Suggestion{ID: "use_cache_off", Title: "Turn off the KV cache in training (use_cache=False)",

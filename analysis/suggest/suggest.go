@@ -136,8 +136,14 @@ func fromEvidence(ev *Evidence) []result.Suggestion {
 	if ev.done.quantizedBy != "" {
 		// The weights are quantized already: no quantization to suggest.
 	} else if units.Percent(par, ev.total) >= 50 && !ev.Training {
+		because := fmt.Sprintf("parameters dominate %s: %s of %s (%.0f%%), and nothing is trained (no backward, no optimizer state, no training loop in the stacks)", where, units.FormatBytes(par), units.FormatBytes(ev.total), units.Percent(par, ev.total))
+		if ev.noFrames && !ev.fp32 {
+			// Quantized weights show in the frames or the ops that use
+			// them; a file without either cannot tell.
+			because += "; the file records no frames and no dtypes, so whether the weights are quantized already is not known: if they are, this does not apply"
+		}
 		out = append(out, result.Suggestion{ID: "quantize_weights", Title: "Load the weights in 8-bit (or 4-bit) for inference",
-			Because:               fmt.Sprintf("parameters dominate %s: %s of %s (%.0f%%), and nothing is trained (no backward, no optimizer state, no training loop in the stacks)", where, units.FormatBytes(par), units.FormatBytes(ev.total), units.Percent(par, ev.total)),
+			Because:               because,
 			EstimatedSavingsBytes: par / 2, Cost: "slightly slower matmuls; a small accuracy cost (check on your evaluation)",
 			How: "from transformers import BitsAndBytesConfig\nmodel = AutoModelForCausalLM.from_pretrained(name, quantization_config=BitsAndBytesConfig(load_in_8bit=True))  # or load_in_4bit=True: ~75% saved\n# torchao: quantize_(model, int8_weight_only())"})
 	} else if units.Percent(par, ev.total) >= 50 && ev.done.pretrained {

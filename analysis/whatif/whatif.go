@@ -16,6 +16,10 @@ type effect struct {
 	f      factors
 	weight int
 	group  string
+	// oneGradient: the technique still makes each gradient for a moment
+	// (DDP copies it into its bucket once autograd made it), so the
+	// projected peak keeps room for the largest one.
+	oneGradient bool
 }
 
 // effects are the techniques of the suggestions, as fractions that match
@@ -43,16 +47,25 @@ func effects() map[string]effect {
 		"reduce_batch_size":        with(3, "batch", func(f *factors) { stepFactors(f, 0.5, 0.5) }),
 		"reduce_sequence_length":   with(27, "", func(f *factors) { stepFactors(f, 0.5, 0.25) }),
 		"set_to_none":              with(0, "", func(f *factors) { f[PartStaleGrad] = 0 }),
+		// each .grad a view of its bucket: the buckets stay, the gradients
+		// beside them go but for the one autograd just made
+		"ddp_bucket_view": oneGradient(with(0, "", func(f *factors) { f[PartGrad], f[PartStaleGrad] = 0, 0 })),
 		"qlora": with(27, "weights", func(f *factors) {
-			f[PartParam], f[PartGrad], f[PartStaleGrad], f[PartOpt] = 0.25, 0, 0, 0
+			f[PartParam], f[PartGrad], f[PartStaleGrad], f[PartBucket], f[PartOpt] = 0.25, 0, 0, 0, 0
 		}),
 		"quantize_weights": with(27, "weights", func(f *factors) { f[PartParam] = 0.5 }),
 		// sharded over 2 GPUs: each keeps half the weights and their states
 		"shard_states": with(9, "", func(f *factors) {
-			f[PartParam], f[PartGrad], f[PartStaleGrad], f[PartOpt] = 0.5, 0.5, 0.5, 0.5
+			f[PartParam], f[PartGrad], f[PartStaleGrad], f[PartBucket], f[PartOpt] = 0.5, 0.5, 0.5, 0.5, 0.5
 		}),
 		"use_cache_off": with(0, "", func(f *factors) { f[PartKV] = 0 }),
 	}
+}
+
+// oneGradient marks an effect that keeps room for one gradient.
+func oneGradient(e effect) effect {
+	e.oneGradient = true
+	return e
 }
 
 // stepFactors sets the factors of a step's memory: lin for what grows with
@@ -154,6 +167,9 @@ func projectSuggestions(c *curves, base factors, sugg []result.Suggestion, eff m
 		case ok:
 			var j int
 			p.PeakBytes, j = c.peak(compose(base, e.f))
+			if e.oneGradient {
+				p.PeakBytes = min(peak, p.PeakBytes+c.largestGradient())
+			}
 			p.Phase, p.Method = c.phaseAt(j), "technique"
 			known = append(known, s)
 		case reservedOnly[s.ID]:
@@ -196,7 +212,7 @@ func bestCombination(c *curves, base factors, known []result.Suggestion, eff map
 	for mask := 1; mask < 1<<len(known); mask++ {
 		groups := map[string]bool{}
 		var fs []factors
-		w, n, ok := 0, 0, true
+		w, n, ok, oneGrad := 0, 0, true, false
 		for i, s := range known {
 			if mask&(1<<i) == 0 {
 				continue
@@ -210,6 +226,7 @@ func bestCombination(c *curves, base factors, known []result.Suggestion, eff map
 			fs = append(fs, e.f)
 			w += e.weight
 			n++
+			oneGrad = oneGrad || e.oneGradient
 			if usable == 0 && e.weight > 3 {
 				ok = false
 			}
@@ -218,6 +235,9 @@ func bestCombination(c *curves, base factors, known []result.Suggestion, eff map
 			continue
 		}
 		p, j := c.peak(compose(append(fs, base)...))
+		if oneGrad {
+			p += c.largestGradient()
+		}
 		cd := &cand{mask: mask, peak: p, j: j, w: w, n: n}
 		if least == nil || p < least.peak || p == least.peak && w < least.w {
 			least = cd
@@ -251,9 +271,11 @@ func requested(h *history.History, j int, cat result.Category) int64 {
 
 // requestedFrozen is requested, with the part of it that is a frozen base
 // (weights that get no gradient while adapters or quantized layers train).
+// Parameters gathered from their shards for a module's forward or
+// backward are not counted: they are the shards' copies.
 func requestedFrozen(h *history.History, j int, cat result.Category) (n, frozen int64) {
 	for _, b := range h.LiveBlocks(j - 1) {
-		if b.Category == cat {
+		if b.Category == cat && b.Rule() != history.RuleShardedGathered {
 			n += b.Requested
 			if r := b.Rule(); r == history.RuleFrozenWeights || r == history.RuleQuantizedWeights {
 				frozen += b.Requested
@@ -269,7 +291,7 @@ func near(x, want float64) bool { return math.Abs(x-want) <= 0.03*want }
 // inferModel reads the model's facts from the curves.
 func inferModel(h *history.History, c *curves) result.InferredModel {
 	final := c.at(c.end())
-	m := result.InferredModel{ParameterBytes: c.maxOf(PartParam), GradientBytes: c.maxOf(PartGrad, PartStaleGrad),
+	m := result.InferredModel{ParameterBytes: c.maxOf(PartParam), GradientBytes: c.maxOf(PartGrad, PartStaleGrad, PartBucket),
 		OptimizerStateBytes: final[PartOpt]}
 	if m.OptimizerStateBytes == 0 { // freed by the end: the largest it was
 		m.OptimizerStateBytes = c.maxOf(PartOpt)

@@ -19,12 +19,13 @@ const (
 	PartGrad                   // gradients
 	PartStaleGrad              // the previous step's gradients, alive in a forward until zero_grad frees them
 	PartOpt                    // optimizer state
-	PartFixed                  // unknown, workspaces, autocast's weight copies, optimizer and zero_grad scratch: independent of the batch
+	PartFixed                  // unknown, workspaces, autocast's weight copies, parameters gathered from shards, optimizer and zero_grad scratch: independent of the batch
 	PartLinear                 // activations a step keeps from forward for backward (what checkpointing recomputes): ∝ batch·seq
 	PartQuad                   // the same with two sequence dimensions (attention scores, softmax): ∝ batch·seq²
 	PartKV                     // a generation's KV cache in a cache class: ∝ batch·seq, untouched by the activation techniques
 	PartLinearRest             // a step's temporaries, autograd detail and inputs, a CUDA graph's pool: ∝ batch·seq, not recomputed
 	PartQuadRest               // the same with two sequence dimensions (the scores' gradients): ∝ batch·seq²
+	PartBucket                 // DistributedDataParallel's gradient buckets: the gradients' size, kept for the model's life
 	numParts
 )
 
@@ -67,8 +68,17 @@ func PartOf(h *history.History, b *history.Block, stale, seqSquared bool) Part {
 	}
 	switch b.Category {
 	case result.Parameter:
+		if b.Rule() == history.RuleShardedGathered {
+			// a module's whole weights gathered from the shards for its
+			// forward or backward: their size whatever the batch, and
+			// whatever the number of ranks sharing them
+			return PartFixed
+		}
 		return PartParam
 	case result.Gradient:
+		if b.Rule() == history.RuleDDPBucket {
+			return PartBucket
+		}
 		if stale {
 			return PartStaleGrad
 		}

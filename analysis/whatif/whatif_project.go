@@ -88,7 +88,7 @@ func (c *curves) project(r *result.Result, kb, ks float64, at, to Size, gpu *est
 	}
 	v := c.at(j)
 	e.ParametersBytes = v[PartParam]
-	e.GradientsBytes = v[PartGrad] + v[PartStaleGrad]
+	e.GradientsBytes = v[PartGrad] + v[PartStaleGrad] + v[PartBucket]
 	e.OptimizerStateBytes = v[PartOpt]
 	// A KV cache grows with batch × tokens: it is part of "other" (neither
 	// weights nor activations), scaled as the projection scales it.

@@ -89,6 +89,24 @@ func buildCurves(h *history.History, seq int64) *curves {
 	return c
 }
 
+// largestGradient is the most one of the parameters' own gradients (DDP's
+// buckets aside) can take when it is made again: its block, and above
+// 1 MiB the remainder under 1 MiB that the caching allocator leaves unsplit
+// when it serves a large request from a larger free block. 0 when there is
+// none.
+func (c *curves) largestGradient() int64 {
+	var m int64
+	for bi, p := range c.part {
+		if p == PartGrad || p == PartStaleGrad {
+			m = max(m, c.h.Blocks[bi].Size)
+		}
+	}
+	if m > 1<<20 {
+		m += 1 << 20
+	}
+	return m
+}
+
 // shares is how block bi's bytes divide: n in its part p, the rest fixed.
 func (c *curves) shares(bi int32) (p Part, n, rest int64) {
 	b := &c.h.Blocks[bi]
