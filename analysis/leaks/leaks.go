@@ -67,9 +67,9 @@ func Detect(s *snapshot.Snapshot, hs []*history.History) []result.Leak {
 
 // leakScan holds what one device's steps tell about survivors.
 type leakScan struct {
-	h      *history.History
-	plan   *history.StepPlan
-	steps  []history.StepRange
+	h     *history.History
+	plan  *history.StepPlan
+	steps []history.StepRange
 	// stepOf is the step index of every event (−1 outside the steps) when
 	// the steps overlap; nil when they are in order and apart (the rule:
 	// a partition of the events), stepAt then finds it in them.
