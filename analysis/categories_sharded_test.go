@@ -145,8 +145,9 @@ func (c *fsdpRun) run(x fx) {
 // What it gathers is parameter (never an activation, nor anything the
 // batch scales) wherever FSDP's frames or its forward spans show it; with
 // Python frames its reduce-scatter buffers and gradient shards are
-// gradients, and the model facts count the shards (AdamW's 2 states a
-// parameter). No block of a run without FSDP is taken for FSDP's.
+// gradients, and the model facts count the shards (parameters and
+// gradients: not what a module gathers, nor the reduce-scatter's input;
+// AdamW's 2 states a parameter). No block of a run without FSDP is taken for FSDP's.
 func TestShardedTrainingFixture(t *testing.T) {
 	for _, kind := range frameKinds {
 		for _, tc := range []struct {
@@ -188,8 +189,8 @@ func TestShardedTrainingFixture(t *testing.T) {
 				r := Analyze(snap, DefaultOptions())
 				if python {
 					m := r.WhatIf.Model
-					if m.ParameterBytes != c.shardBytes || !strings.HasPrefix(m.Optimizer, "2 states per parameter") {
-						t.Errorf("model: parameters %d (want the shards' %d), optimizer %q", m.ParameterBytes, c.shardBytes, m.Optimizer)
+					if m.ParameterBytes != c.shardBytes || m.GradientBytes != c.shardBytes || !strings.HasPrefix(m.Optimizer, "2 states per parameter") {
+						t.Errorf("model: parameters %d, gradients %d (want the shards' %d), optimizer %q", m.ParameterBytes, m.GradientBytes, c.shardBytes, m.Optimizer)
 					}
 				}
 				for _, sg := range r.Suggestions {
@@ -229,5 +230,98 @@ func TestShardedTrainingFixture(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestShardedTrainingTrace: the same FSDP2 rank in a profiler trace without
+// Python stacks. The trace keeps FSDP's spans on both threads — forward's
+// on the main thread, backward's on the autograd thread — so every weight
+// gathered is parameter (gathered, fixed in the what-if) and every
+// reduce-scatter buffer gradient; the activations stay activations.
+func TestShardedTrainingTrace(t *testing.T) {
+	const main, bw = 1, 2
+	const weight, layers = 8 * mib, 4
+	b := &traceBuilder{ta: layers * weight / 2} // the shards, allocated before the trace
+	b.events = append(b.events, `{"ph":"M","name":"thread_name","pid":1,"tid":2,"args":{"name":"thread 2 (pt_autograd_0)"}}`)
+	kinds := map[uint64]string{}
+	addr := uint64(0x7f0000000000)
+	alloc := func(tid int, ts int64, n int64, kind string) uint64 {
+		addr += 0x10000000
+		kinds[addr] = kind
+		b.mem(tid, ts, addr, n)
+		return addr
+	}
+	gather := func(tid int, ts int64, l int) uint64 {
+		b.span(fmt.Sprintf("FSDP::all_gather (layers.%d)", l), "user_annotation", tid, ts, 10)
+		out := alloc(tid, ts+1, weight, "gathered")
+		b.span(fmt.Sprintf("FSDP::all_gather_copy_out (layers.%d)", l), "user_annotation", tid, ts+20, 10)
+		unsharded := alloc(tid, ts+21, weight, "gathered")
+		b.mem(tid, ts+22, out, -weight)
+		return unsharded
+	}
+	var grads []uint64
+	for step := int64(1); step <= 3; step++ {
+		t0 := step * 100000
+		b.span(fmt.Sprintf("ProfilerStep#%d", step), "user_annotation", main, t0, 90000)
+		b.span("## forward ##", "user_annotation", main, t0+1000, 20000)
+		var saved []uint64
+		for l := range layers {
+			ts := t0 + 1100 + int64(l)*1000
+			b.span(fmt.Sprintf("FSDP::pre_forward (layers.%d)", l), "user_annotation", main, ts, 100)
+			unsharded := gather(main, ts+10, l)
+			b.span("aten::mm", "cpu_op", main, ts+200, 100)
+			saved = append(saved, alloc(main, ts+210, 4*mib, "activation"))
+			b.span(fmt.Sprintf("FSDP::post_forward (layers.%d)", l), "user_annotation", main, ts+400, 100)
+			b.mem(main, ts+410, unsharded, -weight)
+		}
+		for l := layers - 1; l >= 0; l-- {
+			ts := t0 + 30000 + int64(layers-1-l)*2000
+			b.span(fmt.Sprintf("FSDP::pre_backward (layers.%d)", l), "user_annotation", bw, ts, 100)
+			unsharded := gather(bw, ts+10, l)
+			b.span("autograd::engine::evaluate_function: MmBackward0", "cpu_op", bw, ts+200, 300)
+			g := alloc(bw, ts+210, 4*mib, "")
+			gw := alloc(bw, ts+220, weight, "")
+			b.span(fmt.Sprintf("FSDP::post_backward_reduce (layers.%d)", l), "user_annotation", bw, ts+600, 300)
+			in := alloc(bw, ts+610, weight, "reduce")
+			b.mem(bw, ts+620, gw, -weight)
+			grads = append(grads, alloc(bw, ts+630, weight/2, "reduce"))
+			b.mem(bw, ts+640, in, -weight)
+			b.mem(bw, ts+1000, unsharded, -weight)
+			b.mem(bw, ts+1010, saved[l], -4*mib)
+			b.mem(bw, ts+1020, g, -4*mib)
+		}
+		b.span("Optimizer.step#AdamW.step", "user_annotation", main, t0+60000, 1000)
+		if step == 1 {
+			for range 2 * layers {
+				alloc(main, t0+60100, weight/2, "")
+			}
+		}
+		b.span("Optimizer.zero_grad#AdamW.zero_grad", "user_annotation", main, t0+70000, 100)
+		for _, g := range grads {
+			b.mem(main, t0+70010, g, -weight/2)
+		}
+		grads = nil
+	}
+	snap := analysistest.ReadJSON(t, []byte(`{"schemaVersion":1,"traceEvents":[`+strings.Join(b.events, ",\n")+`]}`))
+	h := history.Build(snap, snap.Devices[0])
+	seen := map[string]int{}
+	for bi := range h.Blocks {
+		bl := &h.Blocks[bi]
+		kind, ok := kinds[bl.Addr]
+		if !ok || bl.Alloc < 0 {
+			continue
+		}
+		seen[kind]++
+		switch {
+		case kind == "gathered" && (bl.Category != result.Parameter || bl.Rule() != history.RuleShardedGathered || whatif.PartOf(h, bl, false, false) != whatif.PartFixed):
+			t.Errorf("a gathered weight (%d B, %s) is %s (%s)", bl.Requested, h.Phases.At(int(bl.Alloc)), bl.Category, bl.Rule())
+		case kind == "reduce" && (bl.Category != result.Gradient || bl.Rule() != history.RuleShardedGradients):
+			t.Errorf("a reduce-scatter buffer (%d B) is %s (%s)", bl.Requested, bl.Category, bl.Rule())
+		case kind == "activation" && bl.Category != result.Activation:
+			t.Errorf("an activation is %s (%s)", bl.Category, bl.Rule())
+		}
+	}
+	if want := 3 * layers * 4; seen["gathered"] != want || seen["reduce"] != 3*layers*2 {
+		t.Errorf("blocks seen %v, want %d gathered, %d reduce", seen, want, 3*layers*2)
 	}
 }

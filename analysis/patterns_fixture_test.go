@@ -76,6 +76,8 @@ type trainRun struct {
 	ema         bool   // an EMA's shadow weights: one copy of each weight, made outside the phases before the first step and kept
 	ddpCap      int64  // > 0: the model is wrapped in DistributedDataParallel with this bucket cap (ddpConstruct, ddpRebuild)
 	bucketView  bool   // with ddpCap: gradient_as_bucket_view=True, each gradient copied into its bucket and freed as backward makes it
+	accum       int    // > 1: gradient accumulation, the optimizer's step and zero_grad every accum micro-batches (steps counts micro-batches)
+	lateZero    bool   // zero_grad after the next forward instead of after the optimizer's step
 	weightBytes int64  // set by run: the weights' requested bytes
 
 	ddpBuckets []ddpBucket // set by run: DDP's buckets in allocation order
@@ -113,6 +115,14 @@ func (c *trainRun) run(x fx) {
 		}
 	}
 	var grads, state []uint64
+	zeroGrad := func() {
+		s.Annotate(0, "Optimizer.zero_grad#AdamW.zero_grad", func() {
+			for _, g := range grads {
+				s.Free(0, g)
+			}
+			grads = nil
+		})
+	}
 	firstFwd, firstBwd := true, true
 	for step := 0; step < c.steps; step++ {
 		x0 := s.Alloc(0, c.tokens*8, x.stack([]string{"at::native::randint(long, c10::ArrayRef<long>)"}, nil, []*st.Dict{user(20, "<module>")}))
@@ -141,6 +151,9 @@ func (c *trainRun) run(x fx) {
 				firstFwd = false
 			}
 		})
+		if c.lateZero {
+			zeroGrad()
+		}
 		if c.inference {
 			for _, a := range saved {
 				s.Free(0, a)
@@ -160,8 +173,11 @@ func (c *trainRun) run(x fx) {
 					s.Alloc(0, c.ws, wsStack)
 					firstBwd = false
 				}
-				if gw := s.Alloc(0, weights[l], bwd); c.ddpCap > 0 && c.bucketView {
-					s.Free(0, gw) // the Reducer's hook copied it into its bucket and made .grad a view of the bucket
+				if gw := s.Alloc(0, weights[l], bwd); c.ddpCap > 0 && c.bucketView || len(grads) == c.layers {
+					// the Reducer's hook copied it into its bucket and made
+					// .grad a view of the bucket; or AccumulateGrad added it
+					// to the .grad an earlier micro-batch made
+					s.Free(0, gw)
 				} else {
 					grads = append(grads, gw)
 				}
@@ -170,6 +186,9 @@ func (c *trainRun) run(x fx) {
 			}
 		})
 		s.Free(0, x0)
+		if c.accum > 1 && (step+1)%c.accum != 0 {
+			continue
+		}
 		s.Annotate(0, "Optimizer.step#AdamW.step", func() {
 			if state == nil {
 				opt := x.stack(cppAdam, []*st.Dict{s.F("torch/optim/adamw.py", 180, "_init_group"), s.F("torch/optim/adamw.py", 230, "step")}, []*st.Dict{user(23, "<module>")})
@@ -178,12 +197,9 @@ func (c *trainRun) run(x fx) {
 				}
 			}
 		})
-		s.Annotate(0, "Optimizer.zero_grad#AdamW.zero_grad", func() {
-			for _, g := range grads {
-				s.Free(0, g)
-			}
-			grads = nil
-		})
+		if !c.lateZero {
+			zeroGrad()
+		}
 	}
 }
 

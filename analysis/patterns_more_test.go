@@ -317,3 +317,48 @@ func TestAdviceFollows(t *testing.T) {
 		})
 	}
 }
+
+// TestGradientAccumulationFixture: a run that steps its optimizer (and
+// zero_grad) every 4 micro-batches keeps its gradients through the next
+// micro-batches' forward and backward on purpose. They are not "the
+// previous step's gradients" to free before the forward (no set_to_none,
+// nothing stale in the what-if), and where activations dominate, the
+// advice to accumulate says the run does already. The same run stepping
+// every micro-batch but calling zero_grad after the next forward is told
+// to free them.
+func TestGradientAccumulationFixture(t *testing.T) {
+	for _, kind := range frameKinds {
+		for _, tokens := range []int64{512, 16384} {
+			t.Run(fmt.Sprintf("%s, %d tokens", kind, tokens), func(t *testing.T) {
+				c := trainRun{layers: 8, hidden: 1024, tokens: tokens, steps: 8, accum: 4, ws: 32 << 20}
+				x := fx{st.NewSim(), kind}
+				c.run(x)
+				r := Analyze(analysistest.Read(t, x.s, 0), DefaultOptions())
+				if sg := suggestionIn(r, "set_to_none"); sg != nil {
+					t.Errorf("set_to_none for accumulated gradients: %s", sg.Because)
+				}
+				for _, p := range r.WhatIf.Suggestions {
+					if p.ID == "set_to_none" {
+						t.Errorf("what-if of set_to_none: %+v", p)
+					}
+				}
+				if sg := suggestionIn(r, "gradient_accumulation"); sg != nil && !strings.Contains(sg.Title, "twice as many") {
+					t.Errorf("a run that accumulates told to start: %s", sg.Title)
+				} else if sg == nil && tokens > 8192 {
+					t.Errorf("no gradient_accumulation where activations dominate (%v)", suggestionIDs(r))
+				}
+				checkSavingsAreWhatIfs(t, r)
+			})
+		}
+		t.Run(kind+", zero_grad after the next forward", func(t *testing.T) {
+			c := trainRun{layers: 8, hidden: 1024, tokens: 512, steps: 4, lateZero: true, ws: 32 << 20}
+			x := fx{st.NewSim(), kind}
+			c.run(x)
+			r := Analyze(analysistest.Read(t, x.s, 0), DefaultOptions())
+			if sg := suggestionIn(r, "set_to_none"); sg == nil || !strings.Contains(sg.Because, units.FormatBytes(c.weightBytes)+" of the previous step's gradients") {
+				t.Errorf("set_to_none %+v (suggestions %v): the previous step's %d B of gradients live through the forward", sg, suggestionIDs(r), c.weightBytes)
+			}
+			checkSavingsAreWhatIfs(t, r)
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/analysis/history"
+	"github.com/torchmem/torchmem/analysis/whatif"
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
 )
@@ -31,6 +32,9 @@ type practices struct {
 	// sharded: a sharding framework's frames (FSDP, DeepSpeed's ZeRO):
 	// parameters, gradients and optimizer state are sharded already.
 	sharded bool
+	// accumulates: gradients accumulate over micro-batches (those zero_grad
+	// frees live through a forward and the backward after it).
+	accumulates bool
 }
 
 // practicesOf reads the practices from the snapshot's frames and the
@@ -74,6 +78,7 @@ func practicesOf(h *history.History) practices {
 	for i := range h.Blocks {
 		p.autocast = p.autocast || h.Blocks[i].Category == result.AutocastCache
 	}
+	p.accumulates = whatif.AccumulatesGradients(h)
 	return p
 }
 

@@ -106,6 +106,12 @@ func fromEvidence(ev *Evidence) []result.Suggestion {
 		out = append(out, result.Suggestion{ID: "reduce_batch_size", Title: "Process smaller batches (or chunk the input)",
 			Because: because, EstimatedSavingsBytes: act / 2, Cost: "more, smaller forward passes",
 			How: "for chunk in torch.split(batch, batch.shape[0] // 2):\n    with torch.inference_mode():\n        outputs.append(model(chunk))"})
+	} else if ev.Backward && actDominate && ev.done.accumulates {
+		// The run accumulates already: the same, with twice the steps.
+		out = append(out, result.Suggestion{ID: "gradient_accumulation", Title: "Halve the micro-batch and accumulate twice as many",
+			Because:               fmt.Sprintf("activations and temporaries dominate %s: %s of %s (%.0f%%), and they scale with the micro-batch; the run accumulates gradients over micro-batches already (its gradients live through the next forward and backward until zero_grad)", where, units.FormatBytes(act), units.FormatBytes(ev.total), units.Percent(act, ev.total)),
+			EstimatedSavingsBytes: act / 2, Cost: "none for the result (same effective batch); twice the micro-steps",
+			How: "accum *= 2; micro_batch //= 2  # the optimizer steps every accum micro-batches, as now"})
 	} else if ev.Backward && actDominate {
 		out = append(out, result.Suggestion{ID: "gradient_accumulation", Title: "Halve the micro-batch and accumulate gradients",
 			Because:               fmt.Sprintf("activations and temporaries dominate %s: %s of %s (%.0f%%), and they scale with the micro-batch", where, units.FormatBytes(act), units.FormatBytes(ev.total), units.Percent(act, ev.total)),

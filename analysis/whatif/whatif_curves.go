@@ -76,8 +76,15 @@ func PartOf(h *history.History, b *history.Block, stale, seqSquared bool) Part {
 		}
 		return PartParam
 	case result.Gradient:
-		if b.Rule() == history.RuleDDPBucket {
+		switch b.Rule() {
+		case history.RuleDDPBucket:
 			return PartBucket
+		case history.RuleShardedGradients:
+			if b.Free >= 0 && h.Phases.At(int(b.Free)) == result.PhaseBackward {
+				// the reduce-scatter's input: a module's gradients on
+				// their way to the shards, freed in the same backward
+				return PartFixed
+			}
 		}
 		if stale {
 			return PartStaleGrad
@@ -127,16 +134,37 @@ func scales(p Part) bool {
 
 // staleGradients marks the gradient blocks that zero_grad frees and that are
 // alive when a forward span starts: kept from the previous step
-// (set_to_none).
+// (set_to_none) — unless a backward starts before zero_grad frees them:
+// then that backward adds to them (gradient accumulation over
+// micro-batches), and the forward needs them.
 func staleGradients(h *history.History) map[int]bool {
-	var starts []int
+	stale, _ := gradientsAcrossForward(h)
+	return stale
+}
+
+// AccumulatesGradients reports whether the run accumulates gradients over
+// micro-batches: gradients that zero_grad frees live through a forward and
+// the backward after it.
+func AccumulatesGradients(h *history.History) bool {
+	_, acc := gradientsAcrossForward(h)
+	return acc
+}
+
+// gradientsAcrossForward is staleGradients, and whether any gradient that
+// zero_grad frees lives through a forward and the backward after it.
+func gradientsAcrossForward(h *history.History) (stale map[int]bool, accumulated bool) {
+	var starts, backwards []int
 	for _, sp := range h.Phases.Spans {
-		if sp.Phase == result.PhaseForward && sp.Events > 0 {
+		switch {
+		case sp.Phase == result.PhaseForward && sp.Events > 0:
 			starts = append(starts, sp.StartEvent)
+		case sp.Phase == result.PhaseBackward && sp.StartEvent >= 0:
+			backwards = append(backwards, sp.StartEvent)
 		}
 	}
 	sort.Ints(starts)
-	stale := map[int]bool{}
+	sort.Ints(backwards)
+	stale = map[int]bool{}
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
 		if b.Category != result.Gradient || b.Rule() != history.RuleFreedByZeroGrad {
@@ -145,9 +173,14 @@ func staleGradients(h *history.History) map[int]bool {
 		// The first forward start at or after the allocation: the block
 		// is alive there unless its allocation has ended by then.
 		k := sort.SearchInts(starts, int(b.Alloc))
-		if k < len(starts) && b.LiveAt(starts[k]) {
-			stale[bi] = true
+		if k >= len(starts) || !b.LiveAt(starts[k]) {
+			continue
 		}
+		if j := sort.SearchInts(backwards, starts[k]); j < len(backwards) && b.Free >= 0 && backwards[j] < int(b.Free) {
+			accumulated = true // added to by the next backward
+			continue
+		}
+		stale[bi] = true
 	}
-	return stale
+	return stale, accumulated
 }
