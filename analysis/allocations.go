@@ -44,11 +44,11 @@ func allocationsAt(h *history.History, sites *history.SiteCache, i int) *result.
 func allocation(h *history.History, sites *history.SiteCache, bi int) result.Allocation {
 	b := &h.Blocks[bi]
 	a := result.Allocation{Address: b.Addr, Size: b.Size, Requested: b.Requested, Category: b.Category, Rule: b.Rule(),
-		AllocEvent: b.Alloc, FreeEvent: b.Free, Site: h.BlockSite(sites, b), Stack: h.DisplayStack(b.Stack, allocationFrames)}
+		AllocEvent: int(b.Alloc), FreeEvent: int(b.Free), Site: h.BlockSite(sites, b), Stack: h.DisplayStack(b.Stack, allocationFrames)}
 	if b.Alloc < 0 {
 		a.Phase, a.AllocEvent = result.PhaseBeforeRecording, -1
 	} else {
-		a.Phase, a.Step, a.AllocUS = h.Phases.At(b.Alloc), h.Phases.StepAt(b.Alloc), h.TimeUS(b.Alloc)
+		a.Phase, a.Step, a.AllocUS = h.Phases.At(int(b.Alloc)), h.Phases.StepAt(int(b.Alloc)), h.TimeUS(int(b.Alloc))
 	}
 	return a
 }

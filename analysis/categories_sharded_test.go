@@ -173,7 +173,7 @@ func TestShardedTrainingFixture(t *testing.T) {
 				}
 				for k, bi := range made {
 					b := &h.Blocks[bi]
-					phase := h.Phases.At(b.Alloc)
+					phase := h.Phases.At(int(b.Alloc))
 					if c.kinds[k] == "gathered" && (python || phase == result.PhaseForward) {
 						if b.Category != result.Parameter || b.Rule() != history.RuleShardedGathered {
 							t.Errorf("a weight gathered in %s (%d B) is %s (%s)", phase, b.Requested, b.Category, b.Rule())
@@ -314,7 +314,7 @@ func TestShardedTrainingTrace(t *testing.T) {
 		seen[kind]++
 		switch {
 		case kind == "gathered" && (bl.Category != result.Parameter || bl.Rule() != history.RuleShardedGathered || whatif.PartOf(h, bl, false, false) != whatif.PartFixed):
-			t.Errorf("a gathered weight (%d B, %s) is %s (%s)", bl.Requested, h.Phases.At(bl.Alloc), bl.Category, bl.Rule())
+			t.Errorf("a gathered weight (%d B, %s) is %s (%s)", bl.Requested, h.Phases.At(int(bl.Alloc)), bl.Category, bl.Rule())
 		case kind == "reduce" && (bl.Category != result.Gradient || bl.Rule() != history.RuleShardedGradients):
 			t.Errorf("a reduce-scatter buffer (%d B) is %s (%s)", bl.Requested, bl.Category, bl.Rule())
 		case kind == "activation" && bl.Category != result.Activation:

@@ -356,7 +356,7 @@ func TestFixtureHistory(t *testing.T) {
 					t.Errorf("allocated before the free %d, want 6 MiB", got)
 				}
 				b := h.Blocks[0]
-				if b.FreeRequested != last || b.Free != -1 || b.Size != 6*mib || b.LiveAt(last) || !b.ActiveAt(last) {
+				if int(b.FreeRequested) != last || b.Free != -1 || b.Size != 6*mib || b.LiveAt(last) || !b.ActiveAt(last) {
 					t.Errorf("block %+v: want free requested at the last event, never completed, active but not allocated", b)
 				}
 				held := false

@@ -149,7 +149,7 @@ func liveByPhase(h *history.History, i int) []result.PhaseBytes {
 	for _, b := range h.LiveBlocks(i) {
 		k := key{result.PhaseBeforeRecording, 0}
 		if b.Alloc >= 0 {
-			k = key{h.Phases.At(b.Alloc), h.Phases.StepAt(b.Alloc)}
+			k = key{h.Phases.At(int(b.Alloc)), h.Phases.StepAt(int(b.Alloc))}
 		}
 		pb := m[k]
 		if pb == nil {

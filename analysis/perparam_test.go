@@ -33,7 +33,7 @@ func TestPerParameterCopiesAreNoBatch(t *testing.T) {
 				s := analysistest.Read(t, x.s, 0)
 				h := history.Build(s, s.Device(0))
 				// The copies are the allocations made before the first batch.
-				firstBatch := -1
+				firstBatch := int32(-1)
 				for bi := range h.Blocks {
 					if b := &h.Blocks[bi]; b.Requested == c.tokens*8 && b.Alloc >= 0 && (firstBatch < 0 || b.Alloc < firstBatch) {
 						firstBatch = b.Alloc

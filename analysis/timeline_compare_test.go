@@ -63,9 +63,9 @@ func TestMemoryTimelineAgreesAtPeak(t *testing.T) {
 					f := &s.Frames[id]
 					embedding = embedding || f.Name == "embedding" && history.IsTorch(f.Filename)
 				}
-				if b.Category != result.Activation || !embedding || h.Phases.At(b.Alloc) != result.PhaseForward {
+				if b.Category != result.Activation || !embedding || h.Phases.At(int(b.Alloc)) != result.PhaseForward {
 					t.Errorf("the %d B tensor PyTorch calls parameter is %s (%s), made in %s by %s", b.Requested, b.Category, b.Rule(),
-						h.Phases.At(b.Alloc), h.DisplayStack(b.Stack, 3))
+						h.Phases.At(int(b.Alloc)), h.DisplayStack(b.Stack, 3))
 				}
 			}
 		}

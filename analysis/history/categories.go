@@ -90,7 +90,7 @@ func (h *History) facts(bi int) blockFacts {
 	b := &h.Blocks[bi]
 	p := h.Phases
 	f := blockFacts{pre: b.Alloc < 0, never: b.Free < 0, m: h.Markers.ref(b.Stack)}
-	if o := h.FirstOOM; o >= 0 && b.Alloc < o && b.Free > o {
+	if o := h.FirstOOM; o >= 0 && int(b.Alloc) < o && int(b.Free) > o {
 		// Freed while the OutOfMemoryError unwound: the free says nothing
 		// about what the block was; it lived to the OOM.
 		f.never = true
@@ -100,9 +100,9 @@ func (h *History) facts(bi int) blockFacts {
 		if f.ac == codeUnknown || f.ac == codeData {
 			f.set(throughForward, h.liveThroughNextForward(b))
 		}
-		f.aliveAfterSpan = f.never || b.Free > p.phaseEnd(b.Alloc)
-		f.set(sameSpan, !f.never && p.SpanAt(b.Free) == p.SpanAt(b.Alloc))
-		f.set(pastOOM, h.FirstOOM >= 0 && b.Alloc < h.FirstOOM && (b.Free < 0 || b.Free > h.FirstOOM))
+		f.aliveAfterSpan = f.never || int(b.Free) > p.phaseEnd(int(b.Alloc))
+		f.set(sameSpan, !f.never && p.SpanAt(int(b.Free)) == p.SpanAt(int(b.Alloc)))
+		f.set(pastOOM, h.FirstOOM >= 0 && int(b.Alloc) < h.FirstOOM && (b.Free < 0 || int(b.Free) > h.FirstOOM))
 	}
 	if !f.never {
 		f.fc = p.Code[b.Free]
@@ -147,7 +147,7 @@ func Classify(h *History) {
 			optCand = append(optCand, i)
 		case f.never && f.pre && f.m.Hint <= hintInit,
 			!f.pre && f.m.init && f.ac != codeForward && f.ac != CodeBackward,
-			f.never && !f.pre && f.ac == codeUnknown && !f.m.toDevice && (firstForward < 0 || b.Alloc < firstForward):
+			f.never && !f.pre && f.ac == codeUnknown && !f.m.toDevice && (firstForward < 0 || int(b.Alloc) < firstForward):
 			paramCand = append(paramCand, i)
 		}
 	}
@@ -165,7 +165,7 @@ func Classify(h *History) {
 		if b.Untracked {
 			continue // sized by estimateBaseline
 		}
-		if cat, ok := h.profilerCategory(b); ok {
+		if cat, ok := h.profilerCategory(i); ok {
 			b.classify(cat, RuleProfilerCategory, result.High)
 			continue
 		}
@@ -201,9 +201,9 @@ func pairSizes(h *History, gradCand []int32, paramCand, optCand []int, run runFa
 		for _, gi := range gradCand {
 			st := 0
 			if a := h.Blocks[gi].Alloc; a >= 0 {
-				st = h.Phases.StepAt(a)
+				st = h.Phases.StepAt(int(a))
 			} else if f := h.Blocks[gi].Free; f >= 0 {
-				st = h.Phases.StepAt(f) - 1
+				st = h.Phases.StepAt(int(f)) - 1
 			}
 			if perStep[st] == nil {
 				perStep[st] = map[int64]int{}
@@ -435,11 +435,12 @@ var profilerCategories = map[string]result.Category{
 
 // profilerCategory returns the category a memory timeline recorded for a
 // block ("category:NAME" metadata).
-func (h *History) profilerCategory(b *Block) (result.Category, bool) {
-	if b.meta == 0 || int(b.meta) >= len(h.Snap.Strings) {
+func (h *History) profilerCategory(bi int) (result.Category, bool) {
+	m := h.blockMeta(bi)
+	if m == 0 {
 		return result.Unknown, false
 	}
-	name, ok := strings.CutPrefix(h.Snap.Strings[b.meta], "category:")
+	name, ok := strings.CutPrefix(h.Snap.Strings[m], "category:")
 	if !ok {
 		return result.Unknown, false
 	}
@@ -467,7 +468,7 @@ func (h *History) innermostIsOp(st snapshot.StackID) bool {
 // a tokenizer's output moved earlier) that the forward reads.
 func (h *History) liveThroughNextForward(b *Block) bool {
 	spans := h.Phases.Spans
-	k := sort.Search(len(spans), func(i int) bool { return spans[i].StartEvent > b.Alloc })
+	k := sort.Search(len(spans), func(i int) bool { return spans[i].StartEvent > int(b.Alloc) })
 	for ; k < len(spans); k++ {
 		if sp := &spans[k]; sp.Phase == result.PhaseForward && sp.Events > 0 {
 			return b.LiveAt(sp.StartEvent) && b.LiveAt(sp.EndEvent)

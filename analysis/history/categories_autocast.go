@@ -166,8 +166,8 @@ func markAutocastCache(h *History) {
 	var frees []int
 	for bi := range isCand {
 		b := &h.Blocks[bi]
-		if b.Free >= 0 && !(h.FirstOOM >= 0 && b.Alloc < h.FirstOOM && b.Free > h.FirstOOM) {
-			frees = append(frees, b.Free)
+		if b.Free >= 0 && !(h.FirstOOM >= 0 && int(b.Alloc) < h.FirstOOM && int(b.Free) > h.FirstOOM) {
+			frees = append(frees, int(b.Free))
 		}
 	}
 	sort.Ints(frees)
@@ -197,9 +197,9 @@ func markAutocastCache(h *History) {
 	for bi := range isCand {
 		b := &h.Blocks[bi]
 		switch {
-		case b.Free < 0, h.FirstOOM >= 0 && b.Alloc < h.FirstOOM && b.Free > h.FirstOOM:
+		case b.Free < 0, h.FirstOOM >= 0 && int(b.Alloc) < h.FirstOOM && int(b.Free) > h.FirstOOM:
 			ok[bi] = true
-		case h.Markers.Get(b.FreeStack).autocastExit, inBurst[b.Free]:
+		case h.Markers.Get(b.FreeStack).autocastExit, inBurst[int(b.Free)]:
 			ok[bi] = true
 		case h.Phases.Code[b.Free] == CodeBackward && (evidence || strong[bi]) && (h.Phases.Code[b.Alloc] != CodeBackward || strong[bi] || h.Markers.Get(b.Stack).recompute):
 			ok[bi] = true // saved for backward by the graph (a recomputed forward's too), freed with it
@@ -215,9 +215,9 @@ func markAutocastCache(h *History) {
 		var ds []delta
 		for bi := range ok {
 			if b := &h.Blocks[bi]; weightOf(b) == size {
-				ds = append(ds, delta{b.Alloc, 1})
+				ds = append(ds, delta{int(b.Alloc), 1})
 				if b.Free >= 0 {
-					ds = append(ds, delta{b.Free, -1})
+					ds = append(ds, delta{int(b.Free), -1})
 				}
 			}
 		}
@@ -240,7 +240,7 @@ func markAutocastCache(h *History) {
 			// one tensor, and count again.
 			for bi := range ok {
 				b := &h.Blocks[bi]
-				if _, next := around(b.Alloc); weightOf(b) == size && next >= 0 && ev[next].Stack == ev[b.Alloc].Stack && isCand[int(h.OpenAt(next))] {
+				if _, next := around(int(b.Alloc)); weightOf(b) == size && next >= 0 && ev[next].Stack == ev[b.Alloc].Stack && isCand[int(h.OpenAt(next))] {
 					delete(ok, bi)
 				}
 			}
@@ -285,9 +285,9 @@ func AutocastDiagnostic(h *History, peak int) (result.Diagnostic, bool) {
 		if b.Rule() != RuleAutocastWeightCache {
 			continue
 		}
-		ds = append(ds, delta{b.Alloc, b.Size})
+		ds = append(ds, delta{int(b.Alloc), b.Size})
 		if b.Free >= 0 {
-			ds = append(ds, delta{b.Free, -b.Size})
+			ds = append(ds, delta{int(b.Free), -b.Size})
 		}
 		if b.LiveAt(peak) {
 			atPeak += b.Size
@@ -367,7 +367,7 @@ func castsGradients(h *History) bool {
 			continue
 		}
 		grads += g.Requested
-		for j := g.Alloc + 1; j < len(ev) && ev[j].Action != snapshot.ActionAlloc; j++ {
+		for j := int(g.Alloc) + 1; j < len(ev) && ev[j].Action != snapshot.ActionAlloc; j++ {
 			if e := h.EndAt(j); e >= 0 {
 				c := &h.Blocks[e]
 				if 2*c.Requested == g.Requested && c.Alloc >= 0 && c.Alloc < g.Alloc && h.Phases.Code[c.Alloc] == CodeBackward {

@@ -95,7 +95,7 @@ func markDDPBucketsBySize(h *History) {
 	// of its allocations are still allocated.
 	span, spanStart, liveInSpan := -2, 0, 0
 	for i := range h.Device.Events {
-		if bi := h.EndAt(i); bi >= 0 && h.Blocks[bi].Alloc >= spanStart {
+		if bi := h.EndAt(i); bi >= 0 && int(h.Blocks[bi].Alloc) >= spanStart {
 			liveInSpan--
 		}
 		bi := h.OpenAt(i)
@@ -152,11 +152,11 @@ func backwardSpans(h *History) []result.PhaseSpan {
 // outlivesBackward reports whether a block allocated in the recording
 // stays allocated through a whole backward span that starts after it.
 func outlivesBackward(bwd []result.PhaseSpan, b *Block) bool {
-	k := sort.Search(len(bwd), func(k int) bool { return bwd[k].StartEvent > b.Alloc })
+	k := sort.Search(len(bwd), func(k int) bool { return bwd[k].StartEvent > int(b.Alloc) })
 	if k == len(bwd) {
 		return false
 	}
-	return b.Free < 0 || bwd[k].EndEvent < b.Free
+	return b.Free < 0 || bwd[k].EndEvent < int(b.Free)
 }
 
 // gradientBytesPerBackward is the most requested bytes of gradients one
@@ -173,8 +173,8 @@ func gradientBytesPerBackward(h *History, bwd []result.PhaseSpan) (bytes int64, 
 		if b.Category != result.Gradient || b.Rule() == RuleDDPBucket || b.Alloc < 0 || b.Untracked {
 			continue
 		}
-		k := sort.Search(len(bwd), func(k int) bool { return bwd[k].EndEvent >= b.Alloc })
-		if k == len(bwd) || bwd[k].StartEvent > b.Alloc {
+		k := sort.Search(len(bwd), func(k int) bool { return bwd[k].EndEvent >= int(b.Alloc) })
+		if k == len(bwd) || bwd[k].StartEvent > int(b.Alloc) {
 			continue
 		}
 		per[k].bytes += b.Requested
@@ -227,12 +227,12 @@ func bucketViewGradients(h *History, bwd []result.PhaseSpan) (bytes int64, n int
 		if b.Alloc < 0 || b.Untracked {
 			continue
 		}
-		k := sort.Search(len(bwd), func(k int) bool { return bwd[k].EndEvent >= b.Alloc })
-		if k == len(bwd) || bwd[k].StartEvent > b.Alloc {
+		k := sort.Search(len(bwd), func(k int) bool { return bwd[k].EndEvent >= int(b.Alloc) })
+		if k == len(bwd) || bwd[k].StartEvent > int(b.Alloc) {
 			continue
 		}
 		s, ok := slot[b.Requested]
-		if !ok || b.Free < 0 || b.Free > bwd[k].EndEvent {
+		if !ok || b.Free < 0 || int(b.Free) > bwd[k].EndEvent {
 			continue
 		}
 		if made[k] == nil {

@@ -59,7 +59,7 @@ func graphPoolBlocks(h *History) map[int]bool {
 			continue
 		}
 		k := segmentAt(segs, b.Addr)
-		if k < 0 || b.Alloc < since[k] || b.Alloc >= 0 && streamOf(h.Snap, ev[b.Alloc].Stream) != segs[k].Stream {
+		if k < 0 || int(b.Alloc) < since[k] || b.Alloc >= 0 && streamOf(h.Snap, ev[b.Alloc].Stream) != segs[k].Stream {
 			continue
 		}
 		out[bi] = true

@@ -39,7 +39,7 @@ func markPerParameterCopies(h *History) {
 		}
 		params := map[int64]int{}
 		var paramBytes int64
-		for _, b := range h.LiveBlocks(first) {
+		for _, b := range h.LiveBlocks(int(first)) {
 			if b.Category == result.Parameter {
 				params[b.Requested]++
 				paramBytes += b.Requested

@@ -51,14 +51,14 @@ func TestSameWaySameCategory(t *testing.T) {
 					}
 					if b.Free >= 0 {
 						w.fc = h.Phases.Code[b.Free]
-						w.step = b.Alloc >= 0 && h.Phases.StepAt(b.Free) == h.Phases.StepAt(b.Alloc)
+						w.step = b.Alloc >= 0 && h.Phases.StepAt(int(b.Free)) == h.Phases.StepAt(int(b.Alloc))
 					}
 					if o, ok := first[w]; !ok {
 						first[w] = b
 					} else if o.Category != b.Category && !split[w] {
 						split[w] = true
 						t.Errorf("device %d: blocks of %d B made at one stack in %s: %s (%s) and %s (%s)", d.ID, b.Requested,
-							h.Phases.At(max(b.Alloc, 0)), o.Category, o.Rule(), b.Category, b.Rule())
+							h.Phases.At(max(int(b.Alloc), 0)), o.Category, o.Rule(), b.Category, b.Rule())
 					}
 				}
 			}

@@ -24,19 +24,20 @@ type Block struct {
 	// is Size there.
 	Requested int64
 	// Alloc is the event index of the allocation, or −1 when the block was
-	// allocated before the recording began.
-	Alloc int
+	// allocated before the recording began. (The event indexes are int32,
+	// as History's per-event block index is: a device of 2³¹ events would
+	// hold some 90 GB of events, far past any input the readers accept.)
+	Alloc int32
 	// Free is the event index of free_completed, or −1 when the block is
 	// live at the end.
-	Free int
+	Free int32
 	// FreeRequested is the event index of free_requested, or −1. The
 	// allocation ends there (PyTorch stops counting the block as allocated);
 	// the block stays active, its memory held, until Free.
-	FreeRequested int
+	FreeRequested int32
 	// Stack is the allocation stack (the trace entry's, or the dump-time
 	// block's for blocks allocated before recording); FreeStack the free's.
 	Stack, FreeStack snapshot.StackID
-	meta             uint32 // Event.Meta of the allocation (memory timelines: "category:…")
 
 	// Untracked marks the part of a chrome trace's pre-window baseline that
 	// no event accounts for (a pseudo-block at address 0).
@@ -47,8 +48,9 @@ type Block struct {
 	PendingAtStart bool
 	// Category is set by classification, with the rule and confidence
 	// that decided it (Rule, Confidence: the verdict). (The fields are
-	// ordered so that the small ones share a word: a long trace has
-	// millions of blocks.)
+	// ordered so that the small ones share a word, and a block is 48
+	// bytes: a long trace has millions of blocks. The metadata of the few
+	// files that record a category per allocation is History.metas.)
 	Category result.Category
 	verdict  verdictID
 }
@@ -57,23 +59,23 @@ type Block struct {
 // free_requested, else free_completed (−1: allocated at the end).
 func (b *Block) AllocEnd() int {
 	if b.FreeRequested >= 0 {
-		return b.FreeRequested
+		return int(b.FreeRequested)
 	}
-	return b.Free
+	return int(b.Free)
 }
 
 // LiveAt reports whether the block is allocated after event i (i = −1: at
 // the start of the trace): allocated and not yet freed by the program.
 func (b *Block) LiveAt(i int) bool {
 	end := b.AllocEnd()
-	return !b.PendingAtStart && b.Alloc <= i && (end < 0 || end > i)
+	return !b.PendingAtStart && int(b.Alloc) <= i && (end < 0 || end > i)
 }
 
 // ActiveAt reports whether the block holds its memory after event i: from
 // its allocation to free_completed (a freed block waiting on other streams
 // is active, not allocated).
 func (b *Block) ActiveAt(i int) bool {
-	return b.Alloc <= i && (b.Free < 0 || b.Free > i)
+	return int(b.Alloc) <= i && (b.Free < 0 || int(b.Free) > i)
 }
 
 // History is the replayed history of one device: every block's lifetime,
@@ -109,6 +111,11 @@ type History struct {
 	// resPoints are the reserved bytes from each event that changes them
 	// (a snapshot's segment events; a chrome trace's Device.Reserved).
 	resPoints []snapshot.CounterPoint
+	// metas[bi] is block bi's "category:…" metadata (Event.Meta of its
+	// allocation, or of its free or pre-existing row when it has none):
+	// only memory timelines record one, so it is nil for other files, and
+	// shorter than Blocks when the last blocks have none (blockMeta).
+	metas []uint32
 	// Sizing is what sizeBlocks found.
 	Sizing blockSizing
 	// extraClose lists blocks closed by an event that also opens one
@@ -228,9 +235,11 @@ func (h *History) replay() {
 		meta uint32
 	}
 	anon := map[anonKey][]int32{}
-	newBlock := func(b Block) int32 {
+	newBlock := func(b Block, meta uint32) int32 {
 		h.Blocks = append(h.Blocks, b)
-		return int32(len(h.Blocks) - 1)
+		bi := int32(len(h.Blocks) - 1)
+		h.setMeta(bi, meta)
+		return bi
 	}
 	for i := range d.Events {
 		e := &d.Events[i]
@@ -243,7 +252,7 @@ func (h *History) replay() {
 			if e.Addr == 0 {
 				// No address (bytes-only traces, memory timelines): pair
 				// with the latest free of the same size and metadata.
-				bi := newBlock(Block{Size: e.Size, Requested: e.Size, Alloc: i, Free: -1, FreeRequested: -1, Stack: e.Stack, meta: e.Meta})
+				bi := newBlock(Block{Size: e.Size, Requested: e.Size, Alloc: int32(i), Free: -1, FreeRequested: -1, Stack: e.Stack}, e.Meta)
 				k := anonKey{e.Size, h.categoryMeta(e.Meta)}
 				anon[k] = append(anon[k], bi)
 				h.blockAt[i] = bi
@@ -251,24 +260,24 @@ func (h *History) replay() {
 				continue
 			}
 			if old, ok := live[e.Addr]; ok {
-				h.Blocks[old].Free = i
+				h.Blocks[old].Free = int32(i)
 				if h.extraClose == nil {
 					h.extraClose = map[int]int32{}
 				}
 				h.extraClose[i] = old
 				h.Reuse++
 			}
-			bi := newBlock(Block{Addr: e.Addr, Size: e.Size, Requested: e.Size, Alloc: i, Free: -1, FreeRequested: -1, Stack: e.Stack})
+			bi := newBlock(Block{Addr: e.Addr, Size: e.Size, Requested: e.Size, Alloc: int32(i), Free: -1, FreeRequested: -1, Stack: e.Stack}, 0)
 			live[e.Addr] = bi
 			h.blockAt[i] = bi
 		case snapshot.ActionFreeRequested:
 			bi, ok := live[e.Addr]
 			if !ok {
-				bi = newBlock(Block{Addr: e.Addr, Size: e.Size, Requested: e.Size, Alloc: -1, Free: -1, FreeRequested: -1})
+				bi = newBlock(Block{Addr: e.Addr, Size: e.Size, Requested: e.Size, Alloc: -1, Free: -1, FreeRequested: -1}, 0)
 				live[e.Addr] = bi
 			}
 			h.blockAt[i] = bi
-			h.Blocks[bi].FreeRequested = i
+			h.Blocks[bi].FreeRequested = int32(i)
 			h.Blocks[bi].FreeStack = e.Stack
 		case snapshot.ActionFreeCompleted:
 			if e.Addr == 0 {
@@ -278,18 +287,18 @@ func (h *History) replay() {
 					bi = st[len(st)-1]
 					anon[k] = st[:len(st)-1]
 				} else {
-					bi = newBlock(Block{Size: e.Size, Requested: e.Size, Alloc: -1, Free: -1, FreeRequested: -1, FreeStack: e.Stack, meta: e.Meta})
+					bi = newBlock(Block{Size: e.Size, Requested: e.Size, Alloc: -1, Free: -1, FreeRequested: -1, FreeStack: e.Stack}, e.Meta)
 				}
-				h.Blocks[bi].Free = i
+				h.Blocks[bi].Free = int32(i)
 				h.blockAt[i] = bi
 				continue
 			}
 			bi, ok := live[e.Addr]
 			if !ok {
-				bi = newBlock(Block{Addr: e.Addr, Size: e.Size, Requested: e.Size, Alloc: -1, Free: -1, FreeRequested: -1, FreeStack: e.Stack})
+				bi = newBlock(Block{Addr: e.Addr, Size: e.Size, Requested: e.Size, Alloc: -1, Free: -1, FreeRequested: -1, FreeStack: e.Stack}, 0)
 			}
 			delete(live, e.Addr)
-			h.Blocks[bi].Free = i
+			h.Blocks[bi].Free = int32(i)
 			if h.Blocks[bi].FreeStack == 0 {
 				h.Blocks[bi].FreeStack = e.Stack
 			}
@@ -327,7 +336,7 @@ func (h *History) replay() {
 					req = b.Size
 				}
 				newBlock(Block{Addr: b.Address, Size: b.Size, Requested: req, Alloc: -1, Free: -1, FreeRequested: -1, Stack: b.Stack,
-					PendingAtStart: b.State == snapshot.BlockActivePendingFree})
+					PendingAtStart: b.State == snapshot.BlockActivePendingFree}, 0)
 				dumped = append(dumped, true)
 				h.preLive++
 			}
@@ -365,7 +374,7 @@ func (h *History) replay() {
 	// of the first event); what no orphan free explains is untracked.
 	if d.Baseline >= 0 && len(d.Segments) == 0 {
 		if rest := d.Baseline - h.InitialAllocated; rest > 0 {
-			newBlock(Block{Size: rest, Requested: rest, Alloc: -1, Free: -1, FreeRequested: -1, Untracked: true})
+			newBlock(Block{Size: rest, Requested: rest, Alloc: -1, Free: -1, FreeRequested: -1, Untracked: true}, 0)
 			h.InitialAllocated = d.Baseline
 		}
 	}
@@ -399,7 +408,7 @@ func (h *History) replay() {
 // timeline's PREEXISTING rows and their categories): a free without an
 // allocation ends one of them (of its size and category, else of its size),
 // the others live on.
-func (h *History) placePreexisting(newBlock func(Block) int32) {
+func (h *History) placePreexisting(newBlock func(Block, uint32) int32) {
 	type key struct {
 		size int64
 		meta uint32
@@ -427,13 +436,13 @@ func (h *History) placePreexisting(newBlock func(Block) int32) {
 		if b.Alloc >= 0 || b.Addr != 0 || b.Untracked {
 			continue
 		}
-		if !take(byKey[key{b.Size, h.categoryMeta(b.meta)}]) {
+		if !take(byKey[key{b.Size, h.blockMeta(bi)}]) {
 			take(bySize[b.Size])
 		}
 	}
 	for i, r := range rows {
 		if !used[i] {
-			newBlock(Block{Size: r.Size, Requested: r.Size, Alloc: -1, Free: -1, FreeRequested: -1, meta: r.Meta})
+			newBlock(Block{Size: r.Size, Requested: r.Size, Alloc: -1, Free: -1, FreeRequested: -1}, r.Meta)
 		}
 	}
 }
@@ -495,6 +504,27 @@ func (h *History) ReplayDiagnostics() []result.Diagnostic {
 func (h *History) categoryMeta(m uint32) uint32 {
 	if m != 0 && int(m) < len(h.Snap.Strings) && strings.HasPrefix(h.Snap.Strings[m], "category:") {
 		return m
+	}
+	return 0
+}
+
+// setMeta records the metadata m of block bi, the last block made, where it
+// is a category (categoryMeta).
+func (h *History) setMeta(bi int32, m uint32) {
+	if m = h.categoryMeta(m); m == 0 {
+		return
+	}
+	if h.metas == nil {
+		h.metas = make([]uint32, 0, cap(h.Blocks))
+	}
+	h.metas = append(h.metas, make([]uint32, int(bi)-len(h.metas))...)
+	h.metas = append(h.metas, m)
+}
+
+// blockMeta is block bi's "category:…" metadata, 0 when it has none.
+func (h *History) blockMeta(bi int) uint32 {
+	if bi < len(h.metas) {
+		return h.metas[bi]
 	}
 	return 0
 }

@@ -23,7 +23,7 @@ func (h *History) blockSiteRef(c *SiteCache, b *Block) siteRef {
 	if b.Alloc < 0 {
 		return siteRef{Name: result.SiteBeforeRecording[:len(result.SiteBeforeRecording)-1] + ": " + b.Category.String() + ">", Line: -1}
 	}
-	return siteRef{Name: result.SiteNoFrames[:len(result.SiteNoFrames)-1] + ": " + string(h.Phases.At(b.Alloc)) + ">", Line: -1}
+	return siteRef{Name: result.SiteNoFrames[:len(result.SiteNoFrames)-1] + ": " + string(h.Phases.At(int(b.Alloc))) + ">", Line: -1}
 }
 
 // TopSites groups the bytes live after event i by allocation site (the

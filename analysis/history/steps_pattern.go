@@ -137,7 +137,7 @@ func parameterSweeps(h *History) []anchor {
 	count := 0 // parameter blocks
 	for _, before := range []int{0, firstFree} {
 		for i := range h.Blocks {
-			if b := &h.Blocks[i]; b.Free < 0 && !b.Untracked && b.Alloc < before {
+			if b := &h.Blocks[i]; b.Free < 0 && !b.Untracked && int(b.Alloc) < before {
 				params[b.Size] = true
 				count++
 			}

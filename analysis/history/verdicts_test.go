@@ -50,8 +50,8 @@ func TestVerdictsFit(t *testing.T) {
 	if most, room := 3*rules+1, int(^verdictID(0))+1; most > room {
 		t.Errorf("%d rules make up to %d verdicts, more than the %d a verdictID holds", rules, most, room)
 	}
-	if size := unsafe.Sizeof(Block{}); size > 64 {
-		t.Errorf("a Block takes %d bytes, more than 64", size)
+	if size := unsafe.Sizeof(Block{}); size > 48 {
+		t.Errorf("a Block takes %d bytes, more than 48", size)
 	}
 }
 

@@ -38,7 +38,7 @@ func (sc *leakScan) cycleFinding() (result.Leak, bool) {
 		r.from[d.from] = true
 		r.blocks = append(r.blocks, d.bi)
 		r.bytes += b.Size
-		r.first, r.end = min(r.first, b.Free), max(r.end, b.Free)
+		r.first, r.end = min(r.first, int(b.Free)), max(r.end, int(b.Free))
 		delayedBytes += b.Size
 	}
 	var collections []int
@@ -105,7 +105,7 @@ func (sc *leakScan) cycleFinding() (result.Leak, bool) {
 				continue
 			}
 			b := &sc.h.Blocks[bi]
-			if b.Alloc >= 0 && int(sc.stepOf[b.Alloc]) == m-1 && sites[sc.site(int(bi))] {
+			if b.Alloc >= 0 && sc.stepAt(int(b.Alloc)) == m-1 && sites[sc.site(int(bi))] {
 				perFrom[m-1] += b.Size
 				blocks = append(blocks, int(bi))
 				r.bytes += b.Size
@@ -163,9 +163,9 @@ func (sc *leakScan) maxLiveAtStepEnds(blocks []int) int64 {
 	ds := make([]delta, 0, 2*len(blocks))
 	for _, bi := range blocks {
 		b := &sc.h.Blocks[bi]
-		ds = append(ds, delta{b.Alloc, b.Size})
+		ds = append(ds, delta{int(b.Alloc), b.Size})
 		if b.Free >= 0 {
-			ds = append(ds, delta{b.Free, -b.Size})
+			ds = append(ds, delta{int(b.Free), -b.Size})
 		}
 	}
 	sort.Slice(ds, func(a, b int) bool { return ds[a].at < ds[b].at })

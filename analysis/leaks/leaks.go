@@ -67,10 +67,13 @@ func Detect(s *snapshot.Snapshot, hs []*history.History) []result.Leak {
 
 // leakScan holds what one device's steps tell about survivors.
 type leakScan struct {
-	h      *history.History
-	plan   *history.StepPlan
-	steps  []history.StepRange
-	stepOf []int32 // step index of every event, −1 outside the steps
+	h     *history.History
+	plan  *history.StepPlan
+	steps []history.StepRange
+	// stepOf is the step index of every event (−1 outside the steps) when
+	// the steps overlap; nil when they are in order and apart (the rule:
+	// a partition of the events), stepAt then finds it in them.
+	stepOf []int32
 	sites  *history.SiteCache
 	// kept[k] are the blocks of eligible step k never freed (or freed only
 	// after the last step); held[k] the same for every step, the first and

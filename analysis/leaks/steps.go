@@ -15,14 +15,17 @@ import (
 // outlives the next step, and how it ends.
 func scanSurvivors(h *history.History, plan *history.StepPlan, steps []history.StepRange) *leakScan {
 	n := len(h.Device.Events)
-	sc := &leakScan{h: h, plan: plan, steps: steps, stepOf: make([]int32, n), sites: h.NewSiteCache(),
+	sc := &leakScan{h: h, plan: plan, steps: steps, sites: h.NewSiteCache(),
 		kept: make([][]int, len(steps)), held: make([][]int, len(steps)), guessed: h.Anonymous > 0}
-	for i := range sc.stepOf {
-		sc.stepOf[i] = -1
-	}
-	for k, st := range steps {
-		for i := st.Start; i <= st.End && i < n; i++ {
-			sc.stepOf[i] = int32(k)
+	if !apart(steps) {
+		sc.stepOf = make([]int32, n)
+		for i := range sc.stepOf {
+			sc.stepOf[i] = -1
+		}
+		for k, st := range steps {
+			for i := st.Start; i <= st.End && i < n; i++ {
+				sc.stepOf[i] = int32(k)
+			}
 		}
 	}
 	for _, st := range steps {
@@ -34,8 +37,8 @@ func scanSurvivors(h *history.History, plan *history.StepPlan, steps []history.S
 	lastEnd := S[len(S)-1].End
 	// nextStep returns the step holding event i, or the first one after it.
 	nextStep := func(i int) int {
-		if k := sc.stepOf[i]; k >= 0 {
-			return int(k)
+		if k := sc.stepAt(i); k >= 0 {
+			return k
 		}
 		return sort.Search(len(S), func(k int) bool { return S[k].Start > i })
 	}
@@ -44,12 +47,12 @@ func scanSurvivors(h *history.History, plan *history.StepPlan, steps []history.S
 		if b.Alloc < 0 || b.Untracked {
 			continue
 		}
-		k := int(sc.stepOf[b.Alloc])
+		k := sc.stepAt(int(b.Alloc))
 		if k < 0 {
 			continue
 		}
-		free := b.Free
-		if o := h.FirstOOM; o >= 0 && b.Alloc < o && free > o {
+		free := int(b.Free)
+		if o := h.FirstOOM; o >= 0 && int(b.Alloc) < o && free > o {
 			free = -1 // freed while the OutOfMemoryError unwound: it lived to the OOM
 		}
 		if free < 0 || free > lastEnd {
@@ -116,7 +119,7 @@ func (sc *leakScan) site(bi int) string { return sc.h.BlockSite(sc.sites, &sc.h.
 // steps without any backward, in an unknown phase: an inference or
 // evaluation loop whose phases were not recorded).
 func (sc *leakScan) forwardish(bi int) bool {
-	switch sc.h.Phases.At(sc.h.Blocks[bi].Alloc) {
+	switch sc.h.Phases.At(int(sc.h.Blocks[bi].Alloc)) {
 	case result.PhaseForward:
 		return true
 	case result.PhaseUnknown:
@@ -192,4 +195,30 @@ func (sc *leakScan) graphAlive(ks []int) bool {
 		}
 	}
 	return true
+}
+
+// apart reports whether the steps are in order and none starts before the
+// ones before it have ended: then the step holding an event is the last one
+// starting at or before it, if it has not ended (stepAt), and no per-event
+// index is needed (4 bytes an event, at the analysis's peak).
+func apart(steps []history.StepRange) bool {
+	for k, st := range steps {
+		if st.Start > st.End || k > 0 && st.Start <= steps[k-1].End {
+			return false
+		}
+	}
+	return true
+}
+
+// stepAt is the index of the step holding event i, −1 outside the steps.
+func (sc *leakScan) stepAt(i int) int {
+	if sc.stepOf != nil {
+		return int(sc.stepOf[i])
+	}
+	S := sc.steps
+	k := sort.Search(len(S), func(k int) bool { return S[k].Start > i }) - 1
+	if k < 0 || i > S[k].End {
+		return -1
+	}
+	return k
 }

@@ -139,8 +139,8 @@ func Gather(h *history.History, dr *result.DeviceResult) *Evidence {
 	if fwdIdx >= 0 {
 		ev.gradsInFwd = h.CategoriesAt(fwdIdx)[result.Gradient]
 		for _, b := range h.LiveBlocks(fwdIdx) {
-			if b.Rule() == history.RuleFreedByZeroGrad && (ev.lateZero < 0 || b.Free < ev.lateZero) {
-				ev.lateZero = b.Free
+			if b.Rule() == history.RuleFreedByZeroGrad && (ev.lateZero < 0 || int(b.Free) < ev.lateZero) {
+				ev.lateZero = int(b.Free)
 			}
 			if b.Rule() == history.RuleDDPBucket && b.Category == result.Gradient {
 				ev.gradsInFwd -= b.Size // kept for the model's life, not across steps by zero_grad

@@ -80,7 +80,7 @@ func PartOf(h *history.History, b *history.Block, stale, seqSquared bool) Part {
 		case history.RuleDDPBucket:
 			return PartBucket
 		case history.RuleShardedGradients:
-			if b.Free >= 0 && h.Phases.At(b.Free) == result.PhaseBackward {
+			if b.Free >= 0 && h.Phases.At(int(b.Free)) == result.PhaseBackward {
 				// the reduce-scatter's input: a module's gradients on
 				// their way to the shards, freed in the same backward
 				return PartFixed
@@ -109,7 +109,7 @@ func PartOf(h *history.History, b *history.Block, stale, seqSquared bool) Part {
 		return PartLinearRest
 	case result.Activation, result.Temporary, result.AutogradDetail, result.InputData:
 		if b.Alloc >= 0 {
-			if ph := h.Phases.At(b.Alloc); ph == result.PhaseOptimizer || ph == result.PhaseZeroGrad {
+			if ph := h.Phases.At(int(b.Alloc)); ph == result.PhaseOptimizer || ph == result.PhaseZeroGrad {
 				return PartFixed
 			}
 		}
@@ -172,11 +172,11 @@ func gradientsAcrossForward(h *history.History) (stale map[int]bool, accumulated
 		}
 		// The first forward start at or after the allocation: the block
 		// is alive there unless its allocation has ended by then.
-		k := sort.SearchInts(starts, b.Alloc)
+		k := sort.SearchInts(starts, int(b.Alloc))
 		if k >= len(starts) || !b.LiveAt(starts[k]) {
 			continue
 		}
-		if j := sort.SearchInts(backwards, starts[k]); j < len(backwards) && b.Free >= 0 && backwards[j] < b.Free {
+		if j := sort.SearchInts(backwards, starts[k]); j < len(backwards) && b.Free >= 0 && backwards[j] < int(b.Free) {
 			accumulated = true // added to by the next backward
 			continue
 		}

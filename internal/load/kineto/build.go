@@ -159,7 +159,7 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	// Model threads, in order of first appearance.
 	tmap := make([]uint16, len(tr.threads))
 	for i, t := range tr.threads {
-		if len(t.spans) == 0 && t.nMem == 0 {
+		if t.spans.len() == 0 && t.nMem == 0 {
 			continue
 		}
 		tmap[i] = b.Thread(t.pid, t.tid)
@@ -180,12 +180,12 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 		t.mem = append(t.mem, int32(i))
 	}
 	var anns []snapshot.Annotation
-	bwUnits := make([][]timeRange, len(tr.threads))
+	bwUnits := make([]*pieceList[timeRange], len(tr.threads))
 	for ti, t := range tr.threads {
 		bwUnits[ti] = sw.thread(int32(ti), t, ti == main, tmap[ti], &anns)
 		// Swept: the collector may take the thread's spans back before the
 		// devices' events are made (together the peak of the reader).
-		t.spans, t.mem = nil, nil
+		t.spans, t.mem = spanList{}, nil
 	}
 
 	// Backward ranges: merge each thread's backward spans across small gaps
@@ -199,17 +199,18 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	}
 	slices.Sort(bounds)
 	for ti, units := range bwUnits {
-		if len(units) == 0 {
+		if units.len() == 0 {
 			continue
 		}
 		if tmap[ti] != 0 && ti != main {
 			s.Threads[tmap[ti]].Autograd = true
 		}
-		cur := units[0]
+		cur := *units.at(0)
 		flush := func() {
 			anns = append(anns, snapshot.Annotation{Name: "backward", Device: -1, StartNS: cur.start, EndNS: cur.end, Thread: tmap[ti], Kind: snapshot.AnnotationBackward})
 		}
-		for _, u := range units[1:] {
+		for k := int32(1); k < units.len(); k++ {
+			u := *units.at(k)
 			if u.start <= cur.end || (u.start-cur.end <= backwardGapNS && !boundaryIn(bounds, cur.end, u.start)) {
 				cur.end = max(cur.end, u.end)
 				continue
@@ -273,18 +274,20 @@ func (tr *traceReader) mainThread(classes []uint8) int {
 	best, bestScore := -1, -1
 	for i, t := range tr.threads {
 		score := 0
-		for _, sp := range t.spans {
-			switch classes[sp.name] {
-			case clsStep:
-				score += 1 << 40
-			case clsOpt:
-				score += 1 << 30
-			case clsEvalFn, clsLegacyBw:
-			default:
-				score++
+		for _, p := range t.spans.pieces {
+			for k := range p {
+				switch classes[p[k].name] {
+				case clsStep:
+					score += 1 << 40
+				case clsOpt:
+					score += 1 << 30
+				case clsEvalFn, clsLegacyBw:
+				default:
+					score++
+				}
 			}
 		}
-		if len(t.spans) > 0 && score > bestScore {
+		if t.spans.len() > 0 && score > bestScore {
 			best, bestScore = i, score
 		}
 	}
@@ -303,7 +306,8 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16) {
 		recs []int32
 	}
 	// Each device's records, in lists of the exact size (grown by append,
-	// the copies left behind would be several times the records).
+	// the copies left behind would be several times the records); none
+	// for a single device, whose records are all of them (rec).
 	groups := map[int]*group{}
 	var ids []int
 	for i := range tr.mem {
@@ -316,35 +320,48 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16) {
 		}
 		g.n++
 	}
-	for _, g := range groups {
-		g.recs = make([]int32, 0, g.n)
-	}
-	for i := range tr.mem {
-		id, _ := deviceOf(tr.devKeys[tr.mem[i].dev], tr.rocm)
-		g := groups[id]
-		g.recs = append(g.recs, int32(i))
+	if len(ids) > 1 {
+		for _, g := range groups {
+			g.recs = make([]int32, 0, g.n)
+		}
+		for i := range tr.mem {
+			id, _ := deviceOf(tr.devKeys[tr.mem[i].dev], tr.rocm)
+			g := groups[id]
+			g.recs = append(g.recs, int32(i))
+		}
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
 		g := groups[id]
+		// rec is the device's k-th record.
+		rec := func(k int) int32 {
+			if g.recs == nil {
+				return int32(k)
+			}
+			return g.recs[k]
+		}
 		// The records in time order: as they came in the file (the usual
 		// trace), their totals read as they go; else each one's totals
 		// first, in file order, then the records sorted.
 		byTime := func(x, y int32) int { return cmp.Compare(tr.memEv[x].TimeNS, tr.memEv[y].TimeNS) }
-		inOrder := slices.IsSortedFunc(g.recs, byTime)
+		inOrder := true
+		for k := 1; k < g.n && inOrder; k++ {
+			inOrder = byTime(rec(k), rec(k-1)) >= 0
+		}
 		var walk counters
-		var totals [][2]int64 // when not inOrder: the totals of the k-th record of g.recs
-		var perm []int32      // and g.recs' positions in time order
+		var totals [][2]int64 // when not inOrder: the totals of the k-th record
+		var perm []int32      // and the records' positions in time order
 		if !inOrder {
-			totals = make([][2]int64, len(g.recs))
-			for k, ri := range g.recs {
+			totals = make([][2]int64, g.n)
+			for k := range g.n {
+				ri := rec(k)
 				totals[k][0], totals[k][1] = tr.readCounters(&walk, ri, tr.memEv[ri].Size, tr.mem[ri].flags)
 			}
-			perm = make([]int32, len(g.recs))
+			perm = make([]int32, g.n)
 			for k := range perm {
 				perm[k] = int32(k)
 			}
-			slices.SortStableFunc(perm, func(x, y int32) int { return byTime(g.recs[x], g.recs[y]) })
+			slices.SortStableFunc(perm, func(x, y int32) int { return byTime(rec(int(x)), rec(int(y))) })
 		}
 		d := &snapshot.Device{ID: id, Kind: g.kind, Baseline: -1} // ids are sorted: no Builder.Device lookups
 		s.Devices = append(s.Devices, d)
@@ -362,20 +379,20 @@ func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16) {
 		if len(ids) == 1 && inOrder {
 			d.Events = tr.memEv[:0:len(tr.memEv)]
 		} else {
-			d.Events = make([]snapshot.Event, 0, len(g.recs))
+			d.Events = make([]snapshot.Event, 0, g.n)
 		}
 		live := map[uint64]int64{}
 		var prevTA int64
 		havePrevTA, baselineSet := false, false
 		var noAddr, orphans, reuse, sizeMismatch, taMismatch, ooms int
-		for k := range g.recs {
-			ri := g.recs[k]
+		for k := range g.n {
+			ri := rec(k)
 			var mta, mtr int64
 			if inOrder {
 				mta, mtr = tr.readCounters(&walk, ri, tr.memEv[ri].Size, tr.mem[ri].flags)
 			} else {
 				p := perm[k]
-				ri, mta, mtr = g.recs[p], totals[p][0], totals[p][1]
+				ri, mta, mtr = rec(int(p)), totals[p][0], totals[p][1]
 			}
 			m := &tr.mem[ri]
 			raw := tr.memEv[ri] // a copy: d.Events may write its slot

@@ -51,11 +51,12 @@ func TestRecordPipelineOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		tr.ra.Stop()
-		if len(tr.threads) != 1 || len(tr.threads[0].spans) != n {
-			t.Fatalf("fast %v: threads %d, spans %d; want 1 thread with %d spans", fast, len(tr.threads), len(tr.threads[0].spans), n)
+		if len(tr.threads) != 1 || tr.threads[0].spans.len() != int32(n) {
+			t.Fatalf("fast %v: threads %d, spans %d; want 1 thread with %d spans", fast, len(tr.threads), tr.threads[0].spans.len(), n)
 		}
-		for i, sp := range tr.threads[0].spans {
-			if sp.seq != int32(i+1) || sp.start != int64(i)*10_000 || tr.names[sp.name] != "op"+strings.Repeat("x", i%7) {
+		for i := range int32(n) {
+			sp := tr.threads[0].spans.at(i)
+			if sp.seq != int32(i+1) || sp.start != int64(i)*10_000 || tr.names[sp.name] != "op"+strings.Repeat("x", int(i%7)) {
 				t.Fatalf("fast %v: span %d: seq %d start %d name %q", fast, i, sp.seq, sp.start, tr.names[sp.name])
 			}
 		}

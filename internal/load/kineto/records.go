@@ -29,6 +29,47 @@ type opSpan struct {
 	kind       uint8
 }
 
+// pieceShift sets the values a piece of a pieceList holds: 2¹⁵.
+const pieceShift = 15
+
+const pieceLen = 1 << pieceShift
+
+// pieceList is a list of values in pieces of pieceLen (the first grows by
+// append up to that size), never copied to grow: a long trace's spans and
+// backward ranges, tens of MB on its main thread, grown by append as one
+// slice each, left some four times their size of garbage behind while the
+// events were read and swept (the bulk of the reader's garbage).
+type pieceList[T any] struct {
+	pieces [][]T
+	n      int32
+}
+
+// add appends v.
+func (l *pieceList[T]) add(v T) {
+	k := len(l.pieces) - 1
+	if k < 0 || len(l.pieces[k]) == pieceLen {
+		var p []T
+		if k >= 0 {
+			p = make([]T, 0, pieceLen)
+		}
+		l.pieces = append(l.pieces, p)
+		k++
+	}
+	l.pieces[k] = append(l.pieces[k], v)
+	l.n++
+}
+
+// len is the number of values.
+func (l *pieceList[T]) len() int32 { return l.n }
+
+// at is value i, in the order added.
+func (l *pieceList[T]) at(i int32) *T {
+	return &l.pieces[i>>pieceShift][i&(pieceLen-1)]
+}
+
+// spanList is a thread's spans, in file order.
+type spanList = pieceList[opSpan]
+
 // Flags of memRec.
 const (
 	memHasAddr uint8 = 1 << iota
@@ -112,7 +153,7 @@ func (tr *traceReader) readCounters(c *counters, rec int32, n int64, flags uint8
 // traceThread is one CPU thread (pid, tid) seen in the trace.
 type traceThread struct {
 	pid, tid string
-	spans    []opSpan
+	spans    spanList
 	nMem     int     // its [memory] records
 	mem      []int32 // indices into traceReader.mem, listed by build
 }
@@ -209,7 +250,7 @@ func (tr *traceReader) record() {
 			}
 		}
 		t := tr.threads[th]
-		t.spans = append(t.spans, sp)
+		t.spans.add(sp)
 		if kind == spanOp && string(name) == "torch::autograd::AccumulateGrad" {
 			g := gradRec{ts: start, thread: th, elements: -1}
 			if ev.inputDims.ok() {

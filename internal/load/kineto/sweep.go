@@ -65,18 +65,10 @@ func (sw *sweeper) meta(name int32) uint32 {
 // thread sweeps one thread: it appends the thread's annotations, sets the
 // stack and op of each of its memory events, and returns its top-level
 // backward spans in time order.
-func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns *[]snapshot.Annotation) []timeRange {
+func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns *[]snapshot.Annotation) *pieceList[timeRange] {
 	tr := sw.tr
-	spans := t.spans
-	slices.SortFunc(spans, func(x, y opSpan) int {
-		if c := cmp.Compare(x.start, y.start); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(y.end, x.end); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.seq, y.seq)
-	})
+	spans := &t.spans
+	order := spanOrder(spans)
 	mem := t.mem
 	slices.SortStableFunc(mem, func(x, y int32) int { return cmp.Compare(tr.memEv[x].TimeNS, tr.memEv[y].TimeNS) })
 
@@ -85,7 +77,7 @@ func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns
 	version, cachedVersion := 0, -1
 	var cachedStack snapshot.StackID
 	var cachedMeta uint32
-	var bw []timeRange
+	bw := &pieceList[timeRange]{}
 
 	pop := func() {
 		o := open[len(open)-1]
@@ -101,8 +93,8 @@ func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns
 		}
 		version++
 	}
-	push := func(i int) {
-		sp := &spans[i]
+	push := func(i int32) {
+		sp := spans.at(i)
 		end := sp.end
 		for len(open) > 0 {
 			top := open[len(open)-1]
@@ -129,7 +121,7 @@ func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns
 			*anns = append(*anns, snapshot.Annotation{Name: tr.names[sp.name], Device: -1, StartNS: sp.start, EndNS: sp.end, Thread: mt, Kind: snapshot.AnnotationData})
 		case cls == clsEvalFn || (cls == clsLegacyBw && !sw.hasEvalFn && !isMain && isUserOrOp):
 			if nBackward == 0 {
-				bw = append(bw, timeRange{sp.start, sp.end})
+				bw.add(timeRange{sp.start, sp.end})
 			}
 			flags |= openBackward
 		case (isUserOrOp && cls == clsForward) || (sp.kind == spanPython && cls == clsModule && nModule == 0):
@@ -152,7 +144,7 @@ func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns
 		if flags&openForward != 0 {
 			nForward++
 		}
-		o := openSpan{i: int32(i), end: end, op: -1, cs: sp.callStack, flags: flags}
+		o := openSpan{i: i, end: end, op: -1, cs: sp.callStack, flags: flags}
 		if len(open) > 0 {
 			o.op, o.cs = open[len(open)-1].op, open[len(open)-1].cs
 			if sp.callStack >= 0 {
@@ -160,17 +152,24 @@ func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns
 			}
 		}
 		if sp.kind != spanPython {
-			o.op = int32(i)
+			o.op = i
 		}
 		open = append(open, o)
 		version++
 	}
 
-	si := 0
+	// next is the span at position si of the time order.
+	next := func(si int32) int32 {
+		if order == nil {
+			return si
+		}
+		return order[si]
+	}
+	si, n := int32(0), spans.len()
 	for _, mi := range mem {
 		ts := tr.memEv[mi].TimeNS
-		for si < len(spans) && spans[si].start <= ts {
-			push(si)
+		for si < n && spans.at(next(si)).start <= ts {
+			push(next(si))
 			si++
 		}
 		for len(open) > 0 && open[len(open)-1].end < ts {
@@ -183,22 +182,51 @@ func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns
 		e := &tr.memEv[mi] // its stack and op, kept in the event it becomes
 		e.Stack, e.Meta = cachedStack, cachedMeta
 	}
-	for ; si < len(spans); si++ {
-		push(si)
+	for ; si < n; si++ {
+		push(next(si))
 	}
 	return bw
+}
+
+// spanOrder returns the positions of a thread's spans in time order: by
+// start, the longer first, then in file order; nil when the file order is
+// that order already (the usual trace), which spares a position a span.
+func spanOrder(spans *spanList) []int32 {
+	before := func(x, y *opSpan) int {
+		if c := cmp.Compare(x.start, y.start); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(y.end, x.end); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.seq, y.seq)
+	}
+	n := spans.len()
+	sorted := true
+	for i := int32(1); i < n && sorted; i++ {
+		sorted = before(spans.at(i-1), spans.at(i)) < 0
+	}
+	if sorted {
+		return nil
+	}
+	order := make([]int32, n)
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(x, y int32) int { return before(spans.at(x), spans.at(y)) })
+	return order
 }
 
 // stack builds the stack of the open spans, innermost first, followed by
 // the legacy Call stack of the innermost op that has one; and the innermost
 // op's name.
-func (sw *sweeper) stack(spans []opSpan, open []openSpan) (snapshot.StackID, uint32) {
+func (sw *sweeper) stack(spans *spanList, open []openSpan) (snapshot.StackID, uint32) {
 	if len(open) == 0 {
 		return 0, 0
 	}
 	fs := sw.frames[:0]
 	for k := len(open) - 1; k >= 0 && len(fs) < maxTraceStack; k-- {
-		fs = append(fs, sw.frame(&spans[open[k].i]))
+		fs = append(fs, sw.frame(spans.at(open[k].i)))
 	}
 	top := open[len(open)-1]
 	if top.cs >= 0 {
@@ -212,7 +240,7 @@ func (sw *sweeper) stack(spans []opSpan, open []openSpan) (snapshot.StackID, uin
 	sw.frames = fs
 	var meta uint32
 	if top.op >= 0 {
-		meta = sw.meta(spans[top.op].name)
+		meta = sw.meta(spans.at(top.op).name)
 	}
 	return sw.b.Stack(fs), meta
 }
