@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	"github.com/torchmem/torchmem/internal/beside"
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -17,9 +18,19 @@ func Build(s *snapshot.Snapshot, d *snapshot.Device) *History {
 // BuildWithAnnotations is Build with the snapshot's annotation intervals
 // shared between its devices (nil: computed for this one).
 func BuildWithAnnotations(s *snapshot.Snapshot, d *snapshot.Device, ann *AnnIntervals) *History {
-	h := Replay(s, d)
+	// The reserved curve and the events' hints from their frames need only
+	// the events, the segments and the stacks: they are made on the other
+	// core during the replay, which uses neither.
+	h := newHistory(s, d)
+	var hints []hint
+	wait := beside.Go(func() {
+		h.replayReserved()
+		hints = frameHints(h)
+	})
+	h.replay()
 	h.ann = ann
-	ComputePhases(h)
+	wait()
+	computePhases(h, hints)
 	if len(d.Events) >= returnScratchEvents {
 		// The phase and step passes leave some ten bytes an event of
 		// scratch behind, which the runtime keeps resident; Classify's

@@ -4,6 +4,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/torchmem/torchmem/result"
 	"github.com/torchmem/torchmem/snapshot"
@@ -220,6 +221,8 @@ var plumbing = []string{"CachingAllocator", "empty_generic", "empty_cuda", "_emp
 // stack (frameTexts): every device's lists share it.
 func (h *History) DisplayStack(st snapshot.StackID, max int) []string {
 	t := h.FrameTexts()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	k := [2]int{int(st), max}
 	if out, ok := t.stacks[k]; ok {
 		return out
@@ -266,8 +269,13 @@ func (t *FrameTexts) DisplayStack(st snapshot.StackID, max int) []string {
 // frameTexts is frameString of each frame of a file, made on first use
 // and shared: the stacks of a file's devices name the same frames, and a
 // text per stack and device (256 devices of 80 listed allocations with
-// stacks of 16 frames of 8 KB) took gigabytes. Used by one goroutine.
+// stacks of 16 frames of 8 KB) took gigabytes. History.DisplayStack may be
+// called from several goroutines; the rest by one at a time.
 type FrameTexts struct {
+	// mu guards the texts and stacks History.DisplayStack makes: the
+	// analysis lists one device's allocations while it makes the OOM
+	// post-mortem of the next.
+	mu   sync.Mutex
 	s    *snapshot.Snapshot
 	text []string
 	done []bool

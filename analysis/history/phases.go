@@ -265,6 +265,24 @@ func innermost(events []snapshot.Event, ivs []interval, out []int32) []int32 {
 // torch.func) is forward. Then the step pass divides the events into steps
 // (History.Steps).
 func ComputePhases(h *History) *Phases {
+	return computePhases(h, nil)
+}
+
+// frameHints is the markers' hint of the stack of every event of h, which
+// computePhases starts from: it needs only the events and the stacks, and
+// BuildWithAnnotations finds it while the replay runs.
+func frameHints(h *History) []hint {
+	ev := h.Device.Events
+	out := make([]hint, len(ev))
+	for i := range ev {
+		out[i] = h.Markers.Get(ev[i].Stack).Hint
+	}
+	return out
+}
+
+// computePhases is ComputePhases from the events' frameHints, or with
+// pre nil, looking the markers up itself. It writes its hints over pre.
+func computePhases(h *History, pre []hint) *Phases {
 	s, d := h.Snap, h.Device
 	n := len(d.Events)
 	p := &Phases{Code: make([]uint8, n), step: make([]int32, n)}
@@ -285,13 +303,20 @@ func ComputePhases(h *History) *Phases {
 	// context="all": then their frames say nothing about when they happened.
 	freeFramesAreAllocFrames := freesCarryAllocStacks(h)
 
-	hints := make([]hint, n)
+	hints := pre
+	if hints == nil {
+		hints = make([]hint, n)
+	}
 	usedAnn, usedFrames, usedThreads := false, false, false
 	for i := range d.Events {
 		e := &d.Events[i]
 		var fh hint
 		isFree := e.Action == snapshot.ActionFreeRequested || e.Action == snapshot.ActionFreeCompleted
-		if !(isFree && freeFramesAreAllocFrames) {
+		switch {
+		case isFree && freeFramesAreAllocFrames:
+		case pre != nil:
+			fh = pre[i]
+		default:
 			fh = h.Markers.Get(e.Stack).Hint
 		}
 		var ah hint

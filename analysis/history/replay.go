@@ -189,7 +189,23 @@ func (h *History) EndIndex() int { return len(h.Device.Events) - 1 }
 // events backwards from the dump-time segments. Phases are left to
 // ComputePhases.
 func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
-	h := &History{Snap: s, Device: d, Markers: NewStackMemo(s, StackUses(d), markersOf), FirstOOM: -1}
+	h := newHistory(s, d)
+	h.replay()
+	h.replayReserved()
+	return h
+}
+
+// newHistory is the History of device d before its replay: the device and
+// its stacks' markers (made on first use).
+func newHistory(s *snapshot.Snapshot, d *snapshot.Device) *History {
+	return &History{Snap: s, Device: d, Markers: NewStackMemo(s, StackUses(d), markersOf), FirstOOM: -1}
+}
+
+// replay is Replay on a new history but for the reserved curve
+// (replayReserved). It reads the device and writes the blocks and the
+// allocated curves; it does not use the markers or the reserved curve.
+func (h *History) replay() {
+	s, d := h.Snap, h.Device
 	n := len(d.Events)
 	h.blockAt = make([]int32, n)
 	for i := range h.blockAt {
@@ -385,8 +401,6 @@ func Replay(s *snapshot.Snapshot, d *snapshot.Device) *History {
 		h.allocMarks = append(h.allocMarks, cur)
 		h.reqMarks = append(h.reqMarks, req)
 	}
-	h.replayReserved()
-	return h
 }
 
 // placePreexisting turns the allocations a file lists as older than its
