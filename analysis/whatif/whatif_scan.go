@@ -34,6 +34,8 @@ type curves struct {
 	h    *history.History
 	part []Part // the part of each block
 	n    int    // events: states 0 (before the first) … n (after the last)
+	// oneGradient is largestGradient's answer, −1 until asked.
+	oneGradient int64
 
 	peaks     map[factors]peakAt
 	sums      map[partSet]peakSum
@@ -79,7 +81,7 @@ type factorQuery struct {
 // 1 MiB a block) does not grow with the tensor and is fixed memory
 // (curves.shares).
 func buildCurves(h *history.History, seq int64) *curves {
-	c := &curves{h: h, part: make([]Part, len(h.Blocks)), n: len(h.Device.Events),
+	c := &curves{h: h, part: make([]Part, len(h.Blocks)), n: len(h.Device.Events), oneGradient: -1,
 		peaks: map[factors]peakAt{}, sums: map[partSet]peakSum{}, limits: map[factorQuery]float64{}, states: map[int][numParts]int64{}}
 	stale := staleGradients(h)
 	sq := seqSquared(h, seq)
@@ -95,6 +97,9 @@ func buildCurves(h *history.History, seq int64) *curves {
 // when it serves a large request from a larger free block. 0 when there is
 // none.
 func (c *curves) largestGradient() int64 {
+	if c.oneGradient >= 0 {
+		return c.oneGradient // asked once per combination: computed once
+	}
 	var m int64
 	for bi, p := range c.part {
 		if p == PartGrad || p == PartStaleGrad {
@@ -104,6 +109,7 @@ func (c *curves) largestGradient() int64 {
 	if m > 1<<20 {
 		m += 1 << 20
 	}
+	c.oneGradient = m
 	return m
 }
 
