@@ -138,7 +138,8 @@ func scales(p Part) bool {
 // then that backward adds to them (gradient accumulation over
 // micro-batches), and the forward needs them.
 func staleGradients(h *history.History) map[int]bool {
-	stale, _ := gradientsAcrossForward(h)
+	stale := map[int]bool{}
+	gradientsAcrossForward(h, stale)
 	return stale
 }
 
@@ -146,13 +147,13 @@ func staleGradients(h *history.History) map[int]bool {
 // micro-batches: gradients that zero_grad frees live through a forward and
 // the backward after it.
 func AccumulatesGradients(h *history.History) bool {
-	_, acc := gradientsAcrossForward(h)
-	return acc
+	return gradientsAcrossForward(h, nil)
 }
 
-// gradientsAcrossForward is staleGradients, and whether any gradient that
-// zero_grad frees lives through a forward and the backward after it.
-func gradientsAcrossForward(h *history.History) (stale map[int]bool, accumulated bool) {
+// gradientsAcrossForward marks the stale gradients in stale, and reports
+// whether any gradient that zero_grad frees lives through a forward and
+// the backward after it — at the first such, when stale is nil.
+func gradientsAcrossForward(h *history.History, stale map[int]bool) (accumulated bool) {
 	var starts, backwards []int
 	for _, sp := range h.Phases.Spans {
 		switch {
@@ -164,7 +165,6 @@ func gradientsAcrossForward(h *history.History) (stale map[int]bool, accumulated
 	}
 	sort.Ints(starts)
 	sort.Ints(backwards)
-	stale = map[int]bool{}
 	for bi := range h.Blocks {
 		b := &h.Blocks[bi]
 		if b.Category != result.Gradient || b.Rule() != history.RuleFreedByZeroGrad {
@@ -177,10 +177,15 @@ func gradientsAcrossForward(h *history.History) (stale map[int]bool, accumulated
 			continue
 		}
 		if j := sort.SearchInts(backwards, starts[k]); j < len(backwards) && b.Free >= 0 && backwards[j] < int(b.Free) {
+			if stale == nil {
+				return true
+			}
 			accumulated = true // added to by the next backward
 			continue
 		}
-		stale[bi] = true
+		if stale != nil {
+			stale[bi] = true
+		}
 	}
-	return stale, accumulated
+	return accumulated
 }
