@@ -159,6 +159,16 @@ func outlivesBackward(bwd []result.PhaseSpan, b *Block) bool {
 	return b.Free < 0 || bwd[k].EndEvent < int(b.Free)
 }
 
+// spanOf is the index of the span of bwd (in event order) that holds event
+// i, −1 when none does.
+func spanOf(bwd []result.PhaseSpan, i int) int {
+	k := sort.Search(len(bwd), func(k int) bool { return bwd[k].EndEvent >= i })
+	if k == len(bwd) || bwd[k].StartEvent > i {
+		return -1
+	}
+	return k
+}
+
 // gradientBytesPerBackward is the most requested bytes of gradients one
 // backward span makes — one iteration's gradients — and how many
 // gradients make it up (0, 0 when backward makes none).
@@ -173,8 +183,8 @@ func gradientBytesPerBackward(h *History, bwd []result.PhaseSpan) (bytes int64, 
 		if b.Category != result.Gradient || b.Rule() == RuleDDPBucket || b.Alloc < 0 || b.Untracked {
 			continue
 		}
-		k := sort.Search(len(bwd), func(k int) bool { return bwd[k].EndEvent >= int(b.Alloc) })
-		if k == len(bwd) || bwd[k].StartEvent > int(b.Alloc) {
+		k := spanOf(bwd, int(b.Alloc))
+		if k < 0 {
 			continue
 		}
 		per[k].bytes += b.Requested
@@ -227,8 +237,8 @@ func bucketViewGradients(h *History, bwd []result.PhaseSpan) (bytes int64, n int
 		if b.Alloc < 0 || b.Untracked {
 			continue
 		}
-		k := sort.Search(len(bwd), func(k int) bool { return bwd[k].EndEvent >= int(b.Alloc) })
-		if k == len(bwd) || bwd[k].StartEvent > int(b.Alloc) {
+		k := spanOf(bwd, int(b.Alloc))
+		if k < 0 {
 			continue
 		}
 		s, ok := slot[b.Requested]

@@ -93,8 +93,8 @@ type stackMarkers struct {
 	// construction and its one rebuild of the buckets).
 	ddpBucket bool
 	// sharded: what the innermost frame of a sharding framework (FSDP,
-	// DeepSpeed's ZeRO) says the allocation is (shardNone, shardParam,
-	// shardGrad, shardMaster).
+	// DeepSpeed's ZeRO) says the allocation is (shardParam, shardGrad,
+	// shardMaster; shardFramed: none of them; shardNone: no such frame).
 	sharded uint8
 }
 

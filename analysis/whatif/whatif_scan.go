@@ -34,8 +34,9 @@ type curves struct {
 	h    *history.History
 	part []Part // the part of each block
 	n    int    // events: states 0 (before the first) … n (after the last)
-	// oneGradient is largestGradient's answer, −1 until asked.
-	oneGradient int64
+	// largestGrad is the largest block of the parameters' own gradients
+	// (PartGrad, PartStaleGrad), 0 when there is none.
+	largestGrad int64
 
 	peaks     map[factors]peakAt
 	sums      map[partSet]peakSum
@@ -81,12 +82,16 @@ type factorQuery struct {
 // 1 MiB a block) does not grow with the tensor and is fixed memory
 // (curves.shares).
 func buildCurves(h *history.History, seq int64) *curves {
-	c := &curves{h: h, part: make([]Part, len(h.Blocks)), n: len(h.Device.Events), oneGradient: -1,
+	c := &curves{h: h, part: make([]Part, len(h.Blocks)), n: len(h.Device.Events),
 		peaks: map[factors]peakAt{}, sums: map[partSet]peakSum{}, limits: map[factorQuery]float64{}, states: map[int][numParts]int64{}}
 	stale := staleGradients(h)
 	sq := seqSquared(h, seq)
 	for bi := range h.Blocks {
-		c.part[bi] = PartOf(h, &h.Blocks[bi], stale[bi], sq[bi])
+		p := PartOf(h, &h.Blocks[bi], stale[bi], sq[bi])
+		c.part[bi] = p
+		if p == PartGrad || p == PartStaleGrad {
+			c.largestGrad = max(c.largestGrad, h.Blocks[bi].Size)
+		}
 	}
 	return c
 }
@@ -97,20 +102,10 @@ func buildCurves(h *history.History, seq int64) *curves {
 // when it serves a large request from a larger free block. 0 when there is
 // none.
 func (c *curves) largestGradient() int64 {
-	if c.oneGradient >= 0 {
-		return c.oneGradient // asked once per combination: computed once
+	if c.largestGrad > 1<<20 {
+		return c.largestGrad + 1<<20
 	}
-	var m int64
-	for bi, p := range c.part {
-		if p == PartGrad || p == PartStaleGrad {
-			m = max(m, c.h.Blocks[bi].Size)
-		}
-	}
-	if m > 1<<20 {
-		m += 1 << 20
-	}
-	c.oneGradient = m
-	return m
+	return c.largestGrad
 }
 
 // shares is how block bi's bytes divide: n in its part p, the rest fixed.
