@@ -266,7 +266,7 @@ func innermost(events []snapshot.Event, ivs []interval, out []int32) []int32 {
 // torch.func) is forward. Then the step pass divides the events into steps
 // (History.Steps).
 func ComputePhases(h *History) *Phases {
-	return computePhases(h, nil)
+	return computePhases(h, nil, func() {})
 }
 
 // frameHints is the markers' hint of the stack of every event of h, which
@@ -283,7 +283,10 @@ func frameHints(h *History) []hint {
 
 // computePhases is ComputePhases from the events' frameHints, or with
 // pre nil, looking the markers up itself. It writes its hints over pre.
-func computePhases(h *History, pre []hint) *Phases {
+// The replay may still be sizing the blocks and making the allocated
+// curve when it is called: the passes up to the steps read neither, and
+// it calls waitReplay before the first that does.
+func computePhases(h *History, pre []hint, waitReplay func()) *Phases {
 	s, d := h.Snap, h.Device
 	n := len(d.Events)
 	p := &Phases{Code: make([]uint8, n), step: make([]int32, n)}
@@ -372,6 +375,7 @@ func computePhases(h *History, pre []hint) *Phases {
 
 	// Steps: one pass, read by every other (phases, leaks, diff, roll-up).
 	waitSteps()
+	waitReplay()
 	h.Steps = computeSteps(h, stepIvs)
 	p.buildSpans(h)
 	h.measureSteps()
