@@ -380,11 +380,11 @@ func (m *vm) storeFastMemo(memo []value, texts []uint32) {
 	for i, v := range memo {
 		switch t := texts[i]; {
 		case t > 0:
-			m.memo.setText(m.memo.len(), t-1)
+			m.memo.push(slotStr | uint64(t-1))
 		case v.k == kGone:
-			*m.memo.replace(m.memo.len()) = slotGone
+			m.memo.push(slotGone)
 		case v.k == kStack:
-			*m.memo.replace(m.memo.len()) = slotStack | uint64(v.n)
+			m.memo.push(slotStack | uint64(v.n))
 		default:
 			_ = m.memoPut(m.memo.len(), v)
 		}

@@ -271,7 +271,14 @@ func (m *vm) entryByTemplate(tp *entryTemplate, buf []byte, pos, mark int) bool 
 	in.pos = pos
 	s.feats |= feats
 	if hasStream {
-		e.Stream = s.b.Stream(stream)
+		// The stream of the entry before is the usual one: its ID kept
+		// (Builder.Stream gives a stream the same ID every time).
+		if c := &m.fast.stream; c.known && c.raw == stream {
+			e.Stream = c.id
+		} else {
+			e.Stream = s.b.Stream(stream)
+			c.raw, c.id, c.known = stream, e.Stream, true
+		}
 	}
 	a := entryFields{e: e, user: user, internal: internal, compile: compile, deviceFree: deviceFree}
 	l.addEvent(s.eventDone(&a), m.off, s.inputBytes)
@@ -303,6 +310,12 @@ func smallInt(buf []byte, pos int) (int64, int, bool) {
 			break
 		}
 		n := int(buf[pos+1])
+		if n >= 1 && n <= 8 && len(buf)-pos >= 2+8 {
+			// decodeLong's value, from one 8-byte load: the n bytes
+			// shifted to the top, then back with their sign.
+			shift := uint(64 - 8*n)
+			return int64(binary.LittleEndian.Uint64(buf[pos+2:])<<shift) >> shift, pos + 2 + n, true
+		}
 		if len(buf)-pos < 2+n || n > 9 || n == 9 && buf[pos+2+8] != 0 {
 			break
 		}

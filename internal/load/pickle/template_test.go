@@ -30,7 +30,7 @@ func decodeWays(t *testing.T, data []byte) (models [3]*snapshot.Snapshot, errs [
 // templateCases are traces whose entries change what a template knows:
 // six orders of keys (more than the templates kept), every role the
 // template reads, actions it has not seen (an unknown one among them),
-// integers of every width (addresses past 2^63, negative sizes, 9-byte
+// integers of every width (addresses past 2^63, negative sizes of 4 and 6 bytes, 9-byte
 // LONG1s), metadata fetched and written afresh, an entry with a key more
 // or less, a None where an integer was; and copies in which a memo slot a
 // template's key fetches is overwritten (with its own text, with another
@@ -54,7 +54,7 @@ func templateCases() map[string][]byte {
 		vals := map[string]any{
 			"action":            actions[i/11%len(actions)],
 			"addr":              []any{uint64(0x7f0000000000 + i*512), uint64(1<<63) + uint64(i), i % 200, 70000 + i}[i%4],
-			"size":              []any{int64(512), int64(-1 - i), int64(1 << 40), 3, int64(1<<31 + i)}[i%5],
+			"size":              []any{int64(512), int64(-1 - i), int64(1 << 40), 3, int64(1<<31 + i), int64(-1<<40 - i)}[i%6],
 			"stream":            []any{0, 7, uint64(0x55d0_0000_0000 + i%3), -1}[i/13%4],
 			"frames":            []any{st.L(f1), st.L(), shared, st.L(f1, f2, f1)}[i%4],
 			"time_us":           int64(1_754_000_000_000_000) + int64(i),

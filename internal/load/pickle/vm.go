@@ -83,6 +83,13 @@ type vm struct {
 		actions    actionCache
 		noTemplate bool
 		templated  int // entries taken by the template
+		// stream is the last stream the template interned: its handle
+		// and ID.
+		stream struct {
+			raw   uint64
+			id    uint16
+			known bool
+		}
 		// lastList is the frames list, written out, of the last entry
 		// taken with one: its bytes, its stack and memoTable.overwrites
 		// when its fetches were read.
