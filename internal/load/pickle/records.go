@@ -81,19 +81,25 @@ func (s *schema) eventKey(a *entryFields, r keyRole, k, v value) {
 // eventDone is the event of the entry read into a.
 func (s *schema) eventDone(a *entryFields) snapshot.Event {
 	e := a.e
-	if e.Action == snapshot.ActionOOM {
-		e.Addr = uint64(a.deviceFree) // PyTorch's C++ keeps it in addr too
-	}
-	s.charge(len(a.user) + len(a.internal) + len(a.compile))
-	switch {
-	case a.user != "":
-		e.Meta = s.b.String(a.user)
-	case a.internal != "":
-		e.Meta = s.b.String(a.internal)
-	case a.compile != "" && a.compile != "N/A":
-		e.Meta = s.b.String(a.compile)
-	}
+	s.finishEvent(&e, a.user, a.internal, a.compile, a.deviceFree)
 	return e
+}
+
+// finishEvent completes event e of a trace entry from its metadata
+// strings and device_free.
+func (s *schema) finishEvent(e *snapshot.Event, user, internal, compile string, deviceFree int64) {
+	if e.Action == snapshot.ActionOOM {
+		e.Addr = uint64(deviceFree) // PyTorch's C++ keeps it in addr too
+	}
+	s.charge(len(user) + len(internal) + len(compile))
+	switch {
+	case user != "":
+		e.Meta = s.b.String(user)
+	case internal != "":
+		e.Meta = s.b.String(internal)
+	case compile != "" && compile != "N/A":
+		e.Meta = s.b.String(compile)
+	}
 }
 
 func parseState(st string) snapshot.BlockState {

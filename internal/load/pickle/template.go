@@ -280,8 +280,9 @@ func (m *vm) entryByTemplate(tp *entryTemplate, buf []byte, pos, mark int) bool 
 			c.raw, c.id, c.known = stream, e.Stream, true
 		}
 	}
-	a := entryFields{e: e, user: user, internal: internal, compile: compile, deviceFree: deviceFree}
-	l.addEvent(s.eventDone(&a), m.off, s.inputBytes)
+	dst := l.newEvent(m.off, s.inputBytes)
+	*dst = e
+	s.finishEvent(dst, user, internal, compile, deviceFree)
 	m.fast.entries++
 	m.fast.templated++
 	return true
