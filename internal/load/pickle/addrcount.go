@@ -1,5 +1,7 @@
 package pickle
 
+import "math/rand/v2"
+
 // addrCounts maps block addresses to a small non-zero count: the blocks
 // live at a point of a device's trace (unmatchedFrees). It is an open
 // addressing table with linear probing and backward-shift deletion, for a
@@ -9,11 +11,12 @@ type addrCounts struct {
 	keys  []uint64
 	vals  []int64
 	n     int
-	shift uint // 64 − log2(len(keys))
+	shift uint   // 64 − log2(len(keys))
+	seed  uint64 // mixed into the hash: a file cannot choose addresses that collide
 }
 
 func newAddrCounts() *addrCounts {
-	t := &addrCounts{}
+	t := &addrCounts{seed: rand.Uint64()}
 	t.alloc(1 << 10)
 	return t
 }
@@ -26,9 +29,14 @@ func (t *addrCounts) alloc(size int) {
 	}
 }
 
-// home is the slot an address hashes to (Fibonacci hashing: block
-// addresses are multiples of 512).
-func (t *addrCounts) home(a uint64) int { return int((a * 0x9E3779B97F4A7C15) >> t.shift) }
+// home is the slot an address hashes to: the address and the seed mixed
+// by splitmix64's finalizer, whose top bits depend on every bit of both.
+func (t *addrCounts) home(a uint64) int {
+	x := a ^ t.seed
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return int((x ^ x>>31) >> t.shift)
+}
 
 // find returns the slot of address a, or the empty slot where it would go.
 func (t *addrCounts) find(a uint64) int {

@@ -107,3 +107,35 @@ func TestAddrCountsDelete(t *testing.T) {
 		}
 	}
 }
+
+// TestAddrCountsHostile: addresses chosen so that a multiplicative hash
+// without a seed sends them all to one slot (k times the inverse of
+// Fibonacci's multiplier) still spread over the table: no entry lies more
+// than 64 slots past its home, so a file cannot make the count quadratic.
+func TestAddrCountsHostile(t *testing.T) {
+	const fib = 0x9E3779B97F4A7C15
+	inv := uint64(fib) // Newton's iteration for the inverse modulo 2^64
+	for range 6 {
+		inv *= 2 - fib*inv
+	}
+	if inv*fib != 1 {
+		t.Fatalf("inverse %#x: times the multiplier gives %#x", inv, inv*fib)
+	}
+	tab := newAddrCounts()
+	for k := range uint64(100_000) {
+		a := k * inv // a·fib = k: the top bits of every product are 0
+		if j := tab.find(a); tab.vals[j] == 0 {
+			tab.insert(j, a, 1)
+		}
+	}
+	worst := 0
+	mask := len(tab.keys) - 1
+	for j, v := range tab.vals {
+		if v != 0 {
+			worst = max(worst, (j-tab.home(tab.keys[j]))&mask)
+		}
+	}
+	if tab.n != 100_000 || worst > 64 {
+		t.Errorf("%d entries, the farthest %d slots past its home: want 100000, at most 64", tab.n, worst)
+	}
+}
