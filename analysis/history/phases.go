@@ -377,8 +377,11 @@ func computePhases(h *History, pre []hint, waitReplay func()) *Phases {
 	waitSteps()
 	waitReplay()
 	h.Steps = computeSteps(h, stepIvs)
+	// The phase spans' peaks and the steps' are each a pass over the
+	// curve, and write apart: the steps' are measured on the other core.
+	waitMeasured := beside.Go(h.measureSteps)
 	p.buildSpans(h)
-	h.measureSteps()
+	waitMeasured()
 	p.addEmptySpans(h, phaseIvs, annIdx, stepIvs)
 	p.compact()
 	return p
