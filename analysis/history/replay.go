@@ -138,7 +138,18 @@ type History struct {
 	// mapsSegments: an event maps or unmaps pages of an expandable
 	// segment (found by the replay, read by Expandable).
 	mapsSegments bool
+	// peakEvent is the first event after which the most memory is
+	// allocated, peakAllocated those bytes (found by the replay; −1 and
+	// InitialAllocated when no event brings more than was allocated
+	// before the first).
+	peakEvent     int
+	peakAllocated int64
 }
+
+// Peak is the first event after which the most memory is allocated (−1
+// when no event brings more than was allocated before the first), and
+// those bytes: the highest point of the allocated curve.
+func (h *History) Peak() (event int, allocated int64) { return h.peakEvent, h.peakAllocated }
 
 // NumEvents is the number of trace events of the device.
 func (h *History) NumEvents() int { return len(h.Device.Events) }
@@ -410,6 +421,7 @@ func (h *History) finishReplay(dumped []bool) {
 	h.allocMarks = make([]int64, 0, n/curveMark+2)
 	h.reqMarks = make([]int64, 0, n/curveMark+2)
 	cur := h.InitialAllocated
+	h.peakEvent, h.peakAllocated = -1, cur
 	for i := range d.Events {
 		if i%curveMark == 0 {
 			h.allocMarks = append(h.allocMarks, cur)
@@ -418,6 +430,9 @@ func (h *History) finishReplay(dumped []bool) {
 		da, dr := h.DeltaAt(i)
 		cur += da
 		req += dr
+		if cur > h.peakAllocated {
+			h.peakEvent, h.peakAllocated = i, cur
+		}
 	}
 	if n%curveMark == 0 { // the mark after the last event
 		h.allocMarks = append(h.allocMarks, cur)
