@@ -32,6 +32,11 @@ func Open(path string, opts snapshot.Options) (*snapshot.Snapshot, error) {
 			return nil, &snapshot.Error{Path: path, Offset: -1, Msg: "is a directory, not a snapshot or trace"}
 		}
 		size = st.Size()
+		if st.Mode().IsRegular() {
+			if s, ok, err := openMapped(f, path, size, opts); ok {
+				return s, err
+			}
+		}
 	}
 	return Read(f, path, size, opts)
 }
@@ -147,14 +152,7 @@ func Read(r io.Reader, path string, size int64, opts snapshot.Options) (*snapsho
 		in = bufio.NewReaderSize(lim, 256<<10)
 	}
 	if memoAuto {
-		per := int64(40)
-		if src.Gzipped {
-			per = 4
-		}
-		if size < 0 { // stdin: the size is unknown; allow a 2.4 GB snapshot
-			size = 32 << 20 * per
-		}
-		opts.MaxMemo = int(min(max(int64(snapshot.DefaultMaxMemo), size/per), 1<<31-1))
+		opts.MaxMemo = autoMaxMemo(size, src.Gzipped)
 	}
 	s, err := readSniffed(in, src, opts)
 	if err == nil && src.Gzipped {
@@ -196,6 +194,19 @@ func Read(r io.Reader, path string, size int64, opts snapshot.Options) (*snapsho
 	}
 	s.Source.Gzipped = src.Gzipped
 	return s, nil
+}
+
+// autoMaxMemo is the memo's bound when left to follow the input: a memo
+// entry for every 40 bytes of the file (4 of a gzip file).
+func autoMaxMemo(size int64, gzipped bool) int {
+	per := int64(40)
+	if gzipped {
+		per = 4
+	}
+	if size < 0 { // stdin: the size is unknown; allow a 2.4 GB snapshot
+		size = 32 << 20 * per
+	}
+	return int(min(max(int64(snapshot.DefaultMaxMemo), size/per), 1<<31-1))
 }
 
 func readSniffed(in *bufio.Reader, src snapshot.Source, opts snapshot.Options) (*snapshot.Snapshot, error) {

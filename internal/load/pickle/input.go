@@ -22,15 +22,40 @@ type inbuf struct {
 	buf      []byte
 	pos, end int
 	err      error // sticky error from src (io.EOF at the end)
+	// mapped is set when buf is the whole input, read-only (a mapped file):
+	// fill moves end forward by a window instead of copying, and calls
+	// advance with pos.
+	mapped  bool
+	advance func(pos int)
 }
 
-func newInbuf(r io.Reader) *inbuf { return &inbuf{src: r, buf: make([]byte, 256<<10)} }
+// inbufWindow is the buffer's size, and in a mapped input the most fill
+// makes available past pos: the fast paths see the same windows either way.
+const inbufWindow = 256 << 10
 
-// fill makes at least n bytes available (n ≤ len(buf)), and reports whether
-// it could.
+func newInbuf(r io.Reader) *inbuf { return &inbuf{src: r, buf: make([]byte, inbufWindow)} }
+
+// newMappedInbuf reads data in place. advance, when not nil, is called
+// with the decoder's position each time the window moves.
+func newMappedInbuf(data []byte, advance func(pos int)) *inbuf {
+	return &inbuf{buf: data, mapped: true, advance: advance}
+}
+
+// fill makes at least n bytes available (n ≤ inbufWindow), and reports
+// whether it could.
 func (b *inbuf) fill(n int) bool {
 	if b.end-b.pos >= n {
 		return true
+	}
+	if b.mapped {
+		b.end = min(len(b.buf), b.pos+max(n, inbufWindow))
+		if b.end == len(b.buf) {
+			b.err = io.EOF
+		}
+		if b.advance != nil {
+			b.advance(b.pos)
+		}
+		return b.end-b.pos >= n
 	}
 	if b.pos > 0 {
 		copy(b.buf, b.buf[b.pos:b.end])
@@ -50,7 +75,7 @@ func (b *inbuf) fill(n int) bool {
 // Read implements io.Reader over the buffer, then the source.
 func (b *inbuf) Read(p []byte) (int, error) {
 	if b.pos == b.end {
-		if len(p) >= len(b.buf) && b.err == nil {
+		if !b.mapped && len(p) >= len(b.buf) && b.err == nil {
 			return b.src.Read(p)
 		}
 		if !b.fill(1) {
@@ -124,8 +149,8 @@ func (m *vm) readLine(what string) (string, error) {
 				return line, nil
 			}
 		}
-		if in.end-in.pos >= len(in.buf) {
-			return "", m.fail("%s argument longer than %d bytes", what, len(in.buf))
+		if in.end-in.pos >= inbufWindow {
+			return "", m.fail("%s argument longer than %d bytes", what, inbufWindow)
 		}
 		if !in.fill(in.end - in.pos + 1) {
 			m.off += int64(in.end - in.pos)

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/debug"
+	"unsafe"
 
 	"github.com/torchmem/torchmem/internal/load/readahead"
 	"github.com/torchmem/torchmem/snapshot"
@@ -18,24 +20,62 @@ func Read(in *bufio.Reader, src snapshot.Source, opts snapshot.Options, size int
 	return readPickleWith(in, src, opts, size, nil)
 }
 
+// ReadMapped decodes a snapshot pickle that is all in data, a file mapped
+// into memory, without copying it: what Read does, less the read system
+// calls' copy and the buffer's. A fault reading data (the file was
+// truncated while mapped) is an error naming the file and the offset, not
+// a crash. advance, when not nil, is called now and then with the bytes
+// consumed so far (progress, and the caller's release of pages behind).
+func ReadMapped(data []byte, src snapshot.Source, opts snapshot.Options, advance func(consumed int)) (snap *snapshot.Snapshot, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	return decode(newMappedInbuf(data, advance), src, opts, int64(len(data)), nil)
+}
+
+// faultOffset is the offset in data of the memory fault r, when r is one.
+func faultOffset(r any, data []byte) (int64, bool) {
+	re, ok := r.(runtime.Error)
+	if !ok || len(data) == 0 {
+		return 0, false
+	}
+	fa, ok := re.(interface{ Addr() uintptr })
+	if !ok {
+		return 0, false
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	if a := fa.Addr(); a >= base && a-base < uintptr(len(data)) {
+		return int64(a - base), true
+	}
+	return 0, false
+}
+
 // readPickleWith is readPickle; tune, when not nil, sees the machine before
 // it runs (tests turn its fast paths off and count what they took).
 func readPickleWith(in *bufio.Reader, src snapshot.Source, opts snapshot.Options, size int64, tune func(*vm)) (snap *snapshot.Snapshot, err error) {
+	ra := readahead.NewReader(in, nil)
+	defer ra.Stop()
+	return decode(newInbuf(ra), src, opts, size, tune)
+}
+
+// decode runs the machine on in. An internal panic is an error; a memory
+// fault reading a mapped input names the offset it could not read.
+func decode(in *inbuf, src snapshot.Source, opts snapshot.Options, size int64, tune func(*vm)) (snap *snapshot.Snapshot, err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			if off, ok := faultOffset(r, in.buf); ok && in.mapped {
+				snap, err = nil, &snapshot.Error{Path: src.Path, Offset: off, Msg: "the file became shorter while it was read (truncated or rewritten by another program)"}
+				return
+			}
 			snap, err = nil, &snapshot.Error{Path: src.Path, Offset: -1, Msg: fmt.Sprintf("internal error while decoding (please report): %v", r)}
 			if os.Getenv("TORCHMEM_DEBUG") != "" {
 				os.Stderr.Write(debug.Stack())
 			}
 		}
 	}()
-	ra := readahead.NewReader(in, nil)
-	defer ra.Stop()
 	b := snapshot.NewBuilder(src)
 	sch := newSchema(b)
 	sch.inputBytes = size
 	opts = opts.WithDefaults()
-	m := &vm{in: newInbuf(ra), opts: opts, path: src.Path, sch: sch,
+	m := &vm{in: in, opts: opts, path: src.Path, sch: sch,
 		stack: make([]value, 0, 4096), maxStack: maxStackValues(opts)}
 	sch.m = m
 	if tune != nil {
