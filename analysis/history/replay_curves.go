@@ -87,7 +87,7 @@ func (h *History) PeakIn(from, to int) (int64, int) {
 // OpenAt is the block event i allocates (−1).
 func (h *History) OpenAt(i int) int32 {
 	if h.Device.Events[i].Action == snapshot.ActionAlloc {
-		return h.blockAt[i]
+		return h.blockAt.at(i)
 	}
 	return -1
 }
@@ -95,7 +95,7 @@ func (h *History) OpenAt(i int) int32 {
 // CloseAt is the block whose free event i completes (−1).
 func (h *History) CloseAt(i int) int32 {
 	if h.Device.Events[i].Action == snapshot.ActionFreeCompleted {
-		return h.blockAt[i]
+		return h.blockAt.at(i)
 	}
 	return -1
 }
@@ -108,10 +108,13 @@ func (h *History) EndAt(i int) int32 {
 		b := &h.Blocks[bi]
 		return !b.PendingAtStart && b.AllocEnd() == i
 	}
-	if bi := h.blockAt[i]; bi >= 0 && ends(bi) {
-		return bi
+	a := h.Device.Events[i].Action
+	if hasBlock(a) {
+		if bi := h.blockAt.at(i); ends(bi) {
+			return bi
+		}
 	}
-	if h.extraClose != nil && h.Device.Events[i].Action == snapshot.ActionAlloc {
+	if h.extraClose != nil && a == snapshot.ActionAlloc {
 		if bi, ok := h.extraClose[i]; ok && ends(bi) {
 			return bi
 		}
