@@ -10,17 +10,18 @@ import (
 // free it requests or completes) in two bytes an event instead of four: a
 // long trace has millions of events, and the index lives through the whole
 // analysis. The replay makes blocks in event order, so an event's block is
-// at most as new as the blocks made by the end of its window of blockMark
-// events (ends), and it is kept as its distance below that bound. A block
-// an event allocates is at most blockMark below; a block freed after more
-// than 65,534 newer ones (a parameter, a state kept all run) is listed in
-// far instead.
+// at most as new as the last block made by the end of its window of
+// blockMark events (last), and it is kept as its distance below that one.
+// A block an event allocates is less than blockMark below; a block freed
+// after 65,535 newer ones or more (a parameter, a state kept all run) is
+// listed in far instead.
 type blockIndex struct {
-	// dist[i] is ends[i/blockMark] − 1 − event i's block, or farDist (the
+	// dist[i] is last[i/blockMark] − event i's block, or farDist (the
 	// block is in far); 0 for an event without a block (its action tells).
 	dist []uint16
-	// ends[k] is the number of blocks made by the end of window k.
-	ends []int32
+	// last[k] is the last block made by the end of window k (the number
+	// made − 1).
+	last []int32
 	// far lists the events whose blocks are farDist or more below their
 	// bound, in event order.
 	far []farBlock
@@ -32,7 +33,7 @@ type blockIndex struct {
 type farBlock struct{ event, block int32 }
 
 const (
-	// blockMark is how many events share a bound in blockIndex.ends.
+	// blockMark is how many events share a bound in blockIndex.last.
 	blockMark = 64
 	// farDist marks an event whose block is listed in blockIndex.far.
 	farDist = 1<<16 - 1
@@ -41,7 +42,7 @@ const (
 // newBlockIndex is the index of n events, to be filled in event order
 // (set, seal).
 func newBlockIndex(n int) *blockIndex {
-	x := &blockIndex{dist: make([]uint16, n), ends: make([]int32, (n+blockMark-1)/blockMark)}
+	x := &blockIndex{dist: make([]uint16, n), last: make([]int32, (n+blockMark-1)/blockMark)}
 	x.clearPending()
 	return x
 }
@@ -59,7 +60,7 @@ func (x *blockIndex) set(i int, bi int32) { x.pend[i%blockMark] = bi }
 // all, once made blocks exist.
 func (x *blockIndex) seal(i, made int) {
 	k := i / blockMark
-	x.ends[k] = int32(made)
+	x.last[k] = int32(made - 1)
 	first := k * blockMark
 	for j := first; j <= i; j++ {
 		bi := x.pend[j-first]
@@ -78,20 +79,24 @@ func (x *blockIndex) seal(i, made int) {
 
 // at is the block of event i, which must have one.
 func (x *blockIndex) at(i int) int32 {
-	d := x.dist[i]
-	if d == farDist {
-		k, _ := slices.BinarySearchFunc(x.far, int32(i), func(f farBlock, e int32) int { return int(f.event - e) })
-		return x.far[k].block
+	if x.dist[i] != farDist {
+		return x.near(i)
 	}
-	return x.ends[i/blockMark] - 1 - int32(d)
+	return x.farAt(i)
+}
+
+// near is the block of event i when it is not in far: the block of any
+// allocation (at most blockMark−1 blocks are made after it in its window).
+func (x *blockIndex) near(i int) int32 { return x.last[uint(i)/blockMark] - int32(x.dist[i]) }
+
+// farAt is the block of event i, listed in far.
+func (x *blockIndex) farAt(i int) int32 {
+	k, _ := slices.BinarySearchFunc(x.far, int32(i), func(f farBlock, e int32) int { return int(f.event - e) })
+	return x.far[k].block
 }
 
 // hasBlock reports whether an event of this action has a block in the
 // index: every allocation and every free, requested or completed.
 func hasBlock(a snapshot.Action) bool {
-	switch a {
-	case snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted:
-		return true
-	}
-	return false
+	return a == snapshot.ActionAlloc || a == snapshot.ActionFreeRequested || a == snapshot.ActionFreeCompleted
 }

@@ -28,6 +28,7 @@ func TestBlockIndex(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(tc.events), 7))
 			want := make([]int32, tc.events)
+			made1 := make([]bool, tc.events) // the event made its block
 			x := newBlockIndex(tc.events)
 			made := 0
 			far := 0
@@ -39,6 +40,7 @@ func TestBlockIndex(t *testing.T) {
 				switch r := rng.Float64(); {
 				case r < 0.4 || made == 0: // an allocation makes a block
 					want[i] = int32(made)
+					made1[i] = true
 					made++
 				case r < 0.8: // a free of an earlier block
 					var bi int
@@ -53,6 +55,7 @@ func TestBlockIndex(t *testing.T) {
 					}
 				case r < 0.85: // a free of a block made by the free
 					want[i] = int32(made)
+					made1[i] = true
 					made++
 				default: // no block (a segment event)
 				}
@@ -66,6 +69,9 @@ func TestBlockIndex(t *testing.T) {
 			for i, w := range want {
 				if w >= 0 && x.at(i) != w {
 					t.Fatalf("event %d: block %d, want %d", i, x.at(i), w)
+				}
+				if made1[i] && x.near(i) != w { // OpenAt's way
+					t.Fatalf("event %d made block %d: near %d", i, w, x.near(i))
 				}
 			}
 			if tc.oldFree > 0 && tc.events > 2*farDist && (far == 0 || len(x.far) < far) {

@@ -87,7 +87,7 @@ func (h *History) PeakIn(from, to int) (int64, int) {
 // OpenAt is the block event i allocates (−1).
 func (h *History) OpenAt(i int) int32 {
 	if h.Device.Events[i].Action == snapshot.ActionAlloc {
-		return h.blockAt.at(i)
+		return h.blockAt.near(i)
 	}
 	return -1
 }
@@ -104,22 +104,30 @@ func (h *History) CloseAt(i int) int32 {
 // free_completed without one, or an allocation at the address of a block
 // whose free is missing; −1).
 func (h *History) EndAt(i int) int32 {
-	ends := func(bi int32) bool {
-		b := &h.Blocks[bi]
-		return !b.PendingAtStart && b.AllocEnd() == i
-	}
 	a := h.Device.Events[i].Action
 	if hasBlock(a) {
-		if bi := h.blockAt.at(i); ends(bi) {
+		// blockAt.at, without the call for a near block (EndAt is hot).
+		x := h.blockAt
+		bi := x.near(i)
+		if x.dist[i] == farDist {
+			bi = x.farAt(i)
+		}
+		if h.ends(bi, i) {
 			return bi
 		}
 	}
 	if h.extraClose != nil && a == snapshot.ActionAlloc {
-		if bi, ok := h.extraClose[i]; ok && ends(bi) {
+		if bi, ok := h.extraClose[i]; ok && h.ends(bi, i) {
 			return bi
 		}
 	}
 	return -1
+}
+
+// ends reports whether block bi's allocation ends at event i.
+func (h *History) ends(bi int32, i int) bool {
+	b := &h.Blocks[bi]
+	return !b.PendingAtStart && b.AllocEnd() == i
 }
 
 // ReservedAt returns the reserved bytes after event i (i = −1: initial).
