@@ -3,6 +3,11 @@ package history
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/torchmem/torchmem/internal/analysistest"
+	"github.com/torchmem/torchmem/internal/load"
+	st "github.com/torchmem/torchmem/internal/snapshottest"
+	"github.com/torchmem/torchmem/snapshot"
 )
 
 // TestBlockIndex fills the index as the replay does (blocks made in event
@@ -82,4 +87,60 @@ func TestBlockIndex(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDeltaAtOpensLessEnds: DeltaAt, which looks an event's block up once,
+// is the block OpenAt opens less the one EndAt ends, at every event of
+// every real file and of simulated runs, among them allocations at the
+// address of a block still live (History.Reuse: the block closed there).
+func TestDeltaAtOpensLessEnds(t *testing.T) {
+	inputs := map[string]*snapshot.Snapshot{}
+	for _, c := range []st.LeakConfig{st.DefaultLeakConfig, {Layers: 3, Hidden: 128, Tokens: 300, Vocab: 500, Steps: 5, Stacks: st.StacksCpp}} {
+		inputs["train "+c.Stacks.String()] = analysistest.Read(t, st.TrainLoopHealthy(c), 0)
+	}
+	for _, path := range st.SharedInputs(t) {
+		s, err := load.Open(path, snapshot.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs[path] = s
+	}
+	// A lost free (no real file has one): the allocation at 0x1000 while
+	// the block there is live closes it; an OOM has no block.
+	b := snapshot.NewBuilder(snapshot.Source{Format: snapshot.FormatSnapshotPickle})
+	b.Device(0, snapshot.DeviceCUDA).Events = []snapshot.Event{
+		{Action: snapshot.ActionAlloc, Addr: 0x1000, Size: 512, TimeNS: snapshot.NoTime},
+		{Action: snapshot.ActionAlloc, Addr: 0x2000, Size: 256, TimeNS: snapshot.NoTime},
+		{Action: snapshot.ActionAlloc, Addr: 0x1000, Size: 1024, TimeNS: snapshot.NoTime},
+		{Action: snapshot.ActionOOM, Size: 4096, TimeNS: snapshot.NoTime},
+		{Action: snapshot.ActionFreeRequested, Addr: 0x2000, Size: 256, TimeNS: snapshot.NoTime},
+		{Action: snapshot.ActionFreeCompleted, Addr: 0x2000, Size: 256, TimeNS: snapshot.NoTime},
+		{Action: snapshot.ActionFreeCompleted, Addr: 0x1000, Size: 1024, TimeNS: snapshot.NoTime},
+	}
+	inputs["lost free"] = b.Snap
+	reuse, events := 0, 0
+	for name, s := range inputs {
+		for _, d := range s.Devices {
+			h := Build(s, d)
+			reuse += h.Reuse
+			for i := range h.NumEvents() {
+				var wa, wr int64
+				if bi := h.OpenAt(i); bi >= 0 {
+					wa, wr = h.Blocks[bi].Size, h.Blocks[bi].Requested
+				}
+				if bi := h.EndAt(i); bi >= 0 {
+					wa -= h.Blocks[bi].Size
+					wr -= h.Blocks[bi].Requested
+				}
+				if a, r := h.DeltaAt(i); a != wa || r != wr {
+					t.Fatalf("%s device %d event %d (%v): DeltaAt %d, %d; OpenAt less EndAt %d, %d", name, d.ID, i, d.Events[i].Action, a, r, wa, wr)
+				}
+				events++
+			}
+		}
+	}
+	if reuse == 0 {
+		t.Error("no input reuses a live address: the closing of a block by an allocation is not checked")
+	}
+	t.Logf("%d events, %d allocations at a live address", events, reuse)
 }

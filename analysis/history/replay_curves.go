@@ -46,16 +46,31 @@ func (h *History) curvesAt(i int) (alloc, req int64) {
 	return alloc, req
 }
 
-// DeltaAt is what event i adds to the allocated and the requested bytes.
+// DeltaAt is what event i adds to the allocated and the requested bytes:
+// the block it opens (OpenAt) less the one it ends (EndAt), with the
+// event's block looked up once.
 func (h *History) DeltaAt(i int) (alloc, req int64) {
-	if bi := h.OpenAt(i); bi >= 0 {
-		alloc, req = h.Blocks[bi].Size, h.Blocks[bi].Requested
+	a := h.Device.Events[i].Action
+	if !hasBlock(a) {
+		return 0, 0
 	}
-	if bi := h.EndAt(i); bi >= 0 {
-		alloc -= h.Blocks[bi].Size
-		req -= h.Blocks[bi].Requested
+	bi := h.blockAt.at(i)
+	b := &h.Blocks[bi]
+	if a == snapshot.ActionAlloc {
+		alloc, req = b.Size, b.Requested
 	}
-	return alloc, req
+	switch {
+	case h.ends(bi, i):
+	case h.extraClose != nil && a == snapshot.ActionAlloc:
+		old, ok := h.extraClose[i]
+		if !ok || !h.ends(old, i) {
+			return alloc, req
+		}
+		b = &h.Blocks[old]
+	default:
+		return alloc, req
+	}
+	return alloc - b.Size, req - b.Requested
 }
 
 // AllocatedRange yields the allocated bytes after each event from..to.
