@@ -1,6 +1,7 @@
 package history
 
 import (
+	"github.com/torchmem/torchmem/internal/beside"
 	"sort"
 	"strings"
 
@@ -119,8 +120,13 @@ func Classify(h *History) {
 	n := len(h.Blocks)
 	facts := make([]blockFacts, n)
 	for i := range h.Blocks {
-		facts[i] = h.facts(i)
+		h.Markers.ref(h.Blocks[i].Stack) // the memo filled before both halves read it
 	}
+	inHalves(n, func(from, to int) {
+		for i := from; i < to; i++ {
+			facts[i] = h.facts(i)
+		}
+	})
 	run := h.runFactsOf(facts)
 	special := h.specialKinds(facts)
 
@@ -160,27 +166,46 @@ func Classify(h *History) {
 		paired[i][0] = uint8(v)
 	}
 
-	for i := range h.Blocks {
-		b, f := &h.Blocks[i], &facts[i]
-		if b.Untracked {
-			continue // sized by estimateBaseline
+	inHalves(n, func(from, to int) {
+		for i := from; i < to; i++ {
+			b, f := &h.Blocks[i], &facts[i]
+			if b.Untracked {
+				continue // sized by estimateBaseline
+			}
+			if cat, ok := h.profilerCategory(i); ok {
+				b.classify(cat, RuleProfilerCategory, result.High)
+				continue
+			}
+			if d, ok := special[i]; ok {
+				b.classify(d.cat, d.rule, d.conf)
+				continue
+			}
+			b.classify(decide(f, b.Requested, int(paired[i][0]), int(paired[i][1]), pairing, run))
 		}
-		if cat, ok := h.profilerCategory(i); ok {
-			b.classify(cat, RuleProfilerCategory, result.High)
-			continue
-		}
-		if d, ok := special[i]; ok {
-			b.classify(d.cat, d.rule, d.conf)
-			continue
-		}
-		b.classify(decide(f, b.Requested, int(paired[i][0]), int(paired[i][1]), pairing, run))
-	}
+	})
 	markPerParameterCopies(h)
 	transientsAtOOM(h)
 	markAutocastCache(h)
 	markDDPBucketsBySize(h)
 	estimateBaseline(h)
 }
+
+// inHalves runs do over the blocks from..to of 0..n, the upper half on
+// another core when n is large: do must write only what belongs to the
+// blocks it is given, and read nothing the other half writes.
+func inHalves(n int, do func(from, to int)) {
+	if n < inHalvesBlocks {
+		do(0, n)
+		return
+	}
+	wait := beside.Go(func() { do(n/2, n) })
+	do(0, n/2)
+	wait()
+}
+
+// inHalvesBlocks is the fewest blocks inHalves splits: below, a goroutine
+// costs more than the half it would take (a block takes some 50 ns).
+const inHalvesBlocks = 1 << 14
 
 // pairSizes pairs parameter candidates with gradients by size. The gradient
 // reference is, per size, the largest count in any one step (a step makes

@@ -47,19 +47,21 @@ type StepPlan struct {
 // when the stacks show loops that may be the model's layers: see loopSteps). It fills the step of
 // every event (NoStep outside ProfilerStep ranges, 0 outside the steps of
 // the other sources) and returns the plan; the spans' memory is measured
-// by buildSpans.
+// by buildSpans. With step annotations, p.step holds the innermost step
+// interval of each event when it is called (computePhases finds them).
 func computeSteps(h *History, stepIvs []interval) *StepPlan {
 	p := h.Phases
 	n := len(p.Code)
-	for i := range p.step {
-		p.step[i] = 0
+	if len(stepIvs) == 0 {
+		for i := range p.step {
+			p.step[i] = 0
+		}
 	}
 	plan := &StepPlan{StepPlan: &result.StepPlan{Source: result.StepsNone, Evidence: "nothing tells steps apart", FirstEvents: []int{}, Spans: []result.StepSpan{}}}
 	var found planFound
 	switch {
 	case len(stepIvs) > 0:
 		// The innermost step interval of each event, then its step, in place.
-		innermost(h.Device.Events, stepIvs, p.step)
 		for i, si := range p.step {
 			if si >= 0 {
 				p.step[i] = int32(stepIvs[si].step)

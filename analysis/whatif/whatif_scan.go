@@ -305,9 +305,53 @@ func (c *curves) replay() {
 	}
 	// grew[p]: the state where part p took its value in the current run.
 	var grew [numParts]int
+	// A state that holds, part by part, at most what a state visited
+	// before it holds beats no peak nor sum: none of their weights is
+	// negative (a factor that is, or is not a number, turns this off), and
+	// rounding keeps the order of products and of sums taken in the same
+	// order. Such states are most of a training run's (a step's
+	// activations freed while its gradients are made end runs below the
+	// runs before them). ref is the last visited state that was not below
+	// another.
+	var ref [numParts]int64
+	hasRef, weighsUp := false, true
+	for _, f := range q.peaks {
+		for _, x := range f {
+			weighsUp = weighsUp && x >= 0
+		}
+	}
+	// nonzero lists the parts each peak's factors weigh, in order: the
+	// others add a zero, which leaves a sum as it is.
+	nonzero := make([][]Part, len(q.peaks))
+	for k, f := range q.peaks {
+		for p, x := range f {
+			if x != 0 {
+				nonzero[k] = append(nonzero[k], Part(p))
+			}
+		}
+	}
 	visit := func(j int) {
-		for k, f := range q.peaks {
-			if t := dot(f, &v); t > peaks[k].bytes {
+		below := weighsUp && hasRef
+		for p := range v {
+			below = below && v[p] <= ref[p]
+		}
+		if !below {
+			ref, hasRef = v, true
+		}
+		var vf [numParts]float64
+		for p, x := range v {
+			vf[p] = float64(x)
+		}
+		for k := range q.peaks {
+			if below {
+				break
+			}
+			f := &q.peaks[k]
+			var t float64
+			for _, p := range nonzero[k] {
+				t += f[p] * vf[p]
+			}
+			if t > peaks[k].bytes {
 				first := 0
 				for p := range f {
 					if f[p] != 0 {
@@ -319,6 +363,9 @@ func (c *curves) replay() {
 			}
 		}
 		for k, s := range q.sums {
+			if below {
+				break
+			}
 			var t int64
 			var parts [numParts]int64
 			first := 0
