@@ -152,9 +152,9 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *history.Histo
 		if capacity == 0 {
 			capacity = r.Devices[bestDR].Capacity
 		}
-		r.WhatIf = whatif.Compute(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
+		r.WhatIf = whatif.Compute(bestH, &r.Devices[bestDR], r.Suggestions, capacity, best.SeqSquared())
 		if suggest.ReconcileSavings(r, best.StatesFirst) {
-			r.WhatIf = whatif.Compute(bestH, &r.Devices[bestDR], r.Suggestions, capacity)
+			r.WhatIf = whatif.Compute(bestH, &r.Devices[bestDR], r.Suggestions, capacity, best.SeqSquared())
 		}
 	}
 	waitLists()

@@ -65,12 +65,7 @@ func deviceHead(h *history.History, opts Options) (result.DeviceResult, *deviceL
 	}
 	dr.NoHistory = len(d.Events) == 0 || h.Snap.Recording == snapshot.RecordingState
 
-	peak, peakVal := -1, h.InitialAllocated
-	for i, v := range h.AllocatedRange(0, end) {
-		if v > peakVal {
-			peak, peakVal = i, v
-		}
-	}
+	peak, _ := h.Peak()
 	if len(d.Events) == 0 {
 		peak = end
 	}

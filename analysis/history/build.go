@@ -27,10 +27,19 @@ func BuildWithAnnotations(s *snapshot.Snapshot, d *snapshot.Device, ann *AnnInte
 		h.replayReserved()
 		hints = frameHints(h)
 	})
-	h.replay()
+	dumped := h.pairEvents()
 	h.ann = ann
 	wait()
-	computePhases(h, hints)
+	// The rest of the replay (the blocks' sizes, the allocated curve) runs
+	// beside the phase passes that read neither, which computePhases
+	// waits for it to end before the first that does.
+	waitReplay := func() {}
+	if h.finishAddsBlocks() {
+		h.finishReplay(dumped) // the passes read the blocks: none may be added beside them
+	} else {
+		waitReplay = beside.Go(func() { h.finishReplay(dumped) })
+	}
+	computePhases(h, hints, waitReplay)
 	if len(d.Events) >= returnScratchEvents {
 		// The phase and step passes leave some ten bytes an event of
 		// scratch behind, which the runtime keeps resident; Classify's

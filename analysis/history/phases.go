@@ -266,7 +266,7 @@ func innermost(events []snapshot.Event, ivs []interval, out []int32) []int32 {
 // torch.func) is forward. Then the step pass divides the events into steps
 // (History.Steps).
 func ComputePhases(h *History) *Phases {
-	return computePhases(h, nil)
+	return computePhases(h, nil, func() {})
 }
 
 // frameHints is the markers' hint of the stack of every event of h, which
@@ -283,7 +283,10 @@ func frameHints(h *History) []hint {
 
 // computePhases is ComputePhases from the events' frameHints, or with
 // pre nil, looking the markers up itself. It writes its hints over pre.
-func computePhases(h *History, pre []hint) *Phases {
+// The replay may still be sizing the blocks and making the allocated
+// curve when it is called: the passes up to the steps read neither, and
+// it calls waitReplay before the first that does.
+func computePhases(h *History, pre []hint, waitReplay func()) *Phases {
 	s, d := h.Snap, h.Device
 	n := len(d.Events)
 	p := &Phases{Code: make([]uint8, n), step: make([]int32, n)}
@@ -372,9 +375,13 @@ func computePhases(h *History, pre []hint) *Phases {
 
 	// Steps: one pass, read by every other (phases, leaks, diff, roll-up).
 	waitSteps()
+	waitReplay()
 	h.Steps = computeSteps(h, stepIvs)
+	// The phase spans' peaks and the steps' are each a pass over the
+	// curve, and write apart: the steps' are measured on the other core.
+	waitMeasured := beside.Go(h.measureSteps)
 	p.buildSpans(h)
-	h.measureSteps()
+	waitMeasured()
 	p.addEmptySpans(h, phaseIvs, annIdx, stepIvs)
 	p.compact()
 	return p
@@ -426,6 +433,33 @@ func freesCarryAllocStacks(h *History) bool {
 	return same > 0 && same >= 9*diff
 }
 
+// annCursor finds, for a time, the first of the annotations by end that
+// ends at or after it and the first of those by start that starts after
+// it. A device's events come in time order: the cursors move forward from
+// one event to the next, and are searched for afresh when the time goes
+// back.
+type annCursor struct {
+	byEnd, byStart       []interval // by end, by start
+	afterEnd, afterStart int
+	last                 int64 // the time asked last
+}
+
+// at returns the two indexes for time t.
+func (c *annCursor) at(t int64) (afterEnd, afterStart int) {
+	if t < c.last {
+		c.afterEnd = sort.Search(len(c.byEnd), func(x int) bool { return c.byEnd[x].end >= t })
+		c.afterStart = sort.Search(len(c.byStart), func(x int) bool { return c.byStart[x].start > t })
+	}
+	for c.afterEnd < len(c.byEnd) && c.byEnd[c.afterEnd].end < t {
+		c.afterEnd++
+	}
+	for c.afterStart < len(c.byStart) && c.byStart[c.afterStart].start <= t {
+		c.afterStart++
+	}
+	c.last = t
+	return c.afterEnd, c.afterStart
+}
+
 // resolveHints turns per-event hints into phases. Strong hints (forward,
 // backward, optimizer, zero_grad, data, and model set-up, which is phase
 // unknown) decide directly. An event with Python frames but no marker (loss
@@ -470,6 +504,7 @@ func resolveHints(hints []hint, events []snapshot.Event, ivs []interval, out []u
 	}
 	prevIdx, ni := -1, nextStrong(0)
 	framelessGap, framelessKnown := false, false
+	cur := annCursor{byEnd: byEnd, byStart: byStart, last: math.MinInt64}
 	for i, h := range hints {
 		if strong(h) {
 			out[i] = hintCode(h)
@@ -485,8 +520,9 @@ func resolveHints(hints []hint, events []snapshot.Event, ivs []interval, out []u
 			next = hints[ni]
 		}
 		if t, ok := timeOf(i); ok && len(byEnd) > 0 {
+			afterEnd, afterStart := cur.at(t)
 			// the latest annotation that ended before this event, after the previous strong hint
-			k := sort.Search(len(byEnd), func(x int) bool { return byEnd[x].end >= t }) - 1
+			k := afterEnd - 1
 			if k >= 0 {
 				pt, pok := timeOf(prevIdx)
 				if prevIdx < 0 || pok && byEnd[k].end > pt {
@@ -494,7 +530,7 @@ func resolveHints(hints []hint, events []snapshot.Event, ivs []interval, out []u
 				}
 			}
 			// the earliest annotation that starts after this event, before the next strong hint
-			k = sort.Search(len(byStart), func(x int) bool { return byStart[x].start > t })
+			k = afterStart
 			if k < len(byStart) {
 				nt, nok := timeOf(ni)
 				if ni < 0 || nok && byStart[k].start < nt {

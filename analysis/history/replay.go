@@ -135,7 +135,21 @@ type History struct {
 	Reuse                       int
 	Anonymous                   int // allocations without an address, paired by size
 	ReservedClamped             bool
+	// mapsSegments: an event maps or unmaps pages of an expandable
+	// segment (found by the replay, read by Expandable).
+	mapsSegments bool
+	// peakEvent is the first event after which the most memory is
+	// allocated, peakAllocated those bytes (found by the replay; −1 and
+	// InitialAllocated when no event brings more than was allocated
+	// before the first).
+	peakEvent     int
+	peakAllocated int64
 }
+
+// Peak is the first event after which the most memory is allocated (−1
+// when no event brings more than was allocated before the first), and
+// those bytes: the highest point of the allocated curve.
+func (h *History) Peak() (event int, allocated int64) { return h.peakEvent, h.peakAllocated }
 
 // NumEvents is the number of trace events of the device.
 func (h *History) NumEvents() int { return len(h.Device.Events) }
@@ -205,7 +219,14 @@ func newHistory(s *snapshot.Snapshot, d *snapshot.Device) *History {
 // (replayReserved). It reads the device and writes the blocks and the
 // allocated curves; it does not use the markers or the reserved curve.
 func (h *History) replay() {
-	s, d := h.Snap, h.Device
+	h.finishReplay(h.pairEvents())
+}
+
+// pairEvents is the first part of the replay: the blocks, from the events
+// and the dump's segments. It returns which blocks the dump sized (nil
+// when it has no segments), for finishReplay.
+func (h *History) pairEvents() (dumped []bool) {
+	d := h.Device
 	n := len(d.Events)
 	h.blockAt = newBlockIndex(n)
 	// Size the block table for the usual case: every allocation and every
@@ -244,6 +265,8 @@ func (h *History) replay() {
 		}
 		e := &d.Events[i]
 		switch e.Action {
+		case snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
+			h.mapsSegments = true
 		case snapshot.ActionOOM:
 			if h.FirstOOM < 0 {
 				h.FirstOOM = i
@@ -314,7 +337,6 @@ func (h *History) replay() {
 	// Blocks live at the dump: match them with the trace (the dump sizes
 	// them); the others were allocated before recording began and never
 	// freed.
-	var dumped []bool
 	if len(d.Segments) > 0 {
 		dumped = make([]bool, len(h.Blocks), cap(h.Blocks))
 		seen := make(map[uint64]bool, len(live))
@@ -350,6 +372,17 @@ func (h *History) replay() {
 			}
 		}
 	}
+	return dumped
+}
+
+// finishReplay is the rest of the replay: the blocks' sizes where the dump
+// does not state them, the memory allocated before the first event and
+// the allocated curve's marks. It writes the blocks' sizes and no other
+// field of theirs, and adds a block only to a trace that states its
+// baseline (addsBlocks).
+func (h *History) finishReplay(dumped []bool) {
+	s, d := h.Snap, h.Device
+	n := len(d.Events)
 	// A snapshot's trace holds requests: size the blocks the dump does not.
 	if hasRequests(s) {
 		if dumped == nil {
@@ -375,9 +408,9 @@ func (h *History) replay() {
 	}
 	// Chrome traces state the pre-window baseline (Total Allocated − Bytes
 	// of the first event); what no orphan free explains is untracked.
-	if d.Baseline >= 0 && len(d.Segments) == 0 {
+	if h.finishAddsBlocks() {
 		if rest := d.Baseline - h.InitialAllocated; rest > 0 {
-			newBlock(Block{Size: rest, Requested: rest, Alloc: -1, Free: -1, FreeRequested: -1, Untracked: true}, 0)
+			h.Blocks = append(h.Blocks, Block{Size: rest, Requested: rest, Alloc: -1, Free: -1, FreeRequested: -1, Untracked: true})
 			h.InitialAllocated = d.Baseline
 		}
 	}
@@ -391,6 +424,7 @@ func (h *History) replay() {
 	h.allocMarks = make([]int64, 0, n/curveMark+2)
 	h.reqMarks = make([]int64, 0, n/curveMark+2)
 	cur := h.InitialAllocated
+	h.peakEvent, h.peakAllocated = -1, cur
 	for i := range d.Events {
 		if i%curveMark == 0 {
 			h.allocMarks = append(h.allocMarks, cur)
@@ -399,11 +433,20 @@ func (h *History) replay() {
 		da, dr := h.DeltaAt(i)
 		cur += da
 		req += dr
+		if cur > h.peakAllocated {
+			h.peakEvent, h.peakAllocated = i, cur
+		}
 	}
 	if n%curveMark == 0 { // the mark after the last event
 		h.allocMarks = append(h.allocMarks, cur)
 		h.reqMarks = append(h.reqMarks, req)
 	}
+}
+
+// finishAddsBlocks reports whether finishReplay may add a block: the
+// untracked rest of a trace's stated baseline.
+func (h *History) finishAddsBlocks() bool {
+	return h.Device.Baseline >= 0 && len(h.Device.Segments) == 0
 }
 
 // placePreexisting turns the allocations a file lists as older than its

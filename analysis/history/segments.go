@@ -89,10 +89,5 @@ func (h *History) Expandable() bool {
 			return true
 		}
 	}
-	for k := range h.Device.Events {
-		if a := h.Device.Events[k].Action; a == snapshot.ActionSegmentMap || a == snapshot.ActionSegmentUnmap {
-			return true
-		}
-	}
-	return false
+	return h.mapsSegments
 }

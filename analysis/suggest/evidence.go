@@ -23,6 +23,7 @@ type Evidence struct {
 	oomSDPA    bool  // the failing allocation is SDPA's math backend
 	oomAttn    bool  // the failing allocation is inside attention code
 	attention  int64 // live bytes of attention's seq² tensors (whatif.SeqSquared)
+	seqSquared []bool
 	attnSite   string
 	expandable bool
 	capacity   int64
@@ -72,6 +73,11 @@ type Evidence struct {
 	StatesFirst bool
 }
 
+// SeqSquared is whatif.SeqSquared of the device the evidence is about,
+// which Gather made: the what-if's projections take it instead of making
+// it again.
+func (ev *Evidence) SeqSquared() []bool { return ev.seqSquared }
+
 // Gather collects the evidence of one device.
 func Gather(h *history.History, dr *result.DeviceResult) *Evidence {
 	ev := &Evidence{device: dr.Device, capacity: dr.Capacity, expandable: h.Expandable(), gpu: h.Device.Name, gpuMajor: h.Device.ComputeMajor,
@@ -102,6 +108,7 @@ func Gather(h *history.History, dr *result.DeviceResult) *Evidence {
 	// (attention code's queries, keys and values are per-token tensors).
 	sites := map[string]int64{}
 	sq := whatif.SeqSquared(h)
+	ev.seqSquared = sq
 	for bi, b := range h.LiveBlocks(ev.index) {
 		if b.Untracked || !sq[bi] {
 			continue

@@ -89,12 +89,17 @@ func compose(fs ...factors) factors {
 }
 
 // Compute projects the device of h (its result dr) under the suggestions.
-// capacity is the device memory to fit (0: unknown).
-func Compute(h *history.History, dr *result.DeviceResult, sugg []result.Suggestion, capacity int64) *result.WhatIf {
+// capacity is the device memory to fit (0: unknown). seqSquared is
+// SeqSquared(h) where the caller has it (the suggestions' evidence does),
+// nil to make it here.
+func Compute(h *history.History, dr *result.DeviceResult, sugg []result.Suggestion, capacity int64, seqSquared []bool) *result.WhatIf {
 	if h == nil || len(h.Device.Events) == 0 {
 		return nil
 	}
-	c := buildCurves(h, 0)
+	if len(seqSquared) != len(h.Blocks) {
+		seqSquared = SeqSquared(h)
+	}
+	c := buildCurvesWith(h, seqSquared)
 	var w *result.WhatIf
 	c.resolve(func() { w = c.whatIf(dr, sugg, capacity) })
 	return w

@@ -82,10 +82,15 @@ type factorQuery struct {
 // 1 MiB a block) does not grow with the tensor and is fixed memory
 // (curves.shares).
 func buildCurves(h *history.History, seq int64) *curves {
+	return buildCurvesWith(h, seqSquared(h, seq))
+}
+
+// buildCurvesWith is buildCurves with the blocks' seq² marks made
+// (seqSquared).
+func buildCurvesWith(h *history.History, sq []bool) *curves {
 	c := &curves{h: h, part: make([]Part, len(h.Blocks)), n: len(h.Device.Events),
 		peaks: map[factors]peakAt{}, sums: map[partSet]peakSum{}, limits: map[factorQuery]float64{}, states: map[int][numParts]int64{}}
 	stale := staleGradients(h)
-	sq := seqSquared(h, seq)
 	for bi := range h.Blocks {
 		p := PartOf(h, &h.Blocks[bi], stale[bi], sq[bi])
 		c.part[bi] = p

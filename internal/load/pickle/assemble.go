@@ -294,24 +294,32 @@ func (s *schema) diagnose(snap *snapshot.Snapshot) {
 // unmatchedFrees counts frees in a device trace whose block was never
 // allocated earlier in the trace.
 func unmatchedFrees(d *snapshot.Device) int {
-	live := make(map[uint64]int, 1024)
+	live := newAddrCounts() // allocations at an address not yet freed; −1: an unmatched free
 	n := 0
 	for i := range d.Events {
 		e := &d.Events[i]
 		switch e.Action {
 		case snapshot.ActionAlloc:
-			live[e.Addr]++
+			switch j := live.find(e.Addr); live.vals[j] {
+			case 0:
+				live.insert(j, e.Addr, 1)
+			case -1:
+				live.delete(j)
+			default:
+				live.vals[j]++
+			}
 		case snapshot.ActionFreeRequested:
-			if live[e.Addr] == 0 {
+			if j := live.find(e.Addr); live.vals[j] == 0 {
 				n++
-				live[e.Addr] = -1 // count once; free_completed follows
+				live.insert(j, e.Addr, -1) // count once; free_completed follows
 			}
 		case snapshot.ActionFreeCompleted:
-			switch c := live[e.Addr]; {
+			j := live.find(e.Addr)
+			switch c := live.vals[j]; {
 			case c > 1:
-				live[e.Addr] = c - 1
-			case c == 1, c < 0: // keep the map to the live blocks
-				delete(live, e.Addr)
+				live.vals[j]--
+			case c == 1, c < 0: // keep the table to the live blocks
+				live.delete(j)
 			default:
 				n++
 			}

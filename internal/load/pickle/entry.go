@@ -39,14 +39,7 @@ func (m *vm) entryFast() bool {
 		in.fill(fastWindow) // whole entries in the buffer (at the input's end, what is left)
 	}
 	buf, pos := in.buf[:in.end], in.pos
-	// skip passes the FRAME opcodes at pos (CPython's framer cuts its
-	// 64 KiB frames between any two opcodes; the machine ignores them).
-	skip := func(pos int) int {
-		for len(buf)-pos >= 9 && buf[pos] == 0x95 {
-			pos += 9
-		}
-		return pos
-	}
+	skip := func(pos int) int { return skipFrames(buf, pos) }
 	// EMPTY_DICT was read; MEMOIZE, MARK follow.
 	if pos = skip(pos); pos >= len(buf) || buf[pos] != 0x94 {
 		return false
@@ -55,8 +48,15 @@ func (m *vm) entryFast() bool {
 		return false
 	}
 	pos++
+	if !m.fast.noTemplate && len(m.stack) == mark && m.entryByTemplates(buf, pos, mark) {
+		return true
+	}
+	learn := &m.fast.learn
+	learn.start(m.memo.overwrites)
 	d := &m.fast.dict
 	d.keys, d.vals = d.keys[:0], d.vals[:0]
+	keyRoles := m.fast.keyRoles[:0] // beside d.keys, each key's role
+	var roles roleSet
 	if m.fast.frames == nil {
 		// Most stacks fit: an entry the fast path leaves to the opcodes
 		// then costs no new scratch (its grown one is kept only on success).
@@ -75,10 +75,7 @@ func (m *vm) entryFast() bool {
 	memo := append(m.fast.memo[:0], value{k: kGone})
 	texts := append(m.fast.texts[:0], 0)
 	listSlot := -1
-	// The frames list written out (MARK to APPENDS) is buf[listFrom:listTo],
-	// read while the memo had seen listGen overwrites; lastList: it is the
-	// last taken entry's (vm.fast.lastList).
-	listFrom, listTo, listGen, lastList := 0, 0, uint64(0), false
+	var fl fastListRead
 	// get reads a memo fetch at pos: its value, and the position after it.
 	get := func(pos int) (value, int, bool) {
 		idx, n := memoFetch(buf, pos)
@@ -99,16 +96,36 @@ func (m *vm) entryFast() bool {
 		if len(d.keys) == maxFastKeys {
 			return false
 		}
-		k, next, ok := get(pos)
-		if !ok || k.k != kStr {
+		// The key: its role by its text's number, its string only for a
+		// role that is no trace entry's field (eventKey names it).
+		var k value
+		var r keyRole
+		idx, n := memoFetch(buf, pos)
+		if n == 0 || idx >= m.memo.len() {
 			return false
 		}
+		next := pos + n
+		if sl := m.memo.slot(idx); sl&slotMask == slotStr {
+			r = m.fast.roles.of(&m.memo.texts, uint32(sl&^slotMask))
+			if !r.entryField() {
+				k = strVal(kStr, m.memo.texts.at(uint32(sl&^slotMask)))
+			}
+		} else {
+			var ok bool
+			if k, ok = m.memo.get(idx); !ok || k.k != kStr {
+				return false
+			}
+			r = roleOf(k.str())
+		}
+		learn.key(idx, n, r)
+		roles |= 1 << r
 		if pos = skip(next); pos >= len(buf) {
 			return false
 		}
 		var v value
 		switch op := buf[pos]; op {
 		case 'h', 'j':
+			var ok bool
 			if v, pos, ok = get(pos); !ok {
 				return false
 			}
@@ -164,65 +181,14 @@ func (m *vm) entryFast() bool {
 				}
 			}
 		case ']': // a frames list: MEMOIZE, then nothing, one frame and APPEND, or MARK, frames, APPENDS
-			if list >= 0 || k.str() != "frames" {
-				return false
-			}
-			if pos = skip(pos + 1); pos >= len(buf) || buf[pos] != 0x94 {
-				return false
-			}
-			if list, pos = len(d.vals), skip(pos+1); pos >= len(buf) {
+			if list >= 0 || r != roleFrames {
 				return false
 			}
 			listSlot, memo, texts = len(memo), append(memo, value{k: kStack}), append(texts, 0)
-			switch c := &m.fast.lastList; {
-			case buf[pos] == '(' && len(c.bytes) > 0 && c.gen == m.memo.overwrites && len(buf)-pos >= len(c.bytes) &&
-				string(buf[pos:pos+len(c.bytes)]) == string(c.bytes):
-				// The bytes of the list the last entry took, the memo's
-				// slots unchanged since: the same frames, the same stack.
-				// (Consecutive entries share a stack a third to nine
-				// tenths of the time in PyTorch's snapshots: a free's
-				// request and completion, a loop's allocations.)
-				pos += len(c.bytes)
-				lastList = true
-				m.fast.listHits++
-			case buf[pos] == '(':
-				// frameAt, written out: a stack has dozens of frames.
-				listFrom, listGen = pos, m.memo.overwrites
-				slots, nSlots := m.memo.chunks, uint(m.memo.len())
-				for pos = skip(pos + 1); pos < len(buf) && buf[pos] != 'e'; pos = skip(pos) {
-					var idx uint
-					switch {
-					case buf[pos] == 'h' && len(buf)-pos >= 2:
-						idx, pos = uint(buf[pos+1]), pos+2
-					case buf[pos] == 'j' && len(buf)-pos >= 5:
-						idx, pos = uint(binary.LittleEndian.Uint32(buf[pos+1:])), pos+5
-					default:
-						return false
-					}
-					if idx >= nSlots {
-						return false
-					}
-					sl := slots[idx/memoChunk][idx%memoChunk]
-					if sl&slotMask != slotFrame {
-						return false
-					}
-					frames = append(frames, snapshot.FrameID(sl&^slotMask))
-				}
-				if pos >= len(buf) {
-					return false
-				}
-				pos++
-				listTo = pos
-			case buf[pos] == 'h' || buf[pos] == 'j':
-				// One frame and APPEND, or the next key (an empty list).
-				if f, n := m.frameAt(buf, pos); n > 0 {
-					if next := skip(pos + n); next < len(buf) && buf[next] == 'a' {
-						frames = append(frames, f)
-						pos = next + 1
-					} else {
-						return false
-					}
-				}
+			list = len(d.vals)
+			var ok bool
+			if pos, frames, ok = m.fastList(buf, pos+1, frames, &fl); !ok {
+				return false
 			}
 			v = value{k: kStack}
 		default:
@@ -230,8 +196,9 @@ func (m *vm) entryFast() bool {
 		}
 		d.keys = append(d.keys, k)
 		d.vals = append(d.vals, v)
+		keyRoles = append(keyRoles, r)
 	}
-	if shapeOf(d) != shapeEntry {
+	if shapeOfRoles(roles) != shapeEntry {
 		return false
 	}
 	if m.memo.len()+len(memo) > m.opts.MaxMemo {
@@ -239,7 +206,8 @@ func (m *vm) entryFast() bool {
 	}
 	s := m.sch
 	l := m.stack[mark-1].list()
-	if len(m.stack) > mark {
+	noItems := len(m.stack) == mark
+	if !noItems {
 		// The records of this batch the fast path did not take (an entry
 		// with a new frame): reduced now, in order, as APPENDS would, so
 		// that this entry keeps its place after them.
@@ -260,38 +228,22 @@ func (m *vm) entryFast() bool {
 	// Commit: the dict's memo slot is retired as a reduced entry's, the
 	// list's holds its stack, as the opcodes would have left them.
 	if list >= 0 {
-		c := &m.fast.lastList
-		var id snapshot.StackID
-		switch {
-		case lastList:
-			id = c.stack
-		case listTo > listFrom:
-			id = s.b.Stack(frames)
-			c.bytes, c.stack, c.gen = append(c.bytes[:0], buf[listFrom:listTo]...), id, listGen
-		default:
-			id = s.b.Stack(frames)
-		}
+		id := m.fastStack(buf, frames, &fl)
 		memo[listSlot].n, d.vals[list].n = int64(id), int64(id)
 	}
-	for i, v := range memo {
-		// A string, the retired dict and the stack: nothing for memoPut
-		// to do but store their slots (MaxMemo was checked above).
-		switch t := texts[i]; {
-		case t > 0:
-			m.memo.setText(m.memo.len(), t-1)
-		case v.k == kGone:
-			*m.memo.replace(m.memo.len()) = slotGone
-		case v.k == kStack:
-			*m.memo.replace(m.memo.len()) = slotStack | uint64(v.n)
-		default:
-			_ = m.memoPut(m.memo.len(), v)
-		}
-	}
-	m.fast.frames, m.fast.memo, m.fast.texts = frames, memo, texts
+	m.storeFastMemo(memo, texts)
+	m.fast.frames, m.fast.memo, m.fast.texts, m.fast.keyRoles = frames, memo, texts, keyRoles
 	m.off += int64(1 + pos - in.pos) // the EMPTY_DICT and what followed
 	in.pos = pos
-	l.addEvent(s.event(d), m.off, s.inputBytes)
+	a := newEntryFields()
+	for i, r := range keyRoles {
+		s.eventKey(&a, r, d.keys[i], d.vals[i])
+	}
+	l.addEvent(s.eventDone(&a), m.off, s.inputBytes)
 	m.fast.entries++
+	if noItems {
+		learn.teach(&m.fast.tmpl)
+	}
 	return true
 }
 
@@ -318,4 +270,123 @@ func (m *vm) frameAt(buf []byte, pos int) (snapshot.FrameID, int) {
 		return snapshot.FrameID(sl &^ slotMask), n
 	}
 	return 0, 0
+}
+
+// skipFrames passes the FRAME opcodes at pos (CPython's framer cuts its
+// 64 KiB frames between any two opcodes; the machine ignores them).
+func skipFrames(buf []byte, pos int) int {
+	for len(buf)-pos >= 9 && buf[pos] == 0x95 {
+		pos += 9
+	}
+	return pos
+}
+
+// fastListRead is how the fast path read an entry's frames list: written
+// out (MARK to APPENDS), it is buf[from:to], read while the memo had seen
+// gen overwrites; last: it is the last taken entry's (vm.fast.lastList).
+type fastListRead struct {
+	from, to int
+	gen      uint64
+	last     bool
+}
+
+// fastList reads a frames list at buf[pos], just after its EMPTY_LIST:
+// MEMOIZE, then nothing, one frame and APPEND, or MARK, frames, APPENDS.
+// It appends the frames to frames (none when the list is the last taken
+// entry's, fl.last) and returns the position after the list; false when
+// the list is not one of those.
+func (m *vm) fastList(buf []byte, pos int, frames []snapshot.FrameID, fl *fastListRead) (int, []snapshot.FrameID, bool) {
+	*fl = fastListRead{}
+	if pos = skipFrames(buf, pos); pos >= len(buf) || buf[pos] != 0x94 {
+		return pos, frames, false
+	}
+	if pos = skipFrames(buf, pos+1); pos >= len(buf) {
+		return pos, frames, false
+	}
+	switch c := &m.fast.lastList; {
+	case buf[pos] == '(' && len(c.bytes) > 0 && c.gen == m.memo.overwrites && len(buf)-pos >= len(c.bytes) &&
+		string(buf[pos:pos+len(c.bytes)]) == string(c.bytes):
+		// The bytes of the list the last entry took, the memo's
+		// slots unchanged since: the same frames, the same stack.
+		// (Consecutive entries share a stack a third to nine
+		// tenths of the time in PyTorch's snapshots: a free's
+		// request and completion, a loop's allocations.)
+		pos += len(c.bytes)
+		fl.last = true
+	case buf[pos] == '(':
+		// frameAt, written out: a stack has dozens of frames.
+		fl.from, fl.gen = pos, m.memo.overwrites
+		slots, nSlots := m.memo.chunks, uint(m.memo.len())
+		for pos = skipFrames(buf, pos+1); pos < len(buf) && buf[pos] != 'e'; pos = skipFrames(buf, pos) {
+			var idx uint
+			switch {
+			case buf[pos] == 'h' && len(buf)-pos >= 2:
+				idx, pos = uint(buf[pos+1]), pos+2
+			case buf[pos] == 'j' && len(buf)-pos >= 5:
+				idx, pos = uint(binary.LittleEndian.Uint32(buf[pos+1:])), pos+5
+			default:
+				return pos, frames, false
+			}
+			if idx >= nSlots {
+				return pos, frames, false
+			}
+			sl := slots[idx/memoChunk][idx%memoChunk]
+			if sl&slotMask != slotFrame {
+				return pos, frames, false
+			}
+			frames = append(frames, snapshot.FrameID(sl&^slotMask))
+		}
+		if pos >= len(buf) {
+			return pos, frames, false
+		}
+		pos++
+		fl.to = pos
+	case buf[pos] == 'h' || buf[pos] == 'j':
+		// One frame and APPEND, or the next key (an empty list).
+		if f, n := m.frameAt(buf, pos); n > 0 {
+			next := skipFrames(buf, pos+n)
+			if next >= len(buf) || buf[next] != 'a' {
+				return pos, frames, false
+			}
+			frames = append(frames, f)
+			pos = next + 1
+		}
+	}
+	return pos, frames, true
+}
+
+// fastStack is the stack of the frames list fastList read (fl), at its
+// entry's commit; a list written out becomes the last list.
+func (m *vm) fastStack(buf []byte, frames []snapshot.FrameID, fl *fastListRead) snapshot.StackID {
+	c := &m.fast.lastList
+	switch {
+	case fl.last:
+		m.fast.listHits++
+		return c.stack
+	case fl.to > fl.from:
+		id := m.sch.b.Stack(frames)
+		c.bytes, c.stack, c.gen = append(c.bytes[:0], buf[fl.from:fl.to]...), id, fl.gen
+		return id
+	}
+	return m.sch.b.Stack(frames)
+}
+
+// storeFastMemo stores what a taken entry's MEMOIZEs store, in order:
+// memo holds the values (the dict retired, the list's stack), texts
+// beside it a short string's text number + 1. A string, the retired dict
+// and the stack: nothing for memoPut to do but store their slots (the
+// caller checked MaxMemo).
+func (m *vm) storeFastMemo(memo []value, texts []uint32) {
+	for i, v := range memo {
+		switch t := texts[i]; {
+		case t > 0:
+			m.memo.push(slotStr | uint64(t-1))
+		case v.k == kGone:
+			m.memo.push(slotGone)
+		case v.k == kStack:
+			m.memo.push(slotStack | uint64(v.n))
+		default:
+			_ = m.memoPut(m.memo.len(), v)
+		}
+	}
 }

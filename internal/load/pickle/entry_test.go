@@ -68,11 +68,12 @@ func entryCases() map[string][]byte {
 	return map[string][]byte{"protocol 4": st.Marshal(snap, 4), "protocol 2": st.Marshal(snap, 2)}
 }
 
-// TestEntryFastPath: the trace-entry fast path leaves the model exactly as
-// the opcodes one by one leave it, on every real snapshot, the generated
-// training runs (both shapes) and entries made to take each of its ways
-// out, and on damaged copies (the same error); and it takes 99% of the
-// generated runs' entries (those with a new frame take the opcodes).
+// TestEntryFastPath: the trace-entry fast path (the entry template on)
+// leaves the model exactly as the opcodes one by one leave it, on every
+// real snapshot, the generated training runs (both shapes) and entries
+// made to take each of its ways out, and on damaged copies (the same
+// error); and it takes 99% of the generated runs' entries (those with a
+// new frame take the opcodes).
 func TestEntryFastPath(t *testing.T) {
 	inputs := entryCases()
 	for _, shared := range []bool{false, true} {

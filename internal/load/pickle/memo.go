@@ -197,14 +197,18 @@ func (t *memoTable) set(idx int, v value) {
 	*c = t.encode(v)
 }
 
-// setText stores text number i of texts at idx, as set does the text's
-// string without looking the text up again.
-func (t *memoTable) setText(idx int, i uint32) {
-	*t.replace(idx) = slotStr | uint64(i)
+// push stores slot at the next index (a slot past the end is empty: there
+// is no side-table entry to free, no overwrite to count).
+func (t *memoTable) push(slot uint64) {
+	if t.n%memoChunk == 0 {
+		t.chunks = append(t.chunks, make([]uint64, memoChunk))
+	}
+	t.chunks[t.n/memoChunk][t.n%memoChunk] = slot
+	t.n++
 }
 
-// replace returns slot idx, its side-table entry freed, for set and
-// setText to overwrite (first filling the slots up to it).
+// replace returns slot idx, its side-table entry freed, for set (and the
+// fast path) to overwrite (first filling the slots up to it).
 func (t *memoTable) replace(idx int) *uint64 {
 	if idx < t.n {
 		t.overwrites++

@@ -12,55 +12,82 @@ import (
 
 // event reads one trace entry (device_traces[d][i]).
 func (s *schema) event(d *pdict) snapshot.Event {
-	e := snapshot.Event{TimeNS: snapshot.NoTime}
-	var user, internal, compile string
-	var deviceFree int64
+	a := newEntryFields()
 	for i, k := range d.keys {
-		v := d.vals[i]
-		switch k.str() {
-		case "action":
-			name := asString(v)
-			e.Action = snapshot.ParseAction(name)
-			if e.Action == snapshot.ActionUnknown {
-				name = units.ClipBytes(name, 100)
-				s.charge(len(name))
-				if len(s.unknownAct) < 100 {
-					s.unknownAct[name]++
-				}
-			}
-			if e.Action == snapshot.ActionSegmentMap || e.Action == snapshot.ActionSegmentUnmap {
-				s.feats |= featSegMap
-			}
-		case "addr":
-			e.Addr = asUint(v)
-		case "size":
-			e.Size = asInt(v)
-		case "stream":
-			e.Stream = s.b.Stream(asUint(v))
-		case "device_free":
-			deviceFree = asInt(v)
-		case "time_us":
-			e.TimeNS = asInt(v) * 1000
-			s.feats |= featTimeUS
-		case "frames":
-			e.Stack = s.stackOf(v, true)
-		case "compile_context":
-			compile = asString(v)
-			s.feats |= featCompileContext
-		case "user_metadata":
-			user = asString(v)
-			s.feats |= featUserMetadata
-		case "internal_metadata":
-			internal = asString(v)
-			s.feats |= featInternalMetadata
-		case "pool_id", "segment_pool_id":
-			s.feats |= featEntryPoolID
-		case "cpp_frames":
-			s.feats |= featCppFrames
-		default:
-			s.unknown("trace entry", k.str())
-		}
+		s.eventKey(&a, roleOf(k.str()), k, d.vals[i])
 	}
+	return s.eventDone(&a)
+}
+
+// entryFields is a trace entry read so far: the event and the fields that
+// make its metadata.
+type entryFields struct {
+	e                       snapshot.Event
+	user, internal, compile string
+	deviceFree              int64
+}
+
+func newEntryFields() entryFields { return entryFields{e: snapshot.Event{TimeNS: snapshot.NoTime}} }
+
+// eventKey reads the entry's key k of role r and its value v into a, in
+// the order of the dict's keys (k's text is read only for roleOther).
+func (s *schema) eventKey(a *entryFields, r keyRole, k, v value) {
+	e := &a.e
+	switch r {
+	case roleAction:
+		name := asString(v)
+		e.Action = snapshot.ParseAction(name)
+		if e.Action == snapshot.ActionUnknown {
+			name = units.ClipBytes(name, 100)
+			s.charge(len(name))
+			if len(s.unknownAct) < 100 {
+				s.unknownAct[name]++
+			}
+		}
+		if e.Action == snapshot.ActionSegmentMap || e.Action == snapshot.ActionSegmentUnmap {
+			s.feats |= featSegMap
+		}
+	case roleAddr:
+		e.Addr = asUint(v)
+	case roleSize:
+		e.Size = asInt(v)
+	case roleStream:
+		e.Stream = s.b.Stream(asUint(v))
+	case roleDeviceFree:
+		a.deviceFree = asInt(v)
+	case roleTimeUS:
+		e.TimeNS = asInt(v) * 1000
+		s.feats |= featTimeUS
+	case roleFrames:
+		e.Stack = s.stackOf(v, true)
+	case roleCompileContext:
+		a.compile = asString(v)
+		s.feats |= featCompileContext
+	case roleUserMetadata:
+		a.user = asString(v)
+		s.feats |= featUserMetadata
+	case roleInternalMetadata:
+		a.internal = asString(v)
+		s.feats |= featInternalMetadata
+	case rolePoolID:
+		s.feats |= featEntryPoolID
+	case roleCppFrames:
+		s.feats |= featCppFrames
+	default:
+		s.unknown("trace entry", k.str())
+	}
+}
+
+// eventDone is the event of the entry read into a.
+func (s *schema) eventDone(a *entryFields) snapshot.Event {
+	e := a.e
+	s.finishEvent(&e, a.user, a.internal, a.compile, a.deviceFree)
+	return e
+}
+
+// finishEvent completes event e of a trace entry from its metadata
+// strings and device_free.
+func (s *schema) finishEvent(e *snapshot.Event, user, internal, compile string, deviceFree int64) {
 	if e.Action == snapshot.ActionOOM {
 		e.Addr = uint64(deviceFree) // PyTorch's C++ keeps it in addr too
 	}
@@ -73,7 +100,6 @@ func (s *schema) event(d *pdict) snapshot.Event {
 	case compile != "" && compile != "N/A":
 		e.Meta = s.b.String(compile)
 	}
-	return e
 }
 
 func parseState(st string) snapshot.BlockState {

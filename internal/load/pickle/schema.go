@@ -268,47 +268,11 @@ const (
 	shapeAnnotation
 )
 
-// shapeOf tells a dict's shape in one pass over its keys: a frame has
-// filename (or name and line), a trace entry action, a block state and size,
-// a segment blocks or total_size, an annotation stage and name.
+// shapeOf tells a dict's shape in one pass over its keys (shapeOfRoles).
 func shapeOf(d *pdict) dictShape {
-	var filename, name, line, action, state, size, blocks, total, stage bool
+	var roles roleSet
 	for _, k := range d.keys {
-		if k.k != kStr {
-			continue
-		}
-		switch k.str() {
-		case "action":
-			action = true
-		case "filename":
-			filename = true
-		case "name":
-			name = true
-		case "line":
-			line = true
-		case "state":
-			state = true
-		case "size":
-			size = true
-		case "blocks":
-			blocks = true
-		case "total_size":
-			total = true
-		case "stage":
-			stage = true
-		}
+		roles |= 1 << roleOf(k.str())
 	}
-	switch {
-	case filename || (name && line):
-		return shapeFrame
-	case action:
-		return shapeEntry
-	case state && size:
-		return shapeBlock
-	case blocks || total:
-		return shapeSegment
-	case stage && name:
-		return shapeAnnotation
-	}
-	return shapeOther
+	return shapeOfRoles(roles)
 }

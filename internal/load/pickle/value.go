@@ -179,7 +179,11 @@ func kindName(k kind) string {
 // input holds at that rate, so that allEvents need not join the chunks
 // (a join holds the trace twice); an input whose entries get denser than
 // that falls back to chunks.
-func (l *plist) addEvent(e snapshot.Event, at, total int64) {
+func (l *plist) addEvent(e snapshot.Event, at, total int64) { *l.newEvent(at, total) = e }
+
+// newEvent is addEvent of a zero event, which it returns for the caller
+// to fill in place.
+func (l *plist) newEvent(at, total int64) *snapshot.Event {
 	if l.nEvents == 0 {
 		l.evStart = at
 	}
@@ -200,8 +204,11 @@ func (l *plist) addEvent(e snapshot.Event, at, total int64) {
 			l.events = make([]snapshot.Event, 0, min(max(256, l.nEvents), 1<<16))
 		}
 	}
-	l.events = append(l.events, e)
+	l.events = l.events[:len(l.events)+1]
 	l.nEvents++
+	e := &l.events[len(l.events)-1]
+	*e = snapshot.Event{}
+	return e
 }
 
 // reserveAfter is how many trace entries addEvent reads before it reserves

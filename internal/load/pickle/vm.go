@@ -71,6 +71,25 @@ type vm struct {
 		frames []snapshot.FrameID
 		memo   []value
 		texts  []uint32 // beside memo: a short string's text number + 1, else 0
+		// keyRoles is the role of each key of the entry (beside dict.keys);
+		// roles the keys' roles by their text numbers.
+		keyRoles []keyRole
+		roles    roleCache
+		// tmpl are the entry templates (see entryByTemplate), learn their
+		// learner beside the general fast path, actions the actions by
+		// text number; noTemplate turns the template off (tests).
+		tmpl       entryTemplates
+		learn      templateLearner
+		actions    actionCache
+		noTemplate bool
+		templated  int // entries taken by the template
+		// stream is the last stream the template interned: its handle
+		// and ID.
+		stream struct {
+			raw   uint64
+			id    uint16
+			known bool
+		}
 		// lastList is the frames list, written out, of the last entry
 		// taken with one: its bytes, its stack and memoTable.overwrites
 		// when its fetches were read.
