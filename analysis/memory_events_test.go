@@ -14,14 +14,15 @@ import (
 
 // What the analysis may cost per trace event beyond the model, on top of a
 // Block per allocation (TestBytesPerEvent). Measured on the generated
-// training runs: the history keeps 4.4 bytes an event (the block of each
-// event, its phase, the curves' marks every 64 events), the whole analysis
+// training runs: the history keeps 3.6 bytes an event (the block of each
+// event in two bytes, its phase, the curves' marks every 64 events; 4.4
+// while the block was four bytes), the whole analysis
 // allocates 104 bytes an event in all (a third of it the blocks); before
 // the what-if and the history kept no per-event curves, 43 and 278. An
 // array of an int32 per event kept, or of an int64 per event made and
 // dropped, passes a bound.
 const (
-	historyBytesPerEvent  = 8
+	historyBytesPerEvent  = 6
 	analysisBytesPerEvent = 108
 )
 

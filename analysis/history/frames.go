@@ -340,22 +340,28 @@ func IsModelFrame(f *snapshot.Frame) bool {
 // which uses a few of a file's stacks when the file has many devices: a
 // table of every stack of the file per device cost their product (256
 // devices of 2,000 stacks each, 62 MB: 13 GB allocated), so the memo is a
-// map when the file has far more stacks than the device can use.
-type stackMemo[T any] struct {
-	s    *snapshot.Snapshot
-	of   func(*snapshot.Snapshot, snapshot.StackID) T
-	done []bool
-	v    []T
-	m    map[snapshot.StackID]*T // instead of done and v, for a few of many stacks
+// map when the file has far more stacks than the device can use. In its
+// table each value is kept once: a stack holds the number of its value
+// (four bytes, where a value is 40 or 48), since a file's hundreds of
+// thousands of stacks have a few hundred sites and far fewer markers.
+type stackMemo[T comparable] struct {
+	s  *snapshot.Snapshot
+	of func(*snapshot.Snapshot, snapshot.StackID) T
+	// num[st] is 1 + the index in vals of stack st's value (0: not yet
+	// computed); number finds a value's index.
+	num    []uint32
+	vals   []*T
+	number map[T]uint32
+	m      map[snapshot.StackID]*T // instead of num and vals, for a few of many stacks
 }
 
 // NewStackMemo memoises of for a device that looks up at most about uses
 // stacks (its events and blocks).
-func NewStackMemo[T any](s *snapshot.Snapshot, uses int, of func(*snapshot.Snapshot, snapshot.StackID) T) *stackMemo[T] {
+func NewStackMemo[T comparable](s *snapshot.Snapshot, uses int, of func(*snapshot.Snapshot, snapshot.StackID) T) *stackMemo[T] {
 	if len(s.Stacks) > 4*uses+4096 {
 		return &stackMemo[T]{s: s, of: of, m: map[snapshot.StackID]*T{}}
 	}
-	return &stackMemo[T]{s: s, of: of, done: make([]bool, len(s.Stacks)), v: make([]T, len(s.Stacks))}
+	return &stackMemo[T]{s: s, of: of, num: make([]uint32, len(s.Stacks)), number: map[T]uint32{}}
 }
 
 // Get is of(stack), the zero value for a stack the snapshot does not have.
@@ -368,8 +374,8 @@ func (c *stackMemo[T]) Get(st snapshot.StackID) T {
 }
 
 // ref is get's value in place: it stays valid, and the same, while c
-// lives (the zero value's for a stack the snapshot does not have). A map
-// memo holds each value on its own for this.
+// lives (the zero value's for a stack the snapshot does not have). Stacks
+// of the same value share it.
 func (c *stackMemo[T]) ref(st snapshot.StackID) *T {
 	if int(st) >= len(c.s.Stacks) {
 		return new(T)
@@ -383,11 +389,18 @@ func (c *stackMemo[T]) ref(st snapshot.StackID) *T {
 		}
 		return p
 	}
-	if !c.done[st] {
-		c.v[st] = c.of(c.s, st)
-		c.done[st] = true
+	if k := c.num[st]; k != 0 {
+		return c.vals[k-1]
 	}
-	return &c.v[st]
+	v := c.of(c.s, st)
+	k, ok := c.number[v]
+	if !ok {
+		c.vals = append(c.vals, &v)
+		k = uint32(len(c.vals))
+		c.number[v] = k
+	}
+	c.num[st] = k
+	return c.vals[k-1]
 }
 
 // StackUses is about how many stacks a device's memos look up: one per

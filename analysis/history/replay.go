@@ -25,7 +25,7 @@ type Block struct {
 	Requested int64
 	// Alloc is the event index of the allocation, or −1 when the block was
 	// allocated before the recording began. (The event indexes are int32,
-	// as History's per-event block index is: a device of 2³¹ events would
+	// as the history's block index's are: a device of 2³¹ events would
 	// hold some 90 GB of events, far past any input the readers accept.)
 	Alloc int32
 	// Free is the event index of free_completed, or −1 when the block is
@@ -100,9 +100,9 @@ type History struct {
 	// by analyze; made on first use for a history built alone).
 	Texts *FrameTexts
 
-	// blockAt[i] is the block event i allocates, or whose free it
-	// requests or completes (−1): see openAt, endAt and closeAt.
-	blockAt []int32
+	// blockAt tells the block event i allocates, or whose free it
+	// requests or completes: see OpenAt, EndAt and CloseAt.
+	blockAt *blockIndex
 	// allocMarks[k] and reqMarks[k] are the allocated and requested bytes
 	// before event k·curveMark: the curves between two marks are replayed
 	// from the blocks (AllocatedAt, allocatedRange), so that the history
@@ -228,10 +228,7 @@ func (h *History) replay() {
 func (h *History) pairEvents() (dumped []bool) {
 	d := h.Device
 	n := len(d.Events)
-	h.blockAt = make([]int32, n)
-	for i := range h.blockAt {
-		h.blockAt[i] = -1
-	}
+	h.blockAt = newBlockIndex(n)
 	// Size the block table for the usual case: every allocation and every
 	// block live at the dump makes a block, frees without an allocation
 	// (blocks allocated before recording began) are few and grow the table.
@@ -263,6 +260,9 @@ func (h *History) pairEvents() (dumped []bool) {
 		return bi
 	}
 	for i := range d.Events {
+		if i > 0 && i%blockMark == 0 {
+			h.blockAt.seal(i-1, len(h.Blocks))
+		}
 		e := &d.Events[i]
 		switch e.Action {
 		case snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
@@ -278,7 +278,7 @@ func (h *History) pairEvents() (dumped []bool) {
 				bi := newBlock(Block{Size: e.Size, Requested: e.Size, Alloc: int32(i), Free: -1, FreeRequested: -1, Stack: e.Stack}, e.Meta)
 				k := anonKey{e.Size, h.categoryMeta(e.Meta)}
 				anon[k] = append(anon[k], bi)
-				h.blockAt[i] = bi
+				h.blockAt.set(i, bi)
 				h.Anonymous++
 				continue
 			}
@@ -292,14 +292,14 @@ func (h *History) pairEvents() (dumped []bool) {
 			}
 			bi := newBlock(Block{Addr: e.Addr, Size: e.Size, Requested: e.Size, Alloc: int32(i), Free: -1, FreeRequested: -1, Stack: e.Stack}, 0)
 			live[e.Addr] = bi
-			h.blockAt[i] = bi
+			h.blockAt.set(i, bi)
 		case snapshot.ActionFreeRequested:
 			bi, ok := live[e.Addr]
 			if !ok {
 				bi = newBlock(Block{Addr: e.Addr, Size: e.Size, Requested: e.Size, Alloc: -1, Free: -1, FreeRequested: -1}, 0)
 				live[e.Addr] = bi
 			}
-			h.blockAt[i] = bi
+			h.blockAt.set(i, bi)
 			h.Blocks[bi].FreeRequested = int32(i)
 			h.Blocks[bi].FreeStack = e.Stack
 		case snapshot.ActionFreeCompleted:
@@ -313,7 +313,7 @@ func (h *History) pairEvents() (dumped []bool) {
 					bi = newBlock(Block{Size: e.Size, Requested: e.Size, Alloc: -1, Free: -1, FreeRequested: -1, FreeStack: e.Stack}, e.Meta)
 				}
 				h.Blocks[bi].Free = int32(i)
-				h.blockAt[i] = bi
+				h.blockAt.set(i, bi)
 				continue
 			}
 			bi, ok := live[e.Addr]
@@ -325,8 +325,11 @@ func (h *History) pairEvents() (dumped []bool) {
 			if h.Blocks[bi].FreeStack == 0 {
 				h.Blocks[bi].FreeStack = e.Stack
 			}
-			h.blockAt[i] = bi
+			h.blockAt.set(i, bi)
 		}
+	}
+	if n > 0 {
+		h.blockAt.seal(n-1, len(h.Blocks))
 	}
 	if len(d.Preexisting) > 0 {
 		h.placePreexisting(newBlock)

@@ -46,16 +46,31 @@ func (h *History) curvesAt(i int) (alloc, req int64) {
 	return alloc, req
 }
 
-// DeltaAt is what event i adds to the allocated and the requested bytes.
+// DeltaAt is what event i adds to the allocated and the requested bytes:
+// the block it opens (OpenAt) less the one it ends (EndAt), with the
+// event's block looked up once.
 func (h *History) DeltaAt(i int) (alloc, req int64) {
-	if bi := h.OpenAt(i); bi >= 0 {
-		alloc, req = h.Blocks[bi].Size, h.Blocks[bi].Requested
+	a := h.Device.Events[i].Action
+	if !hasBlock(a) {
+		return 0, 0
 	}
-	if bi := h.EndAt(i); bi >= 0 {
-		alloc -= h.Blocks[bi].Size
-		req -= h.Blocks[bi].Requested
+	bi := h.blockAt.at(i)
+	b := &h.Blocks[bi]
+	if a == snapshot.ActionAlloc {
+		alloc, req = b.Size, b.Requested
 	}
-	return alloc, req
+	switch {
+	case h.ends(bi, i):
+	case h.extraClose != nil && a == snapshot.ActionAlloc:
+		old, ok := h.extraClose[i]
+		if !ok || !h.ends(old, i) {
+			return alloc, req
+		}
+		b = &h.Blocks[old]
+	default:
+		return alloc, req
+	}
+	return alloc - b.Size, req - b.Requested
 }
 
 // AllocatedRange yields the allocated bytes after each event from..to.
@@ -87,7 +102,7 @@ func (h *History) PeakIn(from, to int) (int64, int) {
 // OpenAt is the block event i allocates (−1).
 func (h *History) OpenAt(i int) int32 {
 	if h.Device.Events[i].Action == snapshot.ActionAlloc {
-		return h.blockAt[i]
+		return h.blockAt.near(i)
 	}
 	return -1
 }
@@ -95,7 +110,7 @@ func (h *History) OpenAt(i int) int32 {
 // CloseAt is the block whose free event i completes (−1).
 func (h *History) CloseAt(i int) int32 {
 	if h.Device.Events[i].Action == snapshot.ActionFreeCompleted {
-		return h.blockAt[i]
+		return h.blockAt.at(i)
 	}
 	return -1
 }
@@ -104,19 +119,30 @@ func (h *History) CloseAt(i int) int32 {
 // free_completed without one, or an allocation at the address of a block
 // whose free is missing; −1).
 func (h *History) EndAt(i int) int32 {
-	ends := func(bi int32) bool {
-		b := &h.Blocks[bi]
-		return !b.PendingAtStart && b.AllocEnd() == i
+	a := h.Device.Events[i].Action
+	if hasBlock(a) {
+		// blockAt.at, without the call for a near block (EndAt is hot).
+		x := h.blockAt
+		bi := x.near(i)
+		if x.dist[i] == farDist {
+			bi = x.farAt(i)
+		}
+		if h.ends(bi, i) {
+			return bi
+		}
 	}
-	if bi := h.blockAt[i]; bi >= 0 && ends(bi) {
-		return bi
-	}
-	if h.extraClose != nil && h.Device.Events[i].Action == snapshot.ActionAlloc {
-		if bi, ok := h.extraClose[i]; ok && ends(bi) {
+	if h.extraClose != nil && a == snapshot.ActionAlloc {
+		if bi, ok := h.extraClose[i]; ok && h.ends(bi, i) {
 			return bi
 		}
 	}
 	return -1
+}
+
+// ends reports whether block bi's allocation ends at event i.
+func (h *History) ends(bi int32, i int) bool {
+	b := &h.Blocks[bi]
+	return !b.PendingAtStart && b.AllocEnd() == i
 }
 
 // ReservedAt returns the reserved bytes after event i (i = −1: initial).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -56,6 +57,8 @@ type globals struct {
 	prog     *progress
 	// progressTo, set by tests, gets the progress line whatever stderr is.
 	progressTo io.Writer
+	// bounded: the input open now set the collector (boundMemory).
+	bounded bool
 	// budget is the run's output budget (budget.go).
 	budget *runBudget
 }
@@ -82,6 +85,7 @@ func (g *globals) open(path string) (*snapshot.Snapshot, error) {
 	}
 	var s *snapshot.Snapshot
 	bounded := false
+	defer func() { g.bounded = bounded }()
 	if path == "-" {
 		opts.Progress = g.beginProgress(path, -1)
 		s, err = load.Read(g.stdin, "-", -1, opts)
@@ -145,6 +149,13 @@ func (g *globals) endProgress() {
 // analyze runs the analysis of an input open read, then ends its progress.
 func (g *globals) analyze(s *snapshot.Snapshot, opts analysis.Options) *result.Result {
 	r := analysis.Analyze(s, opts)
+	if g.bounded {
+		// The model and the analysis's records are garbage now, the bulk
+		// of the heap, but the collector's goal was set while they were
+		// live: the output would be written on top of them. Collected
+		// now, it is written in their room.
+		runtime.GC()
+	}
 	g.endProgress()
 	return r
 }

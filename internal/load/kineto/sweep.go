@@ -70,7 +70,10 @@ func (sw *sweeper) thread(ti int32, t *traceThread, isMain bool, mt uint16, anns
 	spans := &t.spans
 	order := spanOrder(spans)
 	mem := t.mem
-	slices.SortStableFunc(mem, func(x, y int32) int { return cmp.Compare(tr.memEv[x].TimeNS, tr.memEv[y].TimeNS) })
+	byTime := func(x, y int32) int { return cmp.Compare(tr.memEv[x].TimeNS, tr.memEv[y].TimeNS) }
+	if !slices.IsSortedFunc(mem, byTime) { // in time order already in the usual trace
+		slices.SortStableFunc(mem, byTime)
+	}
 
 	var open []openSpan
 	var nModule, nBackward, nForward int

@@ -138,7 +138,8 @@ type traceReader struct {
 	legacyCats, memNoCat, profEvIdx, asyncCPU2GPU, recordFnID, evIdx, modernFlows, memAddr, hasPython bool
 	badTimes, badMem, zeroBytes                                                                       int
 
-	devOverflow bool // [memory] events on more devices than Options.MaxDevices
+	devOverflow bool  // [memory] events on more devices than Options.MaxDevices
+	lastThread  int32 // the thread the last look-up found (−1: none yet)
 }
 
 type devProp struct {
@@ -159,6 +160,7 @@ func newTraceReader(in *bufio.Reader, src snapshot.Source, opts snapshot.Options
 		threadName: make(map[string]string),
 		devProps:   make(map[int64]devProp),
 		devIdx:     make(map[devKey]uint16),
+		lastThread: -1,
 	}
 	// Size the [memory] records from the file size (a record is about 300
 	// bytes of JSON): growing the slice would copy it over and over, while
