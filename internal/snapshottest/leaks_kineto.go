@@ -29,7 +29,7 @@ func KinetoGrowingList(steps int, output, capacity, baseline int64) []byte {
 	memory := func(t int64, a uint64, bytes int64) {
 		total += bytes
 		ev = append(ev, fmt.Sprintf(`{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 100, "tid": 100, "ts": %d, "args": {"Total Reserved": %d, "Total Allocated": %d, "Bytes": %d, "Addr": %d, "Device Id": 0, "Device Type": 1}}`,
-			t, 1<<34, total, bytes, a))
+			t, int64(1<<34), total, bytes, a))
 	}
 	newAddr := func() uint64 { a := addr; addr += 0x4000000; return a }
 	for st := 1; st <= steps; st++ {

@@ -271,9 +271,9 @@ func boundaryIn(bounds []int64, from, to int64) bool {
 // spans, else Optimizer.step spans, else the most spans that are not
 // backward nodes. −1 when there are no spans.
 func (tr *traceReader) mainThread(classes []uint8) int {
-	best, bestScore := -1, -1
+	best, bestScore := -1, int64(-1)
 	for i, t := range tr.threads {
-		score := 0
+		score := int64(0) // ProfilerStep spans outweigh 2^30 others: int64 on 32-bit builds too
 		for _, p := range t.spans.pieces {
 			for k := range p {
 				switch classes[p[k].name] {
