@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sort"
 	"testing"
+
+	"github.com/torchmem/torchmem/result"
 )
 
 // TestAnnCursorMatchesSearch: the cursor over annotations finds what a
@@ -52,5 +54,33 @@ func TestAnnCursorMatchesSearch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSpanCursorMatchesSpanAt: the cursor over phase spans answers what
+// SpanAt answers for every event asked in order, with gaps between spans,
+// spans without events and events past the last span.
+func TestSpanCursorMatchesSpanAt(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for trial := range 20 {
+		n := 500
+		p := &Phases{Code: make([]uint8, n)}
+		for i := 0; i < n-10; {
+			i += r.IntN(4) // a gap (no span) of up to three events
+			j := min(i+r.IntN(30), n-10)
+			sp := result.PhaseSpan{StartEvent: i, EndEvent: j, Events: j - i + 1}
+			if r.IntN(5) == 0 {
+				sp.Events = 0 // an annotated phase without events of this device
+			}
+			p.Spans = append(p.Spans, sp)
+			i = j + 1
+		}
+		p.compact()
+		c := spanCursor{p: p}
+		for i := -1; i <= n; i++ {
+			if got, want := c.at(i), p.SpanAt(i); got != want {
+				t.Fatalf("trial %d, event %d: cursor %d, SpanAt %d", trial, i, got, want)
+			}
+		}
 	}
 }

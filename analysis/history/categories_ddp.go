@@ -94,6 +94,8 @@ func markDDPBucketsBySize(h *History) {
 	// The span of the allocations seen last, its first event, and how many
 	// of its allocations are still allocated.
 	span, spanStart, liveInSpan := -2, 0, 0
+	spans := spanCursor{p: p}
+	after := 0 // the backward spans that start at or before event i
 	for i := range h.Device.Events {
 		if bi := h.EndAt(i); bi >= 0 && int(h.Blocks[bi].Alloc) >= spanStart {
 			liveInSpan--
@@ -102,11 +104,18 @@ func markDDPBucketsBySize(h *History) {
 		if bi < 0 {
 			continue
 		}
-		if sp := p.SpanAt(i); sp != span {
+		if sp := spans.at(i); sp != span {
 			span, spanStart, liveInSpan = sp, i, 0
 		}
 		liveInSpan++
-		if !ddpBucketCandidate(h, bwd, &h.Blocks[bi]) {
+		for after < len(bwd) && bwd[after].StartEvent <= i {
+			after++
+		}
+		var next *result.PhaseSpan // the first backward span after the allocation
+		if after < len(bwd) {
+			next = &bwd[after]
+		}
+		if !ddpBucketCandidate(h, next, &h.Blocks[bi]) {
 			mark()
 			continue
 		}
@@ -120,8 +129,9 @@ func markDDPBucketsBySize(h *History) {
 // ddpBucketCandidate reports whether a block may be one of DDP's buckets
 // that the general rules took for something else: allocated in the
 // recording outside backward and the optimizer, outliving a backward, and
-// classified as activation, input or unknown.
-func ddpBucketCandidate(h *History, bwd []result.PhaseSpan, b *Block) bool {
+// classified as activation, input or unknown. next is the first backward
+// span that starts after the block's allocation (nil: none does).
+func ddpBucketCandidate(h *History, next *result.PhaseSpan, b *Block) bool {
 	if b.Untracked || b.Alloc < 0 || b.Requested <= 0 || b.Rule() == RulePerParameterCopies {
 		return false // a copy of each parameter (an EMA) sums to the gradients too
 	}
@@ -134,7 +144,7 @@ func ddpBucketCandidate(h *History, bwd []result.PhaseSpan, b *Block) bool {
 	case CodeBackward, codeOptimizer, codeZeroGrad:
 		return false
 	}
-	return outlivesBackward(bwd, b)
+	return next != nil && (b.Free < 0 || next.EndEvent < int(b.Free))
 }
 
 // backwardSpans are the backward spans with events, in event order.

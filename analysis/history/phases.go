@@ -104,6 +104,29 @@ func (p *Phases) SpanAt(i int) int {
 	return int(o[k])
 }
 
+// spanCursor answers SpanAt for events asked in increasing order, moving
+// forward through the spans instead of searching them each time.
+type spanCursor struct {
+	p *Phases
+	k int // the spans (by first event) that start at or before the last event asked
+}
+
+// at is p.SpanAt(i); i must not be below the event asked before.
+func (c *spanCursor) at(i int) int {
+	p := c.p
+	if i < 0 || i >= len(p.Code) {
+		return -1
+	}
+	o := p.spanOrder
+	for c.k < len(o) && p.Spans[o[c.k]].StartEvent <= i {
+		c.k++
+	}
+	if k := c.k - 1; k >= 0 && p.Spans[o[k]].EndEvent >= i {
+		return int(o[k])
+	}
+	return -1
+}
+
 // compact replaces the step of every event by its runs and indexes the
 // spans by their first event, once both are final (StepAt and SpanAt).
 func (p *Phases) compact() {
