@@ -102,14 +102,13 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *history.Histo
 	// timeline, allocations), which the suggestions and the what-if do not
 	// read: one goroutine makes them, device after device, while this one
 	// gathers the evidence, suggests and projects. A panic of either comes
-	// back here when it is waited for. A chrome trace's lists are made here,
-	// one device after the other: its peak memory is the analysis's own
-	// (the model's events and the blocks), and the lists' scratch made
-	// beside the what-if's came on top of it (the 1 GB generated trace's
-	// peak RSS, alternated runs: mostly about 300 MB instead of about 285).
+	// back here when it is waited for. (A chrome trace's lists were once
+	// made here, their scratch beside the what-if's raising the 1 GB
+	// generated trace's peak RSS from 285 to 300 MB; since the trace's
+	// round nine, beside or not, its peak is 235-237 MiB, and the command
+	// 0.06 s shorter beside.)
 	var found []result.Leak
 	waitLeaks := beside.Go(func() { found = leaks.Detect(s, hs) })
-	listsBeside := s.Source.Format != snapshot.FormatChromeTrace
 	pending := make(chan *deviceLists, len(hs))
 	waitLists := beside.Go(func() {
 		for l := range pending {
@@ -122,11 +121,7 @@ func analyze(s *snapshot.Snapshot, opts Options) (*result.Result, *history.Histo
 	bestOOM := false
 	for _, h := range hs {
 		dr, l := deviceHead(h, opts)
-		if listsBeside {
-			pending <- l
-		} else {
-			l.make()
-		}
+		pending <- l
 		lists = append(lists, l)
 		r.Devices = append(r.Devices, dr)
 		if accelerators && h.Device.Kind == snapshot.DeviceCPU {
