@@ -335,22 +335,13 @@ func (c *curves) replay() {
 			}
 		}
 	}
-	visit := func(j int) {
-		below := weighsUp && hasRef
-		for p := range v {
-			below = below && v[p] <= ref[p]
-		}
-		if !below {
-			ref, hasRef = v, true
-		}
+	// peaksAndSums weighs the state for every projected peak and sum.
+	peaksAndSums := func() {
 		var vf [numParts]float64
 		for p, x := range v {
 			vf[p] = float64(x)
 		}
 		for k := range q.peaks {
-			if below {
-				break
-			}
 			f := &q.peaks[k]
 			var t float64
 			for _, p := range nonzero[k] {
@@ -368,9 +359,6 @@ func (c *curves) replay() {
 			}
 		}
 		for k, s := range q.sums {
-			if below {
-				break
-			}
 			var t int64
 			var parts [numParts]int64
 			first := 0
@@ -384,6 +372,16 @@ func (c *curves) replay() {
 			if t > sums[k].bytes {
 				sums[k] = peakSum{t, first, parts}
 			}
+		}
+	}
+	visit := func(j int) {
+		below := weighsUp && hasRef
+		for p := range v {
+			below = below && v[p] <= ref[p]
+		}
+		if !below {
+			ref, hasRef = v, true
+			peaksAndSums()
 		}
 		for k, lq := range q.limits {
 			if limits[k] >= 0 {
