@@ -144,7 +144,7 @@ func ddpBucketCandidate(h *History, next *result.PhaseSpan, b *Block) bool {
 	case CodeBackward, codeOptimizer, codeZeroGrad:
 		return false
 	}
-	return next != nil && (b.Free < 0 || next.EndEvent < int(b.Free))
+	return next != nil && outlives(next, b)
 }
 
 // backwardSpans are the backward spans with events, in event order.
@@ -166,7 +166,13 @@ func outlivesBackward(bwd []result.PhaseSpan, b *Block) bool {
 	if k == len(bwd) {
 		return false
 	}
-	return b.Free < 0 || bwd[k].EndEvent < int(b.Free)
+	return outlives(&bwd[k], b)
+}
+
+// outlives reports whether a block stays allocated through the whole span
+// sp (one that starts after its allocation).
+func outlives(sp *result.PhaseSpan, b *Block) bool {
+	return b.Free < 0 || sp.EndEvent < int(b.Free)
 }
 
 // spanOf is the index of the span of bwd (in event order) that holds event
