@@ -23,7 +23,10 @@ type memoTable struct {
 	// empty): while it is unchanged, every slot read earlier holds what it
 	// held then.
 	overwrites uint64
-	free       []uint32 // reusable indexes of objs
+	// split is the second decoder reading the slots while it runs: an
+	// overwrite stops it first, and drops its work.
+	split *split
+	free  []uint32 // reusable indexes of objs
 	// texts are the short strings of the pickle, each text once: CPython
 	// writes a string object per trace entry afresh (compile_context's
 	// "N/A"), a slot each, which the side table would keep forever.
@@ -212,6 +215,9 @@ func (t *memoTable) push(slot uint64) {
 func (t *memoTable) replace(idx int) *uint64 {
 	if idx < t.n {
 		t.overwrites++
+		if t.split != nil {
+			t.split.abort()
+		}
 	}
 	for t.n <= idx {
 		if t.n%memoChunk == 0 {
