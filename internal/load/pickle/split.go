@@ -58,6 +58,7 @@ type splitTune struct {
 	minBytes int64
 	at       int64 // −1: halfway
 	force    bool  // on one core too
+	patient  bool  // A lets B read all it can before taking its entries
 	started  func(*vm)
 }
 
@@ -136,8 +137,8 @@ func (m *vm) splitStart(mark int) {
 	// target (at the rate so far, with a margin); A reaching there first
 	// drops B's work (newEvent).
 	per := float64(m.off-l.evStart) / float64(l.nEvents)
-	at := len(l.events) + int(float64(target-m.off)/per*1.03) + 1024
-	if at >= cap(l.events)-1024 {
+	at := len(l.events) + int(float64(target-m.off)/per*1.03) + 64
+	if at >= cap(l.events)-64 {
 		return
 	}
 	m.splitAt = math.MaxInt // one second decoder
@@ -148,6 +149,9 @@ func (m *vm) splitStart(mark int) {
 		stackIdx: map[string]uint32{}, streamIdx: map[uint64]uint16{}, strs: []string{""}, strIdx: map[string]uint32{}}
 	s.events = s.full[at:]
 	s.x.Store(math.MaxInt64)
+	if s.exact {
+		s.x.Store(target) // A may get there before B starts
+	}
 	s.texts = m.memo.texts.view()
 	l.events, l.split = l.events[:len(l.events):at], s
 	m.split, m.memo.split = s, s
@@ -198,9 +202,12 @@ func (m *vm) splitJoin() bool {
 		m.splitEnd() // A passed it: B's start was no entry of A's
 		return false
 	}
-	s.cancel.Store(true)
+	if !m.splitTune.patient {
+		s.cancel.Store(true)
+	}
 	<-s.done
 	ok := m.splitMerge(s)
+
 	m.splitEnd()
 	return ok
 }
