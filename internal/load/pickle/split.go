@@ -58,7 +58,7 @@ type splitTune struct {
 	minBytes int64
 	at       int64 // −1: halfway
 	force    bool  // on one core too
-	patient  bool  // A lets B read all it can before taking its entries
+	patient  bool  // A waits for B to find its start, and to read all it can before taking its entries
 	started  func(*vm)
 }
 
@@ -84,6 +84,7 @@ type split struct {
 	release func(from, to int) // drops mapped pages B has passed (nil: none)
 
 	x       atomic.Int64 // where B started (an entry's EMPTY_DICT); MaxInt64 until then
+	ready   chan struct{} // closed once B has looked for where it starts
 	cancel  atomic.Bool
 	done    chan struct{}
 	aborted bool // A dropped B's work (A's field)
@@ -133,11 +134,15 @@ func (m *vm) splitStart(mark int) {
 		}
 		target = tune.at
 	}
-	// B's events go past where A's are expected to end when A reaches the
-	// target (at the rate so far, with a margin); A reaching there first
-	// drops B's work (newEvent).
+	// B's events go as far into the trace's slice as the entries it is
+	// expected to read leave room for (at the rate so far, with a margin),
+	// past where A's are expected to end when A reaches the target; A
+	// reaching them first drops B's work (newEvent), B reaching the
+	// slice's end stops it.
 	per := float64(m.off-l.evStart) / float64(l.nEvents)
-	at := len(l.events) + int(float64(target-m.off)/per*1.03) + 64
+	forA := len(l.events) + int(float64(target-m.off)/per) + 64
+	forB := int(float64(int64(len(in.buf))-target)/per*1.015) + 64
+	at := max(forA, cap(l.events)-forB)
 	if at >= cap(l.events)-64 {
 		return
 	}
@@ -145,7 +150,7 @@ func (m *vm) splitStart(mark int) {
 	s := &split{buf: in.buf, target: int(target), exact: tune.at >= 0, tmpl: m.fast.tmpl,
 		slots: slices.Clone(m.memo.chunks), n0: m.memo.n, gen: m.memo.overwrites, t0: m.memo.texts.n,
 		maxStr: m.opts.MaxStringBytes, list: l, full: l.events[:cap(l.events)], at: at,
-		release: m.release, done: make(chan struct{}), maxRef: -1, slack: math.MaxInt64,
+		release: m.release, done: make(chan struct{}), ready: make(chan struct{}), maxRef: -1, slack: math.MaxInt64,
 		stackIdx: map[string]uint32{}, streamIdx: map[uint64]uint16{}, strs: []string{""}, strIdx: map[string]uint32{}}
 	s.events = s.full[at:]
 	s.x.Store(math.MaxInt64)
@@ -156,6 +161,9 @@ func (m *vm) splitStart(mark int) {
 	l.events, l.split = l.events[:len(l.events):at], s
 	m.split, m.memo.split = s, s
 	go s.run()
+	if tune.patient {
+		<-s.ready
+	}
 	if tune.started != nil {
 		tune.started(m)
 	}
@@ -316,6 +324,12 @@ func (m *vm) splitMerge(s *split) bool {
 // no more, it is told to stop, or its events are full.
 func (s *split) run() {
 	defer close(s.done)
+	ready := s.ready
+	defer func() {
+		if ready != nil {
+			close(ready)
+		}
+	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if recover() != nil {
@@ -339,6 +353,8 @@ func (s *split) run() {
 	}
 	s.stop = pos
 	s.x.Store(int64(pos))
+	close(ready)
+	ready = nil
 	released := pos
 	for !s.cancel.Load() && s.n < len(s.events) {
 		end, ok := s.entry(buf, pos, false)

@@ -2,11 +2,16 @@ package pickle
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	st "github.com/torchmem/torchmem/internal/snapshottest"
@@ -300,4 +305,42 @@ func TestSplitHostile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSplitRealSnapshots decodes every real snapshot with the second
+// decoder started about halfway (where its trace is long enough to be
+// reserved) and requires the sequential model: real framing, key orders,
+// stacks and metadata.
+func TestSplitRealSnapshots(t *testing.T) {
+	opts := snapshot.Options{}.WithDefaults()
+	started := 0
+	for _, path := range st.SharedInputs(t) {
+		if !strings.Contains(path, ".pickle") && !strings.HasSuffix(path, ".pkl") {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(path, ".gz") {
+			zr, err := gzip.NewReader(bytes.NewReader(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if data, err = io.ReadAll(zr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, wantErr, _ := splitRead(data, opts, math.MaxInt, -1, false, nil)
+		on := false
+		got, err, took := splitRead(data, opts, splitAfterTest, -1, true, func(*vm) { on = true })
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the second decoder changed the model or the error (%v, sequential %v)", filepath.Base(path), err, wantErr)
+		}
+		if on {
+			started++
+			t.Logf("%s: %d entries read by the second decoder", filepath.Base(path), took)
+		}
+	}
+	t.Logf("the second decoder started on %d real snapshots", started)
 }
