@@ -83,11 +83,13 @@ type split struct {
 	events  []snapshot.Event   // full[at:]
 	release func(from, to int) // drops mapped pages B has passed (nil: none)
 
-	x       atomic.Int64 // where B started (an entry's EMPTY_DICT); MaxInt64 until then
+	_       [64]byte      // x and cancel, which A reads at every entry, apart from what B writes
+	x       atomic.Int64  // where B started (an entry's EMPTY_DICT); MaxInt64 until then
 	ready   chan struct{} // closed once B has looked for where it starts
 	cancel  atomic.Bool
 	done    chan struct{}
 	aborted bool // A dropped B's work (A's field)
+	_       [64]byte
 
 	// What B read.
 	failed  bool // B stopped on a fault: its work is dropped

@@ -344,3 +344,36 @@ func TestSplitRealSnapshots(t *testing.T) {
 	}
 	t.Logf("the second decoder started on %d real snapshots", started)
 }
+
+// FuzzSplitSameAsSequential changes one byte of the dense shape's last
+// two fifths, where the second decoder reads, and starts it at an entry
+// about halfway or at a given offset: the model or the error (message
+// and offset) must be the sequential decoding's.
+func FuzzSplitSameAsSequential(f *testing.F) {
+	var buf bytes.Buffer
+	if _, err := st.WriteTraining(&buf, st.TrainingConfig{TargetBytes: 1_600_000, SharedStacks: true, Gen: 'E'}); err != nil {
+		f.Fatal(err)
+	}
+	base := buf.Bytes()
+	for i, b := range []byte{'N', '.', 'e', '(', '}', 0x94, 0x95, 'h', 'j', 0x8c, 'u', 0} {
+		f.Add(uint32(i*7919), b, uint32(i*104729), i%2 == 0)
+	}
+	f.Fuzz(func(t *testing.T, pos uint32, b byte, at uint32, halfway bool) {
+		from := len(base) * 3 / 5
+		data := slices.Clone(base)
+		data[from+int(pos)%(len(base)-from)] = b
+		start := int64(from + int(at)%(len(base)-from))
+		if halfway {
+			start = -1
+		}
+		opts := snapshot.Options{}.WithDefaults()
+		want, wantErr, _ := splitRead(data, opts, math.MaxInt, -1, false, nil)
+		got, err, _ := splitRead(data, opts, splitAfterTest, start, true, nil)
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Fatalf("error %v, sequential %v", err, wantErr)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatal("the model differs from the sequential one")
+		}
+	})
+}
