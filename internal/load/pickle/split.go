@@ -114,7 +114,6 @@ type split struct {
 		stack uint32
 	}
 	frames  []snapshot.FrameID
-	scratch []byte
 }
 
 // splitStart starts B after an entry the template took into the list below

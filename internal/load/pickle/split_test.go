@@ -26,15 +26,15 @@ const splitAfterTest = reserveAfter + 64
 // after after entries at offset at (−1: an entry about halfway; after
 // math.MaxInt: never); patient: the main decoder lets it read all it can
 // before it takes its work (else it stops it where it is). started, when not nil, runs in the main decoder
-// just after the second one starts. It returns the model, the error, and
-// how many entries the second decoder read that were kept.
-func splitRead(data []byte, opts snapshot.Options, after int, at int64, patient bool, started func(*vm)) (*snapshot.Snapshot, error, int) {
+// just after the second one starts. It returns the model, how many
+// entries the second decoder read that were kept, and the error.
+func splitRead(data []byte, opts snapshot.Options, after int, at int64, patient bool, started func(*vm)) (*snapshot.Snapshot, int, error) {
 	var m *vm
 	s, err := readMappedWith(data, snapshot.Source{Path: "x.pickle"}, opts, nil, nil, func(v *vm) {
 		m = v
 		v.splitTune = splitTune{after: after, at: at, force: true, patient: patient, started: started}
 	})
-	return s, err, m.splitTook
+	return s, m.splitTook, err
 }
 
 // opStarts are the offsets where data's opcodes start (the opcodes
@@ -202,7 +202,7 @@ func TestSplitMatchesSequential(t *testing.T) {
 	opts := snapshot.Options{}.WithDefaults()
 	for name, data := range splitInputs(t) {
 		t.Run(name, func(t *testing.T) {
-			want, wantErr, _ := splitRead(data, opts, math.MaxInt, -1, false, nil)
+			want, _, wantErr := splitRead(data, opts, math.MaxInt, -1, false, nil)
 			if wantErr != nil {
 				t.Fatal(wantErr)
 			}
@@ -211,7 +211,7 @@ func TestSplitMatchesSequential(t *testing.T) {
 				// Every other start, A waits for B to read all it can:
 				// what B reads does not depend on how soon A gets there.
 				patient := i%2 == 0
-				got, err, took := splitRead(data, opts, splitAfterTest, p.at, patient, nil)
+				got, took, err := splitRead(data, opts, splitAfterTest, p.at, patient, nil)
 				if err != nil {
 					t.Fatalf("%s: %v", p.what, err)
 				}
@@ -283,13 +283,13 @@ func TestSplitHostile(t *testing.T) {
 		{"the memo's bound exceeded, B halfway", data, small, -1, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			want, wantErr, _ := splitRead(c.data, c.opts, math.MaxInt, -1, false, nil)
+			want, _, wantErr := splitRead(c.data, c.opts, math.MaxInt, -1, false, nil)
 			if (wantErr != nil) != c.wantErr {
 				t.Fatalf("sequential: error %v", wantErr)
 			}
 			for _, patient := range []bool{true, false} {
 				started := false
-				got, err, took := splitRead(c.data, c.opts, splitAfterTest, c.at, patient, func(*vm) { started = true })
+				got, took, err := splitRead(c.data, c.opts, splitAfterTest, c.at, patient, func(*vm) { started = true })
 				if !started {
 					t.Fatal("the second decoder did not start")
 				}
@@ -331,9 +331,9 @@ func TestSplitRealSnapshots(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		want, wantErr, _ := splitRead(data, opts, math.MaxInt, -1, false, nil)
+		want, _, wantErr := splitRead(data, opts, math.MaxInt, -1, false, nil)
 		on := false
-		got, err, took := splitRead(data, opts, splitAfterTest, -1, true, func(*vm) { on = true })
+		got, took, err := splitRead(data, opts, splitAfterTest, -1, true, func(*vm) { on = true })
 		if fmt.Sprint(err) != fmt.Sprint(wantErr) || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: the second decoder changed the model or the error (%v, sequential %v)", filepath.Base(path), err, wantErr)
 		}
@@ -367,8 +367,8 @@ func FuzzSplitSameAsSequential(f *testing.F) {
 			start = -1
 		}
 		opts := snapshot.Options{}.WithDefaults()
-		want, wantErr, _ := splitRead(data, opts, math.MaxInt, -1, false, nil)
-		got, err, _ := splitRead(data, opts, splitAfterTest, start, true, nil)
+		want, _, wantErr := splitRead(data, opts, math.MaxInt, -1, false, nil)
+		got, _, err := splitRead(data, opts, splitAfterTest, start, true, nil)
 		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
 			t.Fatalf("error %v, sequential %v", err, wantErr)
 		}
