@@ -113,7 +113,7 @@ type split struct {
 		bytes []byte
 		stack uint32
 	}
-	frames  []snapshot.FrameID
+	frames []snapshot.FrameID
 }
 
 // splitStart starts B after an entry the template took into the list below
