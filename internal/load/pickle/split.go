@@ -98,6 +98,7 @@ type split struct {
 	memo    [][]uint64
 	nmemo   int
 	maxRef  int64 // the most, over fetches of slots from n0 on, of index − slots before (−1: none)
+	refs    []uint32 // the events whose stack is such a fetch's
 	feats   feature
 	charged int64
 	slack   int64 // the least, over its entries, of expansionPerByte·offset − charged so far
@@ -241,12 +242,8 @@ func (m *vm) splitMerge(s *split) bool {
 	// The stacks of fetched lists: each must be one (else the template
 	// would not have read the entry).
 	ev := s.events[:s.n]
-	for i := range ev {
-		st := ev[i].Stack
-		if st&refMemo == 0 {
-			continue
-		}
-		idx := int(st &^ refMemo)
+	for _, i := range s.refs {
+		idx := int(ev[i].Stack &^ refMemo)
 		var sl uint64
 		if idx < nx {
 			sl = m.memo.slot(idx)

@@ -54,7 +54,7 @@ func (s *split) entryBy(tp *entryTemplate, buf []byte, pos int, probe bool) (int
 	var memo [2 + 3]uint64 // the dict, the list, a string a metadata key
 	memo[0] = slotGone
 	nm, listSlot := 1, -1
-	ref := int64(-1)
+	var ref int64
 	frames := s.frames[:0]
 	var fl fastListRead
 	for i := range tp.n {
@@ -222,7 +222,10 @@ func (s *split) entryBy(tp *entryTemplate, buf []byte, pos int, probe bool) (int
 		e.Meta = s.str(compile)
 	}
 	s.feats |= feats
-	s.maxRef = max(s.maxRef, ref)
+	if e.Stack&refMemo != 0 {
+		s.maxRef = max(s.maxRef, ref)
+		s.refs = append(s.refs, uint32(s.n))
+	}
 	s.events[s.n] = e
 	s.n++
 	for _, sl := range memo[:nm] {
