@@ -99,8 +99,9 @@ func decode(in *inbuf, src snapshot.Source, opts snapshot.Options, size int64, t
 	if in.mapped && (runtime.GOMAXPROCS(0) >= 2 || m.splitTune.force) {
 		m.splitAt = m.splitTune.after
 	}
-	defer m.splitEnd()
+	defer m.splitEnd() // a panic's too
 	root, err := m.run()
+	m.splitEnd()
 	if err != nil {
 		return nil, err
 	}
