@@ -415,10 +415,9 @@ func (st *phaseStart) finish(h *History, waitReplay func()) *Phases {
 	h.Phases = p
 	// The innermost step annotation of each event, where the steps go:
 	// it needs only the events, and is found on the other core while the
-	// phases are (the step pass reads it, no pass before it does). Neither
-	// index is found beside the replay: there it would be live with the
-	// replay's scratch, at the analysis's peak (measured with the phases'
-	// index, the 1 GB generated snapshot: 431 -> 453 MiB peak RSS).
+	// passes below run (the step pass reads it, none before it does). It is
+	// not found beside the pairing with the phases' index: the other core
+	// has that one's work and the hints' there, as long as the pairing.
 	p.step = make([]int32, len(d.Events))
 	waitSteps := func() {}
 	if len(st.stepIvs) > 0 {
