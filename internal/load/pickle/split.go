@@ -97,7 +97,7 @@ type split struct {
 	n       int  // its entries, in events[:n]
 	memo    [][]uint64
 	nmemo   int
-	maxRef  int64 // the most, over fetches of slots from n0 on, of index − slots before (−1: none)
+	maxRef  int64    // the most, over fetches of slots from n0 on, of index − slots before (−1: none)
 	refs    []uint32 // the events whose stack is such a fetch's
 	feats   feature
 	charged int64
