@@ -210,6 +210,20 @@ func (t *memoTable) push(slot uint64) {
 	t.n++
 }
 
+// extend adds n empty slots, their chunks made, and returns the first's
+// index: their values are stored after (by another goroutine, while the
+// memo is otherwise left alone).
+func (t *memoTable) extend(n int) int {
+	first, end := t.n, t.n+n
+	for t.n < end {
+		if t.n%memoChunk == 0 {
+			t.chunks = append(t.chunks, make([]uint64, memoChunk))
+		}
+		t.n = min(end, (t.n/memoChunk+1)*memoChunk)
+	}
+	return first
+}
+
 // replace returns slot idx, its side-table entry freed, for set (and the
 // fast path) to overwrite (first filling the slots up to it).
 func (t *memoTable) replace(idx int) *uint64 {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/torchmem/torchmem/snapshot"
@@ -284,19 +285,30 @@ func (m *vm) splitMerge(s *split) bool {
 		}
 		return stacks[st]
 	}
-	for j := range s.nmemo {
-		sl := s.memo[j/memoChunk][j%memoChunk]
-		switch sl & slotMask {
-		case slotStack:
-			sl = slotStack | uint64(stackOf(uint32(sl&^slotMask)))
-		case slotStr:
-			if t := int(sl &^ slotMask); t >= s.t0 {
-				sl = slotStr | uint64(texts[t-s.t0])
+	// B's memo slots go into A's memo on another goroutine while A moves
+	// B's events into place (neither touches what the other writes).
+	var wg sync.WaitGroup
+	first := m.memo.extend(s.nmemo)
+	chunks := m.memo.chunks
+	wg.Go(func() {
+		for j := 0; j < s.nmemo; {
+			d := first + j
+			dst, src := chunks[d/memoChunk][d%memoChunk:], s.memo[j/memoChunk][j%memoChunk:]
+			k := min(len(dst), len(src), s.nmemo-j)
+			for i, sl := range src[:k] {
+				switch sl & slotMask {
+				case slotStack:
+					sl = slotStack | uint64(stackOf(uint32(sl&^slotMask)))
+				case slotStr:
+					if t := int(sl &^ slotMask); t >= s.t0 {
+						sl = slotStr | uint64(texts[t-s.t0])
+					}
+				}
+				dst[i] = sl
 			}
+			j += k
 		}
-		m.memo.push(sl)
-	}
-	s.memo = nil
+	})
 	l := s.list
 	base := len(l.events)
 	dst := s.full[base : base+s.n]
@@ -305,6 +317,8 @@ func (m *vm) splitMerge(s *split) bool {
 		e.Stack, e.Stream, e.Meta = stackOf(uint32(e.Stack)), streams[e.Stream], strs[e.Meta]
 		dst[i] = e
 	}
+	wg.Wait()
+	s.memo = nil
 	l.events, l.split = s.full[:base+s.n], nil
 	l.nEvents += s.n
 	sch.feats |= s.feats
