@@ -169,7 +169,7 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	}
 
 	sw := &sweeper{tr: tr, b: b, classes: classes, hasEvalFn: hasEvalFn,
-		frameOf: make(map[int32]snapshot.FrameID), metaOf: make(map[int32]uint32), csFrames: make(map[int32][]snapshot.FrameID)}
+		frameOf: make([]uint32, len(tr.names)), metaOf: make([]uint32, len(tr.names)), csFrames: make(map[int32][]snapshot.FrameID)}
 	// Each thread's [memory] records, listed at their size once all are
 	// read (lists grown by append while reading left copies behind).
 	for _, t := range tr.threads {
@@ -179,14 +179,7 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 		t := tr.threads[tr.mem[i].thread]
 		t.mem = append(t.mem, int32(i))
 	}
-	var anns []snapshot.Annotation
-	bwUnits := make([]*pieceList[timeRange], len(tr.threads))
-	for ti, t := range tr.threads {
-		bwUnits[ti] = sw.thread(int32(ti), t, ti == main, tmap[ti], &anns)
-		// Swept: the collector may take the thread's spans back before the
-		// devices' events are made (together the peak of the reader).
-		t.spans, t.mem = spanList{}, nil
-	}
+	anns, bwUnits := tr.sweepThreads(sw, main, tmap)
 
 	// Backward ranges: merge each thread's backward spans across small gaps
 	// in which no other phase begins.
