@@ -22,11 +22,16 @@ func FileName(p string) string {
 	return p
 }
 
-// writeJSON writes v as indented JSON (the machine outputs of every command).
+// writeJSON writes v as indented JSON (the machine outputs of every command),
+// the bytes of a json.Encoder with an indent of two spaces.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	out := indentJSON(make([]byte, 0, len(b)+len(b)/2+1), b)
+	_, err = w.Write(append(out, '\n'))
+	return err
 }
 
 // oneOrMany is one input's result as an object, several inputs' as an array.

@@ -310,47 +310,62 @@ func frameHints(h *History) []hint {
 // curve when it is called: the passes up to the steps read neither, and
 // it calls waitReplay before the first that does.
 func computePhases(h *History, pre []hint, waitReplay func()) *Phases {
+	return startPhases(h, pre, freesCarryAllocStacks(h)).finish(h, waitReplay)
+}
+
+// phaseStart is what the phase passes find from the events, the
+// annotations and the stacks alone, before any pass reads a block: each
+// event's hint and its resolved phase code. BuildWithAnnotations finds it
+// on the other core while the events are paired.
+type phaseStart struct {
+	p                 *Phases
+	phaseIvs, stepIvs []interval
+	// annIdx is the innermost annotated phase of each event: nil without
+	// annotations, sparing four bytes an event.
+	annIdx []int32
+	hints  []hint
+	// freeFrames is whether frees' frames were taken for their
+	// allocation's (freesCarryAllocStacks), as the hints were found.
+	freeFrames bool
+}
+
+// startPhases finds the hints of h's events and resolves them into
+// phase codes, with frees' frames counted as their allocation's when
+// freeFrames is set. It reads the events, the annotations and the stacks
+// (pre: the events' frameHints, written over; nil: the markers looked
+// up here), never a block.
+func startPhases(h *History, pre []hint, freeFrames bool) *phaseStart {
 	s, d := h.Snap, h.Device
 	n := len(d.Events)
-	p := &Phases{Code: make([]uint8, n), step: make([]int32, n)}
-	h.Phases = p
+	st := &phaseStart{p: &Phases{Code: make([]uint8, n)}, freeFrames: freeFrames}
+	p := st.p
 	ann := h.ann
 	if ann == nil {
 		ann = &AnnIntervals{}
 	}
-	phaseIvs, stepIvs := ann.of(s)
-	// The innermost annotated phase of each event: none (nil) without
-	// annotations, sparing four bytes an event.
+	st.phaseIvs, st.stepIvs = ann.of(s)
+	phaseIvs := st.phaseIvs
 	var annIdx []int32
 	if len(phaseIvs) > 0 {
 		annIdx = innermost(d.Events, phaseIvs, make([]int32, n))
 	}
-	// The innermost step annotation of each event, where the steps go:
-	// it needs only the events, and is found on the other core while the
-	// phases are (the step pass reads it, no pass before it does). Neither
-	// index is found beside the replay: there it would be live with the
-	// replay's scratch, at the analysis's peak (measured with the phases'
-	// index, the 1 GB generated snapshot: 431 -> 453 MiB peak RSS).
-	waitSteps := func() {}
-	if len(stepIvs) > 0 {
-		waitSteps = beside.Go(func() { innermost(d.Events, stepIvs, p.step) })
-	}
-
-	// Frees carry the block's allocation stack unless recorded with
-	// context="all": then their frames say nothing about when they happened.
-	freeFramesAreAllocFrames := freesCarryAllocStacks(h)
+	st.annIdx = annIdx
 
 	hints := pre
 	if hints == nil {
 		hints = make([]hint, n)
 	}
+	st.hints = hints
 	usedAnn, usedFrames, usedThreads := false, false, false
 	for i := range d.Events {
 		e := &d.Events[i]
 		var fh hint
 		isFree := e.Action == snapshot.ActionFreeRequested || e.Action == snapshot.ActionFreeCompleted
 		switch {
-		case isFree && freeFramesAreAllocFrames:
+		case isFree && freeFrames:
+			// Frees carry the block's allocation stack unless recorded
+			// with context="all": then their frames say nothing about
+			// when they happened.
 		case pre != nil:
 			fh = pre[i]
 		default:
@@ -382,8 +397,6 @@ func computePhases(h *History, pre []hint, waitReplay func()) *Phases {
 		}
 	}
 	resolveHints(hints, d.Events, phaseIvs, p.Code)
-	p.nestAutogradInForward(h)
-	p.forwardByCalls(h, hints)
 	for _, src := range []struct {
 		used bool
 		name string
@@ -392,6 +405,26 @@ func computePhases(h *History, pre []hint, waitReplay func()) *Phases {
 			p.Sources = append(p.Sources, src.name)
 		}
 	}
+	return st
+}
+
+// finish runs the phase passes that read the blocks, then the steps' and
+// the spans', and makes the phases h's.
+func (st *phaseStart) finish(h *History, waitReplay func()) *Phases {
+	d, p := h.Device, st.p
+	h.Phases = p
+	// The innermost step annotation of each event, where the steps go:
+	// it needs only the events, and is found on the other core while the
+	// passes below run (the step pass reads it, none before it does). It is
+	// not found beside the pairing with the phases' index: the other core
+	// has that one's work and the hints' there, as long as the pairing.
+	p.step = make([]int32, len(d.Events))
+	waitSteps := func() {}
+	if len(st.stepIvs) > 0 {
+		waitSteps = beside.Go(func() { innermost(d.Events, st.stepIvs, p.step) })
+	}
+	p.nestAutogradInForward(h)
+	p.forwardByCalls(h, st.hints)
 	if len(p.Sources) == 0 {
 		p.Sources = []string{"none"}
 	}
@@ -399,13 +432,13 @@ func computePhases(h *History, pre []hint, waitReplay func()) *Phases {
 	// Steps: one pass, read by every other (phases, leaks, diff, roll-up).
 	waitSteps()
 	waitReplay()
-	h.Steps = computeSteps(h, stepIvs)
+	h.Steps = computeSteps(h, st.stepIvs)
 	// The phase spans' peaks and the steps' are each a pass over the
 	// curve, and write apart: the steps' are measured on the other core.
 	waitMeasured := beside.Go(h.measureSteps)
 	p.buildSpans(h)
 	waitMeasured()
-	p.addEmptySpans(h, phaseIvs, annIdx, stepIvs)
+	p.addEmptySpans(h, st.phaseIvs, st.annIdx, st.stepIvs)
 	p.compact()
 	return p
 }

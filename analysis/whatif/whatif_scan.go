@@ -2,8 +2,6 @@ package whatif
 
 import (
 	"math"
-	"slices"
-	"sort"
 
 	"github.com/torchmem/torchmem/analysis/history"
 	"github.com/torchmem/torchmem/result"
@@ -44,12 +42,17 @@ type curves struct {
 	states    map[int][numParts]int64
 	gathering bool // inside resolve: gather queries instead of replaying
 	replays   int  // replays done (a test counts them)
-	pending   struct {
-		peaks  []factors
-		sums   []partSet
-		limits []factorQuery
-		states []int
-	}
+	split     int  // replays begun in two passes (a test counts them)
+	merged    int  // of those, the ones whose passes were merged
+	pending   queries
+}
+
+// queries are the questions a replay answers.
+type queries struct {
+	peaks  []factors
+	sums   []partSet
+	limits []factorQuery
+	states []int // states asked for, their parts kept
 }
 
 // peakAt is a projected peak and the state that first reaches it.
@@ -266,201 +269,6 @@ func factorAt(v *[numParts]int64, limit int64, seq bool) float64 {
 		return room / lin
 	}
 	return math.Inf(1)
-}
-
-// replay answers the pending queries in one pass over the events.
-func (c *curves) replay() {
-	c.replays++
-	q := c.pending
-	c.pending.peaks, c.pending.sums, c.pending.limits, c.pending.states = nil, nil, nil, nil
-	h := c.h
-	peaks := make([]peakAt, len(q.peaks))
-	// The state at a peak is the run's end, kept, when every part weighs:
-	// no part grew in the run after the first state at its value.
-	atPeak := make([][numParts]int64, len(q.peaks))
-	for k := range peaks {
-		peaks[k].bytes = math.Inf(-1)
-	}
-	sums := make([]peakSum, len(q.sums))
-	for k := range sums {
-		sums[k].bytes = math.MinInt64
-	}
-	limits := make([]float64, len(q.limits))
-	for k := range limits {
-		limits[k] = math.Inf(1)
-	}
-	sort.Ints(q.states)
-	next := 0
-	capture := func(j int, v *[numParts]int64) {
-		for next < len(q.states) && q.states[next] <= j {
-			if q.states[next] == j {
-				c.states[j] = *v
-			}
-			next++
-		}
-	}
-
-	var v [numParts]int64
-	for bi := range h.Blocks {
-		if b := &h.Blocks[bi]; b.Alloc < 0 && b.LiveAt(-1) {
-			p, n, rest := c.shares(int32(bi))
-			v[p] += n
-			v[PartFixed] += rest
-		}
-	}
-	// grew[p]: the state where part p took its value in the current run.
-	var grew [numParts]int
-	// A state that holds, part by part, at most what a state visited
-	// before it holds beats no peak nor sum: none of their weights is
-	// negative (a factor that is, or is not a number, turns this off), and
-	// rounding keeps the order of products and of sums taken in the same
-	// order. Such states are most of a training run's (a step's
-	// activations freed while its gradients are made end runs below the
-	// runs before them). ref is the last visited state that was not below
-	// another.
-	var ref [numParts]int64
-	hasRef, weighsUp := false, true
-	for _, f := range q.peaks {
-		for _, x := range f {
-			weighsUp = weighsUp && x >= 0
-		}
-	}
-	// nonzero lists the parts each peak's factors weigh, in order: the
-	// others add a zero, which leaves a sum as it is.
-	nonzero := make([][]Part, len(q.peaks))
-	for k, f := range q.peaks {
-		for p, x := range f {
-			if x != 0 {
-				nonzero[k] = append(nonzero[k], Part(p))
-			}
-		}
-	}
-	// peaksAndSums weighs the state for every projected peak and sum.
-	peaksAndSums := func() {
-		var vf [numParts]float64
-		for p, x := range v {
-			vf[p] = float64(x)
-		}
-		for k := range q.peaks {
-			f := &q.peaks[k]
-			var t float64
-			for _, p := range nonzero[k] {
-				t += f[p] * vf[p]
-			}
-			if t > peaks[k].bytes {
-				first := 0
-				for p := range f {
-					if f[p] != 0 {
-						first = max(first, grew[p])
-					}
-				}
-				peaks[k] = peakAt{t, first}
-				atPeak[k] = v
-			}
-		}
-		for k, s := range q.sums {
-			var t int64
-			var parts [numParts]int64
-			first := 0
-			for p := range v {
-				if s&(1<<p) != 0 {
-					t += v[p]
-					parts[p] = v[p]
-					first = max(first, grew[p])
-				}
-			}
-			if t > sums[k].bytes {
-				sums[k] = peakSum{t, first, parts}
-			}
-		}
-	}
-	visit := func(j int) {
-		below := weighsUp && hasRef
-		for p := range v {
-			below = below && v[p] <= ref[p]
-		}
-		if !below {
-			ref, hasRef = v, true
-			peaksAndSums()
-		}
-		for k, lq := range q.limits {
-			if limits[k] >= 0 {
-				if f := factorAt(&v, lq.limit, lq.seq); f < 0 {
-					limits[k] = 0
-				} else {
-					limits[k] = min(limits[k], f)
-				}
-			}
-		}
-	}
-	capture(0, &v)
-	inRun := true // the state before the first event starts the first run
-	for i := 0; i < c.n; i++ {
-		var dp [4]Part
-		var dv [4]int64
-		m := 0
-		add := func(bi int32, sign int64) {
-			p, n, rest := c.shares(bi)
-			dp[m], dv[m] = p, sign*n
-			m++
-			if rest != 0 {
-				dp[m], dv[m] = PartFixed, sign*rest
-				m++
-			}
-		}
-		if bi := h.OpenAt(i); bi >= 0 {
-			add(bi, 1)
-		}
-		if bi := h.EndAt(i); bi >= 0 {
-			add(bi, -1)
-		}
-		if m == 0 {
-			capture(i+1, &v)
-			continue
-		}
-		inc, dec := false, false
-		for k := range m {
-			inc = inc || dv[k] > 0
-			dec = dec || dv[k] < 0
-		}
-		if dec && inRun {
-			visit(i) // state i ends a run
-			inRun = false
-		}
-		for k := range m {
-			v[dp[k]] += dv[k]
-		}
-		if inc {
-			if !inRun {
-				inRun = true
-				for p := range grew {
-					grew[p] = i
-				}
-			}
-			for k := range m {
-				if dv[k] > 0 {
-					grew[dp[k]] = i + 1
-				}
-			}
-		}
-		capture(i+1, &v)
-	}
-	if inRun {
-		visit(c.n)
-	}
-	c.states[c.n] = v
-	for k, f := range q.peaks {
-		c.peaks[f] = peaks[k]
-		if !slices.Contains(f[:], 0) {
-			c.states[peaks[k].at] = atPeak[k]
-		}
-	}
-	for k, s := range q.sums {
-		c.sums[s] = sums[k]
-	}
-	for k, lq := range q.limits {
-		c.limits[lq] = limits[k]
-	}
 }
 
 // saturate converts projected bytes to int64, at most math.MaxInt64 (a

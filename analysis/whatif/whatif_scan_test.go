@@ -93,99 +93,113 @@ func TestCurvesAnswerAsEveryState(t *testing.T) {
 			sets = append(sets, []Part{p, q})
 		}
 	}
-	states := 0
-	for name, s := range inputs {
-		for _, d := range s.Devices {
-			if len(d.Events) == 0 {
-				continue
-			}
-			h := history.Build(s, d)
-			c := buildCurves(h, 0)
-			all := everyState(c)
-			states += len(all)
-			for j, v := range statesOf(buildCurves(h, 0)) {
-				if v != all[j] {
-					t.Fatalf("%s device %d state %d: replayed %v, from the blocks %v", name, d.ID, j, v, all[j])
+	states, split, merged := 0, 0, 0
+	defer func(n int) { replaySplitEvents = n }(replaySplitEvents)
+	for _, mode := range []struct {
+		name   string
+		events int // the fewest events replay splits
+	}{{"one pass", math.MaxInt}, {"two passes", 16}} {
+		replaySplitEvents = mode.events
+		for name, s := range inputs {
+			name := mode.name + ": " + name
+			for _, d := range s.Devices {
+				if len(d.Events) == 0 {
+					continue
 				}
-			}
-			type limitCase struct {
-				limit int64
-				seq   bool
-			}
-			peak, _ := c.peak(unit())
-			var limits []limitCase
-			for _, l := range []int64{peak / 2, peak, 2 * peak, 10 * peak} {
-				limits = append(limits, limitCase{l, false}, limitCase{l, true})
-			}
-			// One resolve for all, as the what-if asks.
-			got := make([]peakAt, len(fs))
-			gotSums := make([]peakSum, len(sets))
-			gotLimits := make([]float64, len(limits))
-			c.resolve(func() {
+				h := history.Build(s, d)
+				c := buildCurves(h, 0)
+				all := everyState(c)
+				states += len(all)
+				for j, v := range statesOf(buildCurves(h, 0)) {
+					if v != all[j] {
+						t.Fatalf("%s device %d state %d: replayed %v, from the blocks %v", name, d.ID, j, v, all[j])
+					}
+				}
+				type limitCase struct {
+					limit int64
+					seq   bool
+				}
+				peak, _ := c.peak(unit())
+				var limits []limitCase
+				for _, l := range []int64{peak / 2, peak, 2 * peak, 10 * peak} {
+					limits = append(limits, limitCase{l, false}, limitCase{l, true})
+				}
+				// One resolve for all, as the what-if asks.
+				got := make([]peakAt, len(fs))
+				gotSums := make([]peakSum, len(sets))
+				gotLimits := make([]float64, len(limits))
+				c.resolve(func() {
+					for k, f := range fs {
+						b, j := c.peak(f)
+						got[k] = peakAt{float64(b), j}
+					}
+					for k, ps := range sets {
+						parts, _ := c.partsAtMax(ps...)
+						gotSums[k] = peakSum{c.maxOf(ps...), c.argmax(ps...), parts}
+					}
+					for k, l := range limits {
+						gotLimits[k] = c.maxFactor(l.limit, l.seq)
+					}
+				})
+				split, merged = split+c.split, merged+c.merged
 				for k, f := range fs {
-					b, j := c.peak(f)
-					got[k] = peakAt{float64(b), j}
+					if !slices.Contains(f[:], 0) {
+						if v := c.at(got[k].at); v != all[got[k].at] {
+							t.Errorf("%s device %d factors %v: state at the peak %v, every state %v", name, d.ID, f, v, all[got[k].at])
+						}
+					}
+					best, bj := math.Inf(-1), 0
+					for j := range all {
+						if v := dot(f, &all[j]); v > best {
+							best, bj = v, j
+						}
+					}
+					if want := (peakAt{float64(saturate(best)), bj}); got[k] != want {
+						t.Errorf("%s device %d factors %v: peak %v, every state %v", name, d.ID, f, got[k], want)
+					}
 				}
 				for k, ps := range sets {
-					parts, _ := c.partsAtMax(ps...)
-					gotSums[k] = peakSum{c.maxOf(ps...), c.argmax(ps...), parts}
+					var best int64
+					first, firstVal := 0, int64(-1)
+					for j := range all {
+						var sum int64
+						for _, p := range ps {
+							sum += all[j][p]
+						}
+						best = max(best, sum)
+						if sum > firstVal {
+							first, firstVal = j, sum
+						}
+					}
+					var parts [numParts]int64
+					for _, p := range ps {
+						parts[p] = all[first][p]
+					}
+					if want := (peakSum{best, first, parts}); gotSums[k] != want {
+						t.Errorf("%s device %d parts %v: largest %v, every state %v", name, d.ID, ps, gotSums[k], want)
+					}
 				}
 				for k, l := range limits {
-					gotLimits[k] = c.maxFactor(l.limit, l.seq)
-				}
-			})
-			for k, f := range fs {
-				if !slices.Contains(f[:], 0) {
-					if v := c.at(got[k].at); v != all[got[k].at] {
-						t.Errorf("%s device %d factors %v: state at the peak %v, every state %v", name, d.ID, f, v, all[got[k].at])
+					want := math.Inf(1)
+					for j := range all {
+						f := factorAt(&all[j], l.limit, l.seq)
+						if f < 0 {
+							want = 0
+							break
+						}
+						want = min(want, f)
 					}
-				}
-				best, bj := math.Inf(-1), 0
-				for j := range all {
-					if v := dot(f, &all[j]); v > best {
-						best, bj = v, j
+					if gotLimits[k] != want {
+						t.Errorf("%s device %d limit %d seq %v: factor %v, every state %v", name, d.ID, l.limit, l.seq, gotLimits[k], want)
 					}
-				}
-				if want := (peakAt{float64(saturate(best)), bj}); got[k] != want {
-					t.Errorf("%s device %d factors %v: peak %v, every state %v", name, d.ID, f, got[k], want)
-				}
-			}
-			for k, ps := range sets {
-				var best int64
-				first, firstVal := 0, int64(-1)
-				for j := range all {
-					var sum int64
-					for _, p := range ps {
-						sum += all[j][p]
-					}
-					best = max(best, sum)
-					if sum > firstVal {
-						first, firstVal = j, sum
-					}
-				}
-				var parts [numParts]int64
-				for _, p := range ps {
-					parts[p] = all[first][p]
-				}
-				if want := (peakSum{best, first, parts}); gotSums[k] != want {
-					t.Errorf("%s device %d parts %v: largest %v, every state %v", name, d.ID, ps, gotSums[k], want)
-				}
-			}
-			for k, l := range limits {
-				want := math.Inf(1)
-				for j := range all {
-					f := factorAt(&all[j], l.limit, l.seq)
-					if f < 0 {
-						want = 0
-						break
-					}
-					want = min(want, f)
-				}
-				if gotLimits[k] != want {
-					t.Errorf("%s device %d limit %d seq %v: factor %v, every state %v", name, d.ID, l.limit, l.seq, gotLimits[k], want)
 				}
 			}
 		}
 	}
-	t.Logf("%d inputs, %d states, %d factors, %d sets of parts", len(inputs), states, len(fs), len(sets))
+	// The second half starts where the first ends on every real file: a
+	// split is never replayed again in one pass.
+	if merged == 0 || merged != split {
+		t.Errorf("%d replays were merged from two passes of the %d split", merged, split)
+	}
+	t.Logf("%d inputs, %d states, %d factors, %d sets of parts, %d replays merged from two passes", len(inputs), states, len(fs), len(sets), merged)
 }
