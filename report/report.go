@@ -4,7 +4,7 @@
 package report
 
 import (
-	"encoding/json"
+	json "github.com/go-json-experiment/json/v1"
 	"io"
 	"strings"
 )

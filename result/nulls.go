@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 // The JSON never shows a value that stands for "none" inside torchmem (an
@@ -79,7 +80,7 @@ func (nf nullField) isNone(v reflect.Value) bool {
 // marshalNulls marshals v, a struct given as a type without methods (an
 // alias of the real one), writing null for the fields that hold "none".
 func marshalNulls(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
+	b, err := jsonv1.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
