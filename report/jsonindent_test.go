@@ -19,7 +19,7 @@ func TestIndentJSONAsEncoder(t *testing.T) {
 		"a,b:c{d}[e]", `quote " backslash \ slash /`, "\\\"", "<html> & 'x'", "tab\tnl\ncr\r\x00\x1f",
 		"ünïcødé \u2028\u2029 🐍", []any{}, map[string]any{}, []any{[]any{}, map[string]any{}},
 		map[string]any{"": "", "k,}": []any{1, "]", map[string]any{"x\"": nil}}},
-		[]any{1, -0.0, 3.25, "s", nil, true, []any{[]any{[]any{}}}},
+		[]any{1, math.Copysign(0, -1), 3.25, "s", nil, true, []any{[]any{[]any{}}}},
 		struct {
 			A []int           `json:"a"`
 			B map[string]int  `json:"b"`

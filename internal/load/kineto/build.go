@@ -169,7 +169,7 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 	}
 
 	sw := &sweeper{tr: tr, b: b, classes: classes, hasEvalFn: hasEvalFn,
-		frameOf: make(map[int32]snapshot.FrameID), metaOf: make(map[int32]uint32), csFrames: make(map[int32][]snapshot.FrameID)}
+		frameOf: make([]uint32, len(tr.names)), metaOf: make([]uint32, len(tr.names)), csFrames: make(map[int32][]snapshot.FrameID)}
 	// Each thread's [memory] records, listed at their size once all are
 	// read (lists grown by append while reading left copies behind).
 	for _, t := range tr.threads {
@@ -179,14 +179,7 @@ func (tr *traceReader) build() (*snapshot.Snapshot, error) {
 		t := tr.threads[tr.mem[i].thread]
 		t.mem = append(t.mem, int32(i))
 	}
-	var anns []snapshot.Annotation
-	bwUnits := make([]*pieceList[timeRange], len(tr.threads))
-	for ti, t := range tr.threads {
-		bwUnits[ti] = sw.thread(int32(ti), t, ti == main, tmap[ti], &anns)
-		// Swept: the collector may take the thread's spans back before the
-		// devices' events are made (together the peak of the reader).
-		t.spans, t.mem = spanList{}, nil
-	}
+	anns, bwUnits := tr.sweepThreads(sw, main, tmap)
 
 	// Backward ranges: merge each thread's backward spans across small gaps
 	// in which no other phase begins.
@@ -292,181 +285,4 @@ func (tr *traceReader) mainThread(classes []uint8) int {
 		}
 	}
 	return best
-}
-
-// buildDevices makes the devices and their events from the memory records.
-func (tr *traceReader) buildDevices(b *snapshot.Builder, tmap []uint16) {
-	s := b.Snap
-	if len(tr.mem) == 0 {
-		return
-	}
-	type group struct {
-		kind snapshot.DeviceKind
-		n    int
-		recs []int32
-	}
-	// Each device's records, in lists of the exact size (grown by append,
-	// the copies left behind would be several times the records); none
-	// for a single device, whose records are all of them (rec).
-	groups := map[int]*group{}
-	var ids []int
-	for i := range tr.mem {
-		id, kind := deviceOf(tr.devKeys[tr.mem[i].dev], tr.rocm)
-		g := groups[id]
-		if g == nil {
-			g = &group{kind: kind}
-			groups[id] = g
-			ids = append(ids, id)
-		}
-		g.n++
-	}
-	if len(ids) > 1 {
-		for _, g := range groups {
-			g.recs = make([]int32, 0, g.n)
-		}
-		for i := range tr.mem {
-			id, _ := deviceOf(tr.devKeys[tr.mem[i].dev], tr.rocm)
-			g := groups[id]
-			g.recs = append(g.recs, int32(i))
-		}
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		g := groups[id]
-		// rec is the device's k-th record.
-		rec := func(k int) int32 {
-			if g.recs == nil {
-				return int32(k)
-			}
-			return g.recs[k]
-		}
-		// The records in time order: as they came in the file (the usual
-		// trace), their totals read as they go; else each one's totals
-		// first, in file order, then the records sorted.
-		byTime := func(x, y int32) int { return cmp.Compare(tr.memEv[x].TimeNS, tr.memEv[y].TimeNS) }
-		inOrder := true
-		for k := 1; k < g.n && inOrder; k++ {
-			inOrder = byTime(rec(k), rec(k-1)) >= 0
-		}
-		var walk counters
-		var totals [][2]int64 // when not inOrder: the totals of the k-th record
-		var perm []int32      // and the records' positions in time order
-		if !inOrder {
-			totals = make([][2]int64, g.n)
-			for k := range g.n {
-				ri := rec(k)
-				totals[k][0], totals[k][1] = tr.readCounters(&walk, ri, tr.memEv[ri].Size, tr.mem[ri].flags)
-			}
-			perm = make([]int32, g.n)
-			for k := range perm {
-				perm[k] = int32(k)
-			}
-			slices.SortStableFunc(perm, func(x, y int32) int { return byTime(rec(int(x)), rec(int(y))) })
-		}
-		d := &snapshot.Device{ID: id, Kind: g.kind, Baseline: -1} // ids are sorted: no Builder.Device lookups
-		s.Devices = append(s.Devices, d)
-		if g.kind != snapshot.DeviceCPU {
-			if p, ok := tr.devProps[int64(id)]; ok {
-				d.Name, d.CapacityBytes, d.ComputeMajor = p.name, p.mem, p.major
-			}
-		}
-		if g.kind == snapshot.DeviceOther {
-			s.Diag("unknown_device_type", id, fmt.Sprintf("device %d: [memory] events of an unknown Device Type", id))
-		}
-		// One device whose records came in time order (the usual trace):
-		// each record becomes the event in its own slot, read before it is
-		// written.
-		if len(ids) == 1 && inOrder {
-			d.Events = tr.memEv[:0:len(tr.memEv)]
-		} else {
-			d.Events = make([]snapshot.Event, 0, g.n)
-		}
-		live := map[uint64]int64{}
-		var prevTA int64
-		havePrevTA, baselineSet := false, false
-		var noAddr, orphans, reuse, sizeMismatch, taMismatch, ooms int
-		for k := range g.n {
-			ri := rec(k)
-			var mta, mtr int64
-			if inOrder {
-				mta, mtr = tr.readCounters(&walk, ri, tr.memEv[ri].Size, tr.mem[ri].flags)
-			} else {
-				p := perm[k]
-				ri, mta, mtr = rec(int(p)), totals[p][0], totals[p][1]
-			}
-			m := &tr.mem[ri]
-			raw := tr.memEv[ri] // a copy: d.Events may write its slot
-			ts, addr, nbytes := raw.TimeNS, raw.Addr, raw.Size
-			e := snapshot.Event{Addr: addr, TimeNS: tr.abs(ts), Stack: raw.Stack, Thread: tmap[m.thread], Meta: raw.Meta}
-			if m.flags&memHasTR != 0 && (len(d.Reserved) == 0 || d.Reserved[len(d.Reserved)-1].Value != mtr) {
-				d.Reserved = append(d.Reserved, snapshot.CounterPoint{Event: len(d.Events), Value: mtr})
-			}
-			if m.flags&memOOM != 0 {
-				e.Action, e.Size, e.Addr = snapshot.ActionOOM, nbytes, 0
-				d.Events = append(d.Events, e)
-				ooms++
-				if ooms <= 10 {
-					msg := fmt.Sprintf("device %d: out of memory: %d bytes requested", id, nbytes)
-					if m.flags&memHasTA != 0 {
-						msg += fmt.Sprintf(" with %d allocated", mta)
-					}
-					if m.flags&memHasTR != 0 {
-						msg += fmt.Sprintf(" and %d reserved", mtr)
-					}
-					s.Diag("oom", id, msg)
-				}
-				continue
-			}
-			if !baselineSet {
-				baselineSet = true
-				if m.flags&memHasTA != 0 {
-					d.Baseline = mta - nbytes
-				}
-			}
-			if m.flags&memHasTA != 0 {
-				if havePrevTA && mta-prevTA != nbytes {
-					taMismatch++
-				}
-				prevTA, havePrevTA = mta, true
-			}
-			if nbytes > 0 {
-				e.Action, e.Size = snapshot.ActionAlloc, nbytes
-			} else {
-				e.Action, e.Size = snapshot.ActionFreeCompleted, -nbytes
-			}
-			d.Events = append(d.Events, e)
-			if m.flags&memHasAddr == 0 {
-				noAddr++
-				continue
-			}
-			if e.Action == snapshot.ActionAlloc {
-				if _, ok := live[addr]; ok {
-					reuse++
-				}
-				live[addr] = e.Size
-			} else if sz, ok := live[addr]; ok {
-				if sz != e.Size {
-					sizeMismatch++
-				}
-				delete(live, addr)
-			} else {
-				orphans++
-			}
-		}
-		if noAddr > 0 {
-			s.Diag("bytes_only", id, fmt.Sprintf("device %d: %d of %d [memory] events carry Bytes only, no Addr (PyTorch < 1.10): the curve is right but block lifetimes are unknown", id, noAddr, len(d.Events)-ooms))
-		}
-		if orphans > 0 {
-			s.Diag("unmatched_frees", id, fmt.Sprintf("device %d: %d frees of blocks allocated before the trace began", id, orphans))
-		}
-		if reuse > 0 {
-			s.Diag("address_reuse", id, fmt.Sprintf("device %d: %d allocations at an address that was still live (a free is missing)", id, reuse))
-		}
-		if sizeMismatch > 0 {
-			s.Diag("size_mismatch", id, fmt.Sprintf("device %d: %d frees whose size differs from their allocation", id, sizeMismatch))
-		}
-		if taMismatch > 0 {
-			s.Diag("total_allocated_mismatch", id, fmt.Sprintf("device %d: %d events where Total Allocated does not step by Bytes (events out of order or lost)", id, taMismatch))
-		}
-	}
 }

@@ -19,6 +19,7 @@ func TestLexIntSameAsLexNumber(t *testing.T) {
 		"0,", "-0,", "7}", "-7 ", "12", "0512,", "-0512,", "1.5,", "1e3,", "1E3,", "2.,", "-,", "--1,",
 		"123456789012345678,", "-123456789012345678,", "1234567890123456789,", "-9223372036854775808,",
 		"9223372036854775807,", "99999999999999999999999,", "1754000000000005,", "42949672960}",
+		"1234567:90,", "1234567/90,", "12345678:,", "123456789012345?,", "1234\xb9678901,", "9999999999999999,", "-100000000,",
 	}
 	rng := rand.New(rand.NewSource(3))
 	alphabet := "0123456789-.eE+,} x"
@@ -32,6 +33,17 @@ func TestLexIntSameAsLexNumber(t *testing.T) {
 			}
 		}
 		texts = append(texts, string(b))
+	}
+	for range 50000 { // runs of digits, long ones too (eight at a time), then a byte
+		b := make([]byte, 1+rng.Intn(24))
+		b[0] = "-123456789"[rng.Intn(10)]
+		for k := 1; k < len(b); k++ {
+			b[k] = '0' + byte(rng.Intn(10))
+		}
+		if rng.Intn(2) == 0 {
+			b[rng.Intn(len(b))] = alphabet[rng.Intn(len(alphabet))]
+		}
+		texts = append(texts, string(b)+string(alphabet[rng.Intn(len(alphabet))]))
 	}
 	for _, s := range texts {
 		b := []byte(s)

@@ -1,6 +1,9 @@
 package kineto
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // This file checks the JSON values of the events' fast path (fastlex.go)
 // in its buffer: objects, arrays, strings, numbers and literals as the
@@ -229,6 +232,16 @@ func lexInt(b []byte, i int) (end int, v int64, plain bool) {
 	if j < len(b) && b[j] == '0' {
 		j++ // the number's integer part, as in lexDigits
 	} else {
+		// Eight digits at a time while they fit (a trace's times and
+		// addresses have 15 or 16), then one at a time.
+		for j+8 <= len(b) && j-start <= 10 {
+			d, ok := eightDigits(binary.LittleEndian.Uint64(b[j:]))
+			if !ok {
+				break
+			}
+			v = v*100_000_000 + int64(d)
+			j += 8
+		}
 		for j < len(b) && j-start < 18 && b[j] >= '0' && b[j] <= '9' {
 			v = v*10 + int64(b[j]-'0')
 			j++
@@ -245,6 +258,21 @@ func lexInt(b []byte, i int) (end int, v int64, plain bool) {
 		}
 	}
 	return lexNumber(b, i), 0, false
+}
+
+// eightDigits is the value of eight ASCII digits loaded little-endian (the
+// first the most significant), and whether they all are digits.
+func eightDigits(x uint64) (uint64, bool) {
+	const ones = 0x0101010101010101
+	// Each byte 0x30-0x39: its high nibble 3, and still 3 with 6 added
+	// (no byte carries into the next: each is at most 0x3F).
+	if x&(0xF0*ones) != 0x30*ones || (x+0x06*ones)&(0xF0*ones) != 0x30*ones {
+		return 0, false
+	}
+	x -= 0x30 * ones
+	x = x*10 + x>>8 // pairs of digits in every other byte
+	x = ((x&0x000000FF000000FF)*(100+1000000<<32) + (x>>16&0x000000FF000000FF)*(1+10000<<32)) >> 32
+	return x, true
 }
 
 // lexDigits reads the digits at b[i:] (an integer part when intPart: no

@@ -353,6 +353,7 @@ func (tr *traceReader) recordMem(oom bool) {
 		tr.devCounters = append(tr.devCounters, counters{})
 	}
 	m.flags = tr.keepCounters(&tr.devCounters[m.dev], int32(len(tr.mem)), n, ta, trv, m.flags)
+	tr.walkMem(m.dev, ts, e.Addr, n, m.flags, ta, trv)
 	tr.mem = append(tr.mem, m)
 	tr.memEv = append(tr.memEv, e)
 	tr.threads[m.thread].nMem++

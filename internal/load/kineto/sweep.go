@@ -14,23 +14,29 @@ type sweeper struct {
 	b         *snapshot.Builder
 	classes   []uint8
 	hasEvalFn bool
-	frameOf   map[int32]snapshot.FrameID
-	metaOf    map[int32]uint32
+	frameOf   []uint32 // by name: its frame's ID + 1, 0 until made
+	metaOf    []uint32 // by name: its string's index + 1, 0 until made
 	csFrames  map[int32][]snapshot.FrameID
 	frames    []snapshot.FrameID
+	// beside: the sweep runs beside the first thread's, without b; its
+	// stacks are numbered by beside (sweep_beside.go), and a memory event's
+	// Stack is that number until they are made the model's.
+	beside *besideStacks
 }
 
-func (sw *sweeper) frame(sp *opSpan) snapshot.FrameID {
-	if id, ok := sw.frameOf[sp.name]; ok {
-		return id
+// frame is the frame of a span of this name and kind; a name's first span
+// decides its frame.
+func (sw *sweeper) frame(name int32, kind uint8) snapshot.FrameID {
+	if id := sw.frameOf[name]; id > 0 {
+		return snapshot.FrameID(id - 1)
 	}
-	n := sw.tr.names[sp.name]
+	n := sw.tr.names[name]
 	f := snapshot.Frame{Name: n}
-	if sp.kind == spanPython {
+	if kind == spanPython {
 		f = parsePyFrame(n)
 	}
 	id := sw.b.Frame(f)
-	sw.frameOf[sp.name] = id
+	sw.frameOf[name] = uint32(id) + 1
 	return id
 }
 
@@ -54,11 +60,11 @@ func (sw *sweeper) callStack(id int32) []snapshot.FrameID {
 }
 
 func (sw *sweeper) meta(name int32) uint32 {
-	if id, ok := sw.metaOf[name]; ok {
-		return id
+	if id := sw.metaOf[name]; id > 0 {
+		return id - 1
 	}
 	id := sw.b.String(sw.tr.names[name])
-	sw.metaOf[name] = id
+	sw.metaOf[name] = id + 1
 	return id
 }
 
@@ -224,12 +230,16 @@ func spanOrder(spans *spanList) []int32 {
 // the legacy Call stack of the innermost op that has one; and the innermost
 // op's name.
 func (sw *sweeper) stack(spans *spanList, open []openSpan) (snapshot.StackID, uint32) {
+	if sw.beside != nil {
+		return snapshot.StackID(sw.beside.stack(spans, open)), 0
+	}
 	if len(open) == 0 {
 		return 0, 0
 	}
 	fs := sw.frames[:0]
 	for k := len(open) - 1; k >= 0 && len(fs) < maxTraceStack; k-- {
-		fs = append(fs, sw.frame(spans.at(open[k].i)))
+		sp := spans.at(open[k].i)
+		fs = append(fs, sw.frame(sp.name, sp.kind))
 	}
 	top := open[len(open)-1]
 	if top.cs >= 0 {

@@ -123,6 +123,7 @@ type traceReader struct {
 	// them do not tell (records.go, keepCounters), in file order.
 	taVals, trVals []counterVal
 	devCounters    []counters // per device: its totals so far
+	devWalks       []*devWalk // per device key: its device's walk (devices.go)
 
 	keys        []string
 	moreKeys    int // top-level keys past the 1,000 kept in keys
