@@ -47,8 +47,16 @@ func openMapped(f *os.File, path string, size int64, opts snapshot.Options) (s *
 			released = end
 		}
 	}
+	// The second decoder's pages: whole pages between the two offsets.
+	page := os.Getpagesize()
+	release := func(from, to int) {
+		from, to = (from+page-1)&^(page-1), to&^(page-1)
+		if to > from {
+			releaseMapped(data[from:to])
+		}
+	}
 	src := snapshot.Source{Path: path, FileBytes: size}
-	s, err = pickle.ReadMapped(data, src, opts, advance)
+	s, err = pickle.ReadMapped(data, src, opts, advance, release)
 	if err == nil {
 		err = snapshot.CheckSizes(s)
 	}

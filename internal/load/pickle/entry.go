@@ -34,6 +34,9 @@ func (m *vm) entryFast() bool {
 	if mark == 0 || m.stack[mark-1].k != kList {
 		return false
 	}
+	if s := m.split; s != nil && m.off >= s.x.Load() && m.splitJoin() {
+		return true
+	}
 	in := m.in
 	if in.end-in.pos < fastWindow {
 		in.fill(fastWindow) // whole entries in the buffer (at the input's end, what is left)
@@ -49,6 +52,9 @@ func (m *vm) entryFast() bool {
 	}
 	pos++
 	if !m.fast.noTemplate && len(m.stack) == mark && m.entryByTemplates(buf, pos, mark) {
+		if m.fast.templated == m.splitAt {
+			m.splitStart(mark)
+		}
 		return true
 	}
 	learn := &m.fast.learn

@@ -23,7 +23,10 @@ type memoTable struct {
 	// empty): while it is unchanged, every slot read earlier holds what it
 	// held then.
 	overwrites uint64
-	free       []uint32 // reusable indexes of objs
+	// split is the second decoder reading the slots while it runs: an
+	// overwrite stops it first, and drops its work.
+	split *split
+	free  []uint32 // reusable indexes of objs
 	// texts are the short strings of the pickle, each text once: CPython
 	// writes a string object per trace entry afresh (compile_context's
 	// "N/A"), a slot each, which the side table would keep forever.
@@ -207,11 +210,28 @@ func (t *memoTable) push(slot uint64) {
 	t.n++
 }
 
+// extend adds n empty slots, their chunks made, and returns the first's
+// index: their values are stored after (by another goroutine, while the
+// memo is otherwise left alone).
+func (t *memoTable) extend(n int) int {
+	first, end := t.n, t.n+n
+	for t.n < end {
+		if t.n%memoChunk == 0 {
+			t.chunks = append(t.chunks, make([]uint64, memoChunk))
+		}
+		t.n = min(end, (t.n/memoChunk+1)*memoChunk)
+	}
+	return first
+}
+
 // replace returns slot idx, its side-table entry freed, for set (and the
 // fast path) to overwrite (first filling the slots up to it).
 func (t *memoTable) replace(idx int) *uint64 {
 	if idx < t.n {
 		t.overwrites++
+		if t.split != nil {
+			t.split.abort()
+		}
 	}
 	for t.n <= idx {
 		if t.n%memoChunk == 0 {

@@ -3,6 +3,7 @@ package pickle
 import (
 	"bufio"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -26,9 +27,22 @@ func Read(in *bufio.Reader, src snapshot.Source, opts snapshot.Options, size int
 // truncated while mapped) is an error naming the file and the offset, not
 // a crash. advance, when not nil, is called now and then with the bytes
 // consumed so far (progress, and the caller's release of pages behind).
-func ReadMapped(data []byte, src snapshot.Source, opts snapshot.Options, advance func(consumed int)) (snap *snapshot.Snapshot, err error) {
+// A second decoder may read the trace's second half on another core
+// (split.go); release, when not nil, is how it drops the pages of
+// data[from:to] it has passed (from another goroutine than advance's).
+func ReadMapped(data []byte, src snapshot.Source, opts snapshot.Options, advance func(consumed int), release func(from, to int)) (snap *snapshot.Snapshot, err error) {
+	return readMappedWith(data, src, opts, advance, release, nil)
+}
+
+// readMappedWith is ReadMapped; tune is readPickleWith's.
+func readMappedWith(data []byte, src snapshot.Source, opts snapshot.Options, advance func(consumed int), release func(from, to int), tune func(*vm)) (snap *snapshot.Snapshot, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	return decode(newMappedInbuf(data, advance), src, opts, int64(len(data)), nil)
+	return decode(newMappedInbuf(data, advance), src, opts, int64(len(data)), func(m *vm) {
+		m.release = release
+		if tune != nil {
+			tune(m)
+		}
+	})
 }
 
 // faultOffset is the offset in data of the memory fault r, when r is one.
@@ -78,10 +92,16 @@ func decode(in *inbuf, src snapshot.Source, opts snapshot.Options, size int64, t
 	m := &vm{in: in, opts: opts, path: src.Path, sch: sch,
 		stack: make([]value, 0, 4096), maxStack: maxStackValues(opts)}
 	sch.m = m
+	m.splitAt, m.splitTune = math.MaxInt, splitTune{after: splitAfter, minBytes: splitMinBytes, at: -1}
 	if tune != nil {
 		tune(m)
 	}
+	if in.mapped && (runtime.GOMAXPROCS(0) >= 2 || m.splitTune.force) {
+		m.splitAt = m.splitTune.after
+	}
+	defer m.splitEnd() // a panic's too
 	root, err := m.run()
+	m.splitEnd()
 	if err != nil {
 		return nil, err
 	}

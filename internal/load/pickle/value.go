@@ -106,6 +106,10 @@ type plist struct {
 	// the trace's slice was reserved (see addEvent).
 	evStart int64
 	evSized bool
+	// split is the second decoder whose entries go in the events' slice
+	// past its capacity (cut to where they start): A reaching them drops
+	// them.
+	split *split
 }
 
 // decodeLong decodes a little-endian two's-complement integer.
@@ -186,6 +190,9 @@ func (l *plist) addEvent(e snapshot.Event, at, total int64) { *l.newEvent(at, to
 func (l *plist) newEvent(at, total int64) *snapshot.Event {
 	if l.nEvents == 0 {
 		l.evStart = at
+	}
+	if len(l.events) == cap(l.events) && l.split != nil {
+		l.split.abort()
 	}
 	if len(l.events) == cap(l.events) {
 		if l.events != nil {

@@ -104,6 +104,15 @@ type vm struct {
 	}
 	held     int64 // bytes of containers and dict entries outside the model (see hold)
 	maxStack int   // the most values the stack may hold (MaxValues and MaxValueBytes)
+	// split is the second decoder while it runs (split.go); splitAt the
+	// entries the template takes before one starts (MaxInt: never);
+	// splitTook the entries it read that were kept; release drops the
+	// mapped pages it has passed.
+	split     *split
+	splitAt   int
+	splitTook int
+	splitTune splitTune
+	release   func(from, to int)
 }
 
 func (m *vm) fail(format string, args ...any) error {
