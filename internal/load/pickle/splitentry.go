@@ -1,7 +1,6 @@
 package pickle
 
 import (
-	"encoding/binary"
 	"unsafe"
 
 	"github.com/torchmem/torchmem/snapshot"
@@ -47,9 +46,7 @@ func (s *split) entry(buf []byte, pos int, probe bool) (int, bool) {
 func (s *split) entryBy(tp *entryTemplate, buf []byte, pos int, probe bool) (int, bool) {
 	e := snapshot.Event{TimeNS: snapshot.NoTime}
 	var user, internal, compile string
-	var deviceFree int64
-	var stream uint64
-	hasStream := false
+	var ints entryInts
 	feats := tp.feats
 	var memo [2 + 3]uint64 // the dict, the list, a string a metadata key
 	memo[0] = slotGone
@@ -59,17 +56,9 @@ func (s *split) entryBy(tp *entryTemplate, buf []byte, pos int, probe bool) (int
 	var fl fastListRead
 	for i := range tp.n {
 		k := &tp.keys[i]
-		pos = skipFrames(buf, pos)
-		if k.long {
-			if len(buf)-pos < 5 || buf[pos] != 'j' || binary.LittleEndian.Uint32(buf[pos+1:]) != k.idx {
-				return 0, false
-			}
-			pos += 5
-		} else {
-			if len(buf)-pos < 2 || buf[pos] != 'h' || uint32(buf[pos+1]) != k.idx {
-				return 0, false
-			}
-			pos += 2
+		var ok bool
+		if pos, ok = k.fetchedAt(buf, skipFrames(buf, pos)); !ok {
+			return 0, false
 		}
 		if pos = skipFrames(buf, pos); pos >= len(buf) {
 			return 0, false
@@ -81,18 +70,7 @@ func (s *split) entryBy(tp *entryTemplate, buf []byte, pos int, probe bool) (int
 				return 0, false
 			}
 			pos = next
-			switch r {
-			case roleAddr:
-				e.Addr = uint64(n)
-			case roleSize:
-				e.Size = n
-			case roleStream:
-				stream, hasStream = uint64(n), true
-			case roleDeviceFree:
-				deviceFree = n
-			default:
-				e.TimeNS = n * 1000
-			}
+			ints.set(r, n, &e)
 		case roleAction:
 			t, next, ok := s.textFetch(buf, pos)
 			if !ok {
@@ -196,20 +174,20 @@ func (s *split) entryBy(tp *entryTemplate, buf []byte, pos int, probe bool) (int
 		}
 		memo[listSlot], e.Stack = slotStack|uint64(id), snapshot.StackID(id)
 	}
-	if hasStream {
-		id, ok := s.streamIdx[stream]
+	if ints.hasStream {
+		id, ok := s.streamIdx[ints.stream]
 		if !ok {
 			if len(s.streams) >= 1<<16-2 {
 				return 0, false
 			}
-			s.streams = append(s.streams, stream)
+			s.streams = append(s.streams, ints.stream)
 			id = uint16(len(s.streams))
-			s.streamIdx[stream] = id
+			s.streamIdx[ints.stream] = id
 		}
 		e.Stream = id
 	}
 	if e.Action == snapshot.ActionOOM {
-		e.Addr = uint64(deviceFree)
+		e.Addr = uint64(ints.deviceFree)
 	}
 	s.charged += int64(len(user) + len(internal) + len(compile))
 	s.slack = min(s.slack, expansionPerByte*int64(end)-s.charged)

@@ -137,9 +137,7 @@ func (m *vm) entryByTemplate(tp *entryTemplate, buf []byte, pos, mark int) bool 
 	texts := &m.memo.texts
 	e := snapshot.Event{TimeNS: snapshot.NoTime}
 	var user, internal, compile string
-	var deviceFree int64
-	var stream uint64
-	hasStream := false
+	var ints entryInts
 	feats := tp.feats
 	memo := append(m.fast.memo[:0], value{k: kGone})
 	memoText := append(m.fast.texts[:0], 0)
@@ -148,16 +146,9 @@ func (m *vm) entryByTemplate(tp *entryTemplate, buf []byte, pos, mark int) bool 
 	var fl fastListRead
 	for i := range tp.n {
 		k := &tp.keys[i]
-		if k.long {
-			if len(buf)-pos < 5 || buf[pos] != 'j' || binary.LittleEndian.Uint32(buf[pos+1:]) != k.idx {
-				return false
-			}
-			pos += 5
-		} else {
-			if len(buf)-pos < 2 || buf[pos] != 'h' || uint32(buf[pos+1]) != k.idx {
-				return false
-			}
-			pos += 2
+		var ok bool
+		if pos, ok = k.fetchedAt(buf, pos); !ok {
+			return false
 		}
 		if pos >= len(buf) {
 			return false
@@ -169,18 +160,7 @@ func (m *vm) entryByTemplate(tp *entryTemplate, buf []byte, pos, mark int) bool 
 				return false
 			}
 			pos = next
-			switch r {
-			case roleAddr:
-				e.Addr = uint64(n)
-			case roleSize:
-				e.Size = n
-			case roleStream:
-				stream, hasStream = uint64(n), true
-			case roleDeviceFree:
-				deviceFree = n
-			default:
-				e.TimeNS = n * 1000
-			}
+			ints.set(r, n, &e)
 		case roleAction:
 			t, next, ok := m.textFetch(buf, pos)
 			if !ok {
@@ -270,19 +250,19 @@ func (m *vm) entryByTemplate(tp *entryTemplate, buf []byte, pos, mark int) bool 
 	m.off += int64(1 + pos - in.pos) // the EMPTY_DICT and what followed
 	in.pos = pos
 	s.feats |= feats
-	if hasStream {
+	if ints.hasStream {
 		// The stream of the entry before is the usual one: its ID kept
 		// (Builder.Stream gives a stream the same ID every time).
-		if c := &m.fast.stream; c.known && c.raw == stream {
+		if c := &m.fast.stream; c.known && c.raw == ints.stream {
 			e.Stream = c.id
 		} else {
-			e.Stream = s.b.Stream(stream)
-			c.raw, c.id, c.known = stream, e.Stream, true
+			e.Stream = s.b.Stream(ints.stream)
+			c.raw, c.id, c.known = ints.stream, e.Stream, true
 		}
 	}
 	dst := l.newEvent(m.off, s.inputBytes)
 	*dst = e
-	s.finishEvent(dst, user, internal, compile, deviceFree)
+	s.finishEvent(dst, user, internal, compile, ints.deviceFree)
 	m.fast.entries++
 	m.fast.templated++
 	return true
@@ -362,4 +342,46 @@ func (c *actionCache) of(texts *shortTexts, i uint32) snapshot.Action {
 	a := snapshot.ParseAction(texts.at(i))
 	c.action[i] = uint8(a) + 1
 	return a
+}
+
+// fetchedAt reports whether buf[pos:] fetches key k from its memo slot by
+// the opcode the template saw (LONG_BINGET or BINGET), and the position
+// after the fetch.
+func (k *templateKey) fetchedAt(buf []byte, pos int) (int, bool) {
+	if k.long {
+		if len(buf)-pos < 5 || buf[pos] != 'j' || binary.LittleEndian.Uint32(buf[pos+1:]) != k.idx {
+			return pos, false
+		}
+		return pos + 5, true
+	}
+	if len(buf)-pos < 2 || buf[pos] != 'h' || uint32(buf[pos+1]) != k.idx {
+		return pos, false
+	}
+	return pos + 2, true
+}
+
+// entryInts are the integers of an entry a template reads that are not
+// the event's own fields as they stand: its stream's raw handle (the
+// model's is an ID) and the device's free bytes of an OOM.
+type entryInts struct {
+	stream     uint64
+	hasStream  bool
+	deviceFree int64
+}
+
+// set stores integer n of a key of role r (addr, size, stream,
+// device_free, time_us) in e or ints.
+func (ints *entryInts) set(r keyRole, n int64, e *snapshot.Event) {
+	switch r {
+	case roleAddr:
+		e.Addr = uint64(n)
+	case roleSize:
+		e.Size = n
+	case roleStream:
+		ints.stream, ints.hasStream = uint64(n), true
+	case roleDeviceFree:
+		ints.deviceFree = n
+	default:
+		e.TimeNS = n * 1000
+	}
 }
