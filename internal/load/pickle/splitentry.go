@@ -45,8 +45,7 @@ func (s *split) entry(buf []byte, pos int, probe bool) (int, bool) {
 // entryBy is entry by template tp, from just after the entry's MARK.
 func (s *split) entryBy(tp *entryTemplate, buf []byte, pos int, probe bool) (int, bool) {
 	e := snapshot.Event{TimeNS: snapshot.NoTime}
-	var user, internal, compile string
-	var ints entryInts
+	var ex entryExtras
 	feats := tp.feats
 	var memo [2 + 3]uint64 // the dict, the list, a string a metadata key
 	memo[0] = slotGone
@@ -70,7 +69,7 @@ func (s *split) entryBy(tp *entryTemplate, buf []byte, pos int, probe bool) (int
 				return 0, false
 			}
 			pos = next
-			ints.set(r, n, &e)
+			ex.set(r, n, &e)
 		case roleAction:
 			t, next, ok := s.textFetch(buf, pos)
 			if !ok {
@@ -117,14 +116,7 @@ func (s *split) entryBy(tp *entryTemplate, buf []byte, pos int, probe bool) (int
 			default:
 				return 0, false
 			}
-			switch r {
-			case roleCompileContext:
-				compile = str
-			case roleUserMetadata:
-				user = str
-			default:
-				internal = str
-			}
+			ex.setText(r, str)
 		case roleFrames:
 			switch buf[pos] {
 			case ']':
@@ -174,30 +166,30 @@ func (s *split) entryBy(tp *entryTemplate, buf []byte, pos int, probe bool) (int
 		}
 		memo[listSlot], e.Stack = slotStack|uint64(id), snapshot.StackID(id)
 	}
-	if ints.hasStream {
-		id, ok := s.streamIdx[ints.stream]
+	if ex.hasStream {
+		id, ok := s.streamIdx[ex.stream]
 		if !ok {
 			if len(s.streams) >= 1<<16-2 {
 				return 0, false
 			}
-			s.streams = append(s.streams, ints.stream)
+			s.streams = append(s.streams, ex.stream)
 			id = uint16(len(s.streams))
-			s.streamIdx[ints.stream] = id
+			s.streamIdx[ex.stream] = id
 		}
 		e.Stream = id
 	}
 	if e.Action == snapshot.ActionOOM {
-		e.Addr = uint64(ints.deviceFree)
+		e.Addr = uint64(ex.deviceFree)
 	}
-	s.charged += int64(len(user) + len(internal) + len(compile))
+	s.charged += int64(len(ex.user) + len(ex.internal) + len(ex.compile))
 	s.slack = min(s.slack, expansionPerByte*int64(end)-s.charged)
 	switch {
-	case user != "":
-		e.Meta = s.str(user)
-	case internal != "":
-		e.Meta = s.str(internal)
-	case compile != "" && compile != "N/A":
-		e.Meta = s.str(compile)
+	case ex.user != "":
+		e.Meta = s.str(ex.user)
+	case ex.internal != "":
+		e.Meta = s.str(ex.internal)
+	case ex.compile != "" && ex.compile != "N/A":
+		e.Meta = s.str(ex.compile)
 	}
 	s.feats |= feats
 	if e.Stack&refMemo != 0 {

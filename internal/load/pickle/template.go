@@ -136,8 +136,7 @@ func (m *vm) entryByTemplates(buf []byte, pos, mark int) bool {
 func (m *vm) entryByTemplate(tp *entryTemplate, buf []byte, pos, mark int) bool {
 	texts := &m.memo.texts
 	e := snapshot.Event{TimeNS: snapshot.NoTime}
-	var user, internal, compile string
-	var ints entryInts
+	var ex entryExtras
 	feats := tp.feats
 	memo := append(m.fast.memo[:0], value{k: kGone})
 	memoText := append(m.fast.texts[:0], 0)
@@ -160,7 +159,7 @@ func (m *vm) entryByTemplate(tp *entryTemplate, buf []byte, pos, mark int) bool 
 				return false
 			}
 			pos = next
-			ints.set(r, n, &e)
+			ex.set(r, n, &e)
 		case roleAction:
 			t, next, ok := m.textFetch(buf, pos)
 			if !ok {
@@ -199,14 +198,7 @@ func (m *vm) entryByTemplate(tp *entryTemplate, buf []byte, pos, mark int) bool 
 			default:
 				return false
 			}
-			switch r {
-			case roleCompileContext:
-				compile = str
-			case roleUserMetadata:
-				user = str
-			default:
-				internal = str
-			}
+			ex.setText(r, str)
 		case roleFrames:
 			switch buf[pos] {
 			case ']':
@@ -250,19 +242,19 @@ func (m *vm) entryByTemplate(tp *entryTemplate, buf []byte, pos, mark int) bool 
 	m.off += int64(1 + pos - in.pos) // the EMPTY_DICT and what followed
 	in.pos = pos
 	s.feats |= feats
-	if ints.hasStream {
+	if ex.hasStream {
 		// The stream of the entry before is the usual one: its ID kept
 		// (Builder.Stream gives a stream the same ID every time).
-		if c := &m.fast.stream; c.known && c.raw == ints.stream {
+		if c := &m.fast.stream; c.known && c.raw == ex.stream {
 			e.Stream = c.id
 		} else {
-			e.Stream = s.b.Stream(ints.stream)
-			c.raw, c.id, c.known = ints.stream, e.Stream, true
+			e.Stream = s.b.Stream(ex.stream)
+			c.raw, c.id, c.known = ex.stream, e.Stream, true
 		}
 	}
 	dst := l.newEvent(m.off, s.inputBytes)
 	*dst = e
-	s.finishEvent(dst, user, internal, compile, ints.deviceFree)
+	s.finishEvent(dst, ex.user, ex.internal, ex.compile, ex.deviceFree)
 	m.fast.entries++
 	m.fast.templated++
 	return true
@@ -360,28 +352,42 @@ func (k *templateKey) fetchedAt(buf []byte, pos int) (int, bool) {
 	return pos + 2, true
 }
 
-// entryInts are the integers of an entry a template reads that are not
-// the event's own fields as they stand: its stream's raw handle (the
-// model's is an ID) and the device's free bytes of an OOM.
-type entryInts struct {
-	stream     uint64
-	hasStream  bool
-	deviceFree int64
+// entryExtras is what an entry a template reads holds beside the event's
+// own fields as they stand: its stream's raw handle (the model's is an
+// ID), the device's free bytes of an OOM, its metadata strings.
+type entryExtras struct {
+	stream                  uint64
+	hasStream               bool
+	deviceFree              int64
+	user, internal, compile string
 }
 
 // set stores integer n of a key of role r (addr, size, stream,
-// device_free, time_us) in e or ints.
-func (ints *entryInts) set(r keyRole, n int64, e *snapshot.Event) {
+// device_free, time_us) in e or ex.
+func (ex *entryExtras) set(r keyRole, n int64, e *snapshot.Event) {
 	switch r {
 	case roleAddr:
 		e.Addr = uint64(n)
 	case roleSize:
 		e.Size = n
 	case roleStream:
-		ints.stream, ints.hasStream = uint64(n), true
+		ex.stream, ex.hasStream = uint64(n), true
 	case roleDeviceFree:
-		ints.deviceFree = n
+		ex.deviceFree = n
 	default:
 		e.TimeNS = n * 1000
+	}
+}
+
+// setText stores the string of a key of role r (compile_context,
+// user_metadata, internal_metadata).
+func (ex *entryExtras) setText(r keyRole, str string) {
+	switch r {
+	case roleCompileContext:
+		ex.compile = str
+	case roleUserMetadata:
+		ex.user = str
+	default:
+		ex.internal = str
 	}
 }
