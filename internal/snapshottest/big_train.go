@@ -26,6 +26,10 @@ type TrainingConfig struct {
 	// fetched from the memo) and the free_completed after a free_requested
 	// shares its list: about 200 bytes an entry.
 	SharedStacks bool
+	// FramelessCompletions writes free_completed entries without a frames
+	// key: entries without frames among entries with them, as PyTorch 2.2
+	// wrote its segment_free entries.
+	FramelessCompletions bool
 }
 
 // trainingVersion names the files WriteTraining writes in the benchmarks'
@@ -71,7 +75,7 @@ func WriteTraining(w io.Writer, c TrainingConfig) (int, error) {
 
 	bw := bufio.NewWriterSize(w, 1<<20)
 	p := &trainPickler{streamPickler: &streamPickler{w: bw, strs: map[string]int{}}, dicts: map[*Dict]int{}, lists: map[string]int{},
-		shared: c.SharedStacks, inner: cppFrames(last), outer: interpreterFrames(last), engine: engineFrames(last)}
+		shared: c.SharedStacks, framelessCompletions: c.FramelessCompletions, inner: cppFrames(last), outer: interpreterFrames(last), engine: engineFrames(last)}
 	snap := last.Snapshot()
 	p.raw(0x80, 4)
 	p.raw('}')
@@ -252,6 +256,8 @@ type trainPickler struct {
 	dicts  map[*Dict]int  // frame dicts (and other shared dicts) already written
 	lists  map[string]int // with shared: frames lists already written, by their frames
 	shared bool
+	// framelessCompletions: see TrainingConfig.
+	framelessCompletions bool
 	// inner and outer are added around every stack with Python frames,
 	// inner and engine around the others.
 	inner, outer, engine []*Dict
@@ -268,7 +274,11 @@ func (p *trainPickler) entry(e *Dict, dt int64) {
 	p.raw('}')
 	p.memoize()
 	p.raw('(')
+	frameless := p.framelessCompletions && e.get("action") == "free_completed"
 	for i, k := range e.Keys {
+		if k == "frames" && frameless {
+			continue
+		}
 		p.str(k)
 		switch k {
 		case "frames":
@@ -286,7 +296,7 @@ func (p *trainPickler) entry(e *Dict, dt int64) {
 			p.value(e.Vals[i])
 		}
 	}
-	if e.get("frames") == nil {
+	if e.get("frames") == nil && !frameless {
 		// The simulator leaves the frames out of an entry without Python
 		// frames; PyTorch writes its C++ frames.
 		p.str("frames")

@@ -117,6 +117,10 @@ func splitInputs(t *testing.T) map[string][]byte {
 	for name, c := range map[string]st.TrainingConfig{
 		"training": {TargetBytes: 4_600_000},
 		"dense":    {TargetBytes: 1_600_000, SharedStacks: true, Gen: 'E'},
+		// Entries without a frames key among entries with one (PyTorch
+		// 2.2's segment_free): the second decoder's entries without a
+		// stack beside its own stacks.
+		"frameless completions": {TargetBytes: 3_000_000, FramelessCompletions: true},
 	} {
 		var buf bytes.Buffer
 		if _, err := st.WriteTraining(&buf, c); err != nil {
@@ -230,8 +234,16 @@ func TestSplitMatchesSequential(t *testing.T) {
 			}
 			t.Logf("%d of %d starts at an entry merged", merged, entries)
 			// The template cases overwrite memo slots all along: B's work
-			// is dropped.
-			if name != "template cases framed" && merged < entries*9/10 {
+			// is dropped. Where completions have no frames, B may start at
+			// a key order A has not kept a template of: some of its work
+			// must be kept (its entries without a stack among its own
+			// stacks), not nine tenths.
+			switch {
+			case strings.HasPrefix(name, "frameless completions"):
+				if merged == 0 {
+					t.Errorf("none of %d starts at an entry merged", entries)
+				}
+			case name != "template cases framed" && merged < entries*9/10:
 				t.Errorf("%d of %d starts at an entry merged, want nine in ten", merged, entries)
 			}
 		})

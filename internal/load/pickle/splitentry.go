@@ -44,7 +44,8 @@ func (s *split) entry(buf []byte, pos int, probe bool) (int, bool) {
 
 // entryBy is entry by template tp, from just after the entry's MARK.
 func (s *split) entryBy(tp *entryTemplate, buf []byte, pos int, probe bool) (int, bool) {
-	e := snapshot.Event{TimeNS: snapshot.NoTime}
+	// An entry without frames has A's empty stack, 0: not B's stack 0.
+	e := snapshot.Event{TimeNS: snapshot.NoTime, Stack: refGlobal}
 	var ex entryExtras
 	feats := tp.feats
 	var memo [2 + 3]uint64 // the dict, the list, a string a metadata key
