@@ -1,7 +1,6 @@
 package pickle
 
 import (
-	"encoding/binary"
 	"maps"
 	"math"
 	"runtime/debug"
@@ -104,14 +103,12 @@ type split struct {
 	charged int64
 	slack   int64 // the least, over its entries, of expansionPerByte·offset − charged so far
 
-	stacks    [][]snapshot.FrameID
-	stackIdx  map[string]uint32
-	streams   []uint64 // by local ID − 1
-	streamIdx map[uint64]uint16
-	strs      []string // by local ID (0: none)
-	strIdx    map[string]uint32
-	actions   actionCache
-	lastList  struct {
+	// own interns B's stacks, streams and strings, numbered in the order
+	// B meets them (0: none, as in the model), for the merge to intern
+	// into A's in that order.
+	own      *snapshot.Builder
+	actions  actionCache
+	lastList struct {
 		bytes []byte
 		stack uint32
 	}
@@ -154,7 +151,7 @@ func (m *vm) splitStart(mark int) {
 		slots: slices.Clone(m.memo.chunks), n0: m.memo.n, gen: m.memo.overwrites, t0: m.memo.texts.n,
 		maxStr: m.opts.MaxStringBytes, list: l, full: l.events[:cap(l.events)], at: at,
 		release: m.release, done: make(chan struct{}), ready: make(chan struct{}), maxRef: -1, slack: math.MaxInt64,
-		stackIdx: map[string]uint32{}, streamIdx: map[uint64]uint16{}, strs: []string{""}, strIdx: map[string]uint32{}}
+		own: snapshot.NewBuilder(snapshot.Source{})}
 	s.events = s.full[at:]
 	s.x.Store(math.MaxInt64)
 	if s.exact {
@@ -267,17 +264,18 @@ func (m *vm) splitMerge(s *split) bool {
 	for j := range texts {
 		texts[j], _ = m.memo.texts.index(s.texts.at(uint32(s.t0 + j)))
 	}
-	stacks := make([]snapshot.StackID, len(s.stacks))
-	for j, fr := range s.stacks {
+	own := s.own.Snap
+	stacks := make([]snapshot.StackID, len(own.Stacks))
+	for j, fr := range own.Stacks {
 		stacks[j] = b.Stack(fr)
 	}
-	streams := make([]uint16, len(s.streams)+1)
-	for j, h := range s.streams {
-		streams[j+1] = b.Stream(h)
+	streams := make([]uint16, len(own.Streams))
+	for j, h := range own.Streams {
+		streams[j] = b.Stream(h)
 	}
-	strs := make([]uint32, len(s.strs))
-	for j, str := range s.strs[1:] {
-		strs[j+1] = b.String(str)
+	strs := make([]uint32, len(own.Strings))
+	for j, str := range own.Strings {
+		strs[j] = b.String(str)
 	}
 	stackOf := func(st uint32) snapshot.StackID {
 		if st&refGlobal != 0 {
@@ -396,9 +394,7 @@ func (s *split) entryStart(buf []byte, pos, end int) int {
 		}
 		for i := range s.tmpl.t {
 			if tp := &s.tmpl.t[i]; tp.n > 0 && tp.gen == s.gen {
-				k := tp.keys[0]
-				if k.long && buf[pos+3] == 'j' && binary.LittleEndian.Uint32(buf[pos+4:]) == k.idx ||
-					!k.long && buf[pos+3] == 'h' && uint32(buf[pos+4]) == k.idx {
+				if _, ok := tp.keys[0].fetchedAt(buf, pos+3); ok {
 					return pos
 				}
 			}

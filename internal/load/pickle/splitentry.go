@@ -1,8 +1,6 @@
 package pickle
 
 import (
-	"unsafe"
-
 	"github.com/torchmem/torchmem/snapshot"
 )
 
@@ -44,8 +42,7 @@ func (s *split) entry(buf []byte, pos int, probe bool) (int, bool) {
 
 // entryBy is entry by template tp, from just after the entry's MARK.
 func (s *split) entryBy(tp *entryTemplate, buf []byte, pos int, probe bool) (int, bool) {
-	// An entry without frames has A's empty stack, 0: not B's stack 0.
-	e := snapshot.Event{TimeNS: snapshot.NoTime, Stack: refGlobal}
+	e := snapshot.Event{TimeNS: snapshot.NoTime} // B's stack 0 is the empty stack, as A's
 	var ex entryExtras
 	feats := tp.feats
 	var memo [2 + 3]uint64 // the dict, the list, a string a metadata key
@@ -159,7 +156,11 @@ func (s *split) entryBy(tp *entryTemplate, buf []byte, pos int, probe bool) (int
 	if probe {
 		return end, true
 	}
-	// Commit.
+	// Commit. B stops short of the model's room for streams (a stream
+	// interned and its entry not kept would be one too many at the merge).
+	if ex.hasStream && len(s.own.Snap.Streams) >= 1<<16-2 {
+		return 0, false
+	}
 	if listSlot >= 0 {
 		id, ok := s.stack(buf, frames, &fl)
 		if !ok {
@@ -168,16 +169,7 @@ func (s *split) entryBy(tp *entryTemplate, buf []byte, pos int, probe bool) (int
 		memo[listSlot], e.Stack = slotStack|uint64(id), snapshot.StackID(id)
 	}
 	if ex.hasStream {
-		id, ok := s.streamIdx[ex.stream]
-		if !ok {
-			if len(s.streams) >= 1<<16-2 {
-				return 0, false
-			}
-			s.streams = append(s.streams, ex.stream)
-			id = uint16(len(s.streams))
-			s.streamIdx[ex.stream] = id
-		}
-		e.Stream = id
+		e.Stream = s.own.Stream(ex.stream)
 	}
 	if e.Action == snapshot.ActionOOM {
 		e.Addr = uint64(ex.deviceFree)
@@ -186,11 +178,11 @@ func (s *split) entryBy(tp *entryTemplate, buf []byte, pos int, probe bool) (int
 	s.slack = min(s.slack, expansionPerByte*int64(end)-s.charged)
 	switch {
 	case ex.user != "":
-		e.Meta = s.str(ex.user)
+		e.Meta = s.own.String(ex.user)
 	case ex.internal != "":
-		e.Meta = s.str(ex.internal)
+		e.Meta = s.own.String(ex.internal)
 	case ex.compile != "" && ex.compile != "N/A":
-		e.Meta = s.str(ex.compile)
+		e.Meta = s.own.String(ex.compile)
 	}
 	s.feats |= feats
 	if e.Stack&refMemo != 0 {
@@ -208,17 +200,6 @@ func (s *split) entryBy(tp *entryTemplate, buf []byte, pos int, probe bool) (int
 	}
 	s.frames = frames
 	return end, true
-}
-
-// str is the local number of a metadata string.
-func (s *split) str(str string) uint32 {
-	id, ok := s.strIdx[str]
-	if !ok {
-		id = uint32(len(s.strs))
-		s.strs = append(s.strs, str)
-		s.strIdx[str] = id
-	}
-	return id
 }
 
 // textFetch is vm.textFetch on A's memo below n0.
@@ -282,27 +263,16 @@ func (s *split) frameList(buf []byte, pos int, frames []snapshot.FrameID, fl *fa
 	return pos, frames, true
 }
 
-// stack is B's number of the stack of the frames list frameList read (a stack
-// of A's when empty: the empty stack is 0).
+// stack is B's number of the stack of the frames list frameList read (0:
+// the empty stack).
 func (s *split) stack(buf []byte, frames []snapshot.FrameID, fl *fastListRead) (uint32, bool) {
 	if fl.last {
 		return s.lastList.stack, true
 	}
-	var id uint32
-	if len(frames) == 0 {
-		id = refGlobal
-	} else {
-		key := unsafe.Slice((*byte)(unsafe.Pointer(&frames[0])), len(frames)*int(unsafe.Sizeof(frames[0])))
-		var ok bool
-		if id, ok = s.stackIdx[string(key)]; !ok {
-			if len(s.stacks) >= 1<<20 {
-				return 0, false
-			}
-			id = uint32(len(s.stacks))
-			s.stacks = append(s.stacks, append([]snapshot.FrameID(nil), frames...))
-			s.stackIdx[string(key)] = id
-		}
+	if len(s.own.Snap.Stacks) >= 1<<20 {
+		return 0, false
 	}
+	id := uint32(s.own.Stack(frames))
 	if fl.to > fl.from {
 		s.lastList.bytes, s.lastList.stack = append(s.lastList.bytes[:0], buf[fl.from:fl.to]...), id
 	}
