@@ -21,14 +21,8 @@ func (c *curves) replay() {
 	c.pending.peaks, c.pending.sums, c.pending.limits, c.pending.states = nil, nil, nil, nil
 	sort.Ints(q.states)
 	a := c.newReplayScan(&q)
-	for bi := range c.h.Blocks {
-		if b := &c.h.Blocks[bi]; b.Alloc < 0 && b.LiveAt(-1) {
-			p, n, rest := c.shares(int32(bi))
-			a.v[p] += n
-			a.v[PartFixed] += rest
-		}
-	}
-	a.inRun = true // the state before the first event starts the first run
+	a.v = c.stateAt(0) // the blocks allocated before the first event
+	a.inRun = true     // the state before the first event starts the first run
 	a.capture(0)
 	if mid := c.replaySplit(); mid > 0 {
 		c.split++
