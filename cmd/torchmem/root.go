@@ -156,9 +156,9 @@ func (g *globals) analyze(s *snapshot.Snapshot, opts analysis.Options) *result.R
 		// now, it is written in their room.
 		runtime.GC()
 		// The output's garbage then piles on a live heap of a few MB: at
-		// the analysis's GOGC a collection every few MB, some thirty of
-		// them for the 9 MB JSON of the 1 GB generated snapshot. At the
-		// default, a handful, in room the analysis left.
+		// the analysis's GOGC a collection every few MB, 23 of them for the
+		// 9 MB JSON of the 1 GB generated snapshot. At the default, 8, in
+		// room the analysis left.
 		debug.SetGCPercent(outputGCPercent)
 	}
 	g.endProgress()
