@@ -116,7 +116,7 @@ func guessFreesCarryAllocStacks(events []snapshot.Event) bool {
 			}
 		}
 	}
-	return same > 0 && same >= 9*diff
+	return carriesAllocStacks(same, diff)
 }
 
 // guessEvents is how many events guessFreesCarryAllocStacks reads: enough

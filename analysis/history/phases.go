@@ -486,8 +486,13 @@ func freesCarryAllocStacks(h *History) bool {
 			diff++
 		}
 	}
-	return same > 0 && same >= 9*diff
+	return carriesAllocStacks(same, diff)
 }
+
+// carriesAllocStacks is the rule of freesCarryAllocStacks: of the freed
+// blocks with both stacks, same had their free's stack equal to their
+// allocation's and diff did not.
+func carriesAllocStacks(same, diff int) bool { return same > 0 && same >= 9*diff }
 
 // annCursor finds, for a time, the first of the annotations by end that
 // ends at or after it and the first of those by start that starts after
